@@ -1,0 +1,68 @@
+# Defines the imported target Timm::Torch for the LibTorch inside a Python
+# torch wheel.
+#
+# We do not use find_package(Torch): the CUDA wheel's config insists on a
+# matching CUDA toolkit and cuDNN at configure time, which breaks on machines
+# whose toolkit differs from the wheel's (and costs configure time). The wheel
+# is self-describing, so we ask its Python for the location, version and ABI.
+#
+# Inputs (cache variables): TIMM_PYTHON (a Python with torch installed) or
+# TORCH_ROOT (the torch package folder). Outputs: Timm::Torch, TORCH_ROOT,
+# TIMM_TORCH_VERSION, TIMM_TORCH_HAS_CUDA.
+include_guard(GLOBAL)
+
+set(TIMM_PYTHON "" CACHE FILEPATH "Python interpreter whose torch package to build against")
+set(TORCH_ROOT "" CACHE PATH "Folder of the torch Python package (site-packages/torch)")
+
+if(NOT TORCH_ROOT)
+  if(NOT TIMM_PYTHON)
+    find_program(TIMM_PYTHON_FOUND NAMES python3 REQUIRED)
+    set(TIMM_PYTHON "${TIMM_PYTHON_FOUND}" CACHE FILEPATH "" FORCE)
+  endif()
+  execute_process(
+    COMMAND "${TIMM_PYTHON}" -c "import os, torch; print(os.path.dirname(torch.__file__))"
+    OUTPUT_VARIABLE _timm_torch_root OUTPUT_STRIP_TRAILING_WHITESPACE
+    RESULT_VARIABLE _timm_rc ERROR_VARIABLE _timm_err)
+  if(NOT _timm_rc EQUAL 0)
+    message(FATAL_ERROR "cannot import torch with '${TIMM_PYTHON}': ${_timm_err}\n"
+                        "Run scripts/setup.sh, or pass -DTIMM_PYTHON=<python with torch> or -DTORCH_ROOT=<site-packages/torch>.")
+  endif()
+  set(TORCH_ROOT "${_timm_torch_root}" CACHE PATH "" FORCE)
+endif()
+
+set(_timm_api_version_h "${TORCH_ROOT}/include/torch/csrc/api/include/torch/version.h")
+if(NOT EXISTS "${_timm_api_version_h}")
+  message(FATAL_ERROR "TORCH_ROOT='${TORCH_ROOT}' has no include/torch/csrc/api/include/torch/version.h; "
+                      "expected the torch package folder (site-packages/torch)")
+endif()
+# torch >= 2.12 keeps the numbers in headeronly/version.h, older ones in the API header.
+set(_timm_version_h "${TORCH_ROOT}/include/torch/headeronly/version.h")
+if(NOT EXISTS "${_timm_version_h}")
+  set(_timm_version_h "${_timm_api_version_h}")
+endif()
+foreach(_part MAJOR MINOR PATCH)
+  file(STRINGS "${_timm_version_h}" _line REGEX "#define TORCH_VERSION_${_part} ")
+  string(REGEX REPLACE ".*TORCH_VERSION_${_part} +([0-9]+).*" "\\1" _TIMM_TORCH_${_part} "${_line}")
+endforeach()
+set(TIMM_TORCH_VERSION "${_TIMM_TORCH_MAJOR}.${_TIMM_TORCH_MINOR}.${_TIMM_TORCH_PATCH}")
+
+foreach(_lib c10 torch_cpu torch)
+  if(NOT EXISTS "${TORCH_ROOT}/lib/lib${_lib}.so")
+    message(FATAL_ERROR "${TORCH_ROOT}/lib/lib${_lib}.so not found; is TORCH_ROOT a complete torch install?")
+  endif()
+endforeach()
+set(TIMM_TORCH_HAS_CUDA OFF)
+if(EXISTS "${TORCH_ROOT}/lib/libtorch_cuda.so")
+  set(TIMM_TORCH_HAS_CUDA ON)
+endif()
+
+if(NOT TARGET Timm::Torch)
+  add_library(Timm::Torch INTERFACE IMPORTED)
+  set_target_properties(Timm::Torch PROPERTIES
+    INTERFACE_INCLUDE_DIRECTORIES "${TORCH_ROOT}/include;${TORCH_ROOT}/include/torch/csrc/api/include"
+    # What torch_cpu's exported target carries; without USE_DISTRIBUTED the
+    # c10d headers compile to nothing.
+    INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=1;USE_DISTRIBUTED;USE_C10D_GLOO;USE_RPC;USE_TENSORPIPE"
+    INTERFACE_LINK_LIBRARIES "${TORCH_ROOT}/lib/libtorch.so;${TORCH_ROOT}/lib/libtorch_cpu.so;${TORCH_ROOT}/lib/libc10.so")
+endif()
+message(STATUS "LibTorch ${TIMM_TORCH_VERSION} at ${TORCH_ROOT} (CUDA: ${TIMM_TORCH_HAS_CUDA})")

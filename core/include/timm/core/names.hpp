@@ -1,0 +1,25 @@
+// Name utilities shared by the registry and the CLI: timm's wildcard matching
+// for --list-models, timm's natural sort order, and "did you mean" suggestions.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace timm {
+
+// fnmatch-style match as Python's fnmatch.fnmatchcase: '*', '?', '[seq]',
+// '[!seq]'. Case-sensitive, as timm's list_models on POSIX.
+bool wildcard_match(std::string_view pattern, std::string_view name);
+
+// timm's natural_key order: case-insensitive, digit runs compared as numbers
+// ("resnet18" < "resnet101"; "b2" < "B10").
+bool natural_less(std::string_view a, std::string_view b);
+
+// Up to max_count known names closest to `name` (edit distance, then prefix
+// and substring matches), closest first. Empty when nothing is plausibly close.
+std::vector<std::string> nearest_names(std::string_view name,
+                                       const std::vector<std::string>& known,
+                                       std::size_t max_count = 3);
+
+}  // namespace timm

@@ -1,0 +1,35 @@
+// An 8-bit image in memory and decoding from JPEG and PNG.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace timm {
+
+// Interleaved 8-bit pixels, row-major, H x W x C with C = 1 (L) or 3 (RGB).
+struct Image {
+  int64_t height = 0;
+  int64_t width = 0;
+  int64_t channels = 0;
+  std::vector<std::uint8_t> pixels;
+
+  Image() = default;
+  Image(int64_t h, int64_t w, int64_t c) : height(h), width(w), channels(c), pixels(h * w * c) {}
+  std::uint8_t* row(int64_t y) { return pixels.data() + y * width * channels; }
+  const std::uint8_t* row(int64_t y) const { return pixels.data() + y * width * channels; }
+  bool empty() const { return pixels.empty(); }
+};
+
+// Decodes JPEG (libjpeg-turbo) or PNG (libpng), chosen by the file's magic
+// bytes, converting to `channels` (1: PIL "L", 3: PIL "RGB"; alpha dropped,
+// palettes expanded, grayscale expanded). A corrupt or unsupported file
+// throws Error naming `source`.
+Image decode_image(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels);
+
+// Reads and decodes a file.
+Image read_image(const std::filesystem::path& path, int64_t channels);
+
+}  // namespace timm

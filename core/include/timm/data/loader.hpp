@@ -1,0 +1,64 @@
+// The batch loader: worker threads decode and transform samples into uint8
+// batches, a bounded number of batches ahead of the training loop.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "timm/data/dataset.hpp"
+#include "timm/data/transform.hpp"
+
+namespace timm {
+
+struct Batch {
+  at::Tensor images;   // uint8 (N, C, H, W), CPU
+  at::Tensor targets;  // int64 (N)
+};
+
+// Chooses the sample order of an epoch.
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+  virtual std::vector<int64_t> indices(int64_t epoch) const = 0;
+};
+// A permutation seeded by (seed, epoch), or 0..n-1 when !shuffle.
+std::shared_ptr<Sampler> make_local_sampler(std::size_t dataset_size, bool shuffle, std::uint64_t seed);
+
+struct LoaderOptions {
+  int64_t batch_size = 128;
+  bool drop_last = false;
+  int64_t num_workers = 4;  // -j; 0 loads on the calling thread
+  int64_t prefetch_batches = 2;  // per worker
+  std::uint64_t seed = 42;
+};
+
+class Loader {
+ public:
+  Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<Sampler> sampler,
+         TransformPipeline transform, LoaderOptions options);
+  ~Loader();
+
+  // Starts an epoch; the sample order and per-sample seeds depend on it.
+  void start_epoch(int64_t epoch);
+  // The next batch of the epoch, or nullopt at its end.
+  std::optional<Batch> next();
+  // Batches per epoch.
+  std::size_t num_batches() const;
+
+  const TransformPipeline& transform() const { return transform_; }
+  std::size_t skipped_samples() const;
+
+ private:
+  struct State;
+  std::shared_ptr<const Dataset> dataset_;
+  std::shared_ptr<Sampler> sampler_;
+  TransformPipeline transform_;
+  LoaderOptions options_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace timm

@@ -1,0 +1,98 @@
+// Transforms: the interface augmentation plugins implement, and timm's
+// create_transform that composes them.
+//
+// Image transforms run per sample in the loader's worker threads on uint8
+// images; batch transforms run on the float batch on the training device
+// (as timm's prefetcher normalises there). Randomness comes from an Rng the
+// loader seeds per sample, so the same seed gives the same batches whatever
+// the number of workers.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "timm/data/image.hpp"
+
+namespace timm {
+
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) : engine_(seed) {}
+  // Uniform in [lo, hi).
+  double uniform(double lo = 0.0, double hi = 1.0) {
+    return std::uniform_real_distribution<double>(lo, hi)(engine_);
+  }
+  // Uniform integer in [lo, hi], both inclusive (Python's random.randint).
+  int64_t randint(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(engine_); }
+  bool bernoulli(double p) { return uniform() < p; }
+  std::mt19937_64& engine() { return engine_; }
+
+ private:
+  std::mt19937_64 engine_;
+};
+
+class ImageTransform {
+ public:
+  virtual ~ImageTransform() = default;
+  virtual void apply(Image& image, Rng& rng) const = 0;
+  // timm's repr, e.g. "RandomHorizontalFlip(p=0.5)".
+  virtual std::string repr() const = 0;
+};
+
+class BatchTransform {
+ public:
+  virtual ~BatchTransform() = default;
+  // `batch` is float (N, C, H, W) on the training device.
+  virtual void apply(at::Tensor& batch, Rng& rng) const = 0;
+  virtual std::string repr() const = 0;
+};
+
+// create_transform's arguments (the resolved data config plus the train flags).
+struct TransformArgs {
+  bool is_training = false;
+  std::vector<int64_t> input_size{3, 224, 224};  // C, H, W
+  std::string interpolation = "bilinear";        // train: --train-interpolation
+  std::vector<double> mean{0.485, 0.456, 0.406};
+  std::vector<double> std{0.229, 0.224, 0.225};
+  double crop_pct = 0.875;
+  std::string crop_mode = "center";
+  std::string train_crop_mode = "rrc";
+  std::vector<double> scale{0.08, 1.0};
+  std::vector<double> ratio{3.0 / 4.0, 4.0 / 3.0};
+  double hflip = 0.5;
+  double vflip = 0.0;
+  bool no_aug = false;
+};
+
+// What an augmentation factory makes: one of the two.
+struct Augmentation {
+  std::shared_ptr<const ImageTransform> image;
+  std::shared_ptr<const BatchTransform> batch;
+};
+using AugmentationFactory = std::function<Augmentation(const TransformArgs&)>;
+
+// A composed pipeline: per-sample image transforms, then batch transforms.
+struct TransformPipeline {
+  std::vector<std::shared_ptr<const ImageTransform>> image;
+  std::vector<std::shared_ptr<const BatchTransform>> batch;
+
+  void apply(Image& image, Rng& rng) const;
+  void apply(at::Tensor& batch, Rng& rng) const;
+  std::string repr() const;
+};
+
+// timm's create_transform: looks the stages up in the registry by timm's
+// names. Train: the --train-crop-mode crop ("rrc"), then "hflip" / "vflip"
+// when their probability is > 0; eval: the crop_mode crop ("center", ...).
+// Both end with the batch transform "normalize".
+TransformPipeline create_transform(const TransformArgs& args);
+
+}  // namespace timm

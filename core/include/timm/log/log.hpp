@@ -1,0 +1,27 @@
+// Rank-aware logging in timm's layout.
+//
+// Info lines are printed bare, other levels as "WARNING: message", as timm's
+// FormatterNoInfo does. Only the primary rank prints info lines unless
+// `all_ranks` is set; warnings and errors are printed by every rank, prefixed
+// with "[rank N] " when the world has more than one process.
+//
+// Messages are plain strings; format them with timm::format(), which takes
+// printf specs (Python's "{:#.3g}" is "%#.3g").
+#pragma once
+
+#include <string>
+
+namespace timm {
+
+// Call once at start-up and again once the rank is known.
+void setup_logging(int rank = 0, int world_size = 1);
+
+void log_info(const std::string& message);
+void log_info_all_ranks(const std::string& message);
+void log_warning(const std::string& message);
+void log_error(const std::string& message);
+
+// printf-style formatting into a std::string.
+std::string format(const char* spec, ...) __attribute__((format(printf, 1, 2)));
+
+}  // namespace timm

@@ -1,0 +1,70 @@
+// The model interface every model plugin implements.
+//
+// A model is a torch::nn::Module classifier whose submodule names are timm's
+// attribute names, so its state_dict keys equal timm's and checkpoints move
+// both ways. Plugins follow the torch frontend's style (XxxOptions, XxxImpl,
+// TORCH_MODULE(Xxx)) with XxxImpl deriving from ClassifierImpl.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+
+namespace timm {
+
+inline constexpr double kImagenetMean[3] = {0.485, 0.456, 0.406};
+inline constexpr double kImagenetStd[3] = {0.229, 0.224, 0.225};
+
+// A model's default data configuration, as timm's pretrained_cfg: the data
+// pipeline knows a model only through this.
+struct PretrainedCfg {
+  std::vector<int64_t> input_size{3, 224, 224};  // C, H, W
+  std::string interpolation = "bicubic";
+  std::vector<double> mean{kImagenetMean[0], kImagenetMean[1], kImagenetMean[2]};
+  std::vector<double> std{kImagenetStd[0], kImagenetStd[1], kImagenetStd[2]};
+  double crop_pct = 0.875;
+  std::string crop_mode = "center";
+  std::string first_conv;  // state_dict prefix of the stem conv, e.g. "conv1"
+  std::string classifier;  // state_dict prefix of the head, e.g. "fc"
+};
+
+// What timm's create_model passes to a model constructor.
+struct ModelArgs {
+  int64_t num_classes = 1000;
+  int64_t in_chans = 3;
+  double drop_rate = 0.0;
+  std::optional<double> drop_path_rate;    // model default when unset
+  std::optional<std::string> global_pool;  // model default when unset
+  // --model-kwargs k=v; a model throws UsageError on a key it does not know.
+  std::map<std::string, std::string> kwargs;
+};
+
+class ClassifierImpl : public torch::nn::Module {
+ public:
+  // Logits, (N, num_classes).
+  virtual torch::Tensor forward(torch::Tensor x) = 0;
+  virtual int64_t num_classes() const = 0;
+  virtual const PretrainedCfg& pretrained_cfg() const = 0;
+  // Parameter names (fnmatch patterns) excluded from weight decay, as timm's
+  // model.no_weight_decay().
+  virtual std::vector<std::string> no_weight_decay() const { return {}; }
+};
+
+using ModelPtr = std::shared_ptr<ClassifierImpl>;
+using ModelFactory = std::function<ModelPtr(const ModelArgs&)>;
+
+// Creates a registered model by name from the global registry; an unknown
+// name throws UsageError with the nearest known names.
+ModelPtr create_model(const std::string& name, const ModelArgs& args);
+
+// Throws UsageError if `args.kwargs` has a key not in `known`.
+void check_model_kwargs(const std::string& model, const ModelArgs& args,
+                        const std::vector<std::string>& known);
+
+}  // namespace timm

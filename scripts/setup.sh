@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Idempotent set-up: Debian packages, the pinned Python environment (torch for
+# LibTorch, timm as the test oracle), CMake configure and build.
+# Each step is skipped when already done, so a second run costs seconds.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+install_apt_packages() {
+  local missing=()
+  for pkg in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return
+  log "installing Debian packages: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+create_venv() {
+  local marker="$TIMM_CPP_VENV/.timm-cpp-complete"
+  [ -f "$marker" ] && return
+  log "creating Python environment $TIMM_CPP_VENV (torch $TORCH_VERSION, timm $TIMM_VERSION)"
+  mkdir -p "$TIMM_CPP_CACHE"
+  python3 -m venv "$TIMM_CPP_VENV"
+  "$TIMM_CPP_VENV/bin/pip" install -q --disable-pip-version-check \
+    "torch==$TORCH_VERSION" "timm==$TIMM_VERSION" \
+    "safetensors==$SAFETENSORS_VERSION" "pillow==$PILLOW_VERSION" numpy >&2
+  touch "$marker"
+}
+
+configure_and_build() {
+  local generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  if [ ! -f "$TIMM_CPP_BUILD/CMakeCache.txt" ]; then
+    log "configuring $TIMM_CPP_BUILD"
+    cmake -S "$TIMM_CPP_ROOT" -B "$TIMM_CPP_BUILD" "${generator[@]}" \
+      -DCMAKE_BUILD_TYPE=Release \
+      -DTIMM_PYTHON="$TIMM_CPP_VENV/bin/python" \
+      -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >&2
+  fi
+  log "building"
+  cmake --build "$TIMM_CPP_BUILD" -j "$(nproc)" >&2
+}
+
+install_apt_packages
+create_venv
+configure_and_build

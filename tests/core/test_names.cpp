@@ -1,0 +1,38 @@
+#include <doctest/doctest.h>
+
+#include "timm/core/names.hpp"
+
+using timm::natural_less;
+using timm::nearest_names;
+using timm::wildcard_match;
+
+TEST_CASE("wildcard_match follows Python's fnmatchcase") {
+  CHECK(wildcard_match("resnet*", "resnet18"));
+  CHECK(wildcard_match("*", ""));
+  CHECK(wildcard_match("resnet?8", "resnet18"));
+  CHECK_FALSE(wildcard_match("resnet?8", "resnet108"));
+  CHECK(wildcard_match("*net[0-9]*", "resnet50d"));
+  CHECK_FALSE(wildcard_match("*net[!0-9]*", "resnet50"));
+  CHECK(wildcard_match("efficientnet_b[0-3]", "efficientnet_b2"));
+  CHECK_FALSE(wildcard_match("efficientnet_b[0-3]", "efficientnet_b4"));
+  CHECK_FALSE(wildcard_match("Resnet*", "resnet18"));
+  CHECK(wildcard_match("[abc", "[abc"));  // unterminated bracket is literal
+}
+
+TEST_CASE("natural_less is timm's case-insensitive natural order") {
+  CHECK(natural_less("resnet18", "resnet101"));
+  CHECK(natural_less("resnet50", "resnet50d"));
+  CHECK_FALSE(natural_less("resnet101", "resnet18"));
+  CHECK(natural_less("b2", "B10"));
+  CHECK(natural_less("class2", "Class10"));
+  CHECK_FALSE(natural_less("a", "a"));
+}
+
+TEST_CASE("nearest_names suggests close names first") {
+  const std::vector<std::string> known{"resnet18", "resnet34", "resnet50", "seresnet34", "adamw"};
+  const auto near = nearest_names("resnet35", known);
+  REQUIRE(!near.empty());
+  CHECK(near.front() == "resnet34");
+  CHECK(nearest_names("zzzzzzzzzzzz", known).empty());
+  CHECK(nearest_names("resnet", known).front() == "resnet18");
+}

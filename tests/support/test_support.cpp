@@ -1,0 +1,119 @@
+#include "test_support.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include "timm/core/plugin_loader.hpp"
+#include "timm/core/registry.hpp"
+
+extern char** environ;
+
+namespace timm::test {
+
+std::filesystem::path plugin_dir() { return TIMM_TEST_PLUGIN_DIR; }
+std::filesystem::path bin_dir() { return TIMM_TEST_BIN_DIR; }
+std::filesystem::path source_dir() { return TIMM_TEST_SOURCE_DIR; }
+std::string python() { return TIMM_TEST_PYTHON; }
+
+void load_builtin_plugins() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    PluginLoader loader(Registry::global());
+    loader.load_directory(plugin_dir(), /*required=*/true);
+  });
+}
+
+CommandResult run_command(const std::vector<std::string>& argv, std::chrono::seconds timeout,
+                          const std::vector<std::string>& extra_env) {
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e) env_storage.emplace_back(*e);
+  for (const auto& e : extra_env) env_storage.push_back(e);
+  pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    setpgid(0, 0);  // its own group, so a timeout kills its children too
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    close(fds[1]);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    std::vector<char*> env;
+    for (auto& e : env_storage) env.push_back(e.data());
+    env.push_back(nullptr);
+    execvpe(args[0], args.data(), env.data());
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(fds[1]);
+  fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  CommandResult result;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::array<char, 65536> buffer;
+  int status = 0;
+  bool exited = false;
+  while (true) {
+    ssize_t n;
+    while ((n = read(fds[0], buffer.data(), buffer.size())) > 0) result.output.append(buffer.data(), n);
+    if (!exited && waitpid(pid, &status, WNOHANG) == pid) exited = true;
+    if (exited && n == 0) break;  // child gone and pipe drained
+    if (exited && n < 0 && errno == EAGAIN) {
+      // Grandchildren may still hold the pipe; give them until the deadline.
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(-pid, SIGKILL);
+      if (!exited) waitpid(pid, &status, 0);
+      result.output += "\n[test] killed after timeout of " + std::to_string(timeout.count()) + " s\n";
+      result.exit_code = -9;
+      close(fds[0]);
+      return result;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  close(fds[0]);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+std::string run_oracle(const std::string& script, const std::vector<std::string>& args,
+                       std::chrono::seconds timeout) {
+  std::vector<std::string> argv{python(), (source_dir() / "tests" / "oracle" / script).string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  CommandResult r = run_command(argv, timeout, {"PYTHONHASHSEED=0", "OMP_NUM_THREADS=1"});
+  if (r.exit_code != 0) {
+    throw std::runtime_error("oracle " + script + " exited " + std::to_string(r.exit_code) + ":\n" + r.output);
+  }
+  return r.output;
+}
+
+TempDir::TempDir() {
+  std::random_device rd;
+  const auto base = std::filesystem::temp_directory_path();
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto candidate = base / ("timm-test-" + std::to_string(getpid()) + "-" + std::to_string(rd()));
+    if (std::filesystem::create_directory(candidate)) {
+      path_ = candidate;
+      return;
+    }
+  }
+  throw std::runtime_error("cannot create a temporary folder under " + base.string());
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+}  // namespace timm::test
