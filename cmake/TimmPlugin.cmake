@@ -1,5 +1,5 @@
 # timm_add_plugin(<target> KIND <models|optim|sched|aug> SOURCES <src>... [LIBRARIES <lib>...]
-#                 [OUTPUT_DIRECTORY <dir>])
+#                 [OUTPUT_DIRECTORY <dir>] [NO_INSTALL])
 #
 # Builds one timm-cpp plugin: a MODULE library linked against the SDK with
 # -z defs, so a missing symbol is a link error here and never a dlopen error
@@ -9,7 +9,7 @@
 include_guard(GLOBAL)
 
 function(timm_add_plugin target)
-  cmake_parse_arguments(ARG "" "KIND;OUTPUT_DIRECTORY" "SOURCES;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(ARG "NO_INSTALL" "KIND;OUTPUT_DIRECTORY" "SOURCES;LIBRARIES" ${ARGN})
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "timm_add_plugin(${target}): SOURCES is required")
   endif()
@@ -32,7 +32,7 @@ function(timm_add_plugin target)
   if(TARGET timm_pch AND COMMAND timm_use_pch)
     timm_use_pch(${target})
   endif()
-  if(COMMAND timm_install_plugin)
+  if(COMMAND timm_install_plugin AND NOT ARG_NO_INSTALL)
     timm_install_plugin(${target})
   endif()
 endfunction()

@@ -1,17 +1,72 @@
 // timm-run: trains an image classifier the way timm's train.py does.
+//
+// Parses timm's flags (and --config FILE.toml), loads the plugins, then lists
+// registry entries or trains. User errors print one line and exit 2 (usage)
+// or 1 (runtime).
+#include <chrono>
 #include <iostream>
 
+#include <c10/util/Exception.h>
+
+#include "timm/config/config.hpp"
 #include "timm/core/error.hpp"
 #include "timm/core/plugin_loader.hpp"
 #include "timm/core/registry.hpp"
+#include "timm/log/log.hpp"
+#include "timm/train/trainer.hpp"
+
+namespace {
+
+void print_list(timm::PluginKind kind, const std::string& pattern) {
+  const timm::Registry& registry = timm::Registry::global();
+  for (const auto& name : registry.list(kind, pattern)) {
+    std::cout << name << "\t" << registry.get(kind, name).description << "\n";
+  }
+}
+
+int run(int argc, char** argv) {
+  const auto start = std::chrono::steady_clock::now();
+  timm::CommandLine command = timm::parse_train_command_line(argc, argv);
+  if (command.action == timm::Action::kHelp) {
+    std::cout << command.help_text;
+    return 0;
+  }
+  const auto plugins = timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(command.plugin_dirs));
+  const double startup = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  switch (command.action) {
+    case timm::Action::kListModels: print_list(timm::PluginKind::kModel, command.list_pattern); return 0;
+    case timm::Action::kListOptimizers: print_list(timm::PluginKind::kOptimizer, command.list_pattern); return 0;
+    case timm::Action::kListSchedulers: print_list(timm::PluginKind::kScheduler, command.list_pattern); return 0;
+    case timm::Action::kListAugmentations: print_list(timm::PluginKind::kAugmentation, command.list_pattern); return 0;
+    default: break;
+  }
+  timm::log_info(timm::format("Start-up: %zu plugins, %zu registry entries, config parsed in %.3f s", plugins.size(),
+                              timm::Registry::global().size(), startup));
+  const timm::TrainResult result = timm::run_training(command.config);
+  if (result.last_eval) {
+    timm::log_info(timm::format("Test top-1: %.2f%%  top-5: %.2f%%  loss: %.4f  (%lld images)", result.last_eval->top1,
+                                result.last_eval->top5, result.last_eval->loss,
+                                static_cast<long long>(result.last_eval->samples)));
+  }
+  timm::log_info(timm::format("Train throughput: %.1f images/s; output in %s", result.train_images_per_second,
+                              result.output_dir.string().c_str()));
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
+  timm::setup_logging();
   try {
-    timm::load_plugins(timm::Registry::global(), timm::plugin_search_path({}));
-    for (const auto& name : timm::Registry::global().list(timm::PluginKind::kModel)) std::cout << name << "\n";
-    return 0;
+    return run(argc, argv);
   } catch (const timm::Error& e) {
     std::cerr << "timm-run: error: " << e.what() << "\n";
     return e.exit_code();
+  } catch (const c10::Error& e) {
+    std::cerr << "timm-run: error: " << e.what_without_backtrace() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "timm-run: error: " << e.what() << "\n";
+    return 1;
   }
 }

@@ -13,6 +13,7 @@ namespace timm::test {
 std::filesystem::path plugin_dir();
 std::filesystem::path bin_dir();
 std::filesystem::path source_dir();
+std::filesystem::path build_dir();
 
 // Loads every built plugin into Registry::global(), once per process.
 void load_builtin_plugins();

@@ -69,6 +69,9 @@ struct TransformArgs {
   std::vector<double> ratio{3.0 / 4.0, 4.0 / 3.0};
   double hflip = 0.5;
   double vflip = 0.0;
+  // --color-jitter: brightness, contrast and saturation factor range
+  // [max(0, 1 - j), 1 + j]; unset or 0 turns colour jitter off.
+  std::optional<double> color_jitter = 0.4;
   bool no_aug = false;
 };
 
@@ -86,13 +89,18 @@ struct TransformPipeline {
 
   void apply(Image& image, Rng& rng) const;
   void apply(at::Tensor& batch, Rng& rng) const;
+  // timm's Compose repr of the per-sample stages (ending in
+  // MaybePILToTensor(), as with timm's prefetcher), then the batch stages
+  // that timm's PrefetchLoader applies, as "Batch(...)".
   std::string repr() const;
 };
 
 // timm's create_transform: looks the stages up in the registry by timm's
 // names. Train: the --train-crop-mode crop ("rrc"), then "hflip" / "vflip"
-// when their probability is > 0; eval: the crop_mode crop ("center", ...).
-// Both end with the batch transform "normalize".
+// when their probability is > 0, then "color_jitter" when set and > 0;
+// train with no_aug: "resize_center" (timm's transforms_noaug_train); eval:
+// the crop_mode crop ("center" | "squash" | "border"). All end with the batch
+// transform "normalize". An unknown stage name throws UsageError.
 TransformPipeline create_transform(const TransformArgs& args);
 
 }  // namespace timm

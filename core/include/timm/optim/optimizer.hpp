@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/nn/module.h>
@@ -34,9 +35,9 @@ struct OptimizerArgs {
   double lr = 0.1;
   double weight_decay = 2e-5;
   double momentum = 0.9;
-  std::optional<double> eps;            // --opt-eps; optimizer default when unset
-  std::optional<std::vector<double>> betas;  // --opt-betas
-  std::map<std::string, std::string> kwargs;  // --opt-kwargs k=v
+  std::optional<double> eps;                  // --opt-eps; optimizer default when unset
+  std::optional<std::vector<double>> betas;   // --opt-betas
+  std::map<std::string, std::string> kwargs;  // --opt-kwargs k=v, values unparsed
 };
 
 class Optimizer {
@@ -53,14 +54,32 @@ class Optimizer {
   virtual double lr_scale(std::size_t group) const = 0;
   virtual double weight_decay(std::size_t group) const = 0;
 
-  // Optimizer state for checkpoints; load() accepts what save() wrote.
+  // Optimizer state for checkpoints; load() accepts what save() wrote,
+  // including the groups' hyper-parameters (lr) and initial_lr, as torch's
+  // load_state_dict restores param_groups.
   virtual void save(torch::serialize::OutputArchive& archive) const = 0;
   virtual void load(torch::serialize::InputArchive& archive) = 0;
 
-  // timm's log line: "SGD (sgd) optimizer: lr: 0.1, momentum: 0.9, ...".
+  // timm's log line after "Created ": "SGD (sgd) optimizer: lr: 0.1, ...",
+  // the optimizer's defaults as train.py prints them.
   virtual std::string describe() const = 0;
 
+  // The mean of the groups' lr, as train.py logs and writes to summary.csv.
   double mean_lr() const;
+
+  // timm's group['initial_lr']: set by the first scheduler (setdefault) and
+  // kept in checkpoints, so that a scheduler created after a resume starts
+  // from the original base lr rather than the last scheduled one.
+  std::optional<double> initial_lr(std::size_t group) const;
+  void set_initial_lr(std::size_t group, double lr);
+
+ protected:
+  // For implementations' save()/load(); load() tolerates archives without it.
+  void save_initial_lrs(torch::serialize::OutputArchive& archive) const;
+  void load_initial_lrs(torch::serialize::InputArchive& archive);
+
+ private:
+  std::vector<std::optional<double>> initial_lrs_;
 };
 
 // Wraps a torch::optim optimizer whose param groups were built from
@@ -81,25 +100,83 @@ class TorchOptimizer : public Optimizer {
   std::string describe() const override { return description_; }
 
   torch::optim::Optimizer& impl() { return *impl_; }
+  const torch::optim::Optimizer& impl() const { return *impl_; }
 
  private:
+  const torch::optim::OptimizerOptions& options(std::size_t group) const;
+
   std::unique_ptr<torch::optim::Optimizer> impl_;
   std::vector<double> lr_scales_;
   std::string description_;
 };
 
 using OptimizerPtr = std::unique_ptr<Optimizer>;
+// Receives timm's groups and the flags; args.opt is the name as the user
+// spelled it (timm logs it so), the factory was looked up lowercased.
 using OptimizerFactory = std::function<OptimizerPtr(std::vector<ParamGroup>, const OptimizerArgs&)>;
 
 // timm's param_groups_weight_decay: groups [no-decay (wd 0), decay (wd)], each
 // only if non-empty; all in the no-decay group when weight_decay is 0.
-// A parameter is no-decay if it is 1-D or smaller, its name ends in ".bias",
-// or it matches a pattern of `no_weight_decay`.
+// Parameters with requires_grad false are left out. A parameter is no-decay
+// if it is 1-D or smaller, its name ends in ".bias", or it matches an fnmatch
+// pattern of `no_weight_decay`.
 std::vector<ParamGroup> param_groups_weight_decay(const torch::nn::Module& model, double weight_decay,
                                                   const std::vector<std::string>& no_weight_decay);
 
-// Creates the optimizer named args.opt for `model` with timm's groups.
+// Creates the optimizer named args.opt (case-insensitive, as timm) for
+// `model` with timm's groups. Unknown names throw UsageError with the nearest
+// known names; "lookahead_<opt>" is not implemented yet (UsageError).
 OptimizerPtr create_optimizer(const torch::nn::Module& model, const std::vector<std::string>& no_weight_decay,
                               const OptimizerArgs& args);
+
+// torch param groups from timm's groups: each group gets a copy of `defaults`
+// with its own weight_decay, as torch merges a group dict over the defaults.
+template <class Options>
+std::vector<torch::optim::OptimizerParamGroup> torch_param_groups(const std::vector<ParamGroup>& groups,
+                                                                  const Options& defaults) {
+  std::vector<torch::optim::OptimizerParamGroup> out;
+  out.reserve(groups.size());
+  for (const ParamGroup& group : groups) {
+    auto options = std::make_unique<Options>(defaults);
+    options->weight_decay(group.weight_decay);
+    out.emplace_back(group.params, std::move(options));
+  }
+  return out;
+}
+
+// The lr_scale of each group, for TorchOptimizer.
+std::vector<double> lr_scales(const std::vector<ParamGroup>& groups);
+
+// --opt-kwargs for an optimizer plugin, read as timm's ParseKwargs
+// (ast.literal_eval) would for the types the optimizer takes. Every error is a
+// UsageError naming the optimizer and the key.
+class OptimizerKwargs {
+ public:
+  // Throws UsageError if args.kwargs has a key not in `known`, or one that
+  // train.py also passes from a flag (lr, weight_decay, momentum; eps and
+  // betas when --opt-eps / --opt-betas are set), as Python would.
+  OptimizerKwargs(const OptimizerArgs& args, const std::vector<std::string>& known);
+
+  bool has(const std::string& key) const { return kwargs_.count(key) != 0; }
+  double get_double(const std::string& key, double fallback) const;
+  bool get_bool(const std::string& key, bool fallback) const;
+  // "(0.9, 0.999)", "[0.9,0.999]" or "0.9,0.999".
+  std::vector<double> get_doubles(const std::string& key, std::vector<double> fallback) const;
+  // Python's repr of the value as it would be stored ("0.9", "1", "True").
+  std::string repr(const std::string& key, const std::string& fallback) const;
+
+ private:
+  std::string where(const std::string& key) const;
+
+  std::string opt_;
+  std::map<std::string, std::string> kwargs_;
+};
+
+// Python's repr() of a float ("0.1", "2e-05", "1.0", "1e+16"), for describe().
+std::string py_float_repr(double value);
+
+// The describe() string: "<cls> (<opt>) optimizer: k: v, k: v, ...".
+std::string describe_optimizer(const std::string& cls, const std::string& opt,
+                               const std::vector<std::pair<std::string, std::string>>& defaults);
 
 }  // namespace timm

@@ -1,0 +1,48 @@
+// timm's resolve_data_config: the input size, interpolation, mean, std and
+// crop the data pipeline uses, from the flags, the dataset and the model's
+// pretrained config. The data pipeline knows a model only through this.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "timm/models/model.hpp"
+
+namespace timm {
+
+class Config;
+
+struct DataConfig {
+  std::vector<int64_t> input_size;  // C, H, W
+  std::string interpolation;
+  std::vector<double> mean;
+  std::vector<double> std;
+  double crop_pct = 0.875;
+  std::string crop_mode = "center";
+};
+
+// What a built-in dataset implies when the flags do not say otherwise:
+// Fashion-MNIST is 1 x 28 x 28 with its own mean and std. Unset for folders.
+struct DatasetDefaults {
+  std::optional<int64_t> in_chans;
+  std::optional<int64_t> img_size;
+  std::optional<std::vector<double>> mean;
+  std::optional<std::vector<double>> std;
+};
+DatasetDefaults dataset_defaults(const std::string& dataset_name);
+
+// The number of input channels: --in-chans, else --input-size[0], else the
+// dataset's, else 3.
+int64_t resolve_in_chans(const Config& config, const DatasetDefaults& dataset);
+
+// Priority for each field: the flags, then the dataset, then the model's
+// pretrained config, then timm's defaults. A --mean/--std of one value is
+// repeated per channel; another length must equal the channel count.
+DataConfig resolve_data_config(const Config& config, const PretrainedCfg& pretrained, const DatasetDefaults& dataset);
+
+// timm's "Data processing configuration" log lines.
+std::vector<std::string> describe_data_config(const DataConfig& data_config);
+
+}  // namespace timm

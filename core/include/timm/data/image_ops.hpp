@@ -1,0 +1,66 @@
+// Image operations shared by every augmentation plugin, matching Pillow.
+//
+// resize() ports Pillow's ImagingResample (separable, antialiased: the filter
+// support is scaled by the downscale factor, 22-bit fixed-point coefficients,
+// the same rounding) so results equal PIL's Image.resize; nearest follows
+// PIL's affine nearest-neighbour path. The colour ops follow PIL's
+// ImageEnhance (Image.blend in float), as torchvision's PIL backend does.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "timm/data/image.hpp"
+
+namespace timm {
+
+enum class Interpolation { kNearest, kBilinear, kBicubic, kBox, kHamming, kLanczos };
+
+// timm's names: "nearest", "bilinear", "bicubic", "box", "hamming",
+// "lanczos". An unknown name throws UsageError listing the known ones.
+Interpolation interpolation_from_name(std::string_view name);
+std::string_view interpolation_name(Interpolation interpolation);
+
+// PIL's Image.resize((out_w, out_h), filter): same-size input is copied.
+Image resize(const Image& src, int64_t out_h, int64_t out_w, Interpolation interpolation);
+
+// PIL's Image.crop((left, top, left + width, top + height)): the window may
+// reach outside the image; those pixels are `fill` (zero by default).
+Image crop(const Image& src, int64_t top, int64_t left, int64_t height, int64_t width, std::uint8_t fill = 0);
+
+// torchvision's resized_crop on a PIL image: crop, then resize. A window
+// inside the image is resampled in place, without copying the crop.
+Image resized_crop(const Image& src, int64_t top, int64_t left, int64_t height, int64_t width, int64_t out_h,
+                   int64_t out_w, Interpolation interpolation);
+
+void hflip(Image& image);
+void vflip(Image& image);
+
+// Python's round(): half to even.
+int64_t round_half_even(double value);
+
+// torchvision's Resize(int) rule: the shorter side becomes `size`, the
+// longer int(size * long / short). Returns (height, width).
+std::pair<int64_t, int64_t> shorter_side_size(int64_t height, int64_t width, int64_t size);
+
+// torchvision's CenterCrop: zero-pads when the image is smaller (left/top
+// padding (d) // 2), then crops at int(round((H - h) / 2)), int(round((W - w) / 2)).
+Image center_crop(const Image& src, int64_t height, int64_t width);
+
+// timm's center_crop_or_pad with a per-channel fill (size 1 or C).
+Image center_crop_or_pad(const Image& src, int64_t height, int64_t width, std::span<const std::uint8_t> fill);
+
+// PIL's convert("L") / convert("RGB") between 1 and 3 channels.
+Image convert_channels(const Image& src, int64_t channels);
+
+// PIL ImageEnhance with a factor: Brightness, Contrast, Color (saturation).
+// On 1-channel images saturation is a no-op, as PIL's Color on "L".
+void adjust_brightness(Image& image, double factor);
+void adjust_contrast(Image& image, double factor);
+void adjust_saturation(Image& image, double factor);
+
+}  // namespace timm

@@ -1,0 +1,60 @@
+// Global pooling and the classifier head, as timm's layers/adaptive_avgmax_pool.py
+// and layers/classifier.py.
+//
+// SelectAdaptivePool2d pools NCHW features to 1x1 with pool_type '' (none),
+// 'avg', 'max', 'avgmax' (0.5 * (avg + max)), 'catavgmax' (avg and max
+// concatenated on channels: twice the features) or the 'fast*' variants
+// (mean / amax, same values); with flatten it returns (N, C). Neither piece
+// has parameters of its own; create_classifier's fc is a Linear named as timm's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <ATen/ATen.h>
+#include <torch/arg.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/pimpl.h>
+
+namespace timm::layers {
+
+// 2 for 'catavgmax' (and 'fastcatavgmax'), else 1: how many times the channel
+// count the pooled features have.
+int64_t adaptive_pool_feat_mult(std::string_view pool_type);
+
+struct SelectAdaptivePool2dOptions {
+  /* implicit */ SelectAdaptivePool2dOptions(std::string pool_type = "avg") : pool_type_(std::move(pool_type)) {}
+  TORCH_ARG(std::string, pool_type);
+  TORCH_ARG(bool, flatten) = false;
+};
+
+class SelectAdaptivePool2dImpl : public torch::nn::Cloneable<SelectAdaptivePool2dImpl> {
+ public:
+  // Throws UsageError for an unknown pool_type.
+  explicit SelectAdaptivePool2dImpl(const SelectAdaptivePool2dOptions& options = {});
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+  at::Tensor forward(const at::Tensor& x);
+
+  bool is_identity() const { return options.pool_type().empty(); }
+  int64_t feat_mult() const { return adaptive_pool_feat_mult(options.pool_type()); }
+
+  SelectAdaptivePool2dOptions options;
+};
+TORCH_MODULE(SelectAdaptivePool2d);
+
+// timm's create_classifier(num_features, num_classes, pool_type): the pooling
+// (flattening unless pool_type is '') and the fc, Linear(num_features *
+// feat_mult, num_classes), or Identity when num_classes <= 0. Register them as
+// "global_pool" and "fc" (model.register_module("fc", head.fc.ptr())), call fc
+// with head.fc.forward(x).
+struct ClassifierHead {
+  SelectAdaptivePool2d global_pool{nullptr};
+  torch::nn::AnyModule fc;
+  int64_t num_pooled_features = 0;  // fc's in_features
+};
+ClassifierHead create_classifier(int64_t num_features, int64_t num_classes, const std::string& pool_type = "avg");
+
+}  // namespace timm::layers

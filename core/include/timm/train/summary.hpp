@@ -1,0 +1,32 @@
+// The output folder and summary.csv, in timm's layout.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace timm {
+
+// Python's repr() of a float: the shortest string that round-trips, "1.0"
+// for whole numbers, exponent form below 1e-4 and from 1e16 ("1e-05").
+std::string python_float_repr(double value);
+
+// timm's safe_model_name: alphanumerics kept, everything else '_', trailing
+// '_' stripped.
+std::string safe_model_name(const std::string& model_name);
+
+// The experiment folder: <output or ./output/train>/<experiment>, where the
+// experiment defaults to "YYYYmmdd-HHMMSS-<model>-<img size>"; created if
+// missing.
+std::filesystem::path make_output_dir(const std::string& output, const std::string& experiment,
+                                      const std::string& model_name, int64_t img_size);
+
+// Appends one row to summary.csv with timm's columns (epoch, train_*, eval_*,
+// lr), writing the header first when `write_header`.
+void update_summary(const std::filesystem::path& csv_path, int64_t epoch,
+                    const std::vector<std::pair<std::string, double>>& train_metrics,
+                    const std::vector<std::pair<std::string, double>>& eval_metrics, double lr, bool write_header);
+
+}  // namespace timm

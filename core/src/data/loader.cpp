@@ -1,0 +1,264 @@
+#include "timm/data/loader.hpp"
+
+#include <ATen/ATen.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "timm/core/error.hpp"
+#include "timm/log/log.hpp"
+
+namespace timm {
+namespace {
+
+// timm's ImageDataset gives up after this many consecutive bad samples.
+constexpr int kMaxRetries = 20;
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// A seed per (seed, epoch, dataset index): independent of workers and batching.
+std::uint64_t sample_seed(std::uint64_t seed, int64_t epoch, int64_t index) {
+  return splitmix64(splitmix64(splitmix64(seed) ^ static_cast<std::uint64_t>(epoch)) ^
+                    static_cast<std::uint64_t>(index));
+}
+
+class LocalSampler final : public Sampler {
+ public:
+  LocalSampler(std::size_t size, bool shuffle, std::uint64_t seed) : size_(size), shuffle_(shuffle), seed_(seed) {}
+
+  std::vector<int64_t> indices(int64_t epoch) const override {
+    std::vector<int64_t> order(size_);
+    for (std::size_t i = 0; i < size_; ++i) order[i] = static_cast<int64_t>(i);
+    if (!shuffle_) return order;
+    // Fisher-Yates with a plain modulo: the same order with any standard
+    // library (std::uniform_int_distribution is implementation-defined).
+    std::mt19937_64 engine(seed_ + static_cast<std::uint64_t>(epoch));
+    for (std::size_t i = size_; i > 1; --i) {
+      const std::size_t j = engine() % i;
+      std::swap(order[i - 1], order[j]);
+    }
+    return order;
+  }
+
+ private:
+  std::size_t size_;
+  bool shuffle_;
+  std::uint64_t seed_;
+};
+
+// Copies an interleaved HWC image into one CHW slot of the batch.
+void copy_chw(const Image& image, std::uint8_t* dst) {
+  const int64_t plane = image.height * image.width;
+  if (image.channels == 1) {
+    std::memcpy(dst, image.pixels.data(), plane);
+    return;
+  }
+  const std::uint8_t* src = image.pixels.data();
+  const int64_t c = image.channels;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    std::uint8_t* out = dst + ch * plane;
+    for (int64_t i = 0; i < plane; ++i) out[i] = src[i * c + ch];
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<Sampler> make_local_sampler(std::size_t dataset_size, bool shuffle, std::uint64_t seed) {
+  return std::make_shared<LocalSampler>(dataset_size, shuffle, seed);
+}
+
+// One epoch's work: batch b is built by whichever worker claims it; the
+// consumer takes batches strictly in order.
+struct Loader::State {
+  int64_t epoch = 0;
+  std::vector<int64_t> order;
+  std::size_t num_batches = 0;
+  std::size_t next_to_claim = 0;   // guarded by mutex
+  std::size_t next_to_return = 0;  // guarded by mutex
+  std::map<std::size_t, Batch> ready;
+  std::exception_ptr error;       // the first failure, rethrown by next()
+  std::atomic<bool> stop{false};  // set under mutex; read lock-free mid-batch
+  std::mutex mutex;
+  std::condition_variable work_cv;   // workers wait for room to prefetch
+  std::condition_variable ready_cv;  // the consumer waits for its batch
+  std::vector<std::thread> workers;
+  std::atomic<std::size_t> skipped{0};
+
+  void shutdown() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stop = true;
+    }
+    work_cv.notify_all();
+    ready_cv.notify_all();
+    for (auto& t : workers) {
+      if (t.joinable()) t.join();
+    }
+    workers.clear();
+  }
+};
+
+Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<Sampler> sampler, TransformPipeline transform,
+               LoaderOptions options)
+    : dataset_(std::move(dataset)),
+      sampler_(std::move(sampler)),
+      transform_(std::move(transform)),
+      options_(options),
+      state_(std::make_unique<State>()) {
+  TORCH_CHECK(dataset_ != nullptr && sampler_ != nullptr, "Loader needs a dataset and a sampler");
+  if (options_.batch_size <= 0)
+    throw UsageError("batch size must be positive, got " + std::to_string(options_.batch_size));
+  if (options_.num_workers < 0)
+    throw UsageError("workers (-j) must be >= 0, got " + std::to_string(options_.num_workers));
+  options_.prefetch_batches = std::max<int64_t>(options_.prefetch_batches, 1);
+}
+
+Loader::~Loader() {
+  if (state_) state_->shutdown();
+}
+
+std::size_t Loader::num_batches() const {
+  const std::size_t n = dataset_->size();
+  const std::size_t bs = static_cast<std::size_t>(options_.batch_size);
+  return options_.drop_last ? n / bs : (n + bs - 1) / bs;
+}
+
+std::size_t Loader::skipped_samples() const { return state_->skipped.load(); }
+
+namespace {
+
+// Loads the sample at `index`, moving on to the next index on a bad file as
+// timm's ImageDataset does; throws after kMaxRetries consecutive failures.
+Image load_sample(const Dataset& dataset, const TransformPipeline& transform, int64_t index, std::uint64_t seed,
+                  int64_t epoch, std::atomic<std::size_t>& skipped, int64_t& target) {
+  const int64_t n = static_cast<int64_t>(dataset.size());
+  int64_t i = index;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      Rng rng(sample_seed(seed, epoch, i));
+      Image image = dataset.image(static_cast<std::size_t>(i));
+      transform.apply(image, rng);
+      target = dataset.target(static_cast<std::size_t>(i));
+      return image;
+    } catch (const UsageError&) {
+      throw;  // a configuration error, not a bad sample
+    } catch (const Error& e) {
+      skipped.fetch_add(1);
+      log_warning("Skipped sample (index " + std::to_string(i) + ", file " + dataset.describe(i) + "). " + e.what());
+      if (attempt + 1 >= kMaxRetries) {
+        throw Error("data: " + std::to_string(kMaxRetries) + " consecutive samples failed to load, the last " +
+                    quoted(dataset.describe(i)) + ": " + e.what());
+      }
+      i = (i + 1) % n;
+    }
+  }
+}
+
+}  // namespace
+
+// Builds batch `b` of the epoch (called from a worker or inline).
+static Batch build_batch(const Dataset& dataset, const TransformPipeline& transform, const LoaderOptions& options,
+                         const std::vector<int64_t>& order, int64_t epoch, std::size_t b,
+                         std::atomic<std::size_t>& skipped, const std::atomic<bool>* stop) {
+  const std::size_t bs = static_cast<std::size_t>(options.batch_size);
+  const std::size_t begin = b * bs;
+  const std::size_t end = std::min(order.size(), begin + bs);
+  const int64_t n = static_cast<int64_t>(end - begin);
+  Batch batch;
+  batch.targets = at::empty({n}, at::kLong);
+  int64_t* targets = batch.targets.data_ptr<int64_t>();
+  std::uint8_t* images = nullptr;
+  int64_t c = 0, h = 0, w = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    if (stop != nullptr && stop->load(std::memory_order_relaxed)) return {};
+    const int64_t index = order[begin + k];
+    Image image = load_sample(dataset, transform, index, options.seed, epoch, skipped, targets[k]);
+    if (k == 0) {
+      c = image.channels, h = image.height, w = image.width;
+      batch.images = at::empty({n, c, h, w}, at::kByte);
+      images = batch.images.data_ptr<std::uint8_t>();
+    } else if (image.channels != c || image.height != h || image.width != w) {
+      throw Error("data: sample " + quoted(dataset.describe(index)) + " is " + std::to_string(image.height) + "x" +
+                  std::to_string(image.width) + "x" + std::to_string(image.channels) +
+                  " after the transforms; expected " + std::to_string(h) + "x" + std::to_string(w) + "x" +
+                  std::to_string(c) + " like the rest of its batch (is a crop stage missing?)");
+    }
+    copy_chw(image, images + k * c * h * w);
+  }
+  return batch;
+}
+
+void Loader::start_epoch(int64_t epoch) {
+  state_->shutdown();
+  auto fresh = std::make_unique<State>();
+  fresh->skipped.store(state_->skipped.load());
+  state_ = std::move(fresh);
+  State& s = *state_;
+  s.epoch = epoch;
+  s.order = sampler_->indices(epoch);
+  const std::size_t bs = static_cast<std::size_t>(options_.batch_size);
+  s.num_batches = options_.drop_last ? s.order.size() / bs : (s.order.size() + bs - 1) / bs;
+  if (options_.num_workers == 0) return;
+
+  const std::size_t max_ahead = static_cast<std::size_t>(options_.num_workers * options_.prefetch_batches);
+  for (int64_t wkr = 0; wkr < options_.num_workers; ++wkr) {
+    s.workers.emplace_back([this, &s, max_ahead] {
+      while (true) {
+        std::size_t b;
+        {
+          std::unique_lock<std::mutex> lock(s.mutex);
+          s.work_cv.wait(lock, [&] {
+            return s.stop || s.error || s.next_to_claim >= s.num_batches ||
+                   s.next_to_claim < s.next_to_return + max_ahead;
+          });
+          if (s.stop || s.error || s.next_to_claim >= s.num_batches) return;
+          b = s.next_to_claim++;
+        }
+        try {
+          Batch batch = build_batch(*dataset_, transform_, options_, s.order, s.epoch, b, s.skipped, &s.stop);
+          std::lock_guard<std::mutex> lock(s.mutex);
+          s.ready.emplace(b, std::move(batch));
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(s.mutex);
+          if (!s.error) s.error = std::current_exception();
+        }
+        s.ready_cv.notify_all();
+      }
+    });
+  }
+}
+
+std::optional<Batch> Loader::next() {
+  State& s = *state_;
+  if (options_.num_workers == 0) {
+    if (s.next_to_return >= s.num_batches) return std::nullopt;
+    return build_batch(*dataset_, transform_, options_, s.order, s.epoch, s.next_to_return++, s.skipped, nullptr);
+  }
+  std::unique_lock<std::mutex> lock(s.mutex);
+  if (s.next_to_return >= s.num_batches) return std::nullopt;
+  const std::size_t b = s.next_to_return;
+  s.ready_cv.wait(lock, [&] { return s.error || s.ready.count(b) > 0; });
+  if (s.ready.count(b) == 0) {
+    std::exception_ptr error = s.error;
+    lock.unlock();
+    std::rethrow_exception(error);
+  }
+  Batch batch = std::move(s.ready.at(b));
+  s.ready.erase(b);
+  ++s.next_to_return;
+  lock.unlock();
+  s.work_cv.notify_all();
+  return batch;
+}
+
+}  // namespace timm

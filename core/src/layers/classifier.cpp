@@ -1,0 +1,71 @@
+#include "timm/layers/classifier.hpp"
+
+#include <array>
+#include <ostream>
+
+#include <torch/nn/modules/linear.h>
+
+#include "timm/core/error.hpp"
+
+namespace timm::layers {
+namespace {
+
+constexpr std::array<std::string_view, 10> kPoolTypes = {"",     "avg",     "max",     "avgmax",     "catavgmax",
+                                                         "fast", "fastavg", "fastmax", "fastavgmax", "fastcatavgmax"};
+
+void check_pool_type(const std::string& pool_type) {
+  for (auto known : kPoolTypes) {
+    if (pool_type == known) return;
+  }
+  std::string expected;
+  for (auto known : kPoolTypes) expected += (expected.empty() ? "'" : ", '") + std::string(known) + "'";
+  throw UsageError("global_pool " + quoted(pool_type) + ": unknown pool type (expected one of " + expected + ")");
+}
+
+// Pooled to (N, C, 1, 1). The 'fast' variants reduce with mean/amax, the
+// others call the adaptive pooling ops, exactly as timm does.
+at::Tensor pool_keepdim(const at::Tensor& x, std::string_view pool_type) {
+  const bool fast = pool_type.starts_with("fast");
+  auto avg = [&] { return fast ? x.mean({2, 3}, true) : at::adaptive_avg_pool2d(x, {1, 1}); };
+  auto max = [&] { return fast ? x.amax({2, 3}, true) : std::get<0>(at::adaptive_max_pool2d(x, {1, 1})); };
+  if (pool_type.ends_with("catavgmax")) return at::cat({avg(), max()}, 1);
+  if (pool_type.ends_with("avgmax")) return fast ? 0.5 * avg() + 0.5 * max() : 0.5 * (avg() + max());
+  if (pool_type.ends_with("max")) return max();
+  return avg();  // "avg", "fast", "fastavg"
+}
+
+}  // namespace
+
+int64_t adaptive_pool_feat_mult(std::string_view pool_type) { return pool_type.ends_with("catavgmax") ? 2 : 1; }
+
+SelectAdaptivePool2dImpl::SelectAdaptivePool2dImpl(const SelectAdaptivePool2dOptions& options_) : options(options_) {
+  reset();
+}
+
+void SelectAdaptivePool2dImpl::reset() { check_pool_type(options.pool_type()); }
+
+void SelectAdaptivePool2dImpl::pretty_print(std::ostream& stream) const {
+  stream << "timm::layers::SelectAdaptivePool2d(pool_type=" << options.pool_type()
+         << ", flatten=" << (options.flatten() ? "true" : "false") << ")";
+}
+
+at::Tensor SelectAdaptivePool2dImpl::forward(const at::Tensor& x) {
+  at::Tensor y = is_identity() ? x : pool_keepdim(x, options.pool_type());
+  return options.flatten() ? y.flatten(1) : y;
+}
+
+ClassifierHead create_classifier(int64_t num_features, int64_t num_classes, const std::string& pool_type) {
+  ClassifierHead head;
+  // No pooling means no flattening either: the features pass through as NCHW.
+  const bool flatten = !pool_type.empty();
+  head.global_pool = SelectAdaptivePool2d(SelectAdaptivePool2dOptions(pool_type).flatten(flatten));
+  head.num_pooled_features = num_features * head.global_pool->feat_mult();
+  if (num_classes > 0) {
+    head.fc = torch::nn::AnyModule(torch::nn::Linear(head.num_pooled_features, num_classes));
+  } else {
+    head.fc = torch::nn::AnyModule(torch::nn::Identity());
+  }
+  return head;
+}
+
+}  // namespace timm::layers

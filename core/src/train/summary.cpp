@@ -1,0 +1,98 @@
+#include "timm/train/summary.hpp"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+
+#include "timm/core/error.hpp"
+
+namespace timm {
+namespace fs = std::filesystem;
+
+std::string python_float_repr(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  if (value == 0.0) return std::signbit(value) ? "-0.0" : "0.0";
+  // Shortest round-trip digits in scientific form: "-d.ddde+XX".
+  char buffer[64];
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), value, std::chars_format::scientific);
+  const std::string sci(buffer, end);
+  const auto e_pos = sci.find('e');
+  const int exponent = std::stoi(sci.substr(e_pos + 1));
+  std::string mantissa = sci.substr(0, e_pos);
+  const bool negative = mantissa[0] == '-';
+  if (negative) mantissa.erase(0, 1);
+  std::string digits;
+  for (char c : mantissa) {
+    if (c != '.') digits += c;
+  }
+  std::string out;
+  if (exponent < -4 || exponent >= 16) {
+    out = digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    out += exponent < 0 ? "e-" : "e+";
+    const int magnitude = std::abs(exponent);
+    out += (magnitude < 10 ? "0" : "") + std::to_string(magnitude);
+  } else if (exponent < 0) {
+    out = "0." + std::string(static_cast<std::size_t>(-exponent - 1), '0') + digits;
+  } else {
+    const auto int_len = static_cast<std::size_t>(exponent + 1);
+    if (digits.size() <= int_len) {
+      out = digits + std::string(int_len - digits.size(), '0') + ".0";
+    } else {
+      out = digits.substr(0, int_len) + "." + digits.substr(int_len);
+    }
+  }
+  return negative ? "-" + out : out;
+}
+
+std::string safe_model_name(const std::string& model_name) {
+  std::string name = model_name;
+  for (const char* prefix : {"hf-hub:", "local-dir:"}) {
+    if (name.rfind(prefix, 0) == 0) name = name.substr(std::string(prefix).size());
+  }
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  while (!name.empty() && name.back() == '_') name.pop_back();
+  return name;
+}
+
+fs::path make_output_dir(const std::string& output, const std::string& experiment, const std::string& model_name,
+                         int64_t img_size) {
+  std::string name = experiment;
+  if (name.empty()) {
+    char stamp[32];
+    const std::time_t now = std::time(nullptr);
+    std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
+    name = std::string(stamp) + "-" + safe_model_name(model_name) + "-" + std::to_string(img_size);
+  }
+  const fs::path dir = fs::path(output.empty() ? "./output/train" : output) / name;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error("cannot create output folder '" + dir.string() + "': " + ec.message());
+  return dir;
+}
+
+void update_summary(const fs::path& csv_path, int64_t epoch,
+                    const std::vector<std::pair<std::string, double>>& train_metrics,
+                    const std::vector<std::pair<std::string, double>>& eval_metrics, double lr, bool write_header) {
+  std::string header = "epoch";
+  std::string row = std::to_string(epoch);
+  auto add = [&](const std::string& key, double value) {
+    header += "," + key;
+    row += "," + python_float_repr(value);
+  };
+  for (const auto& [key, value] : train_metrics) add("train_" + key, value);
+  for (const auto& [key, value] : eval_metrics) add("eval_" + key, value);
+  add("lr", lr);
+  std::ofstream out(csv_path, write_header ? std::ios::trunc : std::ios::app);
+  if (!out) throw Error("cannot write '" + csv_path.string() + "'");
+  // csv.DictWriter ends rows with "\r\n".
+  if (write_header) out << header << "\r\n";
+  out << row << "\r\n";
+}
+
+}  // namespace timm

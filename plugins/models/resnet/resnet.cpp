@@ -1,0 +1,299 @@
+// ResNet (timm/models/resnet.py): resnet18, resnet26, resnet34, resnet50,
+// resnet101, resnet152 — the plain "b" variant (7x7 stem, max-pool, stride on
+// the 3x3 conv), with timm's module names so state_dict keys equal timm's.
+//
+// Supported: num_classes (0: no fc, the pooled features come out), in_chans,
+// drop_rate (dropout before fc), drop_path_rate (per-block linear schedule),
+// global_pool. No --model-kwargs.
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/nn/functional/dropout.h>
+#include <torch/nn/init.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/pooling.h>
+
+#include "timm/core/error.hpp"
+#include "timm/core/plugin.hpp"
+#include "timm/layers/classifier.hpp"
+#include "timm/layers/drop_path.hpp"
+#include "timm/models/model.hpp"
+
+namespace timm::resnet {
+namespace {
+
+namespace nn = torch::nn;
+
+nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1) {
+  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
+}
+
+// What both block kinds are built from.
+struct BlockArgs {
+  int64_t inplanes = 0;
+  int64_t planes = 0;
+  int64_t stride = 1;
+  double drop_path_rate = 0.0;
+};
+
+// The shortcut projection, timm's downsample_conv: "0" a 1x1 strided conv,
+// "1" its BatchNorm. Needed where the shape changes.
+nn::Sequential make_downsample(int64_t inplanes, int64_t outplanes, int64_t stride) {
+  return nn::Sequential(conv(inplanes, outplanes, 1, stride), nn::BatchNorm2d(outplanes));
+}
+
+// Registration order follows timm's attribute order (conv1, bn1, ..., then
+// downsample, drop_path) so state_dict lists keys in timm's order too.
+class BasicBlockImpl : public nn::Module {
+ public:
+  static constexpr int64_t kExpansion = 1;
+
+  explicit BasicBlockImpl(const BlockArgs& a) {
+    const int64_t outplanes = a.planes * kExpansion;
+    conv1 = register_module("conv1", conv(a.inplanes, a.planes, 3, a.stride));
+    bn1 = register_module("bn1", nn::BatchNorm2d(a.planes));
+    act1 = register_module("act1", nn::ReLU());
+    conv2 = register_module("conv2", conv(a.planes, outplanes, 3));
+    bn2 = register_module("bn2", nn::BatchNorm2d(outplanes));
+    act2 = register_module("act2", nn::ReLU());
+    if (a.stride != 1 || a.inplanes != outplanes) {
+      downsample = register_module("downsample", make_downsample(a.inplanes, outplanes, a.stride));
+    }
+    if (a.drop_path_rate > 0.0) drop_path = register_module("drop_path", layers::DropPath(a.drop_path_rate));
+  }
+
+  at::Tensor forward(const at::Tensor& input) {
+    at::Tensor x = act1(bn1(conv1(input)));
+    x = bn2(conv2(x));
+    if (drop_path) x = drop_path(x);
+    return act2(x + (downsample ? downsample->forward(input) : input));
+  }
+
+  // timm's zero_init_last: each residual branch starts as zero.
+  void zero_init_last() { nn::init::zeros_(bn2->weight); }
+
+  nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  nn::ReLU act1{nullptr}, act2{nullptr};
+  nn::Sequential downsample{nullptr};
+  layers::DropPath drop_path{nullptr};
+};
+TORCH_MODULE(BasicBlock);
+
+class BottleneckImpl : public nn::Module {
+ public:
+  static constexpr int64_t kExpansion = 4;
+
+  // width = planes for the plain ResNets (cardinality 1, base_width 64); the
+  // stride sits on the 3x3 conv ("v1.5").
+  explicit BottleneckImpl(const BlockArgs& a) {
+    const int64_t width = a.planes;
+    const int64_t outplanes = a.planes * kExpansion;
+    conv1 = register_module("conv1", conv(a.inplanes, width, 1));
+    bn1 = register_module("bn1", nn::BatchNorm2d(width));
+    act1 = register_module("act1", nn::ReLU());
+    conv2 = register_module("conv2", conv(width, width, 3, a.stride));
+    bn2 = register_module("bn2", nn::BatchNorm2d(width));
+    act2 = register_module("act2", nn::ReLU());
+    conv3 = register_module("conv3", conv(width, outplanes, 1));
+    bn3 = register_module("bn3", nn::BatchNorm2d(outplanes));
+    act3 = register_module("act3", nn::ReLU());
+    if (a.stride != 1 || a.inplanes != outplanes) {
+      downsample = register_module("downsample", make_downsample(a.inplanes, outplanes, a.stride));
+    }
+    if (a.drop_path_rate > 0.0) drop_path = register_module("drop_path", layers::DropPath(a.drop_path_rate));
+  }
+
+  at::Tensor forward(const at::Tensor& input) {
+    at::Tensor x = act1(bn1(conv1(input)));
+    x = act2(bn2(conv2(x)));
+    x = bn3(conv3(x));
+    if (drop_path) x = drop_path(x);
+    return act3(x + (downsample ? downsample->forward(input) : input));
+  }
+
+  void zero_init_last() { nn::init::zeros_(bn3->weight); }
+
+  nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
+  nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
+  nn::ReLU act1{nullptr}, act2{nullptr}, act3{nullptr};
+  nn::Sequential downsample{nullptr};
+  layers::DropPath drop_path{nullptr};
+};
+TORCH_MODULE(Bottleneck);
+
+enum class BlockKind { kBasic, kBottleneck };
+
+// One registered architecture.
+struct ResNetSpec {
+  std::string name;
+  BlockKind block;
+  std::vector<int64_t> layers;  // blocks per stage
+  PretrainedCfg cfg;
+};
+
+class ResNetImpl : public ClassifierImpl {
+ public:
+  static constexpr int64_t kChannels[4] = {64, 128, 256, 512};
+
+  ResNetImpl(const ResNetSpec& spec, const ModelArgs& args)
+      : cfg_(spec.cfg), num_classes_(args.num_classes), drop_rate_(args.drop_rate) {
+    validate(spec.name, args);
+    conv1 =
+        register_module("conv1", nn::Conv2d(nn::Conv2dOptions(args.in_chans, 64, 7).stride(2).padding(3).bias(false)));
+    bn1 = register_module("bn1", nn::BatchNorm2d(64));
+    act1 = register_module("act1", nn::ReLU());
+    maxpool = register_module("maxpool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
+    const int64_t num_features = make_stages(spec, args.drop_path_rate.value_or(0.0));
+    auto head = layers::create_classifier(num_features, num_classes_, args.global_pool.value_or("avg"));
+    global_pool = register_module("global_pool", head.global_pool);
+    fc = head.fc;
+    register_module("fc", fc.ptr());
+    init_weights();
+  }
+
+  at::Tensor forward_features(const at::Tensor& input) {
+    at::Tensor x = maxpool(act1(bn1(conv1(input))));
+    for (auto& stage : stages_) x = stage->forward(x);
+    return x;
+  }
+
+  at::Tensor forward_head(const at::Tensor& features) {
+    at::Tensor x = global_pool(features);
+    if (drop_rate_ > 0.0) {
+      x = nn::functional::dropout(x, nn::functional::DropoutFuncOptions().p(drop_rate_).training(is_training()));
+    }
+    return fc.forward(x);
+  }
+
+  at::Tensor forward(at::Tensor x) override { return forward_head(forward_features(x)); }
+  int64_t num_classes() const override { return num_classes_; }
+  const PretrainedCfg& pretrained_cfg() const override { return cfg_; }
+
+  nn::Conv2d conv1{nullptr};
+  nn::BatchNorm2d bn1{nullptr};
+  nn::ReLU act1{nullptr};
+  nn::MaxPool2d maxpool{nullptr};
+  layers::SelectAdaptivePool2d global_pool{nullptr};
+  nn::AnyModule fc;
+
+ private:
+  static void validate(const std::string& name, const ModelArgs& args) {
+    check_model_kwargs(name, args, {});
+    if (args.num_classes < 0)
+      throw UsageError(name + ": num_classes must be >= 0, got " + std::to_string(args.num_classes));
+    if (args.in_chans < 1) throw UsageError(name + ": in_chans must be >= 1, got " + std::to_string(args.in_chans));
+    if (args.drop_rate < 0.0 || args.drop_rate > 1.0) {
+      throw UsageError(name + ": drop_rate must be in [0, 1], got " + std::to_string(args.drop_rate));
+    }
+    const double dpr = args.drop_path_rate.value_or(0.0);
+    if (dpr < 0.0 || dpr > 1.0)
+      throw UsageError(name + ": drop_path_rate must be in [0, 1], got " + std::to_string(dpr));
+  }
+
+  // layer1..layer4; returns the channels of the last stage. Block k of K over
+  // the whole net gets drop path rate * k / (K - 1), timm's make_blocks rule.
+  int64_t make_stages(const ResNetSpec& spec, double drop_path_rate) {
+    const int64_t expansion = spec.block == BlockKind::kBasic ? BasicBlockImpl::kExpansion : BottleneckImpl::kExpansion;
+    int64_t total_blocks = 0;
+    for (int64_t n : spec.layers) total_blocks += n;
+    int64_t inplanes = 64;
+    int64_t block_index = 0;
+    for (size_t stage = 0; stage < spec.layers.size(); ++stage) {
+      nn::Sequential blocks;
+      for (int64_t i = 0; i < spec.layers[stage]; ++i, ++block_index) {
+        BlockArgs a;
+        a.inplanes = inplanes;
+        a.planes = kChannels[stage];
+        a.stride = (stage > 0 && i == 0) ? 2 : 1;
+        a.drop_path_rate =
+            total_blocks > 1 ? drop_path_rate * static_cast<double>(block_index) / static_cast<double>(total_blocks - 1)
+                             : 0.0;
+        if (spec.block == BlockKind::kBasic) {
+          blocks->push_back(BasicBlock(a));
+        } else {
+          blocks->push_back(Bottleneck(a));
+        }
+        inplanes = a.planes * expansion;
+      }
+      stages_.push_back(register_module("layer" + std::to_string(stage + 1), blocks));
+    }
+    return inplanes;
+  }
+
+  // timm's ResNet.init_weights: kaiming-normal (fan_out, relu) convs; BN
+  // weight 1 / bias 0 and the Linear's default init are what the torch
+  // modules already start with; then the last BN of each block zeroed.
+  void init_weights() {
+    for (auto& module : modules(/*include_self=*/false)) {
+      if (auto* c = module->as<nn::Conv2d>()) {
+        nn::init::kaiming_normal_(c->weight, /*a=*/0.0, torch::kFanOut, torch::kReLU);
+      } else if (auto* b = module->as<BasicBlock>()) {
+        b->zero_init_last();
+      } else if (auto* b = module->as<Bottleneck>()) {
+        b->zero_init_last();
+      }
+    }
+  }
+
+  PretrainedCfg cfg_;
+  int64_t num_classes_;
+  double drop_rate_;
+  std::vector<nn::Sequential> stages_;
+};
+
+// timm's default cfg for each name (its default tag): bicubic, ImageNet
+// mean/std, stem "conv1", classifier "fc".
+PretrainedCfg default_cfg(double crop_pct) {
+  PretrainedCfg cfg;
+  cfg.input_size = {3, 224, 224};
+  cfg.interpolation = "bicubic";
+  cfg.crop_pct = crop_pct;
+  cfg.crop_mode = "center";
+  cfg.first_conv = "conv1";
+  cfg.classifier = "fc";
+  return cfg;
+}
+
+std::vector<ResNetSpec> resnet_specs() {
+  // Default tags: a1_in1k (resnet18/34/50), bt_in1k (resnet26), a1h_in1k (resnet101/152).
+  return {
+      {"resnet18", BlockKind::kBasic, {2, 2, 2, 2}, default_cfg(0.95)},
+      {"resnet26", BlockKind::kBottleneck, {2, 2, 2, 2}, default_cfg(0.875)},
+      {"resnet34", BlockKind::kBasic, {3, 4, 6, 3}, default_cfg(0.95)},
+      {"resnet50", BlockKind::kBottleneck, {3, 4, 6, 3}, default_cfg(0.95)},
+      {"resnet101", BlockKind::kBottleneck, {3, 4, 23, 3}, default_cfg(0.95)},
+      {"resnet152", BlockKind::kBottleneck, {3, 8, 36, 3}, default_cfg(0.95)},
+  };
+}
+
+std::string describe(const ResNetSpec& spec) {
+  std::string text = "ResNet (";
+  text += spec.block == BlockKind::kBasic ? "BasicBlock" : "Bottleneck";
+  text += ", layers ";
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    if (i > 0) text += '-';
+    text += std::to_string(spec.layers[i]);
+  }
+  text += ')';
+  return text;
+}
+
+}  // namespace
+}  // namespace timm::resnet
+
+TIMM_PLUGIN("resnet") {
+  for (const auto& spec : timm::resnet::resnet_specs()) {
+    registrar.add_model(spec.name, timm::resnet::describe(spec), [spec](const timm::ModelArgs& args) -> timm::ModelPtr {
+      return std::make_shared<timm::resnet::ResNetImpl>(spec, args);
+    });
+  }
+}

@@ -1,0 +1,317 @@
+// ResNet plugin against timm (tests/oracle/resnet_oracle.py), both ways:
+// timm's weights load here and give timm's logits and gradients; our weights
+// load in timm and give our logits. Tolerance for every float comparison:
+// |ours - timm| <= kAtol + kRtol * |timm|.
+//
+// The parity case runs on one thread, as the oracle does: train-mode
+// gradients through BatchNorm over few values per channel (8 in resnet50's
+// layer4 here) are ill-conditioned, and timm alone differs by ~1.5% between
+// one and two threads from the summation order. On one thread ours and
+// timm's agree bit for bit.
+#include <cmath>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <nlohmann/json.hpp>
+#include <torch/nn/modules/linear.h>
+
+#include "test_support.hpp"
+#include "timm/core/error.hpp"
+#include "timm/core/registry.hpp"
+#include "timm/io/safetensors.hpp"
+#include "timm/layers/drop_path.hpp"
+#include "timm/models/model.hpp"
+#include "timm/models/state_dict.hpp"
+
+// Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
+#include <doctest/doctest.h>
+
+namespace {
+
+constexpr double kAtol = 1e-4;
+constexpr double kRtol = 1e-4;
+constexpr int64_t kNumClasses = 10;
+
+struct Case {
+  std::string name;
+  int64_t in_chans;
+};
+const std::vector<Case> kCases = {{"resnet18", 3}, {"resnet34", 1}, {"resnet50", 3}};
+
+std::string cases_arg() {
+  std::string out;
+  for (const auto& c : kCases) out += (out.empty() ? "" : ",") + c.name + ":" + std::to_string(c.in_chans);
+  return out;
+}
+
+std::string stem(const timm::test::TempDir& dir, const Case& c) {
+  return (dir / (c.name + "_c" + std::to_string(c.in_chans))).string();
+}
+
+timm::ModelPtr make(const std::string& name, int64_t in_chans = 3, int64_t num_classes = kNumClasses) {
+  timm::test::load_builtin_plugins();
+  timm::ModelArgs args;
+  args.num_classes = num_classes;
+  args.in_chans = in_chans;
+  return timm::create_model(name, args);
+}
+
+double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+bool close(const at::Tensor& ours, const at::Tensor& expected) {
+  return at::allclose(ours.to(at::kDouble), expected.to(at::kDouble), kRtol, kAtol);
+}
+
+// Tensors under "prefix." with the prefix removed.
+timm::NamedTensors with_prefix(const timm::NamedTensors& all, const std::string& prefix) {
+  timm::NamedTensors out;
+  for (const auto& [key, tensor] : all) {
+    if (key.rfind(prefix, 0) == 0) out.emplace_back(key.substr(prefix.size()), tensor);
+  }
+  return out;
+}
+
+std::map<std::string, at::Tensor> as_map(const timm::NamedTensors& tensors) { return {tensors.begin(), tensors.end()}; }
+
+int64_t param_count(const torch::nn::Module& model) {
+  int64_t n = 0;
+  for (const auto& p : model.parameters()) n += p.numel();
+  return n;
+}
+
+// The drop_prob of each block's drop_path (0 where it has none), in block order.
+std::vector<double> block_drop_path_rates(const torch::nn::Module& model) {
+  std::vector<double> rates;
+  for (const auto& stage : {"layer1", "layer2", "layer3", "layer4"}) {
+    for (const auto& block : model.named_children()[stage]->children()) {
+      double rate = 0.0;
+      for (const auto& child : block->named_children()) {
+        if (child.key() == "drop_path") rate = child.value()->as<timm::layers::DropPath>()->options.drop_prob();
+      }
+      rates.push_back(rate);
+    }
+  }
+  return rates;
+}
+
+// Structure, then timm's weights give timm's outputs here.
+void check_timm_to_cpp(const Case& c, const timm::SafetensorsFile& expected_file) {
+  const auto expected = as_map(expected_file.tensors);
+  const auto& meta = expected_file.metadata;
+  timm::ModelPtr model = make(c.name, c.in_chans);
+
+  // Same keys, same order, same shapes, same parameter count.
+  const timm::NamedTensors ours = timm::state_dict(*model);
+  std::vector<std::string> our_keys;
+  for (const auto& [key, tensor] : ours) our_keys.push_back(key);
+  const auto timm_keys = nlohmann::json::parse(meta.at("state_dict_keys")).get<std::vector<std::string>>();
+  CHECK(our_keys == timm_keys);
+  const timm::NamedTensors timm_state = with_prefix(expected_file.tensors, "model.");
+  const auto timm_state_map = as_map(timm_state);
+  for (const auto& [key, tensor] : ours) {
+    auto it = timm_state_map.find(key);
+    REQUIRE_MESSAGE(it != timm_state_map.end(), key);
+    CHECK_MESSAGE((tensor.sizes() == it->second.sizes()), key);
+    CHECK_MESSAGE((tensor.scalar_type() == it->second.scalar_type()), key);
+  }
+  CHECK(param_count(*model) == std::stoll(meta.at("param_count")));
+
+  timm::load_state_dict(*model, timm_state, /*strict=*/true);
+  const at::Tensor input = expected.at("input");
+
+  model->eval();
+  {
+    c10::NoGradGuard no_grad;
+    const at::Tensor logits = model->forward(input);
+    MESSAGE(c.name << " eval logits max abs diff " << max_abs_diff(logits, expected.at("logits_eval")));
+    CHECK(close(logits, expected.at("logits_eval")));
+  }
+
+  model->train();
+  const at::Tensor logits = model->forward(input);
+  MESSAGE(c.name << " train logits max abs diff " << max_abs_diff(logits, expected.at("logits_train")));
+  CHECK(close(logits, expected.at("logits_train")));
+  const at::Tensor loss = at::nll_loss(at::log_softmax(logits, 1), expected.at("target"));
+  CHECK(close(loss, expected.at("loss")));
+  loss.backward();
+  const auto params = model->named_parameters();
+  for (const auto& key : nlohmann::json::parse(meta.at("grad_keys")).get<std::vector<std::string>>()) {
+    const at::Tensor grad = params[key].grad();
+    const at::Tensor& timm_grad = expected.at("grad." + key);
+    MESSAGE(c.name << " grad " << key << " max abs diff " << max_abs_diff(grad, timm_grad) << " (max |grad| "
+                   << timm_grad.abs().max().item<double>() << ")");
+    CHECK_MESSAGE(close(grad, timm_grad), key);
+  }
+  // BatchNorm's running statistics moved as in timm (momentum, unbiased var).
+  const auto buffers = model->named_buffers();
+  for (const auto* key : {"bn1.running_mean", "bn1.running_var", "bn1.num_batches_tracked"}) {
+    CHECK_MESSAGE(close(buffers[key], expected.at(std::string("after.") + key)), key);
+  }
+
+  // timm's per-block stochastic-depth schedule.
+  timm::ModelArgs args;
+  args.num_classes = kNumClasses;
+  args.in_chans = c.in_chans;
+  args.drop_path_rate = 0.2;
+  const auto timm_rates = nlohmann::json::parse(meta.at("drop_path_rates")).get<std::vector<double>>();
+  const auto our_rates = block_drop_path_rates(*timm::create_model(c.name, args));
+  REQUIRE(our_rates.size() == timm_rates.size());
+  for (size_t i = 0; i < our_rates.size(); ++i) CHECK(our_rates[i] == doctest::Approx(timm_rates[i]).epsilon(1e-12));
+}
+
+// A fresh model of ours, after one train-mode step of BN statistics, written
+// for timm to load; its eval logits go along as the probe.
+void write_cpp_model(const Case& c, const std::string& file_stem) {
+  at::manual_seed(123);
+  timm::ModelPtr model = make(c.name, c.in_chans);
+  const at::Tensor input = at::randn({2, c.in_chans, 64, 64});
+  c10::NoGradGuard no_grad;
+  model->train();
+  model->forward(input);  // moves the running statistics away from (0, 1)
+  model->eval();
+  const at::Tensor logits = model->forward(input);
+  timm::write_safetensors(file_stem + ".cpp.safetensors", timm::state_dict(*model));
+  timm::write_safetensors(file_stem + ".probe.safetensors", {{"input", input}, {"logits_eval", logits}});
+}
+
+// Sets ATen's intra-op thread count for a scope.
+class ThreadCount {
+ public:
+  explicit ThreadCount(int n) : saved_(at::get_num_threads()) { at::set_num_threads(n); }
+  ~ThreadCount() { at::set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+}  // namespace
+
+TEST_CASE("resnet matches timm both ways: structure, logits, gradients, weights") {
+  const ThreadCount one_thread(1);
+  timm::test::TempDir dir;
+  const std::string generated =
+      timm::test::run_oracle("resnet_oracle.py", {"generate", "--dir", dir.path().string(), "--cases", cases_arg()});
+  MESSAGE(generated);
+  for (const auto& c : kCases) {
+    CAPTURE(c.name);
+    check_timm_to_cpp(c, timm::read_safetensors_file(stem(dir, c) + ".expected.safetensors"));
+    write_cpp_model(c, stem(dir, c));
+  }
+  MESSAGE(timm::test::run_oracle("resnet_oracle.py", {"check", "--dir", dir.path().string(), "--cases", cases_arg()}));
+}
+
+TEST_CASE("resnet init follows timm: kaiming fan_out convs, last BN of each block zero") {
+  at::manual_seed(0);
+  timm::ModelPtr model = make("resnet50");
+  const auto params = model->named_parameters();
+  // kaiming_normal_(fan_out, relu): std = sqrt(2 / (out * kh * kw)).
+  const at::Tensor w = params["layer3.0.conv2.weight"];  // 256 x 256 x 3 x 3
+  const double expected_std = std::sqrt(2.0 / (256 * 9));
+  CHECK(w.std().item<double>() == doctest::Approx(expected_std).epsilon(0.02));
+  CHECK(params["layer3.0.bn3.weight"].abs().max().item<double>() == 0.0);
+  CHECK(params["layer3.0.bn2.weight"].min().item<double>() == 1.0);
+  CHECK(params["layer3.0.bn1.bias"].abs().max().item<double>() == 0.0);
+  CHECK(params["fc.weight"].abs().max().item<double>() <= 1.0 / std::sqrt(2048.0));
+
+  timm::ModelPtr basic = make("resnet18");
+  CHECK(basic->named_parameters()["layer2.1.bn2.weight"].abs().max().item<double>() == 0.0);
+}
+
+TEST_CASE("resnet registry entries, parameter counts and pretrained_cfg match timm") {
+  timm::test::load_builtin_plugins();
+  // timm's numbers at num_classes=1000 (timm-spec §8.9).
+  const std::vector<std::tuple<std::string, int64_t, size_t>> expected = {
+      {"resnet18", 11'689'512, 122}, {"resnet34", 21'797'672, 218}, {"resnet50", 25'557'032, 320}};
+  for (const auto& [name, params, entries] : expected) {
+    CAPTURE(name);
+    timm::ModelPtr model = make(name, 3, 1000);
+    CHECK(param_count(*model) == params);
+    CHECK(timm::state_dict(*model).size() == entries);
+    CHECK(model->num_classes() == 1000);
+    const auto& cfg = model->pretrained_cfg();
+    CHECK((cfg.input_size == std::vector<int64_t>{3, 224, 224}));
+    CHECK(cfg.crop_pct == 0.95);
+    CHECK(cfg.interpolation == "bicubic");
+    CHECK(cfg.first_conv == "conv1");
+    CHECK(cfg.classifier == "fc");
+    CHECK(model->no_weight_decay().empty());
+  }
+  CHECK(make("resnet26")->pretrained_cfg().crop_pct == 0.875);
+  for (const auto* name : {"resnet26", "resnet101", "resnet152"}) {
+    CHECK(timm::Registry::global().find(timm::PluginKind::kModel, name) != nullptr);
+  }
+}
+
+TEST_CASE("resnet head options: num_classes 0, global_pool, drop_rate") {
+  c10::NoGradGuard no_grad;
+  const at::Tensor x = at::randn({2, 3, 64, 64});
+
+  timm::ModelPtr features = make("resnet18", 3, 0);
+  features->eval();
+  CHECK((features->forward(x).sizes() == at::IntArrayRef{2, 512}));
+  CHECK(timm::state_dict(*features).size() == 120);  // no fc.weight, fc.bias
+
+  timm::ModelArgs args;
+  args.num_classes = 0;
+  args.global_pool = "";
+  timm::ModelPtr unpooled = timm::create_model("resnet18", args);
+  unpooled->eval();
+  CHECK((unpooled->forward(x).sizes() == at::IntArrayRef{2, 512, 2, 2}));
+
+  args.num_classes = kNumClasses;
+  args.global_pool = "catavgmax";
+  timm::ModelPtr cat = timm::create_model("resnet18", args);
+  CHECK((cat->named_parameters()["fc.weight"].sizes() == at::IntArrayRef{kNumClasses, 1024}));
+  cat->eval();
+  CHECK((cat->forward(x).sizes() == at::IntArrayRef{2, kNumClasses}));
+
+  // drop_rate 1 zeroes the pooled features in training: logits are fc.bias.
+  args.global_pool = std::nullopt;
+  args.drop_rate = 1.0;
+  timm::ModelPtr dropped = timm::create_model("resnet18", args);
+  dropped->train();
+  const at::Tensor bias = dropped->named_parameters()["fc.bias"];
+  CHECK(at::allclose(dropped->forward(x), bias.expand({2, kNumClasses})));
+  dropped->eval();
+  CHECK_FALSE(at::allclose(dropped->forward(x), bias.expand({2, kNumClasses})));
+}
+
+TEST_CASE("resnet rejects what it does not support") {
+  timm::test::load_builtin_plugins();
+  timm::ModelArgs args;
+  args.kwargs["output_stride"] = "16";
+  CHECK_THROWS_AS(timm::create_model("resnet50", args), timm::UsageError);
+  args.kwargs.clear();
+  args.global_pool = "median";
+  CHECK_THROWS_WITH_AS(timm::create_model("resnet50", args), doctest::Contains("'median'"), timm::UsageError);
+  args.global_pool = std::nullopt;
+  args.drop_path_rate = 1.5;
+  CHECK_THROWS_AS(timm::create_model("resnet50", args), timm::UsageError);
+}
+
+TEST_CASE("load_state_dict on a resnet names every missing, unexpected and mis-shaped key") {
+  timm::ModelPtr model = make("resnet18");
+  timm::NamedTensors state = timm::state_dict(*make("resnet18"));
+  state.erase(state.begin());                         // conv1.weight missing
+  state.emplace_back("head.weight", at::zeros({1}));  // unexpected
+  try {
+    timm::load_state_dict(*model, state, /*strict=*/true);
+    FAIL("expected an error");
+  } catch (const timm::Error& e) {
+    CHECK(std::string(e.what()).find("'conv1.weight'") != std::string::npos);
+    CHECK(std::string(e.what()).find("'head.weight'") != std::string::npos);
+  }
+  const auto result = timm::load_state_dict(*model, state, /*strict=*/false);
+  CHECK(result.missing_keys == std::vector<std::string>{"conv1.weight"});
+  CHECK(result.unexpected_keys == std::vector<std::string>{"head.weight"});
+
+  timm::NamedTensors wrong = timm::state_dict(*make("resnet18", 3, 7));
+  CHECK_THROWS_WITH_AS(timm::load_state_dict(*model, wrong, /*strict=*/false),
+                       doctest::Contains("'fc.weight': checkpoint has [7, 512], model has [10, 512]"), timm::Error);
+}

@@ -1,0 +1,61 @@
+// "adamw": torch.optim.AdamW (decoupled weight decay per parameter group),
+// betas (0.9, 0.999) and eps 1e-8 unless --opt-betas / --opt-eps.
+#include <torch/optim/adamw.h>
+
+#include "timm/core/error.hpp"
+#include "timm/core/plugin.hpp"
+#include "timm/optim/optimizer.hpp"
+
+namespace timm {
+namespace {
+
+const std::vector<std::string> kKnownKwargs{"betas", "eps", "amsgrad", "foreach"};
+
+std::string py_bool(bool value) { return value ? "True" : "False"; }
+
+OptimizerPtr make_adamw(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
+  const OptimizerKwargs kwargs(args, kKnownKwargs);
+  const std::string opt = timm::quoted(args.opt);
+  const std::vector<double> betas = args.betas ? *args.betas : kwargs.get_doubles("betas", {0.9, 0.999});
+  const double eps = args.eps ? *args.eps : kwargs.get_double("eps", 1e-8);
+  const bool amsgrad = kwargs.get_bool("amsgrad", false);
+  if (betas.size() != 2) {
+    throw UsageError("optimizer " + opt + ": betas needs 2 values, got " + std::to_string(betas.size()));
+  }
+  // torch's argument checks, as usage errors.
+  if (args.lr < 0) throw UsageError("optimizer " + opt + ": invalid learning rate " + py_float_repr(args.lr));
+  if (eps < 0) throw UsageError("optimizer " + opt + ": invalid epsilon value " + py_float_repr(eps));
+  for (std::size_t i = 0; i < 2; ++i) {
+    if (betas[i] < 0 || betas[i] >= 1) {
+      throw UsageError("optimizer " + opt + ": invalid beta parameter at index " + std::to_string(i) + ": " +
+                       py_float_repr(betas[i]));
+    }
+  }
+
+  auto defaults =
+      torch::optim::AdamWOptions(args.lr).betas({betas[0], betas[1]}).eps(eps).amsgrad(amsgrad).weight_decay(0.0);
+  const std::vector<double> scales = lr_scales(groups);
+  auto impl = std::make_unique<torch::optim::AdamW>(torch_param_groups(groups, defaults), defaults);
+
+  const std::string description = describe_optimizer(
+      "AdamW", args.opt,
+      {{"lr", py_float_repr(args.lr)},
+       {"betas", "(" + py_float_repr(betas[0]) + ", " + py_float_repr(betas[1]) + ")"},
+       {"eps", py_float_repr(eps)},
+       {"weight_decay", py_float_repr(args.weight_decay)},
+       {"amsgrad", py_bool(amsgrad)},
+       {"maximize", "False"},
+       {"foreach", kwargs.repr("foreach", "None")},
+       {"capturable", "False"},
+       {"differentiable", "False"},
+       {"fused", "None"},
+       {"decoupled_weight_decay", "True"}});
+  return std::make_unique<TorchOptimizer>(std::move(impl), scales, description);
+}
+
+}  // namespace
+}  // namespace timm
+
+TIMM_PLUGIN("adamw") {
+  registrar.add_optimizer("adamw", "torch.optim.AdamW, Adam with decoupled weight decay", timm::make_adamw);
+}

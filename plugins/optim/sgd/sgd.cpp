@@ -1,0 +1,69 @@
+// "sgd" / "nesterov" and "momentum": torch.optim.SGD as timm's registry binds
+// it (nesterov=True / False), with momentum from --momentum and weight decay
+// per parameter group (coupled L2, torch's SGD semantics).
+#include <torch/optim/sgd.h>
+
+#include "timm/core/error.hpp"
+#include "timm/core/plugin.hpp"
+#include "timm/optim/optimizer.hpp"
+
+namespace timm {
+namespace {
+
+// eps and betas are accepted and dropped (timm: has_eps/has_betas False);
+// foreach only picks an implementation.
+const std::vector<std::string> kKnownKwargs{"dampening", "nesterov", "foreach", "eps", "betas"};
+
+std::string py_bool(bool value) { return value ? "True" : "False"; }
+
+OptimizerPtr make_sgd(std::vector<ParamGroup> groups, const OptimizerArgs& args, bool nesterov_default) {
+  const OptimizerKwargs kwargs(args, kKnownKwargs);
+  const double momentum = args.momentum;
+  const double dampening = kwargs.get_double("dampening", 0.0);
+  const bool nesterov = kwargs.get_bool("nesterov", nesterov_default);
+  const std::string opt = timm::quoted(args.opt);
+  if (args.lr < 0) throw UsageError("optimizer " + opt + ": invalid learning rate " + py_float_repr(args.lr));
+  if (momentum < 0) throw UsageError("optimizer " + opt + ": invalid --momentum " + py_float_repr(momentum));
+  if (nesterov && (momentum <= 0 || dampening != 0)) {
+    throw UsageError("optimizer " + opt + ": Nesterov momentum requires a momentum and zero dampening (--momentum " +
+                     py_float_repr(momentum) + ", dampening " + py_float_repr(dampening) + ")");
+  }
+
+  // timm passes weight_decay=0 at the top level; the groups carry it.
+  auto defaults = torch::optim::SGDOptions(args.lr).momentum(momentum).dampening(dampening).nesterov(nesterov);
+  defaults.weight_decay(0.0);
+  const std::vector<double> scales = lr_scales(groups);
+  auto impl = std::make_unique<torch::optim::SGD>(torch_param_groups(groups, defaults), defaults);
+
+  // train.py logs optimizer.defaults with weight_decay replaced by the flag.
+  const std::string description =
+      describe_optimizer("SGD", args.opt,
+                         {{"lr", py_float_repr(args.lr)},
+                          {"momentum", py_float_repr(momentum)},
+                          {"dampening", kwargs.repr("dampening", "0")},
+                          {"weight_decay", py_float_repr(args.weight_decay)},
+                          {"nesterov", py_bool(nesterov)},
+                          {"maximize", "False"},
+                          {"foreach", kwargs.repr("foreach", "None")},
+                          {"differentiable", "False"},
+                          {"fused", "None"}});
+  return std::make_unique<TorchOptimizer>(std::move(impl), scales, description);
+}
+
+}  // namespace
+}  // namespace timm
+
+TIMM_PLUGIN("sgd") {
+  using timm::OptimizerArgs;
+  using timm::ParamGroup;
+  auto nesterov = [](std::vector<ParamGroup> groups, const OptimizerArgs& args) {
+    return timm::make_sgd(std::move(groups), args, /*nesterov_default=*/true);
+  };
+  auto classic = [](std::vector<ParamGroup> groups, const OptimizerArgs& args) {
+    return timm::make_sgd(std::move(groups), args, /*nesterov_default=*/false);
+  };
+  registrar.add_optimizer("sgd", "torch.Optim Stochastic Gradient Descent (SGD) with Nesterov momentum", nesterov);
+  registrar.add_optimizer("nesterov", "alias of sgd", nesterov);
+  registrar.add_optimizer("momentum", "torch.Optim Stochastic Gradient Descent (SGD) with classical momentum",
+                          classic);
+}

@@ -1,0 +1,100 @@
+// Parity of "sgd", "nesterov" and "momentum" with timm's create_optimizer_v2
+// (torch.optim.SGD): 10 steps with weight-decay groups, lr changes between
+// steps and a parameter without gradient on some steps.
+#include <doctest/doctest.h>
+
+#include "optim_parity.hpp"
+#include "test_support.hpp"
+#include "timm/core/error.hpp"
+
+namespace {
+
+using timm::test::OptimCase;
+
+// float32 steps through the same ATen kernels: differences stay at rounding.
+constexpr double kTolerance = 1e-6;
+
+std::vector<OptimCase> make_cases() {
+  std::vector<OptimCase> cases{OptimCase("sgd", "sgd", 0.1, 1e-2)};
+  for (const char* name : {"nesterov", "SGD"}) {
+    cases.emplace_back(name, name, 0.05, 1e-3);
+    cases.back().momentum = 0.8;
+  }
+  cases.emplace_back("momentum", "momentum", 0.1, 1e-2);
+  cases.emplace_back("momentum+dampening+eps", "momentum", 0.1, 1e-2);
+  cases.back().eps = 1e-3;
+  cases.back().kwargs = {{"dampening", "0.1"}};
+  cases.emplace_back("sgd wd 0", "sgd", 0.1, 0.0);
+  return cases;
+}
+
+timm::test::OptimOracle& oracle() {
+  static timm::test::OptimOracle oracle(make_cases());
+  return oracle;
+}
+
+void check_parity(const std::string& name) {
+  timm::test::load_builtin_plugins();
+  const double diff = oracle().check(name);
+  MESSAGE(name << ": max |param - timm| after 10 steps = " << diff);
+  CHECK(diff <= kTolerance);
+}
+
+}  // namespace
+
+TEST_CASE("sgd (nesterov) matches timm") { check_parity("sgd"); }
+
+TEST_CASE("nesterov is sgd, and names are case-insensitive") {
+  check_parity("nesterov");
+  check_parity("SGD");
+}
+
+TEST_CASE("momentum (classic) matches timm, with dampening, and eps ignored") {
+  check_parity("momentum");
+  check_parity("momentum+dampening+eps");
+}
+
+TEST_CASE("sgd without weight decay puts everything in one group") { check_parity("sgd wd 0"); }
+
+TEST_CASE("sgd state survives save and load") {
+  timm::test::load_builtin_plugins();
+  const double diff = timm::test::save_load_round_trip(oracle().get("sgd"));
+  MESSAGE("sgd resumed vs uninterrupted: max diff = " << diff);
+  CHECK(diff == 0.0);
+}
+
+TEST_CASE("sgd rejects bad --opt-kwargs and flags") {
+  timm::test::load_builtin_plugins();
+  timm::test::ParityModel model;
+  timm::OptimizerArgs args;
+  args.opt = "sgd";
+  args.kwargs = {{"foo", "1"}};
+  CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args),
+                       doctest::Contains("has no argument 'foo'"), timm::UsageError);
+  args.kwargs = {{"momentum", "0.5"}};
+  CHECK_THROWS_AS(timm::create_optimizer(model, {}, args), timm::UsageError);
+  args.kwargs = {{"dampening", "0.1"}};
+  CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args), doctest::Contains("Nesterov"), timm::UsageError);
+  args.kwargs = {};
+  args.opt = "lookahead_sgd";
+  CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args), doctest::Contains("not implemented yet"),
+                       timm::UsageError);
+  args.opt = "sgdd";
+  CHECK_THROWS_AS(timm::create_optimizer(model, {}, args), timm::UsageError);
+}
+
+TEST_CASE("sgd's log line is train.py's") {
+  timm::test::load_builtin_plugins();
+  timm::test::ParityModel model;
+  timm::OptimizerArgs args;
+  args.opt = "sgd";
+  args.lr = 0.1;
+  args.weight_decay = 2e-5;
+  const auto optimizer = timm::create_optimizer(model, model.no_weight_decay(), args);
+  CHECK(optimizer->describe() ==
+        "SGD (sgd) optimizer: lr: 0.1, momentum: 0.9, dampening: 0, weight_decay: 2e-05, nesterov: True, "
+        "maximize: False, foreach: None, differentiable: False, fused: None");
+  CHECK(optimizer->weight_decay(0) == 0.0);
+  CHECK(optimizer->weight_decay(1) == 2e-5);
+  CHECK(optimizer->mean_lr() == 0.1);
+}

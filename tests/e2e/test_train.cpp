@@ -1,0 +1,103 @@
+// timm-run end to end on a Fashion-MNIST subset: it learns, writes timm's
+// output files, its checkpoint loads in Python timm, and bad input fails
+// cleanly with the right exit code.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "e2e_support.hpp"
+#include "test_support.hpp"
+
+namespace fs = std::filesystem;
+using timm::test::run_command;
+
+namespace {
+
+std::string timm_run() { return (timm::test::bin_dir() / "timm-run").string(); }
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+std::vector<std::string> subset_run(const fs::path& out) {
+  return {timm_run(), "--model", "resnet18", "--epochs", "2", "--train-num-samples", "4000", "--val-num-samples",
+          "1000", "-b", "64", "--lr", "0.1", "--warmup-epochs", "0", "--sched-on-updates", "-j", "2", "--output",
+          out.string(), "--experiment", "e2e", "--log-interval", "20"};
+}
+
+}  // namespace
+
+TEST_CASE("timm-run trains resnet18 on a Fashion-MNIST subset well above chance") {
+  timm::test::TempDir tmp;
+  const auto run = run_command(subset_run(tmp.path()));
+  REQUIRE_MESSAGE(run.exit_code == 0, run.output);
+  MESSAGE(run.output.substr(run.output.size() > 1500 ? run.output.size() - 1500 : 0));
+  // 10 balanced classes: chance is 10%.
+  CHECK(timm::test::number_after(run.output, "Test top-1:") > 60.0);
+  CHECK(run.output.find("Model resnet18 created, param count:") != std::string::npos);
+  CHECK(run.output.find("Train: 0 [   0/62 (  2%)]  Loss: ") != std::string::npos);
+  CHECK(run.output.find("*** Best metric: ") != std::string::npos);
+
+  const fs::path dir = tmp / "e2e";
+  const std::string summary = read_file(dir / "summary.csv");
+  CHECK(summary.rfind("epoch,train_loss,eval_loss,eval_top1,eval_top5,lr\r\n", 0) == 0);
+  CHECK(std::count(summary.begin(), summary.end(), '\n') == 3);  // header + 2 epochs
+  for (const char* file : {"last.safetensors", "last.state.pt", "model_best.safetensors", "model_best.state.pt",
+                           "config.toml"}) {
+    CHECK_MESSAGE(fs::exists(dir / file), file);
+  }
+
+  SUBCASE("the checkpoint loads strictly into Python timm's resnet18") {
+    const std::string out = timm::test::run_oracle(
+        "load_checkpoint.py", {"resnet18", (dir / "last.safetensors").string(), "--num-classes", "10", "--in-chans", "1"});
+    CHECK(out.find("loaded 122 tensors") != std::string::npos);
+  }
+
+  SUBCASE("the written config.toml works as --config again") {
+    const auto again = run_command({timm_run(), "--config", (dir / "config.toml").string(), "--epochs", "1",
+                                    "--train-num-samples", "640", "--val-num-samples", "200", "--output",
+                                    (tmp / "again").string(), "--experiment", "x"});
+    REQUIRE_MESSAGE(again.exit_code == 0, again.output);
+    CHECK(again.output.find("Model resnet18 created") != std::string::npos);
+  }
+}
+
+TEST_CASE("bad input fails with a clear message and the right exit code") {
+  SUBCASE("unknown flag: usage error") {
+    const auto r = run_command({timm_run(), "--modle", "resnet18"});
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("--modle") != std::string::npos);
+  }
+  SUBCASE("unknown model: usage error with suggestions") {
+    const auto r = run_command({timm_run(), "--model", "resnet19", "--epochs", "1"});
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("unknown model 'resnet19'") != std::string::npos);
+    CHECK(r.output.find("did you mean 'resnet18'") != std::string::npos);
+  }
+  SUBCASE("a flag not implemented yet fails loudly") {
+    const auto r = run_command({timm_run(), "--model-ema", "--epochs", "1"});
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("not implemented yet") != std::string::npos);
+  }
+  SUBCASE("a multi-process launch fails loudly until the distributed runtime lands") {
+    const auto r = run_command({timm_run(), "--epochs", "1"}, std::chrono::seconds(120), {"WORLD_SIZE=2", "RANK=0"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find("WORLD_SIZE=2") != std::string::npos);
+  }
+  SUBCASE("a missing data folder names the folder") {
+    const auto r = run_command({timm_run(), "--data-dir", "/nonexistent/imagenet", "--epochs", "1"});
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find("/nonexistent/imagenet") != std::string::npos);
+  }
+  SUBCASE("listing models with a wildcard") {
+    const auto r = run_command({timm_run(), "--list-models", "resnet*"});
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.output.find("resnet18") < r.output.find("resnet34"));
+    CHECK(r.output.find("resnet34") < r.output.find("resnet50"));
+  }
+}

@@ -1,0 +1,233 @@
+"""Test oracle for the data pipeline: PIL / torchvision / timm produce the
+expected values that the C++ tests compare against.
+
+Usage: data_oracle.py <command> <outdir>
+  resize   raw input images + PIL resize / crop+resize results, manifest.txt
+  decode   JPEG and PNG files + PIL's convert('RGB') / convert('L'), manifest.txt
+  enhance  PIL ImageEnhance Brightness / Contrast / Color results, manifest.txt
+  folder   a folder tree; writes timm's ReaderImageFolder samples to samples.txt
+  fmnist   Fashion-MNIST read with numpy: counts, first labels, pixel sums
+  eval     timm.data.create_transform(is_training=False / no_aug) outputs + reprs
+
+Images are written raw (H x W x C, uint8, row-major); manifest lines are
+whitespace-separated fields described per command.
+"""
+import gzip
+import os
+import sys
+
+import numpy as np
+from PIL import Image, ImageEnhance
+
+FMNIST = '/usr/share/datasets/fashion-mnist'
+FILTERS = {
+    'nearest': Image.Resampling.NEAREST,
+    'bilinear': Image.Resampling.BILINEAR,
+    'bicubic': Image.Resampling.BICUBIC,
+    'box': Image.Resampling.BOX,
+    'hamming': Image.Resampling.HAMMING,
+    'lanczos': Image.Resampling.LANCZOS,
+}
+
+
+def fmnist_images(prefix, count):
+    with gzip.open(os.path.join(FMNIST, f'{prefix}-images-idx3-ubyte.gz'), 'rb') as f:
+        data = np.frombuffer(f.read(), dtype=np.uint8)
+    return data[16:16 + count * 784].reshape(count, 28, 28)
+
+
+def test_images():
+    """name -> HxWxC uint8: random noise, smooth gradients, Fashion-MNIST."""
+    rng = np.random.RandomState(0)
+    yy, xx = np.mgrid[0:61, 0:83].astype(np.float64)
+    smooth = np.stack([
+        127.5 + 127.5 * np.sin(xx / 9.0) * np.cos(yy / 13.0),
+        255.0 * xx / 82.0,
+        255.0 * (yy / 60.0) ** 2,
+    ], axis=-1)
+    images = {
+        'noise_rgb': rng.randint(0, 256, (37, 53, 3)).astype(np.uint8),
+        'smooth_rgb': np.clip(np.round(smooth), 0, 255).astype(np.uint8),
+        'noise_l': rng.randint(0, 256, (31, 29, 1)).astype(np.uint8),
+    }
+    for i, img in enumerate(fmnist_images('train', 2)):
+        images[f'fmnist{i}'] = img[..., None].copy()
+    return images
+
+
+def to_pil(a):
+    return Image.fromarray(a[..., 0] if a.shape[2] == 1 else a)
+
+
+def from_pil(im):
+    a = np.asarray(im)
+    return a[..., None] if a.ndim == 2 else a
+
+
+def cmd_resize(out):
+    lines = []
+    for name, a in test_images().items():
+        a.tofile(os.path.join(out, f'{name}.in'))
+        h, w, c = a.shape
+        sizes = [(h // 2, w // 3), (int(h * 0.37) or 1, int(w * 0.61) or 1), (h * 2 + 3, w * 3 - 1),
+                 (h + 7, max(1, w // 4)), (13, 224), (h, w + 1),
+                 (max(1, h // 4), w - 2)]  # the last runs Pillow 13's vertical pass first
+        for fname, filt in FILTERS.items():
+            for oh, ow in sizes:
+                res = from_pil(to_pil(a).resize((ow, oh), filt))
+                tag = f'{name}_{fname}_{oh}x{ow}'
+                res.tofile(os.path.join(out, tag + '.out'))
+                # kind name in_h in_w c out_h out_w filter top left crop_h crop_w expected
+                lines.append(f'resize {name} {h} {w} {c} {oh} {ow} {fname} 0 0 {h} {w} {tag}.out')
+            # torchvision's resized_crop: crop (inside the image), then resize.
+            top, left, ch, cw = h // 5, w // 7, h // 2 + 1, w // 2 + 3
+            for oh, ow in [(11, 17), (h * 2, cw), (3, cw - 1)]:
+                res = from_pil(to_pil(a).crop((left, top, left + cw, top + ch)).resize((ow, oh), filt))
+                tag = f'{name}_{fname}_crop_{oh}x{ow}'
+                res.tofile(os.path.join(out, tag + '.out'))
+                lines.append(f'crop {name} {h} {w} {c} {oh} {ow} {fname} {top} {left} {ch} {cw} {tag}.out')
+    with open(os.path.join(out, 'manifest.txt'), 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+
+
+def cmd_decode(out):
+    rng = np.random.RandomState(1)
+    yy, xx = np.mgrid[0:45, 0:70].astype(np.float64)
+    rgb = np.stack([xx * 3.6, yy * 5.6, 128 + 100 * np.sin((xx + yy) / 7.0)], axis=-1)
+    rgb = np.clip(rgb + rng.randint(-20, 21, rgb.shape), 0, 255).astype(np.uint8)
+    rgba = np.concatenate([rgb, rng.randint(0, 256, (45, 70, 1)).astype(np.uint8)], axis=-1)
+    gray = rgb[..., 1].copy()
+    files = {}
+    files['photo.jpg'] = lambda p: Image.fromarray(rgb).save(p, quality=90)
+    files['photo444.jpg'] = lambda p: Image.fromarray(rgb).save(p, quality=95, subsampling=0)
+    files['gray.jpg'] = lambda p: Image.fromarray(gray).save(p, quality=90)
+    files['cmyk.jpg'] = lambda p: Image.fromarray(rgb).convert('CMYK').save(p, quality=90)
+    files['rgb.png'] = lambda p: Image.fromarray(rgb).save(p)
+    files['rgba.png'] = lambda p: Image.fromarray(rgba).save(p)
+    files['gray.png'] = lambda p: Image.fromarray(gray).save(p)
+    files['la.png'] = lambda p: Image.fromarray(rgba[..., [0, 3]]).save(p)
+    files['gray1.png'] = lambda p: Image.fromarray(gray > 128).save(p)
+    files['palette.png'] = lambda p: Image.fromarray(rgb).quantize(37).save(p)
+    files['palette_trns.png'] = lambda p: Image.fromarray(rgb).quantize(16).save(p, transparency=3)
+    files['gray16.png'] = lambda p: Image.fromarray((gray.astype(np.uint16) * 3)).save(p)
+    lines = []
+    for name, write in files.items():
+        path = os.path.join(out, name)
+        write(path)
+        im = Image.open(path)
+        for mode, ext in (('RGB', 'rgb'), ('L', 'l')):
+            a = from_pil(im.convert(mode))
+            a.tofile(path + '.' + ext)
+        h, w = a.shape[:2]
+        lines.append(f'{name} {h} {w} {im.mode}')
+    # A truncated JPEG and a truncated PNG, which PIL refuses to load.
+    for name in ('photo.jpg', 'rgb.png'):
+        data = open(os.path.join(out, name), 'rb').read()
+        open(os.path.join(out, 'truncated_' + name), 'wb').write(data[:len(data) // 2])
+    with open(os.path.join(out, 'manifest.txt'), 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+
+
+def cmd_enhance(out):
+    images = test_images()
+    lines = []
+    for name in ('noise_rgb', 'smooth_rgb', 'noise_l'):
+        a = images[name]
+        a.tofile(os.path.join(out, f'{name}.in'))
+        h, w, c = a.shape
+        for op, cls in (('brightness', ImageEnhance.Brightness), ('contrast', ImageEnhance.Contrast),
+                        ('saturation', ImageEnhance.Color)):
+            for factor in (0.0, 0.6, 0.8312, 1.0, 1.2345, 1.4, 2.7):
+                res = from_pil(cls(to_pil(a)).enhance(factor))
+                tag = f'{name}_{op}_{factor}'
+                res.tofile(os.path.join(out, tag + '.out'))
+                lines.append(f'{name} {h} {w} {c} {op} {factor!r} {tag}.out')
+    with open(os.path.join(out, 'manifest.txt'), 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+
+
+def cmd_folder(root):
+    from timm.data.readers.reader_image_folder import ReaderImageFolder
+    tiny = Image.fromarray(np.full((4, 5, 3), 77, np.uint8))
+    layout = [
+        'class10/img2.png', 'class10/img10.PNG', 'class10/IMG1.jpg',
+        'class2/b.JPEG', 'class2/a.jpeg', 'class2/notes.txt',
+        'Class1/x1.png', 'Class1/x01b.png', 'Class1/x001c.png',
+        'zeta/nested/deep3.png', 'zeta/nested/deep20.png', 'zeta/top.png',
+        'alpha_9/y.png', 'Alpha_10/z.png',
+        'root_image.png', '.hidden.png', 'noext', 'class2/.png',
+    ]
+    for rel in layout:
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if rel.lower().endswith(('.png', '.jpg', '.jpeg')):
+            tiny.save(path, format='PNG')
+        else:
+            open(path, 'w').write('not an image')
+    reader = ReaderImageFolder(root)
+    with open(os.path.join(root, '..', 'samples.txt'), 'w') as f:
+        for path, target in reader.samples:
+            f.write(f'{path}\t{target}\n')
+
+
+def cmd_fmnist(_):
+    for prefix in ('train', 't10k'):
+        with gzip.open(os.path.join(FMNIST, f'{prefix}-labels-idx1-ubyte.gz'), 'rb') as f:
+            labels = np.frombuffer(f.read(), dtype=np.uint8)[8:]
+        with gzip.open(os.path.join(FMNIST, f'{prefix}-images-idx3-ubyte.gz'), 'rb') as f:
+            images = np.frombuffer(f.read(), dtype=np.uint8)[16:].reshape(-1, 28, 28)
+        print(prefix, len(labels), len(images), ' '.join(str(int(x)) for x in labels[:32]),
+              ' '.join(str(int(images[i].astype(np.int64).sum())) for i in (0, 1, len(images) - 1)))
+
+
+def cmd_eval(out):
+    import torch
+    from timm.data import create_transform
+    rng = np.random.RandomState(2)
+    images = {}
+    for name, (h, w) in {'wide': (181, 263), 'tall': (300, 97), 'small': (40, 50), 'square': (256, 256)}.items():
+        yy, xx = np.mgrid[0:h, 0:w].astype(np.float64)
+        a = np.stack([127 + 120 * np.sin(xx / 11.0), 255 * yy / h, 127 + 120 * np.cos((xx + yy) / 17.0)], -1)
+        images[name] = np.clip(a + rng.randint(-30, 31, a.shape), 0, 255).astype(np.uint8)
+    configs = [
+        # mode interpolation crop_pct H W no_aug
+        ('center', 'bilinear', 0.875, 224, 224, 0),
+        ('center', 'bicubic', 0.95, 160, 160, 0),
+        ('center', 'bilinear', 0.9, 96, 128, 0),
+        ('squash', 'bicubic', 0.875, 112, 100, 0),
+        ('border', 'bilinear', 0.875, 120, 120, 0),
+        ('center', 'bilinear', 1.0, 64, 48, 1),
+    ]
+    lines = []
+    for name, a in images.items():
+        a.tofile(os.path.join(out, f'{name}.in'))
+        for k, (mode, interp, crop_pct, h, w, no_aug) in enumerate(configs):
+            t = create_transform((3, h, w), is_training=bool(no_aug), no_aug=bool(no_aug), interpolation=interp,
+                                 crop_pct=crop_pct, crop_mode=mode, use_prefetcher=True)
+            res = t(Image.fromarray(a))
+            res = res.numpy() if isinstance(res, torch.Tensor) else np.asarray(res)
+            np.ascontiguousarray(res.transpose(1, 2, 0)).tofile(os.path.join(out, f'{name}_{k}.out'))
+            with open(os.path.join(out, f'repr_{k}.txt'), 'w') as f:
+                f.write(repr(t))
+            lines.append(f'{name} {a.shape[0]} {a.shape[1]} {mode} {interp} {crop_pct!r} {h} {w} {no_aug} '
+                         f'{res.shape[1]} {res.shape[2]} {name}_{k}.out repr_{k}.txt')
+    with open(os.path.join(out, 'manifest.txt'), 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+    # Train pipelines: only their reprs are comparable (the RNGs differ).
+    train = [
+        dict(),
+        dict(interpolation='random', vflip=0.5, color_jitter=None, scale=(0.35, 1.0)),
+        dict(interpolation='bicubic', hflip=0.0, color_jitter=0.25, ratio=(0.5, 2.0)),
+    ]
+    for k, kw in enumerate(train):
+        t = create_transform((3, 192, 160), is_training=True, use_prefetcher=True, **kw)
+        with open(os.path.join(out, f'repr_train_{k}.txt'), 'w') as f:
+            f.write(repr(t))
+
+
+if __name__ == '__main__':
+    command, out = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else ''
+    if out:
+        os.makedirs(out, exist_ok=True)
+    {'resize': cmd_resize, 'decode': cmd_decode, 'enhance': cmd_enhance, 'folder': cmd_folder,
+     'fmnist': cmd_fmnist, 'eval': cmd_eval}[command](out)

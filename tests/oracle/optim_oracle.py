@@ -1,0 +1,149 @@
+"""Oracle for timm-cpp's optimizer tests: timm's parameter groups and torch's
+optimizer steps on a small model that tests/support/optim_parity.hpp mirrors.
+
+  optim_oracle.py groups WEIGHT_DECAY...
+      -> JSON, per weight decay: [{"weight_decay": wd, "names": [...]}, ...]
+  optim_oracle.py steps OUT.json CASES_JSON
+      CASES_JSON: a list of {"opt", "lr", "weight_decay", "momentum",
+      "opt_eps" (or null), "opt_betas" (or null), "opt_kwargs": ["k=v", ...],
+      "steps", "seed"}, train.py's flags.
+      -> writes, per case, the initial parameters, the gradients of every
+         step, the lr factor of every step and the final parameters to OUT.json
+"""
+import ast
+import json
+import sys
+
+import torch
+from torch import nn
+
+from timm.optim import create_optimizer_v2
+from timm.optim._param_groups import param_groups_weight_decay
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.zeros(2, 2))
+        self.weight = nn.Parameter(torch.zeros(2, 3))
+
+
+class Proj(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(2, 3))  # 2-D, but named ".bias"
+
+
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pos_embed = nn.Parameter(torch.zeros(1, 3, 4))  # no_weight_decay()
+        self.scale = nn.Parameter(torch.ones(4))  # 1-D, not a bias
+        self.frozen = nn.Parameter(torch.zeros(3, 3), requires_grad=False)
+        self.conv = nn.Conv2d(3, 4, 3, bias=False)
+        self.bn = nn.BatchNorm2d(4)
+        self.blk0 = Block()
+        self.blk1 = Block()
+        self.proj = Proj()
+        self.fc = nn.Linear(4, 5)
+
+    def no_weight_decay(self):
+        return {'pos_embed', 'blk?.gamma'}
+
+
+# lr of every group before step k is lr * LR_FACTORS[k]; "scale" has no
+# gradient on the steps in NO_GRAD_STEPS (optimizers skip it).
+LR_FACTORS = [1.0, 0.9, 1.1, 0.5, 0.5, 2.0, 1.0, 0.3, 0.7, 1.0, 1.0, 0.8]
+NO_GRAD_STEPS = {3, 6}
+
+
+def flat(t):
+    return t.detach().reshape(-1).tolist()
+
+
+def groups(wd):
+    model = Small()
+    names = {id(p): n for n, p in model.named_parameters()}
+    groups = param_groups_weight_decay(model, wd, no_weight_decay_list=model.no_weight_decay())
+    return [{'weight_decay': g['weight_decay'], 'names': [names[id(p)] for p in g['params']]} for g in groups]
+
+
+def cmd_groups(argv):
+    print(json.dumps([groups(float(wd)) for wd in argv]))
+
+
+def parse_kwargs(tokens):
+    # timm.utils.ParseKwargs
+    kw = {}
+    for token in tokens or []:
+        key, value = token.split('=')
+        try:
+            kw[key] = ast.literal_eval(value)
+        except ValueError:
+            kw[key] = str(value)
+    return kw
+
+
+def steps(case):
+    torch.manual_seed(case['seed'])
+    model = Small()
+    g = torch.Generator().manual_seed(case['seed'])
+    with torch.no_grad():
+        for _, param in model.named_parameters():
+            param.copy_(torch.randn(param.shape, generator=g))
+    initial = {n: flat(q) for n, q in model.named_parameters()}
+
+    # As train.py: create_optimizer_v2(model, **optimizer_kwargs(args), **args.opt_kwargs).
+    opt_kwargs = dict(opt=case['opt'], lr=case['lr'], weight_decay=case['weight_decay'], momentum=case['momentum'])
+    if case['opt_eps'] is not None:
+        opt_kwargs['eps'] = case['opt_eps']
+    if case['opt_betas'] is not None:
+        opt_kwargs['betas'] = case['opt_betas']
+    optimizer = create_optimizer_v2(model, **opt_kwargs, **parse_kwargs(case['opt_kwargs']))
+    defaults = dict(optimizer.defaults)
+    defaults['weight_decay'] = case['weight_decay']
+    defaults = ', '.join([f'{k}: {v}' for k, v in defaults.items()])
+    describe = f'{type(optimizer).__name__} ({case["opt"]}) optimizer: {defaults}'
+
+    grads = []
+    for k in range(case['steps']):
+        for group in optimizer.param_groups:
+            group['lr'] = case['lr'] * LR_FACTORS[k]
+        step_grads = {}
+        for n, q in model.named_parameters():
+            if not q.requires_grad:
+                continue
+            grad = torch.randn(q.shape, generator=g)
+            if n == 'scale' and k in NO_GRAD_STEPS:
+                q.grad = None
+                step_grads[n] = None
+            else:
+                q.grad = grad
+                step_grads[n] = flat(grad)
+        optimizer.step()
+        grads.append(step_grads)
+
+    return {
+        'names': [n for n, _ in model.named_parameters()],
+        'groups': [len(gr['params']) for gr in optimizer.param_groups],
+        'describe': describe,
+        'lr_factors': LR_FACTORS[:case['steps']],
+        'initial': initial,
+        'grads': grads,
+        'final': {n: flat(q) for n, q in model.named_parameters()},
+    }
+
+
+def cmd_steps(argv):
+    out, cases = argv[0], json.loads(argv[1])
+    with open(out, 'w') as f:
+        json.dump([steps(c) for c in cases], f)
+
+
+def main():
+    cmd, argv = sys.argv[1], sys.argv[2:]
+    {'groups': cmd_groups, 'steps': cmd_steps}[cmd](argv)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,246 @@
+// Parity helpers for the optimizer tests: a small model mirrored by
+// tests/oracle/optim_oracle.py (same parameter names, incl. ".bias", BN
+// weights, a 1-D parameter, a frozen one and a no_weight_decay pattern), and
+// runners that compare our optimizers with timm's step by step.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <nlohmann/json.hpp>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include "test_support.hpp"
+#include "timm/optim/optimizer.hpp"
+
+namespace timm::test {
+
+// Small in optim_oracle.py.
+class ParityModel : public torch::nn::Module {
+ public:
+  ParityModel() {
+    register_parameter("pos_embed", at::zeros({1, 3, 4}));
+    register_parameter("scale", at::ones({4}));
+    register_parameter("frozen", at::zeros({3, 3}), /*requires_grad=*/false);
+    register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3).bias(false)));
+    register_module("bn", torch::nn::BatchNorm2d(4));
+    for (const char* name : {"blk0", "blk1"}) {
+      auto block = std::make_shared<torch::nn::Module>();
+      block->register_parameter("gamma", at::zeros({2, 2}));
+      block->register_parameter("weight", at::zeros({2, 3}));
+      register_module(name, block);
+    }
+    auto proj = std::make_shared<torch::nn::Module>();
+    proj->register_parameter("bias", at::zeros({2, 3}));  // 2-D, but named ".bias"
+    register_module("proj", proj);
+    register_module("fc", torch::nn::Linear(4, 5));
+  }
+  std::vector<std::string> no_weight_decay() const { return {"pos_embed", "blk?.gamma"}; }
+};
+
+// One optimizer configuration, as train.py's flags.
+struct OptimCase {
+  OptimCase(std::string name_, std::string opt_, double lr_, double weight_decay_)
+      : name(std::move(name_)), opt(std::move(opt_)), lr(lr_), weight_decay(weight_decay_) {}
+
+  std::string name;  // the test's label for it
+  std::string opt;
+  double lr = 0.1;
+  double weight_decay = 0.0;
+  double momentum = 0.9;
+  std::optional<double> eps;
+  std::optional<std::vector<double>> betas;
+  std::map<std::string, std::string> kwargs;
+  int steps = 10;
+  int seed = 0;
+
+  OptimizerArgs args() const {
+    OptimizerArgs a;
+    a.opt = opt;
+    a.lr = lr;
+    a.weight_decay = weight_decay;
+    a.momentum = momentum;
+    a.eps = eps;
+    a.betas = betas;
+    a.kwargs = kwargs;
+    return a;
+  }
+};
+
+inline nlohmann::json to_json(const OptimCase& c) {
+  nlohmann::json kwargs = nlohmann::json::array();
+  for (const auto& [k, v] : c.kwargs) kwargs.push_back(k + "=" + v);
+  return {{"opt", c.opt},
+          {"lr", c.lr},
+          {"weight_decay", c.weight_decay},
+          {"momentum", c.momentum},
+          {"opt_eps", c.eps ? nlohmann::json(*c.eps) : nlohmann::json(nullptr)},
+          {"opt_betas", c.betas ? nlohmann::json(*c.betas) : nlohmann::json(nullptr)},
+          {"opt_kwargs", kwargs},
+          {"steps", c.steps},
+          {"seed", c.seed}};
+}
+
+// timm's runs of all `cases`, in one Python start.
+inline std::vector<nlohmann::json> run_optim_oracle(const std::vector<OptimCase>& cases) {
+  TempDir dir;
+  const auto out = dir / "optim.json";
+  nlohmann::json request = nlohmann::json::array();
+  for (const auto& c : cases) request.push_back(to_json(c));
+  run_oracle("optim_oracle.py", {"steps", out.string(), request.dump()});
+  std::ifstream in(out);
+  return nlohmann::json::parse(in).get<std::vector<nlohmann::json>>();
+}
+
+inline at::Tensor tensor_from_json(const nlohmann::json& values, at::IntArrayRef shape) {
+  std::vector<float> data;
+  for (const auto& v : values) data.push_back(static_cast<float>(v.get<double>()));
+  return at::tensor(data, at::kFloat).reshape(shape);
+}
+
+inline void load_values(torch::nn::Module& model, const nlohmann::json& values) {
+  at::NoGradGuard no_grad;
+  for (auto& item : model.named_parameters()) {
+    item.value().copy_(tensor_from_json(values.at(item.key()), item.value().sizes()));
+  }
+}
+
+inline double max_abs_diff(torch::nn::Module& model, const nlohmann::json& expected) {
+  double diff = 0.0;
+  for (const auto& item : model.named_parameters()) {
+    const at::Tensor want = tensor_from_json(expected.at(item.key()), item.value().sizes());
+    diff = std::max(diff, (item.value().detach() - want).abs().max().item<double>());
+  }
+  return diff;
+}
+
+// Runs c.steps steps with the gradients and lr changes of timm's run `o` and
+// returns the largest absolute difference of the final parameters from
+// timm's. Also checks the groups and the log line.
+inline double optimizer_parity(const OptimCase& c, const nlohmann::json& o) {
+  ParityModel model;
+  std::vector<std::string> names;
+  for (const auto& item : model.named_parameters()) names.push_back(item.key());
+  REQUIRE(names == o.at("names").get<std::vector<std::string>>());
+  load_values(model, o.at("initial"));
+
+  OptimizerPtr optimizer = create_optimizer(model, model.no_weight_decay(), c.args());
+  REQUIRE(optimizer->num_groups() == o.at("groups").size());
+  CHECK(optimizer->describe() == o.at("describe").get<std::string>());
+
+  const auto factors = o.at("lr_factors").get<std::vector<double>>();
+  for (std::size_t k = 0; k < factors.size(); ++k) {
+    for (std::size_t g = 0; g < optimizer->num_groups(); ++g) optimizer->set_lr(g, c.lr * factors[k]);
+    const nlohmann::json& grads = o.at("grads").at(k);
+    for (auto& item : model.named_parameters()) {
+      if (!grads.contains(item.key())) continue;
+      const nlohmann::json& grad = grads.at(item.key());
+      item.value().mutable_grad() = grad.is_null() ? at::Tensor() : tensor_from_json(grad, item.value().sizes());
+    }
+    optimizer->step();
+  }
+  return max_abs_diff(model, o.at("final"));
+}
+
+// Saves the optimizer state after `split` of `total` steps, loads it into a
+// fresh model and optimizer, finishes there and compares with an
+// uninterrupted run. Returns the largest absolute difference.
+inline double save_load_round_trip(const OptimCase& c, int split = 5, int total = 8) {
+  TempDir dir;
+  const OptimizerArgs args = c.args();
+  auto gen = at::detail::createCPUGenerator(1234);
+  ParityModel a;  // uninterrupted
+  ParityModel b;  // interrupted
+  {
+    at::NoGradGuard no_grad;
+    for (auto& item : a.named_parameters()) item.value().copy_(at::randn(item.value().sizes(), gen));
+    for (auto& item : b.named_parameters()) item.value().copy_(a.named_parameters()[item.key()]);
+  }
+  std::vector<std::map<std::string, at::Tensor>> grads(total);
+  for (auto& step : grads) {
+    for (const auto& item : a.named_parameters()) step[item.key()] = at::randn(item.value().sizes(), gen);
+  }
+  auto run = [&](torch::nn::Module& model, Optimizer& optimizer, int from, int to) {
+    for (int k = from; k < to; ++k) {
+      for (std::size_t g = 0; g < optimizer.num_groups(); ++g) optimizer.set_lr(g, c.lr * (1.0 - 0.1 * k));
+      for (auto& item : model.named_parameters()) item.value().mutable_grad() = grads[k][item.key()].clone();
+      optimizer.step();
+    }
+  };
+  OptimizerPtr opt_a = create_optimizer(a, a.no_weight_decay(), args);
+  run(a, *opt_a, 0, total);
+
+  OptimizerPtr opt_b = create_optimizer(b, b.no_weight_decay(), args);
+  opt_b->set_initial_lr(0, c.lr);
+  run(b, *opt_b, 0, split);
+  const auto path = (dir / "optimizer.pt").string();
+  {
+    torch::serialize::OutputArchive archive;
+    opt_b->save(archive);
+    archive.save_to(path);
+  }
+  ParityModel resumed;
+  {
+    at::NoGradGuard no_grad;
+    for (auto& item : resumed.named_parameters()) item.value().copy_(b.named_parameters()[item.key()]);
+  }
+  OptimizerPtr opt_c = create_optimizer(resumed, resumed.no_weight_decay(), args);
+  {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    opt_c->load(archive);
+  }
+  // torch's load_state_dict restores the groups' lr; timm's initial_lr too.
+  for (std::size_t g = 0; g < opt_c->num_groups(); ++g) CHECK(opt_c->lr(g) == opt_b->lr(g));
+  CHECK(opt_c->initial_lr(0) == std::optional<double>(c.lr));
+  CHECK(!opt_c->initial_lr(1).has_value());
+  run(resumed, *opt_c, split, total);
+
+  double diff = 0.0;
+  for (const auto& item : a.named_parameters()) {
+    diff = std::max(diff, (item.value() - resumed.named_parameters()[item.key()]).abs().max().item<double>());
+  }
+  return diff;
+}
+
+// Runs every case of a test file through timm once, on first use.
+class OptimOracle {
+ public:
+  explicit OptimOracle(std::vector<OptimCase> cases) : cases_(std::move(cases)) {}
+
+  const OptimCase& get(const std::string& name) const {
+    for (const auto& c : cases_) {
+      if (c.name == name) return c;
+    }
+    throw std::runtime_error("no optimizer case named " + name);
+  }
+
+  // Checks the case named `name`; returns the largest absolute difference.
+  double check(const std::string& name) {
+    if (want_.empty()) want_ = run_optim_oracle(cases_);
+    for (std::size_t i = 0; i < cases_.size(); ++i) {
+      if (cases_[i].name == name) return optimizer_parity(cases_[i], want_.at(i));
+    }
+    throw std::runtime_error("no optimizer case named " + name);
+  }
+
+ private:
+  std::vector<OptimCase> cases_;
+  std::vector<nlohmann::json> want_;
+};
+
+}  // namespace timm::test

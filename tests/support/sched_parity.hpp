@@ -1,0 +1,156 @@
+// Parity helpers for the scheduler tests: runs whole schedules through our
+// create_scheduler and through timm's create_scheduler_v2
+// (tests/oracle/sched_oracle.py, all cases of a test in one Python start) and
+// compares the lr of every group at every epoch (or update), and num_epochs.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/optim/sgd.h>
+
+#include "test_support.hpp"
+#include "timm/optim/optimizer.hpp"
+#include "timm/sched/scheduler.hpp"
+
+namespace timm::test {
+
+// The groups the schedules run on: lr_scale 1 and, as layer decay would set
+// it, 0.5.
+inline constexpr double kGroupLrScales[] = {1.0, 0.5};
+
+struct Schedule {
+  int64_t num_epochs = 0;
+  std::vector<std::vector<double>> lrs;  // [t][group], t = 0 .. num_epochs (x updates)
+};
+
+inline nlohmann::json to_json(const SchedulerArgs& a) {
+  nlohmann::json j = {{"sched", a.sched},
+                      {"num_epochs", a.num_epochs},
+                      {"decay_epochs", a.decay_epochs},
+                      {"decay_milestones", a.decay_milestones},
+                      {"warmup_epochs", a.warmup_epochs},
+                      {"cooldown_epochs", a.cooldown_epochs},
+                      {"patience_epochs", a.patience_epochs},
+                      {"decay_rate", a.decay_rate},
+                      {"min_lr", a.min_lr},
+                      {"warmup_lr", a.warmup_lr},
+                      {"warmup_prefix", a.warmup_prefix},
+                      {"noise", nullptr},
+                      {"noise_pct", a.noise_pct},
+                      {"noise_std", a.noise_std},
+                      {"noise_seed", a.noise_seed},
+                      {"cycle_mul", a.cycle_mul},
+                      {"cycle_decay", a.cycle_decay},
+                      {"cycle_limit", a.cycle_limit},
+                      {"k_decay", a.k_decay},
+                      {"plateau_mode", a.plateau_mode},
+                      {"step_on_epochs", a.step_on_epochs},
+                      {"updates_per_epoch", a.updates_per_epoch}};
+  if (!a.noise.empty()) j["noise"] = a.noise;  // --lr-noise is a list
+  return j;
+}
+
+// A named schedule: the flags and the optimizer's lr.
+struct SchedCase {
+  std::string name;
+  SchedulerArgs args;
+  double lr = 0.1;
+};
+
+// timm's schedules for all `cases`, in one Python start.
+inline std::vector<Schedule> python_schedules(const std::vector<SchedCase>& cases) {
+  nlohmann::json request = nlohmann::json::array();
+  for (const auto& c : cases) request.push_back({{"kwargs", to_json(c.args)}, {"lr", c.lr}});
+  const nlohmann::json j = nlohmann::json::parse(run_oracle("sched_oracle.py", {request.dump()}));
+  std::vector<Schedule> out;
+  for (const auto& s : j) {
+    out.push_back({s.at("num_epochs").get<int64_t>(), s.at("lrs").get<std::vector<std::vector<double>>>()});
+  }
+  return out;
+}
+
+// The loop of train.py: step_update(num_updates) after every update and
+// step(epoch + 1) after every epoch; only one of them has an effect.
+inline Schedule cpp_schedule(const SchedulerArgs& args, double lr) {
+  std::vector<ParamGroup> groups;
+  for (double scale : kGroupLrScales) {
+    ParamGroup group;
+    group.params = {at::zeros({2}).requires_grad_()};
+    group.lr_scale = scale;
+    groups.push_back(std::move(group));
+  }
+  const auto defaults = torch::optim::SGDOptions(lr);
+  TorchOptimizer optimizer(std::make_unique<torch::optim::SGD>(torch_param_groups(groups, defaults), defaults),
+                           lr_scales(groups), "SGD");
+  SchedulerPtr scheduler = create_scheduler(optimizer, args);
+  Schedule s;
+  s.num_epochs = scheduler->num_epochs();
+  const int64_t upe = args.step_on_epochs ? 1 : args.updates_per_epoch;
+  auto record = [&] {
+    std::vector<double> lrs;
+    for (std::size_t g = 0; g < optimizer.num_groups(); ++g) lrs.push_back(optimizer.lr(g));
+    s.lrs.push_back(lrs);
+  };
+  record();
+  for (int64_t t = 1; t <= s.num_epochs * upe; ++t) {
+    scheduler->step_update(t);
+    if (t % upe == 0) scheduler->step(t / upe);
+    record();
+  }
+  return s;
+}
+
+// Checks our schedule for `c` against timm's (`want`) within `rel_tol`
+// (relative) and returns the largest relative difference.
+inline double check_schedule(const SchedCase& c, const Schedule& want, double rel_tol = 1e-9) {
+  const Schedule got = cpp_schedule(c.args, c.lr);
+  CHECK(got.num_epochs == want.num_epochs);
+  REQUIRE(got.lrs.size() == want.lrs.size());
+  double worst = 0.0;
+  for (std::size_t t = 0; t < want.lrs.size(); ++t) {
+    REQUIRE(got.lrs[t].size() == want.lrs[t].size());
+    for (std::size_t g = 0; g < want.lrs[t].size(); ++g) {
+      const double a = got.lrs[t][g];
+      const double b = want.lrs[t][g];
+      const double scale = std::max(std::abs(a), std::abs(b));
+      const double rel = scale == 0.0 ? 0.0 : std::abs(a - b) / scale;
+      if (rel > rel_tol) {
+        FAIL_CHECK("t " << t << " group " << g << ": lr " << a << " vs timm " << b);
+      }
+      worst = std::max(worst, rel);
+    }
+  }
+  return worst;
+}
+
+// Runs every case of a test file through timm once, on first use.
+class SchedOracle {
+ public:
+  explicit SchedOracle(std::vector<SchedCase> cases) : cases_(std::move(cases)) {}
+
+  // Checks the case named `name` and returns the largest relative difference.
+  double check(const std::string& name) {
+    if (!ran_) {
+      want_ = python_schedules(cases_);
+      ran_ = true;
+    }
+    for (std::size_t i = 0; i < cases_.size(); ++i) {
+      if (cases_[i].name == name) return check_schedule(cases_[i], want_.at(i));
+    }
+    FAIL("no schedule case named " << name);
+    return 0.0;
+  }
+
+ private:
+  std::vector<SchedCase> cases_;
+  std::vector<Schedule> want_;
+  bool ran_ = false;
+};
+
+}  // namespace timm::test
