@@ -8,23 +8,9 @@
 #include "timm/core/error.hpp"
 #include "timm/data/image.hpp"
 
-namespace fs = std::filesystem;
 using namespace timm;
 
 namespace {
-
-std::vector<std::uint8_t> read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "cannot open " << path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-int max_diff(const std::vector<std::uint8_t>& a, const std::vector<std::uint8_t>& b) {
-  REQUIRE(a.size() == b.size());
-  int d = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(int(a[i]) - int(b[i])));
-  return d;
-}
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -48,7 +34,7 @@ TEST_CASE("decode matches PIL: exact for PNG, within 1 for JPEG") {
     std::string name, pil_mode;
     int64_t h, w;
     f >> name >> h >> w >> pil_mode;
-    const std::vector<std::uint8_t> bytes = read_bytes(dir / name);
+    const std::vector<std::uint8_t> bytes = test::read_bytes(dir / name);
     for (int64_t channels : {3, 1}) {
       CAPTURE(name);
       CAPTURE(channels);
@@ -56,8 +42,8 @@ TEST_CASE("decode matches PIL: exact for PNG, within 1 for JPEG") {
       CHECK(image.height == h);
       CHECK(image.width == w);
       CHECK(image.channels == channels);
-      const auto want = read_bytes(dir / (name + (channels == 3 ? ".rgb" : ".l")));
-      const int d = max_diff(image.pixels, want);
+      const auto want = test::read_bytes(dir / (name + (channels == 3 ? ".rgb" : ".l")));
+      const int d = test::max_diff(image.pixels, want);
       if (ends_with(name, ".jpg")) {
         CHECK_MESSAGE(d <= kJpegTolerance, name << " (" << pil_mode << "): max difference " << d);
         worst_jpeg = std::max(worst_jpeg, d);

@@ -10,31 +10,9 @@
 #include "timm/core/error.hpp"
 #include "timm/data/image_ops.hpp"
 
-namespace fs = std::filesystem;
 using namespace timm;
 
 namespace {
-
-std::vector<std::uint8_t> read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "cannot open " << path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-Image read_raw(const fs::path& path, int64_t h, int64_t w, int64_t c) {
-  Image image(h, w, c);
-  const std::vector<std::uint8_t> bytes = read_bytes(path);
-  REQUIRE_MESSAGE(bytes.size() == image.pixels.size(), path << ": size " << bytes.size());
-  image.pixels = bytes;
-  return image;
-}
-
-int max_diff(const Image& a, const Image& b) {
-  REQUIRE(a.pixels.size() == b.pixels.size());
-  int d = 0;
-  for (std::size_t i = 0; i < a.pixels.size(); ++i) d = std::max(d, std::abs(int(a.pixels[i]) - int(b.pixels[i])));
-  return d;
-}
 
 std::size_t count_diff(const Image& a, const Image& b) {
   std::size_t n = 0;
@@ -57,15 +35,15 @@ TEST_CASE("resize and crop+resize match PIL for every filter") {
     std::string kind, name, filter, expected;
     int64_t h, w, c, oh, ow, top, left, ch, cw;
     f >> kind >> name >> h >> w >> c >> oh >> ow >> filter >> top >> left >> ch >> cw >> expected;
-    const Image src = read_raw(dir / (name + ".in"), h, w, c);
-    const Image want = read_raw(dir / expected, oh, ow, c);
+    const Image src = test::read_raw(dir / (name + ".in"), h, w, c);
+    const Image want = test::read_raw(dir / expected, oh, ow, c);
     const Interpolation interp = interpolation_from_name(filter);
     const Image got =
         kind == "resize" ? resize(src, oh, ow, interp) : resized_crop(src, top, left, ch, cw, oh, ow, interp);
     REQUIRE(got.height == oh);
     REQUIRE(got.width == ow);
     REQUIRE(got.channels == c);
-    const int d = max_diff(got, want);
+    const int d = test::max_diff(got.pixels, want.pixels);
     CHECK_MESSAGE(d <= 1, line << ": max difference " << d);
     worst = std::max(worst, d);
     worst_by_filter[filter] = std::max(worst_by_filter[filter], d);
@@ -93,11 +71,11 @@ TEST_CASE("ImageEnhance brightness, contrast and saturation match PIL exactly") 
     int64_t h, w, c;
     double factor;
     f >> name >> h >> w >> c >> op >> factor >> expected;
-    Image img = read_raw(dir / (name + ".in"), h, w, c);
+    Image img = test::read_raw(dir / (name + ".in"), h, w, c);
     if (op == "brightness") adjust_brightness(img, factor);
     if (op == "contrast") adjust_contrast(img, factor);
     if (op == "saturation") adjust_saturation(img, factor);
-    const int d = max_diff(img, read_raw(dir / expected, h, w, c));
+    const int d = test::max_diff(img.pixels, test::read_raw(dir / expected, h, w, c).pixels);
     CHECK_MESSAGE(d == 0, line << ": max difference " << d);
     worst = std::max(worst, d);
     ++cases;

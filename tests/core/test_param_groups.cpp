@@ -19,7 +19,7 @@ constexpr double kWeightDecays[] = {1e-4, 0.05, 0.0};
 const nlohmann::json& timm_groups(double weight_decay) {
   static const nlohmann::json all = [] {
     std::vector<std::string> argv{"groups"};
-    for (double wd : kWeightDecays) argv.push_back(timm::py_float_repr(wd));
+    for (double wd : kWeightDecays) argv.push_back(timm::python_float_repr(wd));
     return nlohmann::json::parse(timm::test::run_oracle("optim_oracle.py", argv));
   }();
   const auto* it = std::find(std::begin(kWeightDecays), std::end(kWeightDecays), weight_decay);
@@ -65,13 +65,13 @@ TEST_CASE("only non-empty groups are emitted") {
 }
 
 TEST_CASE("Python float repr") {
-  CHECK(timm::py_float_repr(0.1) == "0.1");
-  CHECK(timm::py_float_repr(2e-5) == "2e-05");
-  CHECK(timm::py_float_repr(1e-4) == "0.0001");
-  CHECK(timm::py_float_repr(1.0) == "1.0");
-  CHECK(timm::py_float_repr(0.0) == "0.0");
-  CHECK(timm::py_float_repr(-2.5e-7) == "-2.5e-07");
-  CHECK(timm::py_float_repr(1e16) == "1e+16");
-  CHECK(timm::py_float_repr(123456.0) == "123456.0");
-  CHECK(timm::py_float_repr(0.016) == "0.016");
+  CHECK(timm::python_float_repr(0.1) == "0.1");
+  CHECK(timm::python_float_repr(2e-5) == "2e-05");
+  CHECK(timm::python_float_repr(1e-4) == "0.0001");
+  CHECK(timm::python_float_repr(1.0) == "1.0");
+  CHECK(timm::python_float_repr(0.0) == "0.0");
+  CHECK(timm::python_float_repr(-2.5e-7) == "-2.5e-07");
+  CHECK(timm::python_float_repr(1e16) == "1e+16");
+  CHECK(timm::python_float_repr(123456.0) == "123456.0");
+  CHECK(timm::python_float_repr(0.016) == "0.016");
 }

@@ -3,9 +3,8 @@
 // cleanly with the right exit code.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "e2e_support.hpp"
 #include "test_support.hpp"
@@ -16,13 +15,6 @@ using timm::test::run_command;
 namespace {
 
 std::string timm_run() { return (timm::test::bin_dir() / "timm-run").string(); }
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 std::vector<std::string> subset_run(const fs::path& out) {
   return {timm_run(), "--model", "resnet18", "--epochs", "2", "--train-num-samples", "4000", "--val-num-samples",
@@ -44,7 +36,7 @@ TEST_CASE("timm-run trains resnet18 on a Fashion-MNIST subset well above chance"
   CHECK(run.output.find("*** Best metric: ") != std::string::npos);
 
   const fs::path dir = tmp / "e2e";
-  const std::string summary = read_file(dir / "summary.csv");
+  const std::string summary = timm::test::read_file(dir / "summary.csv");
   CHECK(summary.rfind("epoch,train_loss,eval_loss,eval_top1,eval_top5,lr\r\n", 0) == 0);
   CHECK(std::count(summary.begin(), summary.end(), '\n') == 3);  // header + 2 epochs
   for (const char* file : {"last.safetensors", "last.state.pt", "model_best.safetensors", "model_best.state.pt",

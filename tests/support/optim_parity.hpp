@@ -238,6 +238,15 @@ class OptimOracle {
     throw std::runtime_error("no optimizer case named " + name);
   }
 
+  // The test of one case: loads the built plugins, checks the case named
+  // `name` and that its largest difference from timm is at most `tolerance`.
+  void expect_parity(const std::string& name, double tolerance) {
+    load_builtin_plugins();
+    const double diff = check(name);
+    MESSAGE(name << ": max |param - timm| after " << get(name).steps << " steps = " << diff);
+    CHECK(diff <= tolerance);
+  }
+
  private:
   std::vector<OptimCase> cases_;
   std::vector<nlohmann::json> want_;

@@ -147,6 +147,14 @@ class SchedOracle {
     return 0.0;
   }
 
+  // The test of one case: loads the built plugins, checks the case named
+  // `name` and reports its largest relative difference from timm.
+  void expect_parity(const std::string& name) {
+    load_builtin_plugins();
+    const double worst = check(name);
+    MESSAGE(name << ": max relative lr difference " << worst);
+  }
+
  private:
   std::vector<SchedCase> cases_;
   std::vector<Schedule> want_;

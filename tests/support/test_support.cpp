@@ -5,8 +5,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <random>
 #include <stdexcept>
@@ -97,6 +100,48 @@ std::string run_oracle(const std::string& script, const std::vector<std::string>
     throw std::runtime_error("oracle " + script + " exited " + std::to_string(r.exit_code) + ":\n" + r.output);
   }
   return r.output;
+}
+
+namespace {
+
+std::ifstream open_binary(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in.good()) throw std::runtime_error("cannot open " + path.string());
+  return in;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> read_bytes(const std::filesystem::path& path) {
+  std::ifstream in = open_binary(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in = open_binary(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+Image read_raw(const std::filesystem::path& path, int64_t h, int64_t w, int64_t c) {
+  Image image(h, w, c);
+  std::vector<std::uint8_t> bytes = read_bytes(path);
+  if (bytes.size() != image.pixels.size()) {
+    throw std::runtime_error(path.string() + ": size " + std::to_string(bytes.size()) + ", expected " +
+                             std::to_string(image.pixels.size()) + " for " + std::to_string(h) + "x" +
+                             std::to_string(w) + "x" + std::to_string(c));
+  }
+  image.pixels = std::move(bytes);
+  return image;
+}
+
+int max_diff(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b) {
+  if (a.size() != b.size()) {
+    throw std::runtime_error("max_diff: sizes differ (" + std::to_string(a.size()) + " vs " + std::to_string(b.size()) +
+                             ")");
+  }
+  int d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(int(a[i]) - int(b[i])));
+  return d;
 }
 
 TempDir::TempDir() {

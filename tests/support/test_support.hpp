@@ -1,11 +1,15 @@
 // Helpers shared by the tests: the built plugins, the Python oracle, temporary
-// folders and child processes.
+// folders, child processes and the files the oracle writes.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
+
+#include "timm/data/image.hpp"
 
 namespace timm::test {
 
@@ -35,6 +39,19 @@ CommandResult run_command(const std::vector<std::string>& argv,
 // on a non-zero exit, with the script's output in the message.
 std::string run_oracle(const std::string& script, const std::vector<std::string>& args,
                        std::chrono::seconds timeout = std::chrono::seconds(600));
+
+// The whole content of `path`, as bytes or as text; throws (failing the test)
+// when the file cannot be opened.
+std::vector<std::uint8_t> read_bytes(const std::filesystem::path& path);
+std::string read_file(const std::filesystem::path& path);
+
+// An h x w x c image from the raw interleaved pixels in `path` (as
+// data_oracle.py writes them); throws when the size is not h * w * c.
+Image read_raw(const std::filesystem::path& path, int64_t h, int64_t w, int64_t c);
+
+// The largest absolute difference between two equally long byte arrays
+// (e.g. Image::pixels); throws when the lengths differ.
+int max_diff(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b);
 
 // A fresh temporary folder, removed with everything in it on destruction.
 class TempDir {

@@ -58,7 +58,7 @@ std::optional<T> parse_number(std::string_view text) {
 bool looks_like_number(std::string_view text) { return parse_number<double>(text).has_value(); }
 
 [[noreturn]] void throw_bad_value(const FlagSpec& flag, const std::string& value, const std::string& expected) {
-  throw UsageError("invalid value " + timm::quoted(value) + " for " + display(flag) + ": expected " + expected);
+  throw UsageError("invalid value " + timm::in_quotes(value) + " for " + display(flag) + ": expected " + expected);
 }
 
 int64_t to_int(const FlagSpec& flag, const std::string& text) {
@@ -250,7 +250,7 @@ std::optional<po::option> short_spelling(const std::string& token) {
 // The name may be abbreviated; Program_options resolves it like any other.
 // "---b" and "--=5" name no flag, where Program_options reads -b and a positional.
 std::optional<po::option> long_spelling(const std::string& token) {
-  if (token[2] == '-' || token[2] == '=') throw UsageError("unrecognized option " + timm::quoted(token));
+  if (token[2] == '-' || token[2] == '=') throw UsageError("unrecognized option " + timm::in_quotes(token));
   if (token.find('=') != token.size() - 1) return std::nullopt;
   return parsed_token(token.substr(2, token.size() - 3), token, "");
 }
@@ -323,7 +323,7 @@ std::vector<std::string> option_texts_like(const std::string& name) {
 
 [[noreturn]] void throw_unknown_option(const std::string& token) {
   std::string name = without_value(token);
-  std::string message = "unrecognized option " + timm::quoted(name);
+  std::string message = "unrecognized option " + timm::in_quotes(name);
   std::vector<std::string> near = nearest_names(name, option_texts_like(name));
   if (!near.empty()) {
     message += " (did you mean ";
@@ -337,7 +337,7 @@ std::vector<std::string> option_texts_like(const std::string& name) {
 
 // `names` are the flags' long names, as ambiguous_option::alternatives() gives.
 [[noreturn]] void throw_ambiguous(const std::string& token, const std::vector<std::string>& names) {
-  std::string message = "ambiguous option " + timm::quoted(without_value(token)) + " could match";
+  std::string message = "ambiguous option " + timm::in_quotes(without_value(token)) + " could match";
   for (std::size_t i = 0; i < names.size(); ++i) message += (i == 0 ? " --" : ", --") + names[i];
   throw UsageError(message);
 }
@@ -348,7 +348,7 @@ std::vector<std::string> option_texts_like(const std::string& name) {
   std::size_t eq = token.find('=');
   std::string value = eq == std::string::npos ? token.substr(2) : token.substr(eq + 1);
   std::string flag = error.get_option_name();  // "--amp": canonical, in the long style
-  throw UsageError(flag + " takes no value, got " + timm::quoted(value));
+  throw UsageError(flag + " takes no value, got " + timm::in_quotes(value));
 }
 
 po::parsed_options parse_options(const std::vector<std::string>& args) {
@@ -414,8 +414,8 @@ bool has_attached_value(const po::option& option) {
 
 void add_positional(const std::vector<std::string>& positionals, ParsedTokens& parsed) {
   if (positionals.size() > 1) {
-    throw UsageError("unrecognized argument " + timm::quoted(positionals[1]) +
-                     " (only one positional data path is accepted, and it is " + timm::quoted(positionals[0]) + ")");
+    throw UsageError("unrecognized argument " + timm::in_quotes(positionals[1]) +
+                     " (only one positional data path is accepted, and it is " + timm::in_quotes(positionals[0]) + ")");
   }
   if (positionals.size() == 1) parsed.occurrences.push_back({find_flag(kData), positionals});
 }

@@ -60,7 +60,7 @@ std::vector<std::string> normalized_kwargs(const FlagSpec& flag,
   for (const std::string& token : tokens) {
     std::size_t eq = token.find('=');
     if (eq == std::string::npos || eq == 0) {
-      throw Error("--" + flag.name + ": expected key=value, got " + timm::quoted(token));
+      throw Error("--" + flag.name + ": expected key=value, got " + timm::in_quotes(token));
     }
     pairs[token.substr(0, eq)] = token.substr(eq + 1);
   }

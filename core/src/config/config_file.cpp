@@ -67,7 +67,7 @@ class ValueReader {
 
  private:
   [[noreturn]] void fail(const toml::node& node, const std::string& expected) const {
-    throw UsageError(location(file_, node.source().begin) + ": key " + timm::quoted(key_) +
+    throw UsageError(location(file_, node.source().begin) + ": key " + timm::in_quotes(key_) +
                      " expects " + expected + ", got " + type_name(node));
   }
 
@@ -92,8 +92,8 @@ class ValueReader {
     }
     std::string expected = "one of";
     for (const std::string& c : flag_.choices) expected += " " + c;
-    throw UsageError(location(file_, node.source().begin) + ": key " + timm::quoted(key_) +
-                     " expects " + expected + ", got " + timm::quoted(value));
+    throw UsageError(location(file_, node.source().begin) + ": key " + timm::in_quotes(key_) +
+                     " expects " + expected + ", got " + timm::in_quotes(value));
   }
 
   template <class Element>
@@ -101,7 +101,7 @@ class ValueReader {
     const toml::array* array = node.as_array();
     if (array == nullptr) fail(node, "an array");
     if (flag_.nargs > 1 && array->size() != static_cast<std::size_t>(flag_.nargs)) {
-      throw UsageError(location(file_, node.source().begin) + ": key " + timm::quoted(key_) +
+      throw UsageError(location(file_, node.source().begin) + ": key " + timm::in_quotes(key_) +
                        " expects " + std::to_string(flag_.nargs) + " values, got " +
                        std::to_string(array->size()));
     }
@@ -124,8 +124,8 @@ class ValueReader {
     for (const toml::node& item : *node.as_array()) {
       std::string token = scalar<std::string>(item, "\"key=value\" strings");
       if (token.find('=') == std::string::npos || token.front() == '=') {
-        throw UsageError(location(file_, item.source().begin) + ": key " + timm::quoted(key_) +
-                         " expects \"key=value\" strings, got " + timm::quoted(token));
+        throw UsageError(location(file_, item.source().begin) + ": key " + timm::in_quotes(key_) +
+                         " expects \"key=value\" strings, got " + timm::in_quotes(token));
       }
       tokens.push_back(token);
     }
@@ -161,12 +161,12 @@ std::vector<std::string> config_keys_like(const std::string& key) {
 }
 
 [[noreturn]] void throw_unknown_key(const std::string& where, const std::string& key) {
-  std::string message = where + ": unknown key " + timm::quoted(key);
+  std::string message = where + ": unknown key " + timm::in_quotes(key);
   std::vector<std::string> near = nearest_names(key, config_keys_like(key));
   if (!near.empty()) {
     message += " (did you mean";
     for (std::size_t i = 0; i < near.size(); ++i)
-      message += (i ? ", " : " ") + timm::quoted(near[i]);
+      message += (i ? ", " : " ") + timm::in_quotes(near[i]);
     message += "?)";
   }
   throw UsageError(message);
@@ -175,7 +175,7 @@ std::vector<std::string> config_keys_like(const std::string& key) {
 toml::table parse(const std::filesystem::path& file) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(file, error)) {
-    throw UsageError("config file " + timm::quoted(file.string()) +
+    throw UsageError("config file " + timm::in_quotes(file.string()) +
                      " does not exist or is not a file");
   }
   try {
@@ -197,12 +197,12 @@ void load_config_file(const std::filesystem::path& file, Config& config) {
     const FlagSpec* flag = find_flag(key);
     if (flag == nullptr) throw_unknown_key(where, key);
     if (flag->is_action) {
-      throw UsageError(where + ": key " + timm::quoted(key) +
+      throw UsageError(where + ": key " + timm::in_quotes(key) +
                        " is a command-line action, not a config value");
     }
     if (auto [it, added] = key_of_dest.emplace(flag->dest, key); !added) {
-      throw UsageError(where + ": key " + timm::quoted(key) + " sets the same value as " +
-                       timm::quoted(it->second));
+      throw UsageError(where + ": key " + timm::in_quotes(key) + " sets the same value as " +
+                       timm::in_quotes(it->second));
     }
     config.set_explicit(flag->dest, ValueReader(file, key, *flag).read(node));
   }

@@ -64,13 +64,13 @@ class ImageFolderDataset final : public Dataset {
  public:
   ImageFolderDataset(const fs::path& root, int64_t channels) : channels_(channels) {
     std::error_code ec;
-    if (!fs::is_directory(root, ec)) throw Error("image folder " + quoted(root.string()) + ": not a folder");
+    if (!fs::is_directory(root, ec)) throw Error("image folder " + in_quotes(root.string()) + ": not a folder");
     std::string root_string = root.string();
     while (root_string.size() > 1 && root_string.back() == '/') root_string.pop_back();
     std::vector<FoundFile> found;
     walk(root, root_string, "", found);
     if (found.empty()) {
-      throw Error("image folder " + quoted(root.string()) +
+      throw Error("image folder " + in_quotes(root.string()) +
                   ": found no images; expected class sub-folders with .png, .jpg or .jpeg files");
     }
     // timm: sorted(set(labels), key=natural_key), then samples by natural path.
@@ -112,7 +112,7 @@ class ImageFolderDataset final : public Dataset {
 // Reads a whole file through zlib, which passes uncompressed files through.
 std::vector<std::uint8_t> read_maybe_gzip(const fs::path& path) {
   gzFile file = gzopen(path.c_str(), "rb");
-  if (file == nullptr) throw Error("fashion-mnist: cannot open " + quoted(path.string()));
+  if (file == nullptr) throw Error("fashion-mnist: cannot open " + in_quotes(path.string()));
   std::vector<std::uint8_t> out;
   std::array<std::uint8_t, 1 << 16> buffer;
   while (true) {
@@ -121,7 +121,7 @@ std::vector<std::uint8_t> read_maybe_gzip(const fs::path& path) {
       int err = 0;
       const std::string message = gzerror(file, &err);
       gzclose(file);
-      throw Error("fashion-mnist: " + quoted(path.string()) + " is corrupt: " + message);
+      throw Error("fashion-mnist: " + in_quotes(path.string()) + " is corrupt: " + message);
     }
     if (n == 0) break;
     out.insert(out.end(), buffer.begin(), buffer.begin() + n);
@@ -140,7 +140,7 @@ fs::path idx_file(const fs::path& root, const std::string& stem) {
     std::error_code ec;
     if (fs::is_regular_file(p, ec)) return p;
   }
-  throw Error("fashion-mnist: missing " + quoted((root / (stem + ".gz")).string()) +
+  throw Error("fashion-mnist: missing " + in_quotes((root / (stem + ".gz")).string()) +
               "; expected the IDX files of Fashion-MNIST (the package dataset-fashion-mnist installs them in " +
               kFashionMnistDir.string() + ")");
 }
@@ -153,7 +153,7 @@ class FashionMnistDataset final : public Dataset {
     const std::vector<std::uint8_t> images = read_maybe_gzip(images_path);
     labels_ = read_maybe_gzip(labels_path);
     auto bad = [](const fs::path& p, const std::string& what) {
-      return Error("fashion-mnist: " + quoted(p.string()) + ": " + what);
+      return Error("fashion-mnist: " + in_quotes(p.string()) + ": " + what);
     };
     if (images.size() < 16 || be32(images, 0) != 2051) {
       throw bad(images_path, "not an IDX image file; expected magic number 2051 (0x00000803)");
@@ -247,13 +247,13 @@ fs::path find_split_folder(const fs::path& root, const std::string& split) {
 std::unique_ptr<Dataset> create_dataset(const std::string& name, const fs::path& root, const std::string& split,
                                         int64_t channels) {
   if (name.empty() || name == "image_folder") {
-    if (root.empty()) throw UsageError("dataset " + quoted(name) + ": --data-dir is required for an image folder");
+    if (root.empty()) throw UsageError("dataset " + in_quotes(name) + ": --data-dir is required for an image folder");
     return make_image_folder(find_split_folder(root, split), channels);
   }
   if (name == "fashion-mnist" || name == "fashion_mnist" || name == "torch/fashion_mnist") {
     return make_fashion_mnist(root.empty() ? kFashionMnistDir : root, split, channels);
   }
-  throw UsageError("unknown dataset " + quoted(name) +
+  throw UsageError("unknown dataset " + in_quotes(name) +
                    "; expected '' or 'image_folder' (a folder of class sub-folders) or 'fashion-mnist'");
 }
 

@@ -25,7 +25,7 @@ bool is_png(std::span<const std::uint8_t> b) {
 }
 
 [[noreturn]] void fail(const std::string& source, const std::string& what) {
-  throw Error("image " + quoted(source) + ": " + what);
+  throw Error("image " + in_quotes(source) + ": " + what);
 }
 
 // ---- JPEG ------------------------------------------------------------------
@@ -200,7 +200,7 @@ Image decode_png(std::span<const std::uint8_t> bytes, const std::string& source,
 
 Image decode_image(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels) {
   if (channels != 1 && channels != 3) {
-    throw Error("image " + quoted(source) + ": cannot convert to " + std::to_string(channels) +
+    throw Error("image " + in_quotes(source) + ": cannot convert to " + std::to_string(channels) +
                 " channels; expected 1 (L) or 3 (RGB)");
   }
   if (is_jpeg(bytes)) return decode_jpeg(bytes, source, channels);
@@ -210,12 +210,12 @@ Image decode_image(std::span<const std::uint8_t> bytes, const std::string& sourc
 
 Image read_image(const std::filesystem::path& path, int64_t channels) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw Error("image " + quoted(path.string()) + ": cannot open file");
+  if (!in) throw Error("image " + in_quotes(path.string()) + ": cannot open file");
   const std::streamsize size = in.tellg();
   in.seekg(0);
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(std::max<std::streamsize>(size, 0)));
   if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size)) {
-    throw Error("image " + quoted(path.string()) + ": read failed");
+    throw Error("image " + in_quotes(path.string()) + ": read failed");
   }
   return decode_image(bytes, path.string(), channels);
 }

@@ -315,7 +315,7 @@ Interpolation interpolation_from_name(std::string_view name) {
   if (name == "box") return Interpolation::kBox;
   if (name == "hamming") return Interpolation::kHamming;
   if (name == "lanczos") return Interpolation::kLanczos;
-  throw UsageError("unknown interpolation " + quoted(std::string(name)) +
+  throw UsageError("unknown interpolation " + in_quotes(std::string(name)) +
                    "; expected one of nearest, bilinear, bicubic, box, hamming, lanczos");
 }
 

@@ -157,7 +157,7 @@ Image load_sample(const Dataset& dataset, const TransformPipeline& transform, in
       log_warning("Skipped sample (index " + std::to_string(i) + ", file " + dataset.describe(i) + "). " + e.what());
       if (attempt + 1 >= kMaxRetries) {
         throw Error("data: " + std::to_string(kMaxRetries) + " consecutive samples failed to load, the last " +
-                    quoted(dataset.describe(i)) + ": " + e.what());
+                    in_quotes(dataset.describe(i)) + ": " + e.what());
       }
       i = (i + 1) % n;
     }
@@ -188,7 +188,7 @@ static Batch build_batch(const Dataset& dataset, const TransformPipeline& transf
       batch.images = at::empty({n, c, h, w}, at::kByte);
       images = batch.images.data_ptr<std::uint8_t>();
     } else if (image.channels != c || image.height != h || image.width != w) {
-      throw Error("data: sample " + quoted(dataset.describe(index)) + " is " + std::to_string(image.height) + "x" +
+      throw Error("data: sample " + in_quotes(dataset.describe(index)) + " is " + std::to_string(image.height) + "x" +
                   std::to_string(image.width) + "x" + std::to_string(image.channels) +
                   " after the transforms; expected " + std::to_string(h) + "x" + std::to_string(w) + "x" +
                   std::to_string(c) + " like the rest of its batch (is a crop stage missing?)");

@@ -17,10 +17,10 @@ Augmentation make_stage(const std::string& name, const TransformArgs& args) {
   } catch (const UsageError&) {
     throw;
   } catch (const std::exception& e) {
-    throw Error("augmentation " + quoted(name) + " from " + quoted(entry.origin) + ": " + e.what());
+    throw Error("augmentation " + in_quotes(name) + " from " + in_quotes(entry.origin) + ": " + e.what());
   }
   if (!stage.image && !stage.batch) {
-    throw Error("augmentation " + quoted(name) + " from " + quoted(entry.origin) + " made no transform");
+    throw Error("augmentation " + in_quotes(name) + " from " + in_quotes(entry.origin) + " made no transform");
   }
   return stage;
 }

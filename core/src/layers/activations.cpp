@@ -40,7 +40,7 @@ const ActFn& find_act(const std::string& name) {
   }
   std::string expected;
   for (const auto& known : activation_names()) expected += (expected.empty() ? "" : ", ") + known;
-  throw UsageError("activation " + quoted(name) + ": unknown (expected one of " + expected + ")");
+  throw UsageError("activation " + in_quotes(name) + ": unknown (expected one of " + expected + ")");
 }
 
 }  // namespace

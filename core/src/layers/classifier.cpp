@@ -19,7 +19,7 @@ void check_pool_type(const std::string& pool_type) {
   }
   std::string expected;
   for (auto known : kPoolTypes) expected += (expected.empty() ? "'" : ", '") + std::string(known) + "'";
-  throw UsageError("global_pool " + quoted(pool_type) + ": unknown pool type (expected one of " + expected + ")");
+  throw UsageError("global_pool " + in_quotes(pool_type) + ": unknown pool type (expected one of " + expected + ")");
 }
 
 // Pooled to (N, C, 1, 1). The 'fast' variants reduce with mean/amax, the

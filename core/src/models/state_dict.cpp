@@ -22,7 +22,7 @@ std::string shape_string(const at::Tensor& t) {
 // needs the whole picture, not the first key.
 std::string key_list(const std::vector<std::string>& keys) {
   std::string out;
-  for (const auto& key : keys) out += (out.empty() ? "" : ", ") + quoted(key);
+  for (const auto& key : keys) out += (out.empty() ? "" : ", ") + in_quotes(key);
   return out;
 }
 
@@ -65,7 +65,7 @@ LoadStateDictResult load_state_dict(torch::nn::Module& module, const NamedTensor
     if (it == targets.end()) {
       result.unexpected_keys.push_back(key);
     } else if (!tensor.defined() || tensor.sizes() != it->second.sizes()) {
-      mismatches.push_back(quoted(key) + ": checkpoint has " + (tensor.defined() ? shape_string(tensor) : "no tensor") +
+      mismatches.push_back(in_quotes(key) + ": checkpoint has " + (tensor.defined() ? shape_string(tensor) : "no tensor") +
                            ", model has " + shape_string(it->second));
     }
   }

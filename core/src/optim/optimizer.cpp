@@ -208,7 +208,7 @@ OptimizerPtr create_optimizer(const torch::nn::Module& model, const std::vector<
   // leading "lookahead" wraps it.
   const std::vector<std::string> parts = split(lowercase(args.opt), '_');
   if (parts.size() > 1 && parts.front() == "lookahead") {
-    throw UsageError("--opt " + timm::quoted(args.opt) + ": the Lookahead wrapper (lookahead_<opt>) is not implemented yet");
+    throw UsageError("--opt " + timm::in_quotes(args.opt) + ": the Lookahead wrapper (lookahead_<opt>) is not implemented yet");
   }
   const std::string& name = parts.back();
   const RegistryEntry& entry = Registry::global().get(PluginKind::kOptimizer, name);
@@ -272,7 +272,7 @@ OptimizerKwargs::OptimizerKwargs(const OptimizerArgs& args, const std::vector<st
     const bool from_flags = key == "opt" || key == "lr" || key == "weight_decay" || key == "momentum" ||
                             (key == "eps" && args.eps) || (key == "betas" && args.betas);
     if (from_flags) {
-      throw UsageError("--opt-kwargs: " + timm::quoted(key) + " is already set by its own flag (--" +
+      throw UsageError("--opt-kwargs: " + timm::in_quotes(key) + " is already set by its own flag (--" +
                        (key == "weight_decay" ? std::string("weight-decay")
                         : key == "eps"        ? std::string("opt-eps")
                         : key == "betas"      ? std::string("opt-betas")
@@ -282,13 +282,13 @@ OptimizerKwargs::OptimizerKwargs(const OptimizerArgs& args, const std::vector<st
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
     std::string expected;
     for (const auto& k : known) expected += (expected.empty() ? "" : ", ") + k;
-    throw UsageError("--opt-kwargs: optimizer " + timm::quoted(opt_) + " has no argument " + timm::quoted(key) +
+    throw UsageError("--opt-kwargs: optimizer " + timm::in_quotes(opt_) + " has no argument " + timm::in_quotes(key) +
                      " (expected one of: " + expected + ")");
   }
 }
 
 std::string OptimizerKwargs::where(const std::string& key) const {
-  return "--opt-kwargs " + key + "=" + kwargs_.at(key) + " (optimizer " + timm::quoted(opt_) + ")";
+  return "--opt-kwargs " + key + "=" + kwargs_.at(key) + " (optimizer " + timm::in_quotes(opt_) + ")";
 }
 
 double OptimizerKwargs::get_double(const std::string& key, double fallback) const {
@@ -326,51 +326,13 @@ std::string OptimizerKwargs::repr(const std::string& key, const std::string& fal
   if (!has(key)) return fallback;
   const std::string s = trim(kwargs_.at(key));
   if (is_integer_literal(s)) return std::to_string(std::stoll(s));
-  if (const auto value = parse_double(s)) return py_float_repr(*value);
+  if (const auto value = parse_double(s)) return python_float_repr(*value);
   if (s == "true" || s == "True") return "True";
   if (s == "false" || s == "False") return "False";
   return "'" + s + "'";
 }
 
 // ---- Formatting -------------------------------------------------------------
-
-std::string py_float_repr(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  // Shortest round-trip digits, as Python's repr; then Python's layout:
-  // fixed notation for 1e-4 <= |x| < 1e16, else d.ddde[+-]XX.
-  char buf[64];
-  const auto result = std::to_chars(buf, buf + sizeof(buf), value, std::chars_format::scientific);
-  std::string sci(buf, result.ptr);
-  const std::size_t e_pos = sci.find('e');
-  std::string mantissa = sci.substr(0, e_pos);
-  const int exponent = std::stoi(sci.substr(e_pos + 1));
-  std::string sign;
-  if (mantissa.front() == '-') {
-    sign = "-";
-    mantissa.erase(0, 1);
-  }
-  std::string digits;
-  for (char c : mantissa) {
-    if (c != '.') digits.push_back(c);
-  }
-  if (exponent >= -5 + 1 && exponent < 16) {
-    std::string out;
-    if (exponent < 0) {
-      out = "0." + std::string(static_cast<std::size_t>(-exponent - 1), '0') + digits;
-    } else if (static_cast<std::size_t>(exponent) + 1 >= digits.size()) {
-      out = digits + std::string(exponent + 1 - digits.size(), '0') + ".0";
-    } else {
-      out = digits.substr(0, exponent + 1) + "." + digits.substr(exponent + 1);
-    }
-    return sign + out;
-  }
-  std::string out = digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
-  const int abs_exp = std::abs(exponent);
-  out += std::string("e") + (exponent < 0 ? "-" : "+") + (abs_exp < 10 ? "0" : "") + std::to_string(abs_exp);
-  return sign + out;
-}
 
 std::string describe_optimizer(const std::string& cls, const std::string& opt,
                                const std::vector<std::pair<std::string, std::string>>& defaults) {

@@ -28,6 +28,7 @@
 #include "timm/train/checkpoint.hpp"
 #include "timm/train/losses.hpp"
 #include "timm/train/metrics.hpp"
+#include "timm/core/python_repr.hpp"
 #include "timm/train/summary.hpp"
 
 namespace timm {

@@ -12,24 +12,9 @@
 #include "timm/data/image_ops.hpp"
 #include "timm/data/transform.hpp"
 
-namespace fs = std::filesystem;
 using namespace timm;
 
 namespace {
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE_MESSAGE(in.good(), "cannot open " << path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-Image read_raw(const fs::path& path, int64_t h, int64_t w, int64_t c) {
-  Image image(h, w, c);
-  const std::string bytes = read_text(path);
-  REQUIRE(bytes.size() == image.pixels.size());
-  std::copy(bytes.begin(), bytes.end(), image.pixels.begin());
-  return image;
-}
 
 // The Compose part of our repr: timm prints only that.
 std::string compose_repr(const TransformPipeline& t) {
@@ -89,16 +74,14 @@ TEST_CASE("eval and no-aug transforms match timm's PIL pipeline; reprs match tim
     args.crop_pct = crop_pct;
     args.crop_mode = mode;
     const TransformPipeline t = create_transform(args);
-    CHECK_MESSAGE(compose_repr(t) == read_text(dir / repr_file), line);
-    Image img = read_raw(dir / (name + ".in"), in_h, in_w, 3);
+    CHECK_MESSAGE(compose_repr(t) == test::read_file(dir / repr_file), line);
+    Image img = test::read_raw(dir / (name + ".in"), in_h, in_w, 3);
     Rng rng(0);
     t.apply(img, rng);
     REQUIRE(img.height == out_h);
     REQUIRE(img.width == out_w);
-    const Image want = read_raw(dir / expected, out_h, out_w, 3);
-    int d = 0;
-    for (std::size_t i = 0; i < img.pixels.size(); ++i)
-      d = std::max(d, std::abs(int(img.pixels[i]) - int(want.pixels[i])));
+    const Image want = test::read_raw(dir / expected, out_h, out_w, 3);
+    const int d = test::max_diff(img.pixels, want.pixels);
     CHECK_MESSAGE(d <= 1, line << ": max difference " << d);
     worst = std::max(worst, d);
     ++cases;
@@ -134,7 +117,7 @@ TEST_CASE("eval and no-aug transforms match timm's PIL pipeline; reprs match tim
     args.scale = train[k].scale;
     args.ratio = train[k].ratio;
     const TransformPipeline t = create_transform(args);
-    CHECK(compose_repr(t) == read_text(dir / ("repr_train_" + std::to_string(k) + ".txt")));
+    CHECK(compose_repr(t) == test::read_file(dir / ("repr_train_" + std::to_string(k) + ".txt")));
     REQUIRE(t.batch.size() == 1);
     CHECK(t.batch[0]->repr() == "Normalize(mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))");
   }

@@ -15,7 +15,7 @@ std::string py_bool(bool value) { return value ? "True" : "False"; }
 
 OptimizerPtr make_adamw(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
   const OptimizerKwargs kwargs(args, kKnownKwargs);
-  const std::string opt = timm::quoted(args.opt);
+  const std::string opt = timm::in_quotes(args.opt);
   const std::vector<double> betas = args.betas ? *args.betas : kwargs.get_doubles("betas", {0.9, 0.999});
   const double eps = args.eps ? *args.eps : kwargs.get_double("eps", 1e-8);
   const bool amsgrad = kwargs.get_bool("amsgrad", false);
@@ -23,12 +23,12 @@ OptimizerPtr make_adamw(std::vector<ParamGroup> groups, const OptimizerArgs& arg
     throw UsageError("optimizer " + opt + ": betas needs 2 values, got " + std::to_string(betas.size()));
   }
   // torch's argument checks, as usage errors.
-  if (args.lr < 0) throw UsageError("optimizer " + opt + ": invalid learning rate " + py_float_repr(args.lr));
-  if (eps < 0) throw UsageError("optimizer " + opt + ": invalid epsilon value " + py_float_repr(eps));
+  if (args.lr < 0) throw UsageError("optimizer " + opt + ": invalid learning rate " + python_float_repr(args.lr));
+  if (eps < 0) throw UsageError("optimizer " + opt + ": invalid epsilon value " + python_float_repr(eps));
   for (std::size_t i = 0; i < 2; ++i) {
     if (betas[i] < 0 || betas[i] >= 1) {
       throw UsageError("optimizer " + opt + ": invalid beta parameter at index " + std::to_string(i) + ": " +
-                       py_float_repr(betas[i]));
+                       python_float_repr(betas[i]));
     }
   }
 
@@ -39,10 +39,10 @@ OptimizerPtr make_adamw(std::vector<ParamGroup> groups, const OptimizerArgs& arg
 
   const std::string description = describe_optimizer(
       "AdamW", args.opt,
-      {{"lr", py_float_repr(args.lr)},
-       {"betas", "(" + py_float_repr(betas[0]) + ", " + py_float_repr(betas[1]) + ")"},
-       {"eps", py_float_repr(eps)},
-       {"weight_decay", py_float_repr(args.weight_decay)},
+      {{"lr", python_float_repr(args.lr)},
+       {"betas", "(" + python_float_repr(betas[0]) + ", " + python_float_repr(betas[1]) + ")"},
+       {"eps", python_float_repr(eps)},
+       {"weight_decay", python_float_repr(args.weight_decay)},
        {"amsgrad", py_bool(amsgrad)},
        {"maximize", "False"},
        {"foreach", kwargs.repr("foreach", "None")},

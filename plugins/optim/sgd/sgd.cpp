@@ -21,12 +21,12 @@ OptimizerPtr make_sgd(std::vector<ParamGroup> groups, const OptimizerArgs& args,
   const double momentum = args.momentum;
   const double dampening = kwargs.get_double("dampening", 0.0);
   const bool nesterov = kwargs.get_bool("nesterov", nesterov_default);
-  const std::string opt = timm::quoted(args.opt);
-  if (args.lr < 0) throw UsageError("optimizer " + opt + ": invalid learning rate " + py_float_repr(args.lr));
-  if (momentum < 0) throw UsageError("optimizer " + opt + ": invalid --momentum " + py_float_repr(momentum));
+  const std::string opt = timm::in_quotes(args.opt);
+  if (args.lr < 0) throw UsageError("optimizer " + opt + ": invalid learning rate " + python_float_repr(args.lr));
+  if (momentum < 0) throw UsageError("optimizer " + opt + ": invalid --momentum " + python_float_repr(momentum));
   if (nesterov && (momentum <= 0 || dampening != 0)) {
     throw UsageError("optimizer " + opt + ": Nesterov momentum requires a momentum and zero dampening (--momentum " +
-                     py_float_repr(momentum) + ", dampening " + py_float_repr(dampening) + ")");
+                     python_float_repr(momentum) + ", dampening " + python_float_repr(dampening) + ")");
   }
 
   // timm passes weight_decay=0 at the top level; the groups carry it.
@@ -38,10 +38,10 @@ OptimizerPtr make_sgd(std::vector<ParamGroup> groups, const OptimizerArgs& args,
   // train.py logs optimizer.defaults with weight_decay replaced by the flag.
   const std::string description =
       describe_optimizer("SGD", args.opt,
-                         {{"lr", py_float_repr(args.lr)},
-                          {"momentum", py_float_repr(momentum)},
+                         {{"lr", python_float_repr(args.lr)},
+                          {"momentum", python_float_repr(momentum)},
                           {"dampening", kwargs.repr("dampening", "0")},
-                          {"weight_decay", py_float_repr(args.weight_decay)},
+                          {"weight_decay", python_float_repr(args.weight_decay)},
                           {"nesterov", py_bool(nesterov)},
                           {"maximize", "False"},
                           {"foreach", kwargs.repr("foreach", "None")},

@@ -22,7 +22,7 @@ class CosineLRScheduler : public Scheduler {
         cycle_limit_(p.args.cycle_limit),
         k_decay_(p.args.k_decay) {
     if (t_initial_ <= 0) throw UsageError("scheduler 'cosine': --epochs must be > 0, got " + std::to_string(t_initial_));
-    if (lr_min_ < 0) throw UsageError("scheduler 'cosine': --min-lr must be >= 0, got " + py_float_repr(lr_min_));
+    if (lr_min_ < 0) throw UsageError("scheduler 'cosine': --min-lr must be >= 0, got " + python_float_repr(lr_min_));
     init_warmup(p.warmup);
   }
 

@@ -26,7 +26,8 @@ class UsageError : public Error {
   int exit_code() const noexcept override { return 2; }
 };
 
-// Quotes a user-supplied value for a message: 'value'.
-inline std::string quoted(const std::string& value) { return "'" + value + "'"; }
+// Quotes a user-supplied value for a message: 'value'. (Not named `quoted`:
+// argument-dependent lookup would pick std::quoted for a std::string.)
+inline std::string in_quotes(const std::string& value) { return "'" + value + "'"; }
 
 }  // namespace timm

@@ -19,6 +19,8 @@
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
 
+#include "timm/core/python_repr.hpp"
+
 namespace timm {
 
 // One parameter group, as a dict in timm's param_groups.
@@ -172,8 +174,6 @@ class OptimizerKwargs {
   std::map<std::string, std::string> kwargs_;
 };
 
-// Python's repr() of a float ("0.1", "2e-05", "1.0", "1e+16"), for describe().
-std::string py_float_repr(double value);
 
 // The describe() string: "<cls> (<opt>) optimizer: k: v, k: v, ...".
 std::string describe_optimizer(const std::string& cls, const std::string& opt,

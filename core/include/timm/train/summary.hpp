@@ -9,10 +9,6 @@
 
 namespace timm {
 
-// Python's repr() of a float: the shortest string that round-trips, "1.0"
-// for whole numbers, exponent form below 1e-4 and from 1e16 ("1e-05").
-std::string python_float_repr(double value);
-
 // timm's safe_model_name: alphanumerics kept, everything else '_', trailing
 // '_' stripped.
 std::string safe_model_name(const std::string& model_name);
