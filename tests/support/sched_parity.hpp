@@ -8,11 +8,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/optim/sgd.h>
+#include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
 #include "timm/optim/optimizer.hpp"
@@ -56,17 +57,30 @@ inline nlohmann::json to_json(const SchedulerArgs& a) {
   return j;
 }
 
-// A named schedule: the flags and the optimizer's lr.
+// A named schedule: the flags and the optimizer's lr, and optionally the
+// metric passed to step(epoch + 1, metric) after each epoch (metrics[epoch];
+// nullopt, or past the end: no metric), as train.py passes the eval metric.
 struct SchedCase {
   std::string name;
   SchedulerArgs args;
   double lr = 0.1;
+  std::vector<std::optional<double>> metrics = {};
 };
+
+inline nlohmann::json metrics_json(const std::vector<std::optional<double>>& metrics) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& m : metrics) j.push_back(m ? nlohmann::json(*m) : nlohmann::json(nullptr));
+  return j;
+}
 
 // timm's schedules for all `cases`, in one Python start.
 inline std::vector<Schedule> python_schedules(const std::vector<SchedCase>& cases) {
   nlohmann::json request = nlohmann::json::array();
-  for (const auto& c : cases) request.push_back({{"kwargs", to_json(c.args)}, {"lr", c.lr}});
+  for (const auto& c : cases) {
+    nlohmann::json r = {{"kwargs", to_json(c.args)}, {"lr", c.lr}};
+    if (!c.metrics.empty()) r["metrics"] = metrics_json(c.metrics);
+    request.push_back(r);
+  }
   const nlohmann::json j = nlohmann::json::parse(run_oracle("sched_oracle.py", {request.dump()}));
   std::vector<Schedule> out;
   for (const auto& s : j) {
@@ -77,7 +91,8 @@ inline std::vector<Schedule> python_schedules(const std::vector<SchedCase>& case
 
 // The loop of train.py: step_update(num_updates) after every update and
 // step(epoch + 1) after every epoch; only one of them has an effect.
-inline Schedule cpp_schedule(const SchedulerArgs& args, double lr) {
+inline Schedule cpp_schedule(const SchedulerArgs& args, double lr,
+                             const std::vector<std::optional<double>>& metrics = {}) {
   std::vector<ParamGroup> groups;
   for (double scale : kGroupLrScales) {
     ParamGroup group;
@@ -100,7 +115,10 @@ inline Schedule cpp_schedule(const SchedulerArgs& args, double lr) {
   record();
   for (int64_t t = 1; t <= s.num_epochs * upe; ++t) {
     scheduler->step_update(t);
-    if (t % upe == 0) scheduler->step(t / upe);
+    if (t % upe == 0) {
+      const auto epoch = static_cast<std::size_t>(t / upe - 1);
+      scheduler->step(t / upe, epoch < metrics.size() ? metrics[epoch] : std::nullopt);
+    }
     record();
   }
   return s;
@@ -109,7 +127,7 @@ inline Schedule cpp_schedule(const SchedulerArgs& args, double lr) {
 // Checks our schedule for `c` against timm's (`want`) within `rel_tol`
 // (relative) and returns the largest relative difference.
 inline double check_schedule(const SchedCase& c, const Schedule& want, double rel_tol = 1e-9) {
-  const Schedule got = cpp_schedule(c.args, c.lr);
+  const Schedule got = cpp_schedule(c.args, c.lr, c.metrics);
   CHECK(got.num_epochs == want.num_epochs);
   REQUIRE(got.lrs.size() == want.lrs.size());
   double worst = 0.0;
