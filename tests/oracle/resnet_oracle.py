@@ -9,6 +9,11 @@ generate --dir D --cases resnet18:3,resnet50:1
     the parameter count and timm's per-block drop-path rates for
     drop_path_rate=0.2.
 
+info --names resnet18d,seresnet18,...
+    Prints one JSON object: for each name at num_classes=1000 its parameter
+    count, state_dict size and default pretrained cfg ("models"), and
+    timm.list_models('se*') ("list_se").
+
 check --dir D --cases ...
     For each case loads the C++ model's weights D/<name>_c<in_chans>.cpp.safetensors
     into a fresh timm model with model.load_state_dict(load_file(...)) (strict)
@@ -70,9 +75,15 @@ def drop_path_rates(name, in_chans):
 
 def grad_keys(model):
     last_block = model.layer4[-1]
+    last = f"layer4.{len(model.layer4) - 1}"
     last_bn = GRAD_KEYS_BY_BLOCK[type(last_block).__name__]
-    return ["conv1.weight", "bn1.weight", "layer1.0.conv1.weight", f"layer4.{len(model.layer4) - 1}.{last_bn}.weight",
-            "fc.weight", "fc.bias"]
+    stem_conv = "conv1.0.weight" if isinstance(model.conv1, torch.nn.Sequential) else "conv1.weight"
+    keys = [stem_conv, "bn1.weight", "layer1.0.conv1.weight", f"{last}.{last_bn}.weight"]
+    if last_block.se is not None:
+        keys += [f"{last}.se.fc1.weight", f"{last}.se.fc2.bias"]
+    if isinstance(model.layer2[0].downsample[0], torch.nn.AvgPool2d):
+        keys.append("layer2.0.downsample.1.weight")
+    return keys + ["fc.weight", "fc.bias"]
 
 
 def generate(directory, name, in_chans):
@@ -130,13 +141,37 @@ def check(directory, name, in_chans):
     return ok
 
 
+def info(names):
+    models = {}
+    for name in names:
+        model = timm.create_model(name)
+        cfg = model.pretrained_cfg
+        models[name] = {
+            "param_count": sum(p.numel() for p in model.parameters()),
+            "state_dict_size": len(model.state_dict()),
+            "input_size": list(cfg["input_size"]),
+            "crop_pct": cfg["crop_pct"],
+            "interpolation": cfg["interpolation"],
+            "mean": list(cfg["mean"]),
+            "std": list(cfg["std"]),
+            "crop_mode": cfg.get("crop_mode", "center"),
+            "first_conv": cfg["first_conv"],
+            "classifier": cfg["classifier"],
+        }
+    print(json.dumps({"models": models, "list_se": timm.list_models("se*")}))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=["generate", "check"])
-    parser.add_argument("--dir", required=True)
-    parser.add_argument("--cases", required=True, help="name:in_chans,...")
+    parser.add_argument("mode", choices=["generate", "check", "info"])
+    parser.add_argument("--dir")
+    parser.add_argument("--cases", help="name:in_chans,...")
+    parser.add_argument("--names", help="name,... (info)")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.mode == "info":
+        info(args.names.split(","))
+        return 0
     ok = True
     for name, in_chans in parse_cases(args.cases):
         if args.mode == "generate":

@@ -1,6 +1,13 @@
-// ResNet (timm/models/resnet.py): resnet18, resnet26, resnet34, resnet50,
-// resnet101, resnet152 — the plain "b" variant (7x7 stem, max-pool, stride on
-// the 3x3 conv), with timm's module names so state_dict keys equal timm's.
+// ResNet (timm/models/resnet.py), with timm's module names so state_dict keys
+// equal timm's:
+// - resnet18, resnet26, resnet34, resnet50, resnet101, resnet152: the plain
+//   "b" variant (7x7 stem, max-pool, stride on the 3x3 conv);
+// - resnet18d .. resnet152d: "d" variant, deep 3x3 stem (stem_width 32, conv1
+//   becomes Sequential conv1.0..conv1.6) and avg-pool downsample (keys
+//   downsample.1 / .2 after an AvgPool or Identity at .0);
+// - resnext50_32x4d, resnext101_32x8d: grouped 3x3 conv (cardinality, base_width);
+// - seresnet18/34/50, seresnext26d_32x4d, seresnext50_32x4d: attn_layer='se',
+//   timm's SEModule (timm/layers/squeeze_excite.hpp) after the last BN.
 //
 // Supported: num_classes (0: no fc, the pooled features come out), in_chans,
 // drop_rate (dropout before fc), drop_path_rate (per-block linear schedule),
@@ -19,12 +26,14 @@
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/pooling.h>
 
 #include "timm/core/error.hpp"
 #include "timm/core/plugin.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"
+#include "timm/layers/squeeze_excite.hpp"
 #include "timm/models/model.hpp"
 
 namespace timm::resnet {
@@ -32,8 +41,8 @@ namespace {
 
 namespace nn = torch::nn;
 
-nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1) {
-  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
+nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t groups = 1) {
+  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).groups(groups).bias(false));
 }
 
 // What both block kinds are built from.
@@ -42,12 +51,27 @@ struct BlockArgs {
   int64_t planes = 0;
   int64_t stride = 1;
   double drop_path_rate = 0.0;
+  int64_t cardinality = 1;  // groups of the Bottleneck's 3x3 conv
+  int64_t base_width = 64;  // Bottleneck width = floor(planes * base_width / 64) * cardinality
+  bool avg_down = false;    // shortcut projection through an AvgPool (the "d" variants)
+  bool se = false;          // attn_layer='se'
 };
 
-// The shortcut projection, timm's downsample_conv: "0" a 1x1 strided conv,
-// "1" its BatchNorm. Needed where the shape changes.
-nn::Sequential make_downsample(int64_t inplanes, int64_t outplanes, int64_t stride) {
-  return nn::Sequential(conv(inplanes, outplanes, 1, stride), nn::BatchNorm2d(outplanes));
+// The shortcut projection, needed where the shape changes. timm's
+// downsample_conv: "0" a 1x1 strided conv, "1" its BatchNorm. With avg_down,
+// timm's downsample_avg: "0" AvgPool2d(2, stride, ceil_mode, no padding in the
+// count) or Identity at stride 1, "1" a 1x1 conv, "2" its BatchNorm.
+nn::Sequential make_downsample(int64_t inplanes, int64_t outplanes, int64_t stride, bool avg_down) {
+  if (!avg_down) return nn::Sequential(conv(inplanes, outplanes, 1, stride), nn::BatchNorm2d(outplanes));
+  nn::Sequential seq;
+  if (stride == 1) {
+    seq->push_back(nn::Identity());
+  } else {
+    seq->push_back(nn::AvgPool2d(nn::AvgPool2dOptions(2).stride(stride).ceil_mode(true).count_include_pad(false)));
+  }
+  seq->push_back(conv(inplanes, outplanes, 1));
+  seq->push_back(nn::BatchNorm2d(outplanes));
+  return seq;
 }
 
 // Registration order follows timm's attribute order (conv1, bn1, ..., then
@@ -63,9 +87,10 @@ class BasicBlockImpl : public nn::Module {
     act1 = register_module("act1", nn::ReLU());
     conv2 = register_module("conv2", conv(a.planes, outplanes, 3));
     bn2 = register_module("bn2", nn::BatchNorm2d(outplanes));
+    if (a.se) se = register_module("se", layers::SEModule(outplanes));
     act2 = register_module("act2", nn::ReLU());
     if (a.stride != 1 || a.inplanes != outplanes) {
-      downsample = register_module("downsample", make_downsample(a.inplanes, outplanes, a.stride));
+      downsample = register_module("downsample", make_downsample(a.inplanes, outplanes, a.stride, a.avg_down));
     }
     if (a.drop_path_rate > 0.0) drop_path = register_module("drop_path", layers::DropPath(a.drop_path_rate));
   }
@@ -73,6 +98,7 @@ class BasicBlockImpl : public nn::Module {
   at::Tensor forward(const at::Tensor& input) {
     at::Tensor x = act1(bn1(conv1(input)));
     x = bn2(conv2(x));
+    if (se) x = se(x);
     if (drop_path) x = drop_path(x);
     return act2(x + (downsample ? downsample->forward(input) : input));
   }
@@ -83,6 +109,7 @@ class BasicBlockImpl : public nn::Module {
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
   nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
   nn::ReLU act1{nullptr}, act2{nullptr};
+  layers::SEModule se{nullptr};
   nn::Sequential downsample{nullptr};
   layers::DropPath drop_path{nullptr};
 };
@@ -93,21 +120,22 @@ class BottleneckImpl : public nn::Module {
   static constexpr int64_t kExpansion = 4;
 
   // width = planes for the plain ResNets (cardinality 1, base_width 64); the
-  // stride sits on the 3x3 conv ("v1.5").
+  // stride sits on the 3x3 conv ("v1.5"), which has `cardinality` groups.
   explicit BottleneckImpl(const BlockArgs& a) {
-    const int64_t width = a.planes;
+    const int64_t width = a.planes * a.base_width / 64 * a.cardinality;
     const int64_t outplanes = a.planes * kExpansion;
     conv1 = register_module("conv1", conv(a.inplanes, width, 1));
     bn1 = register_module("bn1", nn::BatchNorm2d(width));
     act1 = register_module("act1", nn::ReLU());
-    conv2 = register_module("conv2", conv(width, width, 3, a.stride));
+    conv2 = register_module("conv2", conv(width, width, 3, a.stride, a.cardinality));
     bn2 = register_module("bn2", nn::BatchNorm2d(width));
     act2 = register_module("act2", nn::ReLU());
     conv3 = register_module("conv3", conv(width, outplanes, 1));
     bn3 = register_module("bn3", nn::BatchNorm2d(outplanes));
+    if (a.se) se = register_module("se", layers::SEModule(outplanes));
     act3 = register_module("act3", nn::ReLU());
     if (a.stride != 1 || a.inplanes != outplanes) {
-      downsample = register_module("downsample", make_downsample(a.inplanes, outplanes, a.stride));
+      downsample = register_module("downsample", make_downsample(a.inplanes, outplanes, a.stride, a.avg_down));
     }
     if (a.drop_path_rate > 0.0) drop_path = register_module("drop_path", layers::DropPath(a.drop_path_rate));
   }
@@ -116,6 +144,7 @@ class BottleneckImpl : public nn::Module {
     at::Tensor x = act1(bn1(conv1(input)));
     x = act2(bn2(conv2(x)));
     x = bn3(conv3(x));
+    if (se) x = se(x);
     if (drop_path) x = drop_path(x);
     return act3(x + (downsample ? downsample->forward(input) : input));
   }
@@ -125,6 +154,7 @@ class BottleneckImpl : public nn::Module {
   nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
   nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
   nn::ReLU act1{nullptr}, act2{nullptr}, act3{nullptr};
+  layers::SEModule se{nullptr};
   nn::Sequential downsample{nullptr};
   layers::DropPath drop_path{nullptr};
 };
@@ -138,6 +168,10 @@ struct ResNetSpec {
   BlockKind block;
   std::vector<int64_t> layers;  // blocks per stage
   PretrainedCfg cfg;
+  int64_t cardinality = 1;
+  int64_t base_width = 64;
+  bool deep_stem = false;  // stem_type 'deep', stem_width 32, with avg_down
+  bool se = false;
 };
 
 class ResNetImpl : public ClassifierImpl {
@@ -147,8 +181,17 @@ class ResNetImpl : public ClassifierImpl {
   ResNetImpl(const ResNetSpec& spec, const ModelArgs& args)
       : cfg_(spec.cfg), num_classes_(args.num_classes), drop_rate_(args.drop_rate) {
     validate(spec.name, args);
-    conv1 =
-        register_module("conv1", nn::Conv2d(nn::Conv2dOptions(args.in_chans, 64, 7).stride(2).padding(3).bias(false)));
+    if (spec.deep_stem) {
+      // timm's stem_type='deep', stem_width=32: three 3x3 convs 32, 32, 64.
+      constexpr int64_t kStemWidth = 32;
+      conv1_deep = register_module(
+          "conv1", nn::Sequential(conv(args.in_chans, kStemWidth, 3, 2), nn::BatchNorm2d(kStemWidth), nn::ReLU(),
+                                  conv(kStemWidth, kStemWidth, 3), nn::BatchNorm2d(kStemWidth), nn::ReLU(),
+                                  conv(kStemWidth, 2 * kStemWidth, 3)));
+    } else {
+      conv1 = register_module("conv1",
+                              nn::Conv2d(nn::Conv2dOptions(args.in_chans, 64, 7).stride(2).padding(3).bias(false)));
+    }
     bn1 = register_module("bn1", nn::BatchNorm2d(64));
     act1 = register_module("act1", nn::ReLU());
     maxpool = register_module("maxpool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
@@ -161,7 +204,7 @@ class ResNetImpl : public ClassifierImpl {
   }
 
   at::Tensor forward_features(const at::Tensor& input) {
-    at::Tensor x = maxpool(act1(bn1(conv1(input))));
+    at::Tensor x = maxpool(act1(bn1(conv1 ? conv1(input) : conv1_deep->forward(input))));
     for (auto& stage : stages_) x = stage->forward(x);
     return x;
   }
@@ -178,7 +221,8 @@ class ResNetImpl : public ClassifierImpl {
   int64_t num_classes() const override { return num_classes_; }
   const PretrainedCfg& pretrained_cfg() const override { return cfg_; }
 
-  nn::Conv2d conv1{nullptr};
+  nn::Conv2d conv1{nullptr};           // the 7x7 stem, or
+  nn::Sequential conv1_deep{nullptr};  // the deep stem, also named "conv1"
   nn::BatchNorm2d bn1{nullptr};
   nn::ReLU act1{nullptr};
   nn::MaxPool2d maxpool{nullptr};
@@ -214,6 +258,10 @@ class ResNetImpl : public ClassifierImpl {
         a.inplanes = inplanes;
         a.planes = kChannels[stage];
         a.stride = (stage > 0 && i == 0) ? 2 : 1;
+        a.cardinality = spec.cardinality;
+        a.base_width = spec.base_width;
+        a.avg_down = spec.deep_stem;
+        a.se = spec.se;
         a.drop_path_rate =
             total_blocks > 1 ? drop_path_rate * static_cast<double>(block_index) / static_cast<double>(total_blocks - 1)
                              : 0.0;
@@ -229,7 +277,8 @@ class ResNetImpl : public ClassifierImpl {
     return inplanes;
   }
 
-  // timm's ResNet.init_weights: kaiming-normal (fan_out, relu) convs; BN
+  // timm's ResNet.init_weights: kaiming-normal (fan_out, relu) convs, the SE
+  // 1x1 convs included (their biases keep the Conv2d default); BN
   // weight 1 / bias 0 and the Linear's default init are what the torch
   // modules already start with; then the last BN of each block zeroed.
   void init_weights() {
@@ -250,33 +299,64 @@ class ResNetImpl : public ClassifierImpl {
   std::vector<nn::Sequential> stages_;
 };
 
-// timm's default cfg for each name (its default tag): bicubic, ImageNet
-// mean/std, stem "conv1", classifier "fc".
-PretrainedCfg default_cfg(double crop_pct) {
+// timm's default cfg for each name (its first tag): ImageNet mean/std, crop
+// mode center, classifier "fc"; the stem conv is "conv1.0" for a deep stem.
+PretrainedCfg default_cfg(double crop_pct, int64_t size = 224, const std::string& interpolation = "bicubic",
+                          const std::string& first_conv = "conv1") {
   PretrainedCfg cfg;
-  cfg.input_size = {3, 224, 224};
-  cfg.interpolation = "bicubic";
+  cfg.input_size = {3, size, size};
+  cfg.interpolation = interpolation;
   cfg.crop_pct = crop_pct;
   cfg.crop_mode = "center";
-  cfg.first_conv = "conv1";
+  cfg.first_conv = first_conv;
   cfg.classifier = "fc";
   return cfg;
 }
 
+ResNetSpec with(ResNetSpec spec, int64_t cardinality, int64_t base_width, bool deep_stem, bool se) {
+  spec.cardinality = cardinality;
+  spec.base_width = base_width;
+  spec.deep_stem = deep_stem;
+  spec.se = se;
+  return spec;
+}
+
 std::vector<ResNetSpec> resnet_specs() {
-  // Default tags: a1_in1k (resnet18/34/50), bt_in1k (resnet26), a1h_in1k (resnet101/152).
+  const auto basic = BlockKind::kBasic;
+  const auto bottleneck = BlockKind::kBottleneck;
+  const std::vector<int64_t> l18{2, 2, 2, 2}, l34{3, 4, 6, 3}, l101{3, 4, 23, 3}, l152{3, 8, 36, 3};
+  const std::string deep = "conv1.0";
+  // Default tags: a1_in1k (resnet18/34/50, seresnet50), bt_in1k (resnet26, seresnext26d_32x4d), a1h_in1k
+  // (resnet101/152, resnext50_32x4d), ra2_in1k (resnet*d), tv_in1k (resnext101_32x8d), untrained
+  // (seresnet18/34), racm_in1k (seresnext50_32x4d).
   return {
-      {"resnet18", BlockKind::kBasic, {2, 2, 2, 2}, default_cfg(0.95)},
-      {"resnet26", BlockKind::kBottleneck, {2, 2, 2, 2}, default_cfg(0.875)},
-      {"resnet34", BlockKind::kBasic, {3, 4, 6, 3}, default_cfg(0.95)},
-      {"resnet50", BlockKind::kBottleneck, {3, 4, 6, 3}, default_cfg(0.95)},
-      {"resnet101", BlockKind::kBottleneck, {3, 4, 23, 3}, default_cfg(0.95)},
-      {"resnet152", BlockKind::kBottleneck, {3, 8, 36, 3}, default_cfg(0.95)},
+      {"resnet18", basic, l18, default_cfg(0.95)},
+      {"resnet26", bottleneck, l18, default_cfg(0.875)},
+      {"resnet34", basic, l34, default_cfg(0.95)},
+      {"resnet50", bottleneck, l34, default_cfg(0.95)},
+      {"resnet101", bottleneck, l101, default_cfg(0.95)},
+      {"resnet152", bottleneck, l152, default_cfg(0.95)},
+      with({"resnet18d", basic, l18, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, true, false),
+      with({"resnet34d", basic, l34, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, true, false),
+      with({"resnet50d", bottleneck, l34, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, true, false),
+      with({"resnet101d", bottleneck, l101, default_cfg(0.95, 256, "bicubic", deep)}, 1, 64, true, false),
+      with({"resnet152d", bottleneck, l152, default_cfg(0.95, 256, "bicubic", deep)}, 1, 64, true, false),
+      with({"resnext50_32x4d", bottleneck, l34, default_cfg(0.95)}, 32, 4, false, false),
+      with({"resnext101_32x8d", bottleneck, l101, default_cfg(0.875, 224, "bilinear")}, 32, 8, false, false),
+      with({"seresnet18", basic, l18, default_cfg(0.875)}, 1, 64, false, true),
+      with({"seresnet34", basic, l34, default_cfg(0.875)}, 1, 64, false, true),
+      with({"seresnet50", bottleneck, l34, default_cfg(0.95)}, 1, 64, false, true),
+      with({"seresnext26d_32x4d", bottleneck, l18, default_cfg(0.875, 224, "bicubic", deep)}, 32, 4, true, true),
+      with({"seresnext50_32x4d", bottleneck, l34, default_cfg(0.875)}, 32, 4, false, true),
   };
 }
 
 std::string describe(const ResNetSpec& spec) {
-  std::string text = "ResNet (";
+  std::string text = spec.se ? "SE-" : "";
+  text += spec.cardinality > 1
+              ? "ResNeXt " + std::to_string(spec.cardinality) + "x" + std::to_string(spec.base_width) + "d"
+              : std::string("ResNet");
+  text += spec.deep_stem ? " (deep stem, avg-down, " : " (";
   text += spec.block == BlockKind::kBasic ? "BasicBlock" : "Bottleneck";
   text += ", layers ";
   for (size_t i = 0; i < spec.layers.size(); ++i) {

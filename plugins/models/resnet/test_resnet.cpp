@@ -8,6 +8,7 @@
 // layer4 here) are ill-conditioned, and timm alone differs by ~1.5% between
 // one and two threads from the summation order. On one thread ours and
 // timm's agree bit for bit.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -16,14 +17,15 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
-#include <nlohmann/json.hpp>
 #include <torch/nn/modules/linear.h>
+#include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
 #include "timm/core/error.hpp"
 #include "timm/core/registry.hpp"
 #include "timm/io/safetensors.hpp"
 #include "timm/layers/drop_path.hpp"
+#include "timm/layers/squeeze_excite.hpp"
 #include "timm/models/model.hpp"
 #include "timm/models/state_dict.hpp"
 
@@ -40,7 +42,17 @@ struct Case {
   std::string name;
   int64_t in_chans;
 };
-const std::vector<Case> kCases = {{"resnet18", 3}, {"resnet34", 1}, {"resnet50", 3}};
+// One model per block kind: plain basic / bottleneck, SE basic (seresnet18),
+// deep stem + avg-down + grouped conv + SE bottleneck (seresnext26d_32x4d),
+// grouped conv with the plain stem (resnext50_32x4d), deep stem + avg-down
+// without SE, basic blocks (resnet18d, 1 channel).
+const std::vector<Case> kCases = {{"resnet18", 3},           {"resnet34", 1},        {"resnet50", 3}, {"seresnet18", 3},
+                                  {"seresnext26d_32x4d", 3}, {"resnext50_32x4d", 3}, {"resnet18d", 1}};
+
+// Every variant registered besides the plain ResNets.
+const std::vector<std::string> kVariants = {"resnet18d",  "resnet34d",       "resnet50d",          "resnet101d",
+                                            "resnet152d", "resnext50_32x4d", "resnext101_32x8d",   "seresnet18",
+                                            "seresnet34", "seresnet50",      "seresnext26d_32x4d", "seresnext50_32x4d"};
 
 std::string cases_arg() {
   std::string out;
@@ -314,4 +326,84 @@ TEST_CASE("load_state_dict on a resnet names every missing, unexpected and mis-s
   timm::NamedTensors wrong = timm::state_dict(*make("resnet18", 3, 7));
   CHECK_THROWS_WITH_AS(timm::load_state_dict(*model, wrong, /*strict=*/false),
                        doctest::Contains("'fc.weight': checkpoint has [7, 512], model has [10, 512]"), timm::Error);
+}
+
+TEST_CASE("resnet variants: parameter counts, state_dict sizes, pretrained_cfg and --list-models 'se*' match timm") {
+  timm::test::load_builtin_plugins();
+  std::string names;
+  for (const auto& name : kVariants) names += (names.empty() ? "" : ",") + name;
+  const auto info = nlohmann::json::parse(timm::test::run_oracle("resnet_oracle.py", {"info", "--names", names}));
+  for (const auto& name : kVariants) {
+    CAPTURE(name);
+    const auto& e = info.at("models").at(name);
+    timm::ModelPtr model = make(name, 3, 1000);
+    CHECK(param_count(*model) == e.at("param_count").get<int64_t>());
+    CHECK(timm::state_dict(*model).size() == e.at("state_dict_size").get<size_t>());
+    const auto& cfg = model->pretrained_cfg();
+    CHECK(cfg.input_size == e.at("input_size").get<std::vector<int64_t>>());
+    CHECK(cfg.crop_pct == e.at("crop_pct").get<double>());
+    CHECK(cfg.interpolation == e.at("interpolation").get<std::string>());
+    CHECK(cfg.mean == e.at("mean").get<std::vector<double>>());
+    CHECK(cfg.std == e.at("std").get<std::vector<double>>());
+    CHECK(cfg.crop_mode == e.at("crop_mode").get<std::string>());
+    CHECK(cfg.first_conv == e.at("first_conv").get<std::string>());
+    CHECK(cfg.classifier == e.at("classifier").get<std::string>());
+  }
+  // --list-models 'se*' goes through Registry::list: ours are timm's SE-ResNets, in timm's order.
+  std::vector<std::string> timm_se;
+  for (const auto& name : info.at("list_se").get<std::vector<std::string>>()) {
+    if (timm::Registry::global().find(timm::PluginKind::kModel, name) != nullptr) timm_se.push_back(name);
+  }
+  const auto ours = timm::Registry::global().list(timm::PluginKind::kModel, "se*");
+  CHECK(ours == timm_se);
+  for (const auto* name : {"seresnet18", "seresnet34", "seresnet50", "seresnext26d_32x4d", "seresnext50_32x4d"}) {
+    CHECK(std::find(ours.begin(), ours.end(), name) != ours.end());
+  }
+}
+
+TEST_CASE("resnet variant init follows timm: SE convs kaiming fan_out, last BN zero with SE, deep stem and avg-down") {
+  at::manual_seed(0);
+  timm::ModelPtr model = make("seresnext26d_32x4d");
+  const auto params = model->named_parameters();
+  // SE of layer3 (1024 channels): fc1 1024 -> 64, fc2 64 -> 1024, kaiming_normal_(fan_out).
+  const at::Tensor fc1 = params["layer3.0.se.fc1.weight"];
+  CHECK((fc1.sizes() == at::IntArrayRef{64, 1024, 1, 1}));
+  CHECK(fc1.std().item<double>() == doctest::Approx(std::sqrt(2.0 / 64)).epsilon(0.05));
+  const at::Tensor fc2 = params["layer3.0.se.fc2.weight"];
+  CHECK(fc2.std().item<double>() == doctest::Approx(std::sqrt(2.0 / 1024)).epsilon(0.05));
+  // Conv2d default bias: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), not zero.
+  const at::Tensor b1 = params["layer3.0.se.fc1.bias"];
+  CHECK(b1.abs().max().item<double>() <= 1.0 / std::sqrt(1024.0));
+  CHECK(b1.abs().max().item<double>() > 0.0);
+  // zero_init_last still zeroes bn3 (before the SE).
+  CHECK(params["layer3.0.bn3.weight"].abs().max().item<double>() == 0.0);
+  // Grouped 3x3: width 128 * 4 / 64 * 32 = 256 in layer2, 32 groups.
+  CHECK((params["layer2.0.conv2.weight"].sizes() == at::IntArrayRef{256, 8, 3, 3}));
+  // Deep stem and avg-down keys.
+  CHECK((params["conv1.0.weight"].sizes() == at::IntArrayRef{32, 3, 3, 3}));
+  CHECK((params["conv1.6.weight"].sizes() == at::IntArrayRef{64, 32, 3, 3}));
+  CHECK((params["layer1.0.downsample.1.weight"].sizes() == at::IntArrayRef{256, 64, 1, 1}));
+  CHECK((params["layer2.0.downsample.2.weight"].sizes() == at::IntArrayRef{512}));
+
+  timm::ModelPtr basic = make("seresnet18");
+  const auto basic_params = basic->named_parameters();
+  CHECK(basic_params["layer2.1.bn2.weight"].abs().max().item<double>() == 0.0);
+  CHECK((basic_params["layer1.0.se.fc1.weight"].sizes() == at::IntArrayRef{8, 64, 1, 1}));
+  CHECK((basic_params["layer4.0.se.fc1.weight"].sizes() == at::IntArrayRef{32, 512, 1, 1}));
+}
+
+TEST_CASE("make_divisible follows timm's rounding") {
+  using timm::layers::make_divisible;
+  CHECK(make_divisible(4.0, 8, std::nullopt, 0.0) == 8);    // min_value = divisor
+  CHECK(make_divisible(12.0, 8, std::nullopt, 0.0) == 16);  // halves round up
+  CHECK(make_divisible(11.9, 8, std::nullopt, 0.0) == 8);
+  CHECK(make_divisible(128.0, 8, std::nullopt, 0.0) == 128);
+  CHECK(make_divisible(20.0, 8) == 24);
+  CHECK(make_divisible(17.0, 8) == 16);
+  CHECK(make_divisible(11.0, 8) == 16);  // 8 < 0.9 * 11 -> bumped
+  CHECK(make_divisible(3.0, 8, 4, 0.9) == 4);
+  timm::layers::SEModule se(timm::layers::SEModuleOptions(256));
+  CHECK(se->rd_channels() == 16);
+  const at::Tensor x = at::randn({2, 256, 3, 3});
+  CHECK((se->forward(x).sizes() == x.sizes()));
 }
