@@ -4,8 +4,8 @@
 #include <cmath>
 #include <numbers>
 
-#include "timm/core/error.hpp"
 #include "timm/core/plugin.hpp"
+#include "timm/sched/cycles.hpp"
 #include "timm/sched/scheduler.hpp"
 
 namespace timm {
@@ -14,73 +14,30 @@ namespace {
 class CosineLRScheduler : public Scheduler {
  public:
   CosineLRScheduler(Optimizer& optimizer, const SchedulerParams& p)
-      : Scheduler(optimizer, p.t_in_epochs, p.noise),
-        t_initial_(p.t_initial),
-        lr_min_(p.args.min_lr),
-        cycle_mul_(p.args.cycle_mul),
-        cycle_decay_(p.args.cycle_decay),
-        cycle_limit_(p.args.cycle_limit),
-        k_decay_(p.args.k_decay) {
-    if (t_initial_ <= 0) throw UsageError("scheduler 'cosine': --epochs must be > 0, got " + std::to_string(t_initial_));
-    if (lr_min_ < 0) throw UsageError("scheduler 'cosine': --min-lr must be >= 0, got " + python_float_repr(lr_min_));
+      : Scheduler(optimizer, p.t_in_epochs, p.noise), cycles_(cycle_options(p, "cosine")), k_decay_(p.args.k_decay) {
     init_warmup(p.warmup);
   }
 
-  std::vector<double> lr_at(int64_t t_in) const override {
-    if (in_warmup(t_in)) return warmup_lrs(t_in);
-    const int64_t t = after_warmup(t_in);
-    const double T = static_cast<double>(t_initial_);
-    double i = 0;  // the cycle index, an integer
-    double t_i = T;
-    double t_curr = 0;
-    if (cycle_mul_ != 1.0) {
-      // Python's math.log(x, base) is log(x) / log(base).
-      i = std::floor(std::log(1 - static_cast<double>(t) / T * (1 - cycle_mul_)) / std::log(cycle_mul_));
-      t_i = std::pow(cycle_mul_, i) * T;
-      t_curr = static_cast<double>(t) - (1 - std::pow(cycle_mul_, i)) / (1 - cycle_mul_) * T;
-    } else {
-      const int64_t cycle = floor_div(t, t_initial_);
-      i = static_cast<double>(cycle);
-      t_curr = static_cast<double>(t - t_initial_ * cycle);
-    }
-    const double gamma = std::pow(cycle_decay_, i);
+  std::vector<double> lr_at(int64_t t) const override {
+    if (in_warmup(t)) return warmup_lrs(t);
+    const CyclePosition at = cycle_position(cycles_, after_warmup(t));
     std::vector<double> lrs;
     for (double base : base_values()) {
-      if (i < static_cast<double>(cycle_limit_)) {
-        const double lr_max = base * gamma;
-        const double c = std::cos(std::numbers::pi * std::pow(t_curr, k_decay_) / std::pow(t_i, k_decay_));
-        lrs.push_back(lr_min_ + 0.5 * (lr_max - lr_min_) * (1 + c));
-      } else {
-        lrs.push_back(lr_min_);
+      if (at.past_limit) {
+        lrs.push_back(cycles_.lr_min);
+        continue;
       }
+      const double lr_max = base * at.gamma;
+      const double c = std::cos(std::numbers::pi * std::pow(at.t_curr, k_decay_) / std::pow(at.t_i, k_decay_));
+      lrs.push_back(cycles_.lr_min + 0.5 * (lr_max - cycles_.lr_min) * (1 + c));
     }
     return lrs;
   }
 
-  std::optional<int64_t> cycle_length() const override {
-    const int64_t cycles = std::max<int64_t>(1, cycle_limit_);
-    int64_t t = 0;
-    if (cycle_mul_ == 1.0) {
-      t = t_initial_ * cycles;
-    } else {
-      const double c = static_cast<double>(cycles);
-      t = static_cast<int64_t>(
-          std::floor(-static_cast<double>(t_initial_) * (std::pow(cycle_mul_, c) - 1) / (1 - cycle_mul_)));
-    }
-    return warmup().prefix ? t + warmup().t : t;
-  }
+  std::optional<int64_t> cycle_length() const override { return cycles_length(cycles_, warmup()); }
 
  private:
-  static int64_t floor_div(int64_t a, int64_t b) {
-    const int64_t q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-  }
-
-  int64_t t_initial_;
-  double lr_min_;
-  double cycle_mul_;
-  double cycle_decay_;
-  int64_t cycle_limit_;
+  CycleOptions cycles_;
   double k_decay_;
 };
 
