@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <optional>
 
@@ -16,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "timm/core/error.hpp"
+#include "timm/core/python_repr.hpp"
 #include "timm/data/data_config.hpp"
 #include "timm/data/dataset.hpp"
 #include "timm/data/loader.hpp"
@@ -28,7 +28,6 @@
 #include "timm/train/checkpoint.hpp"
 #include "timm/train/losses.hpp"
 #include "timm/train/metrics.hpp"
-#include "timm/core/python_repr.hpp"
 #include "timm/train/summary.hpp"
 
 namespace timm {
