@@ -56,6 +56,17 @@ if(EXISTS "${TORCH_ROOT}/lib/libtorch_cuda.so")
   set(TIMM_TORCH_HAS_CUDA ON)
 endif()
 
+# c10d's ProcessGroupGloo.hpp includes gloo's headers, which the wheel does
+# not ship; the symbols are in libtorch_cpu.so. We compile against Debian's
+# libgloo-dev headers (only the declarations it needs: the device, context and
+# store types), proven by the multi-process tests. GLOO_ROOT points at another
+# copy, e.g. one unpacked from the .deb on a machine without apt.
+find_path(TIMM_GLOO_INCLUDE_DIR gloo/context.h HINTS "${GLOO_ROOT}/include" "${GLOO_ROOT}/usr/include")
+if(NOT TIMM_GLOO_INCLUDE_DIR)
+  message(FATAL_ERROR "gloo's headers (gloo/context.h) not found: install libgloo-dev "
+                      "(scripts/setup.sh does) or set GLOO_ROOT to a prefix that has include/gloo")
+endif()
+
 if(NOT TARGET Timm::Torch)
   add_library(Timm::Torch INTERFACE IMPORTED)
   set_target_properties(Timm::Torch PROPERTIES
@@ -64,5 +75,9 @@ if(NOT TARGET Timm::Torch)
     # c10d headers compile to nothing.
     INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=1;USE_DISTRIBUTED;USE_C10D_GLOO;USE_RPC;USE_TENSORPIPE"
     INTERFACE_LINK_LIBRARIES "${TORCH_ROOT}/lib/libtorch.so;${TORCH_ROOT}/lib/libtorch_cpu.so;${TORCH_ROOT}/lib/libc10.so")
+endif()
+# /usr/include is searched anyway; naming it would break #include_next.
+if(NOT TIMM_GLOO_INCLUDE_DIR STREQUAL "/usr/include")
+  set_property(TARGET Timm::Torch APPEND PROPERTY INTERFACE_INCLUDE_DIRECTORIES "${TIMM_GLOO_INCLUDE_DIR}")
 endif()
 message(STATUS "LibTorch ${TIMM_TORCH_VERSION} at ${TORCH_ROOT} (CUDA: ${TIMM_TORCH_HAS_CUDA})")

@@ -26,5 +26,5 @@ APT_PACKAGES=(
   libboost-dev libboost-filesystem-dev libboost-program-options-dev
   libtomlplusplus-dev libspdlog-dev libfmt-dev doctest-dev
   libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev zlib1g-dev nlohmann-json3-dev
-  ccache dataset-fashion-mnist iproute2
+  ccache dataset-fashion-mnist iproute2 libgloo-dev
 )

@@ -220,6 +220,10 @@ class ResNetImpl : public ClassifierImpl {
   at::Tensor forward(at::Tensor x) override { return forward_head(forward_features(x)); }
   int64_t num_classes() const override { return num_classes_; }
   const PretrainedCfg& pretrained_cfg() const override { return cfg_; }
+  GroupMatcher group_matcher(bool coarse) const override {
+    return {{"stem", {{R"(^conv1|bn1|maxpool)", std::nullopt}}},
+            {"blocks", {{coarse ? R"(^layer(\d+))" : R"(^layer(\d+)\.(\d+))", std::nullopt}}}};
+  }
 
   nn::Conv2d conv1{nullptr};           // the 7x7 stem, or
   nn::Sequential conv1_deep{nullptr};  // the deep stem, also named "conv1"

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/nn/module.h>
@@ -45,6 +46,21 @@ struct ModelArgs {
   std::map<std::string, std::string> kwargs;
 };
 
+// One rule of timm's group_matcher: parameters whose name matches `pattern`
+// (a regex anchored at the start, as Python's re.match) belong to the group
+// numbered by the pattern's capture groups (as integers), followed by
+// `suffix` when set (timm's `(r'^norm', (99999,))`).
+struct MatcherRule {
+  std::string pattern;
+  std::optional<std::vector<double>> suffix;
+};
+
+// timm's model.group_matcher(coarse): named groups in timm's dict order
+// ("stem" first, then "blocks", ...), each a list of rules. A plain string
+// value in timm is one rule without a suffix. Layer decay and grouped
+// parameter listings are built from it.
+using GroupMatcher = std::vector<std::pair<std::string, std::vector<MatcherRule>>>;
+
 class ClassifierImpl : public torch::nn::Module {
  public:
   // Logits, (N, num_classes).
@@ -54,6 +70,12 @@ class ClassifierImpl : public torch::nn::Module {
   // Parameter names (fnmatch patterns) excluded from weight decay, as timm's
   // model.no_weight_decay().
   virtual std::vector<std::string> no_weight_decay() const { return {}; }
+  // timm's model.group_matcher(coarse); empty when the model has none (then
+  // --layer-decay is an error naming the model).
+  virtual GroupMatcher group_matcher(bool coarse) const {
+    (void)coarse;
+    return {};
+  }
 };
 
 using ModelPtr = std::shared_ptr<ClassifierImpl>;
