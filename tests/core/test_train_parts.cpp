@@ -5,8 +5,8 @@
 // Tolerance: |ours - timm| <= kAtol + kRtol * |timm| (float32 maths done in
 // a different order), exact where noted.
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,7 +71,9 @@ class TinyNetImpl : public timm::ClassifierImpl {
     bn = register_module("bn", torch::nn::BatchNorm2d(4));
     fc = register_module("fc", torch::nn::Linear(4, 3));
   }
-  at::Tensor forward(at::Tensor x) override { return fc->forward(at::relu(bn->forward(conv->forward(x))).mean({2, 3})); }
+  at::Tensor forward(at::Tensor x) override {
+    return fc->forward(at::relu(bn->forward(conv->forward(x))).mean({2, 3}));
+  }
   int64_t num_classes() const override { return 3; }
   const timm::PretrainedCfg& pretrained_cfg() const override { return cfg_; }
 
@@ -84,7 +86,7 @@ class TinyNetImpl : public timm::ClassifierImpl {
 };
 
 timm::BinaryCrossEntropyOptions bce(double smoothing, std::optional<double> threshold = std::nullopt,
-                                     std::optional<double> pos_weight = std::nullopt, bool sum_classes = false) {
+                                    std::optional<double> pos_weight = std::nullopt, bool sum_classes = false) {
   timm::BinaryCrossEntropyOptions options;
   options.smoothing = smoothing;
   options.target_threshold = threshold;
@@ -120,14 +122,13 @@ TEST_CASE("losses equal timm's") {
   check_close(timm::label_smoothing_cross_entropy(logits, target, 0.1), get("out.ls_ce_0.1"), "label smoothing CE");
   check_close(timm::soft_target_cross_entropy(logits, dense), get("out.soft_ce"), "soft-target CE");
   check_close(timm::binary_cross_entropy(logits, target, bce(0.1)), get("out.bce_0.1"), "BCE");
-  check_close(timm::binary_cross_entropy(logits, target, bce(0.1, 0.2)),
-              get("out.bce_thresh"), "BCE, target threshold");
+  check_close(timm::binary_cross_entropy(logits, target, bce(0.1, 0.2)), get("out.bce_thresh"),
+              "BCE, target threshold");
   check_close(timm::binary_cross_entropy(logits, target, bce(0.0, std::nullopt, 2.0)), get("out.bce_pos"),
               "BCE, pos weight");
   check_close(timm::binary_cross_entropy(logits, target, bce(0.1, std::nullopt, std::nullopt, true)),
               get("out.bce_sum"), "BCE, summed classes");
-  check_close(timm::binary_cross_entropy(logits, dense, bce(0.1, 0.15)), get("out.bce_dense"),
-              "BCE, dense targets");
+  check_close(timm::binary_cross_entropy(logits, dense, bce(0.1, 0.15)), get("out.bce_dense"), "BCE, dense targets");
   check_close(timm::jsd_cross_entropy(logits, target, 3, 12.0, 0.1), get("out.jsd_0.1"), "JSD, 3 splits");
   check_close(timm::jsd_cross_entropy(logits, target, 2, 12.0, 0.0), get("out.jsd_0"), "JSD, 2 splits");
   CHECK_THROWS_WITH(timm::jsd_cross_entropy(logits, target, 5, 12.0, 0.0),
@@ -138,12 +139,11 @@ TEST_CASE("train.py's loss choice") {
   const at::Tensor& logits = get("in.logits");
   const at::Tensor& target = get("in.target");
   check_close(timm::create_train_loss(loss_args(0.1))(logits, target), get("out.ls_ce_0.1"), "smoothing > 0");
-  check_close(timm::create_train_loss(loss_args(0.1, true))(logits, target), get("out.bce_0.1"),
-              "--bce-loss");
+  check_close(timm::create_train_loss(loss_args(0.1, true))(logits, target), get("out.bce_0.1"), "--bce-loss");
   check_close(timm::create_train_loss(loss_args(0.1, false, true))(logits, get("in.dense")), get("out.soft_ce"),
               "mixup active");
-  check_close(timm::create_train_loss(loss_args(0.1, false, false, 3))(logits, target),
-              get("out.jsd_0.1"), "--jsd-loss");
+  check_close(timm::create_train_loss(loss_args(0.1, false, false, 3))(logits, target), get("out.jsd_0.1"),
+              "--jsd-loss");
   CHECK_THROWS_WITH(timm::create_train_loss(loss_args(0.1, false, false, 1)),
                     doctest::Contains("--jsd-loss needs --aug-splits"));
 }
@@ -177,10 +177,12 @@ TEST_CASE("gradient clipping equals dispatch_clip_grad") {
     const double value = mode == "norm" ? 1.0 : mode == "value" ? 0.05 : 0.01;
     timm::dispatch_clip_grad(params, value, mode);
     for (int i = 0; i < 4; ++i) {
-      check_close(params[i].grad(), get("out.clip." + mode + ".g" + std::to_string(i)), mode + " g" + std::to_string(i));
+      check_close(params[i].grad(), get("out.clip." + mode + ".g" + std::to_string(i)),
+                  mode + " g" + std::to_string(i));
     }
   }
-  CHECK_THROWS_WITH(timm::dispatch_clip_grad({}, 1.0, "max"), doctest::Contains("--clip-mode 'max': expected norm, value or agc"));
+  CHECK_THROWS_WITH(timm::dispatch_clip_grad({}, 1.0, "max"),
+                    doctest::Contains("--clip-mode 'max': expected norm, value or agc"));
 }
 
 TEST_CASE("the gradient scaler skips the non-finite step as torch's GradScaler") {

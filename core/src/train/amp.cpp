@@ -34,8 +34,7 @@ AutocastGuard::~AutocastGuard() {
   at::autocast::set_autocast_dtype(device_type_, prev_dtype_);
 }
 
-GradScaler::GradScaler(c10::Device device, GradScalerOptions options,
-                       std::function<void(at::Tensor&)> reduce_found_inf)
+GradScaler::GradScaler(c10::Device device, GradScalerOptions options, std::function<void(at::Tensor&)> reduce_found_inf)
     : options_(options),
       scale_(at::full({}, options.init_scale, at::TensorOptions().dtype(at::kFloat).device(device))),
       growth_tracker_(at::zeros({}, at::TensorOptions().dtype(at::kInt).device(device))),

@@ -47,8 +47,7 @@ void clip_grad_value_(const std::vector<at::Tensor>& parameters, double value) {
   at::_foreach_clamp_max_(grads, value);
 }
 
-void adaptive_clip_grad_(const std::vector<at::Tensor>& parameters, double clip_factor, double eps,
-                         double norm_type) {
+void adaptive_clip_grad_(const std::vector<at::Tensor>& parameters, double clip_factor, double eps, double norm_type) {
   torch::NoGradGuard no_grad;
   for (const auto& p : parameters) {
     if (!p.grad().defined()) continue;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -25,9 +26,12 @@
 #include "timm/models/model.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/sched/scheduler.hpp"
+#include "timm/train/amp.hpp"
 #include "timm/train/checkpoint.hpp"
+#include "timm/train/clip_grad.hpp"
 #include "timm/train/losses.hpp"
 #include "timm/train/metrics.hpp"
+#include "timm/train/model_ema.hpp"
 #include "timm/train/summary.hpp"
 
 namespace timm {
@@ -35,9 +39,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // Refuses a multi-process launch until the distributed runtime exists, rather
 // than training WORLD_SIZE independent copies.
@@ -127,9 +129,10 @@ double resolve_lr(const Config& config, int64_t global_batch) {
   }
   if (scale == "sqrt") ratio = std::sqrt(ratio);
   const double result = lr_base * ratio;
-  log_info(format("Learning rate (%g) calculated from base learning rate (%g) and effective global batch size (%lld) "
-                  "with %s scaling.",
-                  result, lr_base, static_cast<long long>(global_batch), scale.c_str()));
+  log_info(
+      format("Learning rate (%g) calculated from base learning rate (%g) and effective global batch size (%lld) "
+             "with %s scaling.",
+             result, lr_base, static_cast<long long>(global_batch), scale.c_str()));
   return result;
 }
 
@@ -205,6 +208,17 @@ at::Tensor prepare_images(const Batch& batch, const TransformPipeline& transform
   return images;
 }
 
+// What a training step uses beside the model and the optimizer.
+struct StepTools {
+  LossFn loss_fn;
+  std::optional<c10::ScalarType> amp_dtype;  // --amp: autocast in this dtype
+  std::unique_ptr<GradScaler> scaler;        // --amp with float16
+  std::optional<double> clip_grad;
+  std::string clip_mode;
+  std::unique_ptr<ModelEma> ema;
+  int64_t grad_accum_steps = 1;
+};
+
 struct TrainContext {
   const Config& config;
   torch::Device device;
@@ -212,59 +226,128 @@ struct TrainContext {
   Optimizer& optimizer;
   Scheduler& scheduler;
   Loader& loader;
-  double smoothing;
+  StepTools& tools;
   int64_t log_interval;
+  // Saves recovery-<epoch>-<update_idx> (--recovery-interval); may be empty.
+  std::function<void(int64_t epoch, int64_t update_idx)> save_recovery;
+  int64_t recovery_interval = 0;
   double images_seen = 0;
   double train_seconds = 0;
 };
 
-// train.py's train_one_epoch (no gradient accumulation, no AMP yet).
+// train.py's updates per epoch: ceil(batches / grad_accum_steps).
+int64_t updates_per_epoch(std::size_t num_batches, int64_t grad_accum_steps) {
+  return (static_cast<int64_t>(num_batches) + grad_accum_steps - 1) / grad_accum_steps;
+}
+
+// Forward and loss, under autocast when --amp.
+at::Tensor forward_loss(TrainContext& ctx, const at::Tensor& input, const at::Tensor& target) {
+  std::optional<AutocastGuard> autocast;
+  if (ctx.tools.amp_dtype) autocast.emplace(ctx.device.type(), *ctx.tools.amp_dtype);
+  const at::Tensor output = ctx.model->forward(input);
+  return ctx.tools.loss_fn(output, target);
+}
+
+// Backward of one batch; at an update, clipping and the optimizer step as
+// timm's NativeScaler / plain path. Returns false when the scaler skipped
+// the step for a non-finite gradient.
+bool backward_and_step(TrainContext& ctx, const at::Tensor& loss, bool need_update) {
+  StepTools& tools = ctx.tools;
+  const std::vector<at::Tensor> params = ctx.model->parameters();
+  if (tools.scaler) {
+    tools.scaler->scale(loss).backward();
+    if (!need_update) return true;
+    if (tools.clip_grad) {
+      tools.scaler->unscale_(params);
+      dispatch_clip_grad(clip_parameters(params, tools.clip_mode), *tools.clip_grad, tools.clip_mode);
+    }
+    const bool stepped = tools.scaler->step(ctx.optimizer, params);
+    tools.scaler->update();
+    return stepped;
+  }
+  loss.backward();
+  if (!need_update) return true;
+  if (tools.clip_grad) dispatch_clip_grad(clip_parameters(params, tools.clip_mode), *tools.clip_grad, tools.clip_mode);
+  ctx.optimizer.step();
+  return true;
+}
+
+// A non-finite loss stops the run, naming where, unless the float16 scaler
+// is on: then the step is skipped as torch's GradScaler does, with a warning.
+void check_loss(const TrainContext& ctx, double loss_value, int64_t epoch, int64_t batch_idx) {
+  if (std::isfinite(loss_value)) return;
+  const std::string where = format("loss is %s at epoch %lld, step %lld", python_float_repr(loss_value).c_str(),
+                                   static_cast<long long>(epoch), static_cast<long long>(batch_idx));
+  if (!ctx.tools.scaler) throw Error(where + "; stopping");
+  log_warning(where + "; the gradient scaler skips this step");
+}
+
+// train.py's train_one_epoch, with gradient accumulation (a shorter last
+// accumulation when the batch count is not a multiple), AMP, clipping and
+// the EMA update after each optimizer update.
 double train_one_epoch(TrainContext& ctx, int64_t epoch) {
   ctx.model->train();
   ctx.loader.start_epoch(epoch);
-  const int64_t updates_per_epoch = static_cast<int64_t>(ctx.loader.num_batches());
-  int64_t num_updates = epoch * updates_per_epoch;
+  const int64_t num_batches = static_cast<int64_t>(ctx.loader.num_batches());
+  const int64_t accum_steps = ctx.tools.grad_accum_steps;
+  const int64_t updates = updates_per_epoch(ctx.loader.num_batches(), accum_steps);
+  const int64_t last_accum_steps = num_batches % accum_steps;
+  const int64_t last_batch_idx_to_accum = num_batches - last_accum_steps;
+  int64_t num_updates = epoch * updates;
   AverageMeter losses, update_time, data_time;
   Rng batch_rng(static_cast<std::uint64_t>(ctx.config.get<int64_t>("seed")) * 1000003ULL + epoch);
   auto data_start = Clock::now();
   auto update_start = Clock::now();
   int64_t batch_idx = 0;
+  int64_t accum = accum_steps;
+  int64_t update_sample_count = 0;
+  ctx.optimizer.zero_grad();
   while (auto batch = ctx.loader.next()) {
-    const bool last_batch = batch_idx == updates_per_epoch - 1;
+    const bool last_batch = batch_idx == num_batches - 1;
+    const bool need_update = last_batch || (batch_idx + 1) % accum_steps == 0;
+    const int64_t update_idx = batch_idx / accum_steps;
+    if (batch_idx >= last_batch_idx_to_accum) accum = last_accum_steps;
     const at::Tensor input = prepare_images(*batch, ctx.loader.transform(), ctx.device, batch_rng);
     const at::Tensor target = batch->targets.to(ctx.device);
-    data_time.update(seconds_since(data_start));
+    data_time.update(static_cast<double>(accum) * seconds_since(data_start));
 
-    const at::Tensor output = ctx.model->forward(input);
-    const at::Tensor loss = label_smoothing_cross_entropy(output, target, ctx.smoothing);
-    ctx.optimizer.zero_grad();
-    loss.backward();
-    ctx.optimizer.step();
+    at::Tensor loss = forward_loss(ctx, input, target);
+    if (accum > 1) loss = loss / static_cast<double>(accum);
+    const double loss_value = loss.item<double>() * static_cast<double>(accum);
+    check_loss(ctx, loss_value, epoch, batch_idx);
+    backward_and_step(ctx, loss, need_update);
 
-    const double loss_value = loss.item<double>();
-    if (!std::isfinite(loss_value)) {
-      throw Error(format("loss is %s at epoch %lld, step %lld; stopping", python_float_repr(loss_value).c_str(),
-                         static_cast<long long>(epoch), static_cast<long long>(batch_idx)));
-    }
     const int64_t batch_size = input.size(0);
-    losses.update(loss_value, batch_size);
+    if (std::isfinite(loss_value)) losses.update(loss_value, batch_size);
+    update_sample_count += batch_size;
+    ++batch_idx;
+    if (!need_update) {
+      data_start = Clock::now();
+      continue;
+    }
     ++num_updates;
+    ctx.optimizer.zero_grad();
+    if (ctx.tools.ema) ctx.tools.ema->update(*ctx.model, num_updates);
     update_time.update(seconds_since(update_start));
-    ctx.images_seen += static_cast<double>(batch_size);
+    ctx.images_seen += static_cast<double>(update_sample_count);
     ctx.train_seconds += update_time.val();
     update_start = Clock::now();
 
-    if (batch_idx % ctx.log_interval == 0 || last_batch) {
-      log_info(format("Train: %lld [%4lld/%lld (%3.0f%%)]  Loss: %#.3g (%#.3g)  Time: %.3fs, %7.2f/s  "
-                      "(%.3fs, %7.2f/s)  LR: %.3e  Data: %.3f (%.3f)",
-                      static_cast<long long>(epoch), static_cast<long long>(batch_idx),
-                      static_cast<long long>(updates_per_epoch), 100.0 * (batch_idx + 1) / updates_per_epoch,
-                      losses.val(), losses.avg(), update_time.val(), batch_size / update_time.val(), update_time.avg(),
-                      batch_size / update_time.avg(), ctx.optimizer.mean_lr(), data_time.val(), data_time.avg()));
+    if (update_idx % ctx.log_interval == 0 || last_batch) {
+      log_info(
+          format("Train: %lld [%4lld/%lld (%3.0f%%)]  Loss: %#.3g (%#.3g)  Time: %.3fs, %7.2f/s  "
+                 "(%.3fs, %7.2f/s)  LR: %.3e  Data: %.3f (%.3f)",
+                 static_cast<long long>(epoch), static_cast<long long>(update_idx), static_cast<long long>(updates),
+                 100.0 * (update_idx + 1) / updates, losses.val(), losses.avg(), update_time.val(),
+                 update_sample_count / update_time.val(), update_time.avg(), update_sample_count / update_time.avg(),
+                 ctx.optimizer.mean_lr(), data_time.val(), data_time.avg()));
+    }
+    if (ctx.save_recovery && ctx.recovery_interval > 0 && (update_idx + 1) % ctx.recovery_interval == 0) {
+      ctx.save_recovery(epoch, update_idx);
     }
     ctx.scheduler.step_update(num_updates, losses.avg());
+    update_sample_count = 0;
     data_start = Clock::now();
-    ++batch_idx;
   }
   if (batch_idx == 0) throw Error("the training loader produced no batch; is the dataset smaller than --batch-size?");
   return losses.avg();
@@ -273,7 +356,7 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
 // train.py's validate, but exact: losses and hits are summed over samples
 // and divided once, instead of averaging per-batch percentages.
 EvalMetrics validate(const ModelPtr& model, Loader& loader, const torch::Device& device, int64_t log_interval,
-                     uint64_t seed) {
+                     uint64_t seed, std::optional<c10::ScalarType> amp_dtype, const std::string& log_suffix = "") {
   model->eval();
   torch::NoGradGuard no_grad;
   loader.start_epoch(0);
@@ -287,7 +370,13 @@ EvalMetrics validate(const ModelPtr& model, Loader& loader, const torch::Device&
   while (auto batch = loader.next()) {
     const at::Tensor input = prepare_images(*batch, loader.transform(), device, rng);
     const at::Tensor target = batch->targets.to(device);
-    const at::Tensor output = model->forward(input);
+    at::Tensor output;
+    {
+      std::optional<AutocastGuard> autocast;
+      if (amp_dtype) autocast.emplace(device.type(), *amp_dtype);
+      output = model->forward(input);
+    }
+    output = output.to(at::kFloat);
     const double loss = at::cross_entropy_loss(output, target).item<double>();
     const auto correct = correct_topk(output, target, {1, 5});
     const int64_t n = input.size(0);
@@ -298,11 +387,12 @@ EvalMetrics validate(const ModelPtr& model, Loader& loader, const torch::Device&
     batch_time.update(seconds_since(start));
     start = Clock::now();
     if (batch_idx % log_interval == 0 || batch_idx == last_idx) {
-      log_info(format("Test: [%4lld/%lld]  Time: %.3f (%.3f)  Loss: %7.3f (%6.3f)  Acc@1: %7.3f (%7.3f)  "
-                      "Acc@5: %7.3f (%7.3f)",
-                      static_cast<long long>(batch_idx), static_cast<long long>(last_idx), batch_time.val(),
-                      batch_time.avg(), loss, loss_sum / samples, 100.0 * correct[0] / n, 100.0 * top1 / samples,
-                      100.0 * correct[1] / n, 100.0 * top5 / samples));
+      log_info(
+          format("Test%s: [%4lld/%lld]  Time: %.3f (%.3f)  Loss: %7.3f (%6.3f)  Acc@1: %7.3f (%7.3f)  "
+                 "Acc@5: %7.3f (%7.3f)",
+                 log_suffix.c_str(), static_cast<long long>(batch_idx), static_cast<long long>(last_idx),
+                 batch_time.val(), batch_time.avg(), loss, loss_sum / samples, 100.0 * correct[0] / n,
+                 100.0 * top1 / samples, 100.0 * correct[1] / n, 100.0 * top5 / samples));
     }
     ++batch_idx;
   }
@@ -341,8 +431,8 @@ void print_result(std::vector<EpochRecord> records, const std::string& eval_metr
   log_info(results.dump(4));
 }
 
-std::shared_ptr<Loader> make_loader(std::shared_ptr<const Dataset> dataset, bool is_training, TransformPipeline transform,
-                                    const Config& config, int64_t batch_size) {
+std::shared_ptr<Loader> make_loader(std::shared_ptr<const Dataset> dataset, bool is_training,
+                                    TransformPipeline transform, const Config& config, int64_t batch_size) {
   const auto seed = static_cast<std::uint64_t>(config.get<int64_t>("seed"));
   LoaderOptions options;
   options.batch_size = batch_size;
@@ -351,6 +441,96 @@ std::shared_ptr<Loader> make_loader(std::shared_ptr<const Dataset> dataset, bool
   options.seed = seed + (is_training ? 0 : 1);
   auto sampler = make_local_sampler(dataset->size(), /*shuffle=*/is_training, seed);
   return std::make_shared<Loader>(std::move(dataset), std::move(sampler), std::move(transform), options);
+}
+
+// train.py's loss flags.
+TrainLossArgs train_loss_args(const Config& config) {
+  TrainLossArgs args;
+  args.jsd_loss = config.get<bool>("jsd_loss");
+  args.num_aug_splits = config.get<int64_t>("aug_splits");
+  args.bce_loss = config.get<bool>("bce_loss");
+  args.smoothing = config.get<double>("smoothing");
+  args.bce.target_threshold = config.get_optional<double>("bce_target_thresh");
+  args.bce.pos_weight = config.get_optional<double>("bce_pos_weight");
+  args.bce.sum_classes = config.get<bool>("bce_sum");
+  return args;
+}
+
+// --amp: autocast in --amp-dtype; the float16 gradient scaler on CUDA only,
+// as train.py (bfloat16, and float16 on CPU, train unscaled).
+void setup_amp(const Config& config, const torch::Device& device, StepTools& tools) {
+  if (!config.get<bool>("amp")) {
+    log_info("AMP not enabled. Training in float32.");
+    return;
+  }
+  tools.amp_dtype = parse_amp_dtype(config.get<std::string>("amp_dtype"));
+  if (device.is_cuda() && *tools.amp_dtype == at::kHalf) tools.scaler = std::make_unique<GradScaler>(device);
+  log_info("Using native Torch AMP. Training in mixed precision.");
+}
+
+// --model-ema: ModelEmaV3 over a second instance of the model.
+std::unique_ptr<ModelEma> make_model_ema(const Config& config, const std::string& model_name, const ModelArgs& args,
+                                         const ModelPtr& model) {
+  if (!config.get<bool>("model_ema")) return nullptr;
+  ModelEmaOptions options;
+  options.decay = config.get<double>("model_ema_decay");
+  options.use_warmup = config.get<bool>("model_ema_warmup");
+  if (config.get<bool>("model_ema_force_cpu")) options.device = torch::Device(torch::kCPU);
+  ModelPtr copy = create_model(model_name, args);
+  copy->to(model->parameters().front().device());
+  return std::make_unique<ModelEma>(std::move(copy), *model, options);
+}
+
+// --resume, or with --auto-resume the newest checkpoint in the output
+// folder; the epoch to start at (0 without a checkpoint), as train.py:
+// --start-epoch wins over the checkpoint's.
+int64_t resume_if_asked(const Config& config, const std::filesystem::path& output_dir, torch::nn::Module& model,
+                        Optimizer& optimizer, StepTools& tools) {
+  std::filesystem::path path = config.get<std::string>("resume");
+  if (path.empty() && config.get<bool>("auto_resume")) {
+    if (!config.is_explicit("experiment")) {
+      throw UsageError("--auto-resume needs --experiment: without it every run writes to a new folder");
+    }
+    if (auto newest = newest_checkpoint(output_dir)) path = *newest;
+  }
+  std::optional<int64_t> resume_epoch;
+  if (!path.empty()) {
+    ResumeTargets targets{model};
+    if (!config.get<bool>("no_resume_opt")) {
+      targets.optimizer = &optimizer;
+      targets.scaler = tools.scaler.get();
+    }
+    targets.ema = tools.ema.get();
+    resume_epoch = resume_checkpoint(path, targets);
+  }
+  return config.get_optional<int64_t>("start_epoch").value_or(resume_epoch.value_or(0));
+}
+
+// The epoch after the last one this run trains: the schedule's end, or
+// earlier with --stop-after-epochs.
+int64_t last_epoch_of_run(const Config& config, int64_t start_epoch, int64_t num_epochs) {
+  const auto stop_after = config.get_optional<int64_t>("stop_after_epochs");
+  if (!stop_after) return num_epochs;
+  if (*stop_after < 1) throw UsageError("--stop-after-epochs " + std::to_string(*stop_after) + ": expected 1 or more");
+  if (start_epoch + *stop_after < num_epochs) {
+    log_info(format("Stopping after epoch %lld of %lld (--stop-after-epochs %lld).",
+                    static_cast<long long>(start_epoch + *stop_after - 1), static_cast<long long>(num_epochs),
+                    static_cast<long long>(*stop_after)));
+  }
+  return std::min(num_epochs, start_epoch + *stop_after);
+}
+
+StepTools make_step_tools(const Config& config, const torch::Device& device) {
+  StepTools tools;
+  tools.loss_fn = create_train_loss(train_loss_args(config));
+  setup_amp(config, device, tools);
+  tools.clip_grad = config.get_optional<double>("clip_grad");
+  tools.clip_mode = config.get<std::string>("clip_mode");
+  tools.grad_accum_steps = config.get<int64_t>("grad_accum_steps");
+  if (tools.grad_accum_steps < 1) {
+    throw UsageError("--grad-accum-steps " + std::to_string(tools.grad_accum_steps) + ": expected 1 or more");
+  }
+  return tools;
 }
 
 }  // namespace
@@ -367,9 +547,9 @@ TrainResult run_training(const Config& config) {
   const std::string dataset = dataset_name(config);
   const DatasetDefaults defaults = dataset_defaults(dataset);
   const int64_t in_chans = resolve_in_chans(config, defaults);
-  std::shared_ptr<const Dataset> train_set = limit_samples(
-      create_dataset(dataset, data_root(config), config.get<std::string>("train_split"), in_chans),
-      config.get_optional<int64_t>("train_num_samples"), "train-num-samples");
+  std::shared_ptr<const Dataset> train_set =
+      limit_samples(create_dataset(dataset, data_root(config), config.get<std::string>("train_split"), in_chans),
+                    config.get_optional<int64_t>("train_num_samples"), "train-num-samples");
   const std::string val_split = config.get<std::string>("val_split");
   std::shared_ptr<const Dataset> eval_set;
   if (!val_split.empty()) {
@@ -379,36 +559,40 @@ TrainResult run_training(const Config& config) {
 
   const int64_t num_classes = config.get_optional<int64_t>("num_classes").value_or(train_set->num_classes());
   const std::string model_name = config.get<std::string>("model");
-  ModelPtr model = create_model(model_name, model_args(config, num_classes, in_chans));
+  const ModelArgs args_of_model = model_args(config, num_classes, in_chans);
+  ModelPtr model = create_model(model_name, args_of_model);
   log_info(format("Model %s created, param count:%lld", model_name.c_str(),
                   static_cast<long long>(count_parameters(*model))));
   const DataConfig data_config = resolve_data_config(config, model->pretrained_cfg(), defaults);
   for (const auto& line : describe_data_config(data_config)) log_info(line);
   model->to(device);
+  StepTools tools = make_step_tools(config, device);
 
   const int64_t batch_size = config.get<int64_t>("batch_size");
-  auto train_loader = make_loader(train_set, true, create_transform(transform_args(config, data_config, true)), config,
-                                  batch_size);
+  auto train_loader =
+      make_loader(train_set, true, create_transform(transform_args(config, data_config, true)), config, batch_size);
   std::shared_ptr<Loader> eval_loader;
   if (eval_set) {
     const int64_t eval_batch = config.get_optional<int64_t>("validation_batch_size").value_or(batch_size);
-    eval_loader = make_loader(eval_set, false, create_transform(transform_args(config, data_config, false)), config,
-                              eval_batch);
+    eval_loader =
+        make_loader(eval_set, false, create_transform(transform_args(config, data_config, false)), config, eval_batch);
   }
   log_info("Train transform: " + train_loader->transform().repr());
 
   const double lr = resolve_lr(config, batch_size);
   OptimizerPtr optimizer = create_optimizer(*model, model->no_weight_decay(), optimizer_args(config, lr));
   log_info("Created " + optimizer->describe());
+  tools.ema = make_model_ema(config, model_name, args_of_model, model);
 
   const std::string eval_metric = eval_loader ? config.get<std::string>("eval_metric") : "loss";
   const bool decreasing = eval_metric == "loss";
-  const auto updates_per_epoch = static_cast<int64_t>(train_loader->num_batches());
-  SchedulerPtr scheduler = create_scheduler(*optimizer, scheduler_args(config, decreasing, updates_per_epoch));
+  const int64_t updates = updates_per_epoch(train_loader->num_batches(), tools.grad_accum_steps);
+  SchedulerPtr scheduler = create_scheduler(*optimizer, scheduler_args(config, decreasing, updates));
   const int64_t num_epochs = scheduler->num_epochs();
-  log_info(format("Scheduled epochs: %lld (epochs + cooldown_epochs). Warmup within epochs when warmup_prefix=False. "
-                  "LR stepped per %s.",
-                  static_cast<long long>(num_epochs), config.get<bool>("sched_on_updates") ? "update" : "epoch"));
+  log_info(
+      format("Scheduled epochs: %lld (epochs + cooldown_epochs). Warmup within epochs when warmup_prefix=False. "
+             "LR stepped per %s.",
+             static_cast<long long>(num_epochs), config.get<bool>("sched_on_updates") ? "update" : "epoch"));
 
   const auto output_dir = make_output_dir(config.get<std::string>("output"), config.get<std::string>("experiment"),
                                           model_name, data_config.input_size.back());
@@ -421,38 +605,57 @@ TrainResult run_training(const Config& config) {
   const std::string config_toml = effective.to_toml();
   write_file_atomically(output_dir / "config.toml", config_toml);
 
-  TrainContext ctx{config, device, model, *optimizer, *scheduler, *train_loader,
-                   config.get<double>("smoothing"), std::max<int64_t>(1, config.get<int64_t>("log_interval"))};
+  const int64_t start_epoch = resume_if_asked(config, output_dir, *model, *optimizer, tools);
+  if (start_epoch > 0) {
+    if (config.get<bool>("sched_on_updates")) {
+      scheduler->step_update(start_epoch * updates, std::nullopt);
+    } else {
+      scheduler->step(start_epoch, std::nullopt);
+    }
+  }
+
+  CheckpointSaver saver(output_dir, decreasing, config.get<int64_t>("checkpoint_hist"));
+  const CheckpointParts parts{*model, *optimizer, tools.ema.get(), tools.scaler.get()};
+  TrainContext ctx{config,     device,        model, *optimizer,
+                   *scheduler, *train_loader, tools, std::max<int64_t>(1, config.get<int64_t>("log_interval"))};
+  ctx.recovery_interval = config.get<int64_t>("recovery_interval");
+  ctx.save_recovery = [&](int64_t epoch, int64_t update_idx) {
+    saver.save_recovery(parts, TrainingState{epoch, std::nullopt, eval_metric, config_toml}, update_idx);
+  };
   TrainResult result;
   result.output_dir = output_dir;
   std::vector<EpochRecord> records;
   std::optional<double> best_metric;
   const int64_t val_interval = std::max<int64_t>(1, config.get<int64_t>("val_interval"));
-  for (int64_t epoch = 0; epoch < num_epochs; ++epoch) {
+  const int64_t end_epoch = last_epoch_of_run(config, start_epoch, num_epochs);
+  for (int64_t epoch = start_epoch; epoch < end_epoch; ++epoch) {
     const double train_loss = train_one_epoch(ctx, epoch);
-    if ((epoch + 1) % val_interval != 0 && epoch + 1 != num_epochs) {
+    if ((epoch + 1) % val_interval != 0 && epoch + 1 != end_epoch) {
       log_info("Skipping eval and checkpointing ");
       scheduler->step(epoch + 1, std::nullopt);
       continue;
     }
     EpochRecord record{epoch, train_loss, std::nullopt};
     if (eval_loader) {
-      record.eval = validate(model, *eval_loader, device, ctx.log_interval, static_cast<uint64_t>(seed));
+      record.eval =
+          validate(model, *eval_loader, device, ctx.log_interval, static_cast<uint64_t>(seed), tools.amp_dtype);
+      // As train.py: with an EMA (not forced to CPU), its metrics are the
+      // epoch's, for the summary, the best checkpoint and the plateau lr.
+      if (tools.ema && !tools.ema->options().device) {
+        record.eval = validate(tools.ema->module(), *eval_loader, device, ctx.log_interval, static_cast<uint64_t>(seed),
+                               tools.amp_dtype, " (EMA)");
+      }
     }
     const double metric = record.eval ? metric_of(*record.eval, eval_metric) : train_loss;
     std::vector<std::pair<std::string, double>> eval_columns;
-    if (record.eval) eval_columns = {{"loss", record.eval->loss}, {"top1", record.eval->top1}, {"top5", record.eval->top5}};
+    if (record.eval)
+      eval_columns = {{"loss", record.eval->loss}, {"top1", record.eval->top1}, {"top5", record.eval->top5}};
     update_summary(output_dir / "summary.csv", epoch, {{"loss", train_loss}}, eval_columns, optimizer->mean_lr(),
                    /*write_header=*/!best_metric.has_value());
 
-    const TrainingState state{epoch, metric, eval_metric, config_toml};
-    save_checkpoint(output_dir, "last", *model, *optimizer, state);
-    const bool improved = !best_metric || (decreasing ? metric < *best_metric : metric > *best_metric);
-    if (improved) {
-      best_metric = metric;
-      result.best_epoch = epoch;
-      save_checkpoint(output_dir, "model_best", *model, *optimizer, state);
-    }
+    const auto [best, best_epoch] = saver.save(parts, TrainingState{epoch, metric, eval_metric, config_toml});
+    best_metric = best;
+    result.best_epoch = best_epoch;
     records.push_back(record);
     result.last_eval = record.eval;
     scheduler->step(epoch + 1, metric);
