@@ -11,7 +11,8 @@
 //
 // Supported: num_classes (0: the pooled features come out), in_chans,
 // drop_rate (dropout before the classifier), drop_path_rate (timm's
-// rate * block / blocks schedule), global_pool. No --model-kwargs.
+// rate * block / blocks schedule), global_pool, and --model-kwargs bn_eps,
+// bn_momentum (every BatchNorm, as timm's resolve_bn_args).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -63,7 +64,7 @@ struct Spec {
 };
 
 void validate(const std::string& name, const ModelArgs& args) {
-  check_model_kwargs(name, args, {});
+  check_model_kwargs(name, args, {"bn_eps", "bn_momentum"});
   if (args.num_classes < 0)
     throw UsageError(name + ": num_classes must be >= 0, got " + std::to_string(args.num_classes));
   if (args.in_chans < 1) throw UsageError(name + ": in_chans must be >= 1, got " + std::to_string(args.in_chans));
@@ -72,6 +73,30 @@ void validate(const std::string& name, const ModelArgs& args) {
   }
   const double dpr = args.drop_path_rate.value_or(0.0);
   if (dpr < 0.0 || dpr > 1.0) throw UsageError(name + ": drop_path_rate must be in [0, 1], got " + std::to_string(dpr));
+}
+
+double kwarg_number(const std::string& model, const ModelArgs& args, const std::string& key, double fallback) {
+  auto it = args.kwargs.find(key);
+  if (it == args.kwargs.end()) return fallback;
+  size_t used = 0;
+  double value = 0.0;
+  try {
+    value = std::stod(it->second, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != it->second.size() || !(value > 0.0)) {
+    throw UsageError("--model-kwargs " + key + "=" + it->second + ": model '" + model + "' expects a positive number");
+  }
+  return value;
+}
+
+// timm's resolve_bn_args: --model-kwargs bn_eps=..., bn_momentum=... set every BatchNorm of the net.
+NormArgs norm_args(const std::string& model, const ModelArgs& args) {
+  NormArgs norm;
+  norm.eps = kwarg_number(model, args, "bn_eps", norm.eps);
+  norm.momentum = kwarg_number(model, args, "bn_momentum", norm.momentum);
+  return norm;
 }
 
 // timm's _init_weight_goog: convs normal(0, sqrt(2 / fan_out)) with fan_out
@@ -100,16 +125,16 @@ class EfficientNetImpl : public ClassifierImpl {
   EfficientNetImpl(const Spec& spec, const ModelArgs& args)
       : family_(spec.family), cfg_(spec.cfg), num_classes_(args.num_classes), drop_rate_(args.drop_rate) {
     validate(spec.name, args);
+    const NormArgs norm = norm_args(spec.name, args);
     const double multiplier = spec.channel_multiplier;
     RoundChsFn round_chs = [multiplier](int64_t chs) { return round_channels(static_cast<double>(chs), multiplier); };
     const int64_t stem_size = spec.fix_stem ? spec.stem_size : round_chs(spec.stem_size);
     layers::Conv2dArgs stem_args;
     stem_args.stride = 2;
     conv_stem = register_module("conv_stem", layers::create_conv2d(args.in_chans, stem_size, 3, stem_args));
-    bn1 = register_module("bn1",
-                          layers::BatchNormAct2d(layers::BatchNormAct2dOptions(stem_size).act_layer(spec.act_layer)));
+    bn1 = register_module("bn1", norm_act(stem_size, spec.act_layer, norm));
 
-    BuilderConfig builder{round_chs, spec.act_layer, spec.se, args.drop_path_rate.value_or(0.0)};
+    BuilderConfig builder{round_chs, spec.act_layer, spec.se, args.drop_path_rate.value_or(0.0), norm};
     int64_t head_chs = 0;
     const auto arch = decode_arch_def(spec.arch_def, spec.depth_multiplier, spec.fix_first_last);
     // A ModuleList of Sequentials: keys blocks.<stage>.<block>, as timm's Sequential of Sequentials.
@@ -119,7 +144,7 @@ class EfficientNetImpl : public ClassifierImpl {
 
     const std::string pool_type = args.global_pool.value_or("avg");
     if (family_ == Family::kEfficientNet) {
-      make_efficientnet_head(spec, head_chs, pool_type);
+      make_efficientnet_head(spec, head_chs, pool_type, norm);
     } else {
       make_mobilenetv3_head(spec, head_chs, pool_type);
     }
@@ -166,10 +191,9 @@ class EfficientNetImpl : public ClassifierImpl {
   nn::AnyModule classifier;
 
  private:
-  void make_efficientnet_head(const Spec& spec, int64_t head_chs, const std::string& pool_type) {
+  void make_efficientnet_head(const Spec& spec, int64_t head_chs, const std::string& pool_type, const NormArgs& norm) {
     conv_head = register_module("conv_head", layers::create_conv2d(head_chs, spec.num_features, 1));
-    bn2 = register_module(
-        "bn2", layers::BatchNormAct2d(layers::BatchNormAct2dOptions(spec.num_features).act_layer(spec.act_layer)));
+    bn2 = register_module("bn2", norm_act(spec.num_features, spec.act_layer, norm));
     auto head = layers::create_classifier(spec.num_features, num_classes_, pool_type);
     global_pool = register_module("global_pool", head.global_pool);
     classifier = head.fc;

@@ -15,10 +15,6 @@ nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int
   return layers::create_conv2d(in, out, kernel, args);
 }
 
-layers::BatchNormAct2d norm_act(int64_t channels, const std::string& act, bool apply_act = true) {
-  return layers::BatchNormAct2d(layers::BatchNormAct2dOptions(channels).act_layer(act).apply_act(apply_act));
-}
-
 // timm: DropPath(rate) if rate else nn.Identity(); the Identity adds no keys.
 void maybe_drop_path(nn::Module& block, layers::DropPath& member, double rate) {
   if (rate > 0.0) member = block.register_module("drop_path", layers::DropPath(rate));
@@ -35,6 +31,12 @@ at::Tensor residual(const at::Tensor& x, const at::Tensor& shortcut, bool has_sk
 }
 
 }  // namespace
+
+layers::BatchNormAct2d norm_act(int64_t channels, const std::string& act, const NormArgs& norm, bool apply_act) {
+  return layers::BatchNormAct2d(
+      layers::BatchNormAct2dOptions(channels).act_layer(act).apply_act(apply_act).eps(norm.eps).momentum(
+          norm.momentum));
+}
 
 int64_t num_groups(std::optional<int64_t> group_size, int64_t channels) {
   if (!group_size || *group_size == 0) return 1;
@@ -63,7 +65,7 @@ ConvBnActImpl::ConvBnActImpl(const BlockConfig& c) {
   has_skip = c.skip && c.stride == 1 && c.in_chs == c.out_chs;
   conv = register_module("conv", efficientnet::conv(c.in_chs, c.out_chs, c.kernel_size, c.stride,
                                                     num_groups(c.group_size.value_or(0), c.in_chs)));
-  bn1 = register_module("bn1", norm_act(c.out_chs, c.act_layer));
+  bn1 = register_module("bn1", norm_act(c.out_chs, c.act_layer, c.norm));
   maybe_drop_path(*this, drop_path, c.drop_path_rate);
 }
 
@@ -73,10 +75,10 @@ DepthwiseSeparableConvImpl::DepthwiseSeparableConvImpl(const BlockConfig& c) {
   has_skip = c.stride == 1 && c.in_chs == c.out_chs && !c.noskip;
   conv_dw = register_module(
       "conv_dw", conv(c.in_chs, c.in_chs, c.kernel_size, c.stride, num_groups(c.group_size.value_or(1), c.in_chs)));
-  bn1 = register_module("bn1", norm_act(c.in_chs, c.act_layer));
+  bn1 = register_module("bn1", norm_act(c.in_chs, c.act_layer, c.norm));
   maybe_se(*this, se, c, c.in_chs);
   conv_pw = register_module("conv_pw", conv(c.in_chs, c.out_chs, c.pw_kernel_size));
-  bn2 = register_module("bn2", norm_act(c.out_chs, c.act_layer, /*apply_act=*/c.pw_act));
+  bn2 = register_module("bn2", norm_act(c.out_chs, c.act_layer, c.norm, /*apply_act=*/c.pw_act));
   maybe_drop_path(*this, drop_path, c.drop_path_rate);
 }
 
@@ -90,13 +92,13 @@ InvertedResidualImpl::InvertedResidualImpl(const BlockConfig& c) {
   has_skip = c.in_chs == c.out_chs && c.stride == 1 && !c.noskip;
   const int64_t mid_chs = layers::make_divisible(static_cast<double>(c.in_chs) * c.exp_ratio);
   conv_pw = register_module("conv_pw", conv(c.in_chs, mid_chs, c.exp_kernel_size));
-  bn1 = register_module("bn1", norm_act(mid_chs, c.act_layer));
+  bn1 = register_module("bn1", norm_act(mid_chs, c.act_layer, c.norm));
   conv_dw = register_module(
       "conv_dw", conv(mid_chs, mid_chs, c.kernel_size, c.stride, num_groups(c.group_size.value_or(1), mid_chs)));
-  bn2 = register_module("bn2", norm_act(mid_chs, c.act_layer));
+  bn2 = register_module("bn2", norm_act(mid_chs, c.act_layer, c.norm));
   maybe_se(*this, se, c, mid_chs);
   conv_pwl = register_module("conv_pwl", conv(mid_chs, c.out_chs, c.pw_kernel_size));
-  bn3 = register_module("bn3", norm_act(c.out_chs, c.act_layer, /*apply_act=*/false));
+  bn3 = register_module("bn3", norm_act(c.out_chs, c.act_layer, c.norm, /*apply_act=*/false));
   maybe_drop_path(*this, drop_path, c.drop_path_rate);
 }
 

@@ -37,6 +37,12 @@ class SqueezeExciteImpl : public torch::nn::Module {
 };
 TORCH_MODULE(SqueezeExcite);
 
+// BatchNorm settings of every norm in the net (timm's resolve_bn_args: bn_eps, bn_momentum).
+struct NormArgs {
+  double eps = 1e-5;
+  double momentum = 0.1;
+};
+
 // The resolved arguments of one block, as timm's builder passes them.
 struct BlockConfig {
   int64_t in_chs = 0;
@@ -56,7 +62,11 @@ struct BlockConfig {
   std::string se_act;
   std::string se_gate = "sigmoid";
   double drop_path_rate = 0.0;
+  NormArgs norm;
 };
+
+// timm's norm_act_layer(channels, apply_act): a BatchNormAct2d with `norm`'s eps and momentum.
+layers::BatchNormAct2d norm_act(int64_t channels, const std::string& act, const NormArgs& norm, bool apply_act = true);
 
 class ConvBnActImpl : public torch::nn::Module {
  public:

@@ -122,6 +122,7 @@ BlockConfig block_config(const BuilderConfig& config, const BlockArgs& a, int64_
   c.pw_act = a.pw_act;
   c.act_layer = a.act_layer.value_or(config.act_layer);
   c.drop_path_rate = drop_path_rate;
+  c.norm = config.norm;
   if (a.se_ratio > 0.0) {
     // Ratio of the block input unless the family takes it from the expanded channels.
     const double rd_ratio = config.se.from_exp ? a.se_ratio : a.se_ratio / a.exp_ratio;

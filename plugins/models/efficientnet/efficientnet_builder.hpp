@@ -21,6 +21,8 @@
 
 #include <torch/nn/modules/container/sequential.h>
 
+#include "efficientnet_blocks.hpp"
+
 namespace timm::efficientnet {
 
 struct BlockArgs {
@@ -72,6 +74,7 @@ struct BuilderConfig {
   std::string act_layer;
   SeConfig se;
   double drop_path_rate = 0.0;
+  NormArgs norm;
 };
 
 // timm's EfficientNetBuilder(...)(in_chs, arch): one Sequential per stage,

@@ -322,12 +322,27 @@ TEST_CASE("efficientnet head options: num_classes 0, global_pool, drop_rate; bad
     args.global_pool = "median";
     CHECK_THROWS_WITH_AS(timm::create_model(name, args), doctest::Contains("'median'"), timm::UsageError);
     args.global_pool = std::nullopt;
-    args.kwargs["bn_eps"] = "0.001";
-    CHECK_THROWS_AS(timm::create_model(name, args), timm::UsageError);
+    args.kwargs["output_stride"] = "16";
+    CHECK_THROWS_WITH_AS(timm::create_model(name, args), doctest::Contains("'output_stride'"), timm::UsageError);
+    args.kwargs = {{"bn_eps", "abc"}};
+    CHECK_THROWS_WITH_AS(timm::create_model(name, args), doctest::Contains("bn_eps=abc"), timm::UsageError);
     args.kwargs.clear();
     args.drop_path_rate = 1.5;
     CHECK_THROWS_AS(timm::create_model(name, args), timm::UsageError);
   }
+  // --model-kwargs bn_eps / bn_momentum reach every BatchNorm, as timm's resolve_bn_args.
+  timm::ModelArgs tf_bn;
+  tf_bn.kwargs = {{"bn_eps", "0.001"}, {"bn_momentum", "0.01"}};
+  timm::ModelPtr tf_model = timm::create_model("efficientnet_b0", tf_bn);
+  int64_t tf_norms = 0;
+  timm::layers::for_each_batch_norm_act(*tf_model, [&](const std::string& name, timm::layers::BatchNormAct2dImpl& bn) {
+    CAPTURE(name);
+    CHECK(bn.options.eps() == 0.001);
+    CHECK(bn.options.momentum() == 0.01);
+    ++tf_norms;
+  });
+  CHECK(tf_norms == 49);  // bn1, 16 blocks (DS: 2 norms, IR: 3), bn2
+
   // Every BN of the net is a BatchNormAct2d, so a SyncBatchNorm conversion reaches them all.
   timm::ModelPtr model = make("mobilenetv3_small_050");
   int64_t norm_acts = 0;
