@@ -125,7 +125,6 @@ TEST_CASE("vit head options: num_classes 0, global_pool '', drop_rate") {
   args.num_classes = 10;
   args.drop_rate = 1.0;
   timm::ModelPtr dropped = make("vit_tiny_patch16_224", args);
-  torch::NoGradGuard guard;
   dropped->named_parameters()["head.bias"].normal_();
   const at::Tensor bias = dropped->named_parameters()["head.bias"];
   dropped->train();
