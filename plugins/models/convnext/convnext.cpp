@@ -16,8 +16,8 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <torch/nn/module.h>
-#include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>

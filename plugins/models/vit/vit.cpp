@@ -17,17 +17,18 @@
 // input must be the model's image size (no pos_embed resampling).
 // --model-kwargs: init_values=<float> (LayerScale ls1/ls2 in every block),
 // qk_norm=true (LayerNorm q_norm/k_norm in attention), as timm's kwargs.
+#include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <torch/nn/init.h>
+#include <c10/core/GradMode.h>
 #include <torch/nn/module.h>
-#include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/container/sequential.h>
-#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 
 #include "timm/core/error.hpp"
