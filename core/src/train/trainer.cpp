@@ -37,7 +37,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 // Refuses a multi-process launch until the distributed runtime exists, rather
 // than training WORLD_SIZE independent copies.
@@ -127,10 +129,9 @@ double resolve_lr(const Config& config, int64_t global_batch) {
   }
   if (scale == "sqrt") ratio = std::sqrt(ratio);
   const double result = lr_base * ratio;
-  log_info(
-      format("Learning rate (%g) calculated from base learning rate (%g) and effective global batch size (%lld) "
-             "with %s scaling.",
-             result, lr_base, static_cast<long long>(global_batch), scale.c_str()));
+  log_info(format("Learning rate (%g) calculated from base learning rate (%g) and effective global batch size (%lld) "
+                  "with %s scaling.",
+                  result, lr_base, static_cast<long long>(global_batch), scale.c_str()));
   return result;
 }
 
@@ -259,13 +260,12 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
     update_start = Clock::now();
 
     if (batch_idx % ctx.log_interval == 0 || last_batch) {
-      log_info(
-          format("Train: %lld [%4lld/%lld (%3.0f%%)]  Loss: %#.3g (%#.3g)  Time: %.3fs, %7.2f/s  "
-                 "(%.3fs, %7.2f/s)  LR: %.3e  Data: %.3f (%.3f)",
-                 static_cast<long long>(epoch), static_cast<long long>(batch_idx),
-                 static_cast<long long>(updates_per_epoch), 100.0 * (batch_idx + 1) / updates_per_epoch, losses.val(),
-                 losses.avg(), update_time.val(), batch_size / update_time.val(), update_time.avg(),
-                 batch_size / update_time.avg(), ctx.optimizer.mean_lr(), data_time.val(), data_time.avg()));
+      log_info(format("Train: %lld [%4lld/%lld (%3.0f%%)]  Loss: %#.3g (%#.3g)  Time: %.3fs, %7.2f/s  "
+                      "(%.3fs, %7.2f/s)  LR: %.3e  Data: %.3f (%.3f)",
+                      static_cast<long long>(epoch), static_cast<long long>(batch_idx),
+                      static_cast<long long>(updates_per_epoch), 100.0 * (batch_idx + 1) / updates_per_epoch,
+                      losses.val(), losses.avg(), update_time.val(), batch_size / update_time.val(), update_time.avg(),
+                      batch_size / update_time.avg(), ctx.optimizer.mean_lr(), data_time.val(), data_time.avg()));
     }
     ctx.scheduler.step_update(num_updates, losses.avg());
     data_start = Clock::now();
@@ -303,12 +303,11 @@ EvalMetrics validate(const ModelPtr& model, Loader& loader, const torch::Device&
     batch_time.update(seconds_since(start));
     start = Clock::now();
     if (batch_idx % log_interval == 0 || batch_idx == last_idx) {
-      log_info(
-          format("Test: [%4lld/%lld]  Time: %.3f (%.3f)  Loss: %7.3f (%6.3f)  Acc@1: %7.3f (%7.3f)  "
-                 "Acc@5: %7.3f (%7.3f)",
-                 static_cast<long long>(batch_idx), static_cast<long long>(last_idx), batch_time.val(),
-                 batch_time.avg(), loss, loss_sum / samples, 100.0 * correct[0] / n, 100.0 * top1 / samples,
-                 100.0 * correct[1] / n, 100.0 * top5 / samples));
+      log_info(format("Test: [%4lld/%lld]  Time: %.3f (%.3f)  Loss: %7.3f (%6.3f)  Acc@1: %7.3f (%7.3f)  "
+                      "Acc@5: %7.3f (%7.3f)",
+                      static_cast<long long>(batch_idx), static_cast<long long>(last_idx), batch_time.val(),
+                      batch_time.avg(), loss, loss_sum / samples, 100.0 * correct[0] / n, 100.0 * top1 / samples,
+                      100.0 * correct[1] / n, 100.0 * top5 / samples));
     }
     ++batch_idx;
   }
@@ -347,8 +346,8 @@ void print_result(std::vector<EpochRecord> records, const std::string& eval_metr
   log_info(results.dump(4));
 }
 
-std::shared_ptr<Loader> make_loader(std::shared_ptr<const Dataset> dataset, bool is_training,
-                                    TransformPipeline transform, const Config& config, int64_t batch_size) {
+std::shared_ptr<Loader> make_loader(std::shared_ptr<const Dataset> dataset, bool is_training, TransformPipeline transform,
+                                    const Config& config, int64_t batch_size) {
   const auto seed = static_cast<std::uint64_t>(config.get<int64_t>("seed"));
   LoaderOptions options;
   options.batch_size = batch_size;
@@ -388,9 +387,9 @@ TrainResult run_training(const Config& config) {
   const std::string dataset = dataset_name(config);
   const DatasetDefaults defaults = dataset_defaults(dataset);
   const int64_t in_chans = resolve_in_chans(config, defaults);
-  std::shared_ptr<const Dataset> train_set =
-      limit_samples(create_dataset(dataset, data_root(config), config.get<std::string>("train_split"), in_chans),
-                    config.get_optional<int64_t>("train_num_samples"), "train-num-samples");
+  std::shared_ptr<const Dataset> train_set = limit_samples(
+      create_dataset(dataset, data_root(config), config.get<std::string>("train_split"), in_chans),
+      config.get_optional<int64_t>("train_num_samples"), "train-num-samples");
   const std::string val_split = config.get<std::string>("val_split");
   std::shared_ptr<const Dataset> eval_set;
   if (!val_split.empty()) {
@@ -411,13 +410,13 @@ TrainResult run_training(const Config& config) {
   if (channels_last) to_channels_last(*model);
 
   const int64_t batch_size = config.get<int64_t>("batch_size");
-  auto train_loader =
-      make_loader(train_set, true, create_transform(transform_args(config, data_config, true)), config, batch_size);
+  auto train_loader = make_loader(train_set, true, create_transform(transform_args(config, data_config, true)), config,
+                                  batch_size);
   std::shared_ptr<Loader> eval_loader;
   if (eval_set) {
     const int64_t eval_batch = config.get_optional<int64_t>("validation_batch_size").value_or(batch_size);
-    eval_loader =
-        make_loader(eval_set, false, create_transform(transform_args(config, data_config, false)), config, eval_batch);
+    eval_loader = make_loader(eval_set, false, create_transform(transform_args(config, data_config, false)), config,
+                              eval_batch);
   }
   log_info("Train transform: " + train_loader->transform().repr());
 
@@ -430,10 +429,9 @@ TrainResult run_training(const Config& config) {
   const auto updates_per_epoch = static_cast<int64_t>(train_loader->num_batches());
   SchedulerPtr scheduler = create_scheduler(*optimizer, scheduler_args(config, decreasing, updates_per_epoch));
   const int64_t num_epochs = scheduler->num_epochs();
-  log_info(
-      format("Scheduled epochs: %lld (epochs + cooldown_epochs). Warmup within epochs when warmup_prefix=False. "
-             "LR stepped per %s.",
-             static_cast<long long>(num_epochs), config.get<bool>("sched_on_updates") ? "update" : "epoch"));
+  log_info(format("Scheduled epochs: %lld (epochs + cooldown_epochs). Warmup within epochs when warmup_prefix=False. "
+                  "LR stepped per %s.",
+                  static_cast<long long>(num_epochs), config.get<bool>("sched_on_updates") ? "update" : "epoch"));
 
   const auto output_dir = make_output_dir(config.get<std::string>("output"), config.get<std::string>("experiment"),
                                           model_name, data_config.input_size.back());
@@ -446,14 +444,8 @@ TrainResult run_training(const Config& config) {
   const std::string config_toml = effective.to_toml();
   write_file_atomically(output_dir / "config.toml", config_toml);
 
-  TrainContext ctx{config,
-                   device,
-                   model,
-                   *optimizer,
-                   *scheduler,
-                   *train_loader,
-                   config.get<double>("smoothing"),
-                   std::max<int64_t>(1, config.get<int64_t>("log_interval")),
+  TrainContext ctx{config, device, model, *optimizer, *scheduler, *train_loader,
+                   config.get<double>("smoothing"), std::max<int64_t>(1, config.get<int64_t>("log_interval")),
                    channels_last};
   TrainResult result;
   result.output_dir = output_dir;
@@ -473,8 +465,7 @@ TrainResult run_training(const Config& config) {
     }
     const double metric = record.eval ? metric_of(*record.eval, eval_metric) : train_loss;
     std::vector<std::pair<std::string, double>> eval_columns;
-    if (record.eval)
-      eval_columns = {{"loss", record.eval->loss}, {"top1", record.eval->top1}, {"top5", record.eval->top5}};
+    if (record.eval) eval_columns = {{"loss", record.eval->loss}, {"top1", record.eval->top1}, {"top5", record.eval->top5}};
     update_summary(output_dir / "summary.csv", epoch, {{"loss", train_loss}}, eval_columns, optimizer->mean_lr(),
                    /*write_header=*/!best_metric.has_value());
 
