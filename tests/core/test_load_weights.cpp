@@ -219,6 +219,21 @@ TEST_CASE("malformed and unsupported files give an Error naming the file and the
                        timm::Error);
 }
 
+TEST_CASE("randomly corrupted pickles are read or refused with an Error, never a crash") {
+  int refused = 0;
+  for (int i = 0; i < 200; ++i) {
+    const auto file = oracle_dir() / ("fuzz" + std::to_string(i) + ".pth");
+    try {
+      timm::read_torch_file(file);
+    } catch (const timm::Error& e) {
+      ++refused;
+      CHECK(std::string(e.what()).find(file.string()) != std::string::npos);
+    }
+  }
+  MESSAGE(refused << " of 200 corrupted files refused, the others read");
+  CHECK(refused > 0);
+}
+
 TEST_CASE("clean_state_dict strips timm's wrapper prefixes") {
   const at::Tensor t = at::zeros({1});
   const auto cleaned = timm::clean_state_dict(

@@ -13,13 +13,14 @@ write --dir D --model resnet18 --num-classes 10
       legacy.pth             the pre-1.6 non-zip format
       list.pth, no_state_dict.pth, bad_opcode.pth, truncated_pickle.pth, short_storage.pth
                              malformed or unsupported for a weights loader
+      fuzz<i>.pth            small.pth with 1-4 random bytes of its pickle changed (200 files)
       expected.safetensors   input, logits (model), logits_ema (EMA model), and timm's
                              adapt_input_conv of the stem weight to 1 and 5 channels
 Runs on CPU, float32, one thread.
 """
 import argparse
 import copy
-import io
+import random
 import sys
 import zipfile
 
@@ -27,6 +28,8 @@ import torch
 import timm
 from timm.models import adapt_input_conv
 from safetensors.torch import save_file
+
+FUZZ_FILES = 200
 
 
 def randomize_batchnorm(model, generator):
@@ -82,6 +85,17 @@ def write(directory, name, num_classes):
                 lambda n, b: b[: len(b) // 2] if n.endswith("data.pkl") else b)
     rewrite_zip(f"{d}/small.pth", f"{d}/short_storage.pth",
                 lambda n, b: b[:8] if n.endswith("/data/0") else b)
+    # Random byte changes in the pickle (the zip's CRCs still right): read or refused, never a crash.
+    rng = random.Random(7)
+    for i in range(FUZZ_FILES):
+        def corrupt(n, b):
+            if not n.endswith("data.pkl"):
+                return b
+            b = bytearray(b)
+            for _ in range(rng.randint(1, 4)):
+                b[rng.randrange(len(b))] = rng.randrange(256)
+            return bytes(b)
+        rewrite_zip(f"{d}/small.pth", f"{d}/fuzz{i}.pth", corrupt)
 
     x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(5))
     with torch.no_grad():

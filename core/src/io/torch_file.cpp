@@ -449,7 +449,11 @@ class Unpickler {
     for (size_t d = 0; d < size.size(); ++d) {
       if (size[d] < 0 || stride[d] < 0) fail("malformed tensor: negative size or stride");
       if (size[d] == 0) empty = true;
-      last += (size[d] - 1) * stride[d];
+      int64_t reach = 0;
+      if (size[d] > 0 &&
+          (__builtin_mul_overflow(size[d] - 1, stride[d], &reach) || __builtin_add_overflow(last, reach, &last))) {
+        fail("malformed tensor: size and stride overflow");
+      }
     }
     if (offset < 0 || (!empty && last >= storage.numel())) {
       fail("tensor view (offset " + std::to_string(offset) + ", last element " + std::to_string(last) +
