@@ -22,6 +22,8 @@
 #include "timm/data/transform.hpp"
 #include "timm/io/atomic_file.hpp"
 #include "timm/log/log.hpp"
+#include "timm/models/channels_last.hpp"
+#include "timm/models/load_weights.hpp"
 #include "timm/models/model.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/sched/scheduler.hpp"
@@ -197,11 +199,13 @@ TransformArgs transform_args(const Config& config, const DataConfig& data, bool 
 }
 
 // Moves a uint8 batch to the device and applies the batch transforms there
-// (as timm's prefetcher normalises on the device).
-at::Tensor prepare_images(const Batch& batch, const TransformPipeline& transform, const torch::Device& device,
-                          Rng& rng) {
+// (as timm's prefetcher normalises on the device); --channels-last re-lays the
+// result out as train.py does with input.contiguous(memory_format=...).
+at::Tensor prepare_images(const Batch& batch, const TransformPipeline& transform, const torch::Device& device, Rng& rng,
+                          bool channels_last) {
   at::Tensor images = batch.images.to(device, /*non_blocking=*/true).to(at::kFloat);
   transform.apply(images, rng);
+  if (channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
   return images;
 }
 
@@ -214,6 +218,7 @@ struct TrainContext {
   Loader& loader;
   double smoothing;
   int64_t log_interval;
+  bool channels_last;
   double images_seen = 0;
   double train_seconds = 0;
 };
@@ -231,7 +236,7 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
   int64_t batch_idx = 0;
   while (auto batch = ctx.loader.next()) {
     const bool last_batch = batch_idx == updates_per_epoch - 1;
-    const at::Tensor input = prepare_images(*batch, ctx.loader.transform(), ctx.device, batch_rng);
+    const at::Tensor input = prepare_images(*batch, ctx.loader.transform(), ctx.device, batch_rng, ctx.channels_last);
     const at::Tensor target = batch->targets.to(ctx.device);
     data_time.update(seconds_since(data_start));
 
@@ -273,7 +278,7 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
 // train.py's validate, but exact: losses and hits are summed over samples
 // and divided once, instead of averaging per-batch percentages.
 EvalMetrics validate(const ModelPtr& model, Loader& loader, const torch::Device& device, int64_t log_interval,
-                     uint64_t seed) {
+                     uint64_t seed, bool channels_last) {
   model->eval();
   torch::NoGradGuard no_grad;
   loader.start_epoch(0);
@@ -285,7 +290,7 @@ EvalMetrics validate(const ModelPtr& model, Loader& loader, const torch::Device&
   auto start = Clock::now();
   int64_t batch_idx = 0;
   while (auto batch = loader.next()) {
-    const at::Tensor input = prepare_images(*batch, loader.transform(), device, rng);
+    const at::Tensor input = prepare_images(*batch, loader.transform(), device, rng, channels_last);
     const at::Tensor target = batch->targets.to(device);
     const at::Tensor output = model->forward(input);
     const double loss = at::cross_entropy_loss(output, target).item<double>();
@@ -353,6 +358,21 @@ std::shared_ptr<Loader> make_loader(std::shared_ptr<const Dataset> dataset, bool
   return std::make_shared<Loader>(std::move(dataset), std::move(sampler), std::move(transform), options);
 }
 
+// --pretrained-path (timm's load_pretrained with head adaptation), then
+// --initial-checkpoint (timm's load_checkpoint: EMA weights first, strict), in
+// create_model's order. Unlike train.py, --pretrained-path needs no
+// --pretrained beside it: there is no download to choose instead.
+void load_initial_weights(const Config& config, ClassifierImpl& model, int64_t in_chans) {
+  if (const auto path = config.get_optional<std::string>("pretrained_path"); path && !path->empty()) {
+    load_pretrained_file(model, *path, in_chans);
+  }
+  const std::string checkpoint = config.get<std::string>("initial_checkpoint");
+  if (!checkpoint.empty()) {
+    load_checkpoint(model, checkpoint);
+    log_info("Loaded checkpoint '" + checkpoint + "'");
+  }
+}
+
 }  // namespace
 
 TrainResult run_training(const Config& config) {
@@ -382,9 +402,12 @@ TrainResult run_training(const Config& config) {
   ModelPtr model = create_model(model_name, model_args(config, num_classes, in_chans));
   log_info(format("Model %s created, param count:%lld", model_name.c_str(),
                   static_cast<long long>(count_parameters(*model))));
+  load_initial_weights(config, *model, in_chans);
   const DataConfig data_config = resolve_data_config(config, model->pretrained_cfg(), defaults);
   for (const auto& line : describe_data_config(data_config)) log_info(line);
   model->to(device);
+  const bool channels_last = config.get<bool>("channels_last");
+  if (channels_last) to_channels_last(*model);
 
   const int64_t batch_size = config.get<int64_t>("batch_size");
   auto train_loader = make_loader(train_set, true, create_transform(transform_args(config, data_config, true)), config,
@@ -422,7 +445,8 @@ TrainResult run_training(const Config& config) {
   write_file_atomically(output_dir / "config.toml", config_toml);
 
   TrainContext ctx{config, device, model, *optimizer, *scheduler, *train_loader,
-                   config.get<double>("smoothing"), std::max<int64_t>(1, config.get<int64_t>("log_interval"))};
+                   config.get<double>("smoothing"), std::max<int64_t>(1, config.get<int64_t>("log_interval")),
+                   channels_last};
   TrainResult result;
   result.output_dir = output_dir;
   std::vector<EpochRecord> records;
@@ -437,7 +461,7 @@ TrainResult run_training(const Config& config) {
     }
     EpochRecord record{epoch, train_loss, std::nullopt};
     if (eval_loader) {
-      record.eval = validate(model, *eval_loader, device, ctx.log_interval, static_cast<uint64_t>(seed));
+      record.eval = validate(model, *eval_loader, device, ctx.log_interval, static_cast<uint64_t>(seed), channels_last);
     }
     const double metric = record.eval ? metric_of(*record.eval, eval_metric) : train_loss;
     std::vector<std::pair<std::string, double>> eval_columns;
