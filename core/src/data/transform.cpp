@@ -61,11 +61,17 @@ TransformPipeline create_transform(const TransformArgs& args) {
     add_stage(pipeline, args.train_crop_mode.empty() ? "rrc" : args.train_crop_mode, args);
     if (args.hflip > 0.0) add_stage(pipeline, "hflip", args);
     if (args.vflip > 0.0) add_stage(pipeline, "vflip", args);
-    if (args.color_jitter.has_value() && *args.color_jitter > 0.0) add_stage(pipeline, "color_jitter", args);
+    if (!args.auto_augment.empty()) add_stage(pipeline, "auto_augment", args);
+    // Colour jitter is off with auto-augment, except for 3-Augment.
+    const bool jitter_off = !args.auto_augment.empty() && args.auto_augment.find("3a") == std::string::npos;
+    if (!jitter_off && args.color_jitter.has_value() && *args.color_jitter > 0.0) {
+      add_stage(pipeline, "color_jitter", args);
+    }
   } else {
     add_stage(pipeline, args.crop_mode.empty() ? "center" : args.crop_mode, args);
   }
   add_stage(pipeline, "normalize", args);
+  if (args.is_training && !args.no_aug && args.re_prob > 0.0) add_stage(pipeline, "random_erasing", args);
   return pipeline;
 }
 
