@@ -193,6 +193,16 @@ TransformArgs transform_args(const Config& config, const DataConfig& data, bool 
   args.hflip = config.get<double>("hflip");
   args.vflip = config.get<double>("vflip");
   args.color_jitter = config.get_optional<double>("color_jitter");
+  args.auto_augment = config.get_optional<std::string>("aa").value_or("");
+  if (!args.no_aug) {
+    // timm's create_loader: no random erasing with --no-aug; --resplit keeps
+    // the first of the --aug-splits (or of 2) clean.
+    args.re_prob = config.get<double>("reprob");
+    args.re_mode = config.get<std::string>("remode");
+    args.re_count = config.get<int64_t>("recount");
+    const int64_t aug_splits = config.get<int64_t>("aug_splits");
+    args.re_num_splits = config.get<bool>("resplit") ? (aug_splits > 0 ? aug_splits : 2) : 0;
+  }
   return args;
 }
 
