@@ -11,6 +11,7 @@ Usage: aug_oracle.py <command> <outdir>
            and each op's settings; parse.txt
   augmix   AugMixAugment's mix of given chains with given weights; manifest.txt
   erasing  timm's RandomErasing geometry with the random draws recorded; erasing.txt
+  jsd      timm's JsdCrossEntropy on random logits: loss and gradient; manifest.txt
 
 Images are written raw (H x W x C uint8, row-major).
 """
@@ -400,9 +401,36 @@ def cmd_erasing(out):
             f.write(f"repr {RE.RandomErasing(0.25, mode=mode, max_count=3, device='cpu')!r}\n")
 
 
+JSD_CASES = [
+    # (batch per split, classes, splits, alpha, smoothing, logit scale)
+    (8, 10, 3, 12, 0.1, 1.0),
+    (5, 7, 2, 12, 0.0, 3.0),
+    (4, 1000, 3, 1.5, 0.2, 8.0),
+    (6, 3, 4, 12, None, 20.0),  # large logits: the mixture clamp is active
+]
+
+
+def cmd_jsd(out):
+    import torch
+    from timm.loss import JsdCrossEntropy
+    g = torch.Generator().manual_seed(0)
+    lines = []
+    for k, (b, c, splits, alpha, smoothing, scale) in enumerate(JSD_CASES):
+        logits = (torch.randn(b * splits, c, generator=g, dtype=torch.float32) * scale).requires_grad_()
+        target = torch.randint(0, c, (b,), generator=g).repeat(splits)
+        loss = JsdCrossEntropy(num_splits=splits, alpha=alpha, smoothing=smoothing)(logits, target)
+        loss.backward()
+        logits.detach().numpy().tofile(os.path.join(out, f'logits_{k}.f32'))
+        target.numpy().astype(np.int64).tofile(os.path.join(out, f'target_{k}.i64'))
+        logits.grad.numpy().tofile(os.path.join(out, f'grad_{k}.f32'))
+        lines.append(f'{k} {b * splits} {c} {splits} {float(alpha)!r} {float(smoothing or 0)!r} {loss.item()!r}')
+    with open(os.path.join(out, 'manifest.txt'), 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+
+
 if __name__ == '__main__':
     command, out = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else ''
     if out:
         os.makedirs(out, exist_ok=True)
     {'ops': cmd_ops, 'levels': cmd_levels, 'parse': cmd_parse, 'augmix': cmd_augmix,
-     'erasing': cmd_erasing}[command](out)
+     'erasing': cmd_erasing, 'jsd': cmd_jsd}[command](out)

@@ -16,6 +16,8 @@
 #include "timm/core/python_repr.hpp"
 #include "timm/core/registry.hpp"
 #include "timm/data/auto_augment.hpp"
+#include "timm/data/dataset.hpp"
+#include "timm/data/loader.hpp"
 #include "timm/data/transform.hpp"
 
 using namespace timm;
@@ -289,4 +291,62 @@ TEST_CASE("random paths: deterministic per seed, size kept, p=0 is the identity,
   CHECK(create_transform(with_3a).image.size() == 4);  // rrc, hflip, auto_augment, color_jitter
   TransformArgs with_rand = train_args("rand-m9", 64, 80, "bilinear", {0.485, 0.456, 0.406});
   CHECK(create_transform(with_rand).image.size() == 3);
+}
+
+namespace {
+
+// A few synthetic samples, target = index.
+class TinyDataset final : public Dataset {
+ public:
+  std::size_t size() const override { return 6; }
+  Image image(std::size_t i) const override {
+    Image img = test_image(40, 48);
+    for (auto& v : img.pixels) v = static_cast<std::uint8_t>(v + 17 * i);
+    return img;
+  }
+  int64_t target(std::size_t i) const override { return static_cast<int64_t>(i); }
+  int64_t num_classes() const override { return 6; }
+  std::string describe(std::size_t i) const override { return "tiny[" + std::to_string(i) + "]"; }
+};
+
+}  // namespace
+
+TEST_CASE("--aug-splits: a clean split and augmented splits per sample, laid out as timm's fast_collate") {
+  test::load_builtin_plugins();
+  TransformArgs args = train_args("augmix-m5-w4-d2", 32, 32, "bilinear", {0.485, 0.456, 0.406});
+  args.aug_splits = 3;
+  const TransformPipeline t = create_transform(args);
+  REQUIRE(t.num_splits() == 3);
+  REQUIRE(t.secondary_begin == 2);  // rrc, hflip | auto_augment
+  const Image src = test_image(40, 48);
+  for (std::uint64_t seed = 0; seed < 10; ++seed) {
+    Rng rng(seed);
+    const std::vector<Image> parts = t.apply_splits(src, rng);
+    REQUIRE(parts.size() == 3);
+    // The clean split is the primary stages alone, with the same draws.
+    Image clean = src;
+    Rng again(seed);
+    for (std::size_t i = 0; i < t.secondary_begin; ++i) t.image[i]->apply(clean, again);
+    CHECK(parts[0].pixels == clean.pixels);
+    CHECK(parts[1].pixels != clean.pixels);
+    CHECK(parts[1].pixels != parts[2].pixels);
+  }
+  args.aug_splits = 1;
+  CHECK_THROWS_AS(create_transform(args), UsageError);
+
+  args.aug_splits = 3;
+  LoaderOptions options;
+  options.batch_size = 4;
+  options.num_workers = 0;
+  Loader loader(std::make_shared<TinyDataset>(), make_local_sampler(6, false, 0), create_transform(args), options);
+  loader.start_epoch(0);
+  auto batch = loader.next();
+  REQUIRE(batch.has_value());
+  CHECK(batch->images.size(0) == 12);
+  const std::vector<int64_t> want{0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3};
+  for (int64_t r = 0; r < 12; ++r) CHECK(batch->targets[r].item<int64_t>() == want[r]);
+  batch = loader.next();  // the last, smaller batch: rows k + j * 2
+  REQUIRE(batch.has_value());
+  CHECK(batch->images.size(0) == 6);
+  CHECK(batch->targets[3].item<int64_t>() == 5);
 }

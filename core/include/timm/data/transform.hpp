@@ -82,6 +82,10 @@ struct TransformArgs {
   std::string re_mode = "const";
   int64_t re_count = 1;
   int64_t re_num_splits = 0;
+  // --aug-splits (0 or >= 2): timm's AugMixDataset. Each sample gives a clean
+  // split (the crop and flips only) and aug_splits - 1 splits that also run
+  // the auto-augment and colour stages.
+  int64_t aug_splits = 0;
 };
 
 // What an augmentation factory makes: one of the two.
@@ -95,8 +99,17 @@ using AugmentationFactory = std::function<Augmentation(const TransformArgs&)>;
 struct TransformPipeline {
   std::vector<std::shared_ptr<const ImageTransform>> image;
   std::vector<std::shared_ptr<const BatchTransform>> batch;
+  // image[secondary_begin...] are timm's secondary stages (auto-augment,
+  // colour jitter), which AugMixDataset runs on the augmented splits only.
+  std::size_t secondary_begin = 0;
+  int64_t aug_splits = 0;
 
   void apply(Image& image, Rng& rng) const;
+  // The images of one sample: with aug_splits > 1, the primary stages once,
+  // then the clean image and aug_splits - 1 copies through the secondary
+  // stages (AugMixDataset); otherwise every stage on the one image.
+  std::vector<Image> apply_splits(Image image, Rng& rng) const;
+  int64_t num_splits() const { return aug_splits > 1 ? aug_splits : 1; }
   void apply(at::Tensor& batch, Rng& rng) const;
   // timm's Compose repr of the per-sample stages (ending in
   // MaybePILToTensor(), as with timm's prefetcher), then the batch stages
