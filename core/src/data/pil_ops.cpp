@@ -39,31 +39,35 @@ struct Sampler {
   int xclip(int x) const { return x < 0 ? 0 : (x < im.width ? x : static_cast<int>(im.width) - 1); }
   int yclip(int y) const { return y < 0 ? 0 : (y < im.height ? y : static_cast<int>(im.height) - 1); }
   bool inside_row(int y) const { return y >= 0 && y < im.height; }
-  int at(int y, int x, int ch) const { return im.pixels[(static_cast<int64_t>(y) * im.width + x) * im.channels + ch]; }
+  const std::uint8_t* row(int y) const { return im.pixels.data() + static_cast<int64_t>(y) * im.width * im.channels; }
 };
 
 // bilinear_filter8 / bilinear_filter32RGB: the value is truncated.
-bool sample_bilinear(const Sampler& s, double xin, double yin, std::uint8_t* out) {
-  if (xin < 0.0 || xin >= s.im.width || yin < 0.0 || yin >= s.im.height) return false;
-  xin -= 0.5;
-  yin -= 0.5;
-  const int x = floor_int(xin), y = floor_int(yin);
-  const double dx = xin - x, dy = yin - y;
-  const int x0 = s.xclip(x), x1 = s.xclip(x + 1);
-  const int y0 = s.yclip(y);
-  for (int ch = 0; ch < s.im.channels; ++ch) {
-    const int a = s.at(y0, x0, ch), b = s.at(y0, x1, ch);
-    double v1 = a + (b - a) * dx;
-    double v2 = v1;
-    if (s.inside_row(y + 1)) {
-      const int c = s.at(y + 1, x0, ch), d = s.at(y + 1, x1, ch);
-      v2 = c + (d - c) * dx;
+struct BilinearSample {
+  bool operator()(const Sampler& s, double xin, double yin, std::uint8_t* out) const {
+    if (xin < 0.0 || xin >= s.im.width || yin < 0.0 || yin >= s.im.height) return false;
+    xin -= 0.5;
+    yin -= 0.5;
+    const int x = floor_int(xin), y = floor_int(yin);
+    const double dx = xin - x, dy = yin - y;
+    const int c = static_cast<int>(s.im.channels);
+    const int x0 = s.xclip(x) * c, x1 = s.xclip(x + 1) * c;
+    const std::uint8_t* r0 = s.row(s.yclip(y));
+    const std::uint8_t* r1 = s.inside_row(y + 1) ? s.row(y + 1) : nullptr;
+    for (int ch = 0; ch < c; ++ch) {
+      const int a = r0[x0 + ch], b = r0[x1 + ch];
+      double v1 = a + (b - a) * dx;
+      double v2 = v1;
+      if (r1 != nullptr) {
+        const int cc = r1[x0 + ch], d = r1[x1 + ch];
+        v2 = cc + (d - cc) * dx;
+      }
+      v1 = v1 + (v2 - v1) * dy;
+      out[ch] = static_cast<std::uint8_t>(v1);
     }
-    v1 = v1 + (v2 - v1) * dy;
-    out[ch] = static_cast<std::uint8_t>(v1);
+    return true;
   }
-  return true;
-}
+};
 
 inline double cubic(double v1, double v2, double v3, double v4, double d) {
   const double p1 = v2;
@@ -74,29 +78,35 @@ inline double cubic(double v1, double v2, double v3, double v4, double d) {
 }
 
 // bicubic_filter8 / bicubic_filter32RGB: clipped, then truncated.
-bool sample_bicubic(const Sampler& s, double xin, double yin, std::uint8_t* out) {
-  if (xin < 0.0 || xin >= s.im.width || yin < 0.0 || yin >= s.im.height) return false;
-  xin -= 0.5;
-  yin -= 0.5;
-  int x = floor_int(xin), y = floor_int(yin);
-  const double dx = xin - x, dy = yin - y;
-  --x;
-  --y;
-  const int xs[4] = {s.xclip(x), s.xclip(x + 1), s.xclip(x + 2), s.xclip(x + 3)};
-  for (int ch = 0; ch < s.im.channels; ++ch) {
-    auto row = [&](int yy) {
-      return cubic(s.at(yy, xs[0], ch), s.at(yy, xs[1], ch), s.at(yy, xs[2], ch), s.at(yy, xs[3], ch), dx);
-    };
+struct BicubicSample {
+  bool operator()(const Sampler& s, double xin, double yin, std::uint8_t* out) const {
+    if (xin < 0.0 || xin >= s.im.width || yin < 0.0 || yin >= s.im.height) return false;
+    xin -= 0.5;
+    yin -= 0.5;
+    int x = floor_int(xin), y = floor_int(yin);
+    const double dx = xin - x, dy = yin - y;
+    --x;
+    --y;
+    const int c = static_cast<int>(s.im.channels);
+    const int xs[4] = {s.xclip(x) * c, s.xclip(x + 1) * c, s.xclip(x + 2) * c, s.xclip(x + 3) * c};
     // Rows past the edges repeat the previous row's value, as PIL's.
-    const double v1 = row(s.yclip(y));
-    const double v2 = s.inside_row(y + 1) ? row(y + 1) : v1;
-    const double v3 = s.inside_row(y + 2) ? row(y + 2) : v2;
-    const double v4 = s.inside_row(y + 3) ? row(y + 3) : v3;
-    const double v = cubic(v1, v2, v3, v4, dy);
-    out[ch] = v <= 0.0 ? 0 : (v >= 255.0 ? 255 : static_cast<std::uint8_t>(v));
+    const std::uint8_t* rows[4] = {s.row(s.yclip(y)), s.inside_row(y + 1) ? s.row(y + 1) : nullptr,
+                                   s.inside_row(y + 2) ? s.row(y + 2) : nullptr,
+                                   s.inside_row(y + 3) ? s.row(y + 3) : nullptr};
+    for (int ch = 0; ch < c; ++ch) {
+      auto line = [&](const std::uint8_t* r) {
+        return cubic(r[xs[0] + ch], r[xs[1] + ch], r[xs[2] + ch], r[xs[3] + ch], dx);
+      };
+      const double v1 = line(rows[0]);
+      const double v2 = rows[1] ? line(rows[1]) : v1;
+      const double v3 = rows[2] ? line(rows[2]) : v2;
+      const double v4 = rows[3] ? line(rows[3]) : v3;
+      const double v = cubic(v1, v2, v3, v4, dy);
+      out[ch] = v <= 0.0 ? 0 : (v >= 255.0 ? 255 : static_cast<std::uint8_t>(v));
+    }
+    return true;
   }
-  return true;
-}
+};
 
 // ImagingGenericTransform with affine_transform: the bilinear and bicubic path.
 template <class Sample>
@@ -229,10 +239,15 @@ void per_channel_lut(Image& image, MakeLut make_lut) {
   std::vector<std::array<int64_t, 256>> hist(c);
   for (auto& h : hist) h.fill(0);
   const std::size_t n = image.pixels.size();
-  for (std::size_t i = 0; i < n; ++i) ++hist[i % c][image.pixels[i]];
+  std::uint8_t* px = image.pixels.data();
+  for (std::size_t i = 0; i < n; i += c) {
+    for (int64_t ch = 0; ch < c; ++ch) ++hist[ch][px[i + ch]];
+  }
   std::vector<std::array<std::uint8_t, 256>> luts(c);
   for (int64_t ch = 0; ch < c; ++ch) luts[ch] = make_lut(hist[ch]);
-  for (std::size_t i = 0; i < n; ++i) image.pixels[i] = luts[i % c][image.pixels[i]];
+  for (std::size_t i = 0; i < n; i += c) {
+    for (int64_t ch = 0; ch < c; ++ch) px[i + ch] = luts[ch][px[i + ch]];
+  }
 }
 
 std::array<std::uint8_t, 256> identity_lut() {
@@ -331,10 +346,10 @@ Image affine_transform(const Image& src, const AffineMatrix& matrix, Interpolati
   Image out = filled_like(src, fill);
   switch (resample) {
     case Interpolation::kBilinear:
-      generic_affine(src, matrix, out, sample_bilinear);
+      generic_affine(src, matrix, out, BilinearSample{});
       break;
     case Interpolation::kBicubic:
-      generic_affine(src, matrix, out, sample_bicubic);
+      generic_affine(src, matrix, out, BicubicSample{});
       break;
     case Interpolation::kNearest: {
       const AffineMatrix& a = matrix;
