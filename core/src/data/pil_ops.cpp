@@ -42,7 +42,9 @@ struct Sampler {
   const std::uint8_t* row(int y) const { return im.pixels.data() + static_cast<int64_t>(y) * im.width * im.channels; }
 };
 
-// bilinear_filter8 / bilinear_filter32RGB: the value is truncated.
+// bilinear_filter8 / bilinear_filter32RGB: the value is truncated. C > 0
+// fixes the channel count at compile time (the loops unroll), 0 reads it.
+template <int C>
 struct BilinearSample {
   bool operator()(const Sampler& s, double xin, double yin, std::uint8_t* out) const {
     if (xin < 0.0 || xin >= s.im.width || yin < 0.0 || yin >= s.im.height) return false;
@@ -50,7 +52,7 @@ struct BilinearSample {
     yin -= 0.5;
     const int x = floor_int(xin), y = floor_int(yin);
     const double dx = xin - x, dy = yin - y;
-    const int c = static_cast<int>(s.im.channels);
+    const int c = C > 0 ? C : static_cast<int>(s.im.channels);
     const int x0 = s.xclip(x) * c, x1 = s.xclip(x + 1) * c;
     const std::uint8_t* r0 = s.row(s.yclip(y));
     const std::uint8_t* r1 = s.inside_row(y + 1) ? s.row(y + 1) : nullptr;
@@ -78,6 +80,7 @@ inline double cubic(double v1, double v2, double v3, double v4, double d) {
 }
 
 // bicubic_filter8 / bicubic_filter32RGB: clipped, then truncated.
+template <int C>
 struct BicubicSample {
   bool operator()(const Sampler& s, double xin, double yin, std::uint8_t* out) const {
     if (xin < 0.0 || xin >= s.im.width || yin < 0.0 || yin >= s.im.height) return false;
@@ -87,7 +90,7 @@ struct BicubicSample {
     const double dx = xin - x, dy = yin - y;
     --x;
     --y;
-    const int c = static_cast<int>(s.im.channels);
+    const int c = C > 0 ? C : static_cast<int>(s.im.channels);
     const int xs[4] = {s.xclip(x) * c, s.xclip(x + 1) * c, s.xclip(x + 2) * c, s.xclip(x + 3) * c};
     // Rows past the edges repeat the previous row's value, as PIL's.
     const std::uint8_t* rows[4] = {s.row(s.yclip(y)), s.inside_row(y + 1) ? s.row(y + 1) : nullptr,
@@ -346,10 +349,22 @@ Image affine_transform(const Image& src, const AffineMatrix& matrix, Interpolati
   Image out = filled_like(src, fill);
   switch (resample) {
     case Interpolation::kBilinear:
-      generic_affine(src, matrix, out, BilinearSample{});
+      if (src.channels == 3) {
+        generic_affine(src, matrix, out, BilinearSample<3>{});
+      } else if (src.channels == 1) {
+        generic_affine(src, matrix, out, BilinearSample<1>{});
+      } else {
+        generic_affine(src, matrix, out, BilinearSample<0>{});
+      }
       break;
     case Interpolation::kBicubic:
-      generic_affine(src, matrix, out, BicubicSample{});
+      if (src.channels == 3) {
+        generic_affine(src, matrix, out, BicubicSample<3>{});
+      } else if (src.channels == 1) {
+        generic_affine(src, matrix, out, BicubicSample<1>{});
+      } else {
+        generic_affine(src, matrix, out, BicubicSample<0>{});
+      }
       break;
     case Interpolation::kNearest: {
       const AffineMatrix& a = matrix;
