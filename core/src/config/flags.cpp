@@ -32,8 +32,8 @@ constexpr std::array kImplementedFlags = {
     "lr-k-decay", "warmup-lr", "min-lr", "epochs", "decay-milestones", "decay-epochs",
     "warmup-epochs", "warmup-prefix", "cooldown-epochs", "patience-epochs", "decay-rate",
     // Augmentation and regularization.
-    "no-aug", "train-crop-mode", "scale", "ratio", "hflip", "vflip", "color-jitter", "remode",
-    "recount", "mixup-prob", "mixup-switch-prob", "mixup-mode", "mixup-off-epoch", "smoothing",
+    "no-aug", "train-crop-mode", "scale", "ratio", "hflip", "vflip", "color-jitter", "aa", "reprob", "remode",
+    "recount", "resplit", "aug-splits", "jsd-loss", "mixup-prob", "mixup-switch-prob", "mixup-mode", "mixup-off-epoch", "smoothing",
     "train-interpolation", "drop", "drop-path",
     // Batch norm and EMA.
     "dist-bn", "model-ema-decay",

@@ -28,6 +28,7 @@
 #include "timm/optim/optimizer.hpp"
 #include "timm/sched/scheduler.hpp"
 #include "timm/train/checkpoint.hpp"
+#include "timm/train/jsd_loss.hpp"
 #include "timm/train/losses.hpp"
 #include "timm/train/metrics.hpp"
 #include "timm/train/summary.hpp"
@@ -195,6 +196,17 @@ TransformArgs transform_args(const Config& config, const DataConfig& data, bool 
   args.hflip = config.get<double>("hflip");
   args.vflip = config.get<double>("vflip");
   args.color_jitter = config.get_optional<double>("color_jitter");
+  args.auto_augment = config.get_optional<std::string>("aa").value_or("");
+  if (!args.no_aug) {
+    // timm's create_loader: no random erasing with --no-aug; --resplit keeps
+    // the first of the --aug-splits (or of 2) clean.
+    args.re_prob = config.get<double>("reprob");
+    args.re_mode = config.get<std::string>("remode");
+    args.re_count = config.get<int64_t>("recount");
+    const int64_t aug_splits = config.get<int64_t>("aug_splits");
+    args.aug_splits = aug_splits;
+    args.re_num_splits = config.get<bool>("resplit") ? (aug_splits > 0 ? aug_splits : 2) : 0;
+  }
   return args;
 }
 
@@ -221,6 +233,7 @@ struct TrainContext {
   bool channels_last;
   double images_seen = 0;
   double train_seconds = 0;
+  int64_t jsd_splits = 0;  // --jsd-loss with --aug-splits
 };
 
 // train.py's train_one_epoch (no gradient accumulation, no AMP yet).
@@ -241,7 +254,9 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
     data_time.update(seconds_since(data_start));
 
     const at::Tensor output = ctx.model->forward(input);
-    const at::Tensor loss = label_smoothing_cross_entropy(output, target, ctx.smoothing);
+    // train.py: JsdCrossEntropy(num_aug_splits, smoothing) with --jsd-loss.
+    const at::Tensor loss = ctx.jsd_splits > 1 ? jsd_cross_entropy(output, target, ctx.jsd_splits, 12.0, ctx.smoothing)
+                                               : label_smoothing_cross_entropy(output, target, ctx.smoothing);
     ctx.optimizer.zero_grad();
     loss.backward();
     ctx.optimizer.step();
@@ -447,6 +462,11 @@ TrainResult run_training(const Config& config) {
   TrainContext ctx{config, device, model, *optimizer, *scheduler, *train_loader,
                    config.get<double>("smoothing"), std::max<int64_t>(1, config.get<int64_t>("log_interval")),
                    channels_last};
+  if (config.get<bool>("jsd_loss")) {
+    // train.py asserts this: JSD only works on aug splits.
+    ctx.jsd_splits = config.get<int64_t>("aug_splits");
+    if (ctx.jsd_splits < 2) throw UsageError("--jsd-loss needs --aug-splits >= 2");
+  }
   TrainResult result;
   result.output_dir = output_dir;
   std::vector<EpochRecord> records;
