@@ -25,6 +25,7 @@
 #include "timm/optim/optimizer.hpp"
 #include "timm/train/amp.hpp"
 #include "timm/train/clip_grad.hpp"
+#include "timm/train/jsd_loss.hpp"
 #include "timm/train/losses.hpp"
 #include "timm/train/model_ema.hpp"
 

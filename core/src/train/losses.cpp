@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include "timm/core/error.hpp"
+#include "timm/train/jsd_loss.hpp"
 
 namespace timm {
 
@@ -37,26 +38,6 @@ at::Tensor binary_cross_entropy(const at::Tensor& logits, const at::Tensor& targ
   at::Tensor loss = at::binary_cross_entropy_with_logits(logits, dense, /*weight=*/std::nullopt, pos_weight, reduction);
   if (options.sum_classes) loss = loss.sum(-1).mean();
   return loss;
-}
-
-at::Tensor jsd_cross_entropy(const at::Tensor& logits, const at::Tensor& target, int64_t num_splits, double alpha,
-                             double smoothing) {
-  const int64_t split_size = logits.size(0) / num_splits;
-  if (num_splits < 1 || split_size * num_splits != logits.size(0)) {
-    throw Error("JSD loss: a batch of " + std::to_string(logits.size(0)) + " does not split into " +
-                std::to_string(num_splits) + " equal augmentation splits");
-  }
-  const std::vector<at::Tensor> chunks = logits.split(split_size);
-  at::Tensor loss = label_smoothing_cross_entropy(chunks[0], target.slice(0, 0, split_size), smoothing);
-  std::vector<at::Tensor> probs;
-  for (const auto& chunk : chunks) probs.push_back(at::softmax(chunk, /*dim=*/1));
-  const at::Tensor log_mixture = at::clamp(at::stack(probs).mean(0), 1e-7, 1.0).log();
-  at::Tensor divergence = at::zeros({}, logits.options());
-  for (const auto& p : probs) {
-    // F.kl_div(input, target, reduction='batchmean'): sum(t * (log t - input)) / N
-    divergence = divergence + at::kl_div(log_mixture, p, at::Reduction::Sum) / log_mixture.size(0);
-  }
-  return loss + alpha * divergence / static_cast<double>(probs.size());
 }
 
 LossFn create_train_loss(const TrainLossArgs& args) {

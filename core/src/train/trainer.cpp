@@ -23,6 +23,8 @@
 #include "timm/data/transform.hpp"
 #include "timm/io/atomic_file.hpp"
 #include "timm/log/log.hpp"
+#include "timm/models/channels_last.hpp"
+#include "timm/models/load_weights.hpp"
 #include "timm/models/model.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/sched/scheduler.hpp"
@@ -196,15 +198,28 @@ TransformArgs transform_args(const Config& config, const DataConfig& data, bool 
   args.hflip = config.get<double>("hflip");
   args.vflip = config.get<double>("vflip");
   args.color_jitter = config.get_optional<double>("color_jitter");
+  args.auto_augment = config.get_optional<std::string>("aa").value_or("");
+  if (!args.no_aug) {
+    // timm's create_loader: no random erasing with --no-aug; --resplit keeps
+    // the first of the --aug-splits (or of 2) clean.
+    args.re_prob = config.get<double>("reprob");
+    args.re_mode = config.get<std::string>("remode");
+    args.re_count = config.get<int64_t>("recount");
+    const int64_t aug_splits = config.get<int64_t>("aug_splits");
+    args.aug_splits = aug_splits;
+    args.re_num_splits = config.get<bool>("resplit") ? (aug_splits > 0 ? aug_splits : 2) : 0;
+  }
   return args;
 }
 
 // Moves a uint8 batch to the device and applies the batch transforms there
-// (as timm's prefetcher normalises on the device).
-at::Tensor prepare_images(const Batch& batch, const TransformPipeline& transform, const torch::Device& device,
-                          Rng& rng) {
+// (as timm's prefetcher normalises on the device); --channels-last re-lays the
+// result out as train.py does with input.contiguous(memory_format=...).
+at::Tensor prepare_images(const Batch& batch, const TransformPipeline& transform, const torch::Device& device, Rng& rng,
+                          bool channels_last) {
   at::Tensor images = batch.images.to(device, /*non_blocking=*/true).to(at::kFloat);
   transform.apply(images, rng);
+  if (channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
   return images;
 }
 
@@ -231,6 +246,7 @@ struct TrainContext {
   // Saves recovery-<epoch>-<update_idx> (--recovery-interval); may be empty.
   std::function<void(int64_t epoch, int64_t update_idx)> save_recovery;
   int64_t recovery_interval = 0;
+  bool channels_last = false;
   double images_seen = 0;
   double train_seconds = 0;
 };
@@ -307,7 +323,7 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
     const bool need_update = last_batch || (batch_idx + 1) % accum_steps == 0;
     const int64_t update_idx = batch_idx / accum_steps;
     if (batch_idx >= last_batch_idx_to_accum) accum = last_accum_steps;
-    const at::Tensor input = prepare_images(*batch, ctx.loader.transform(), ctx.device, batch_rng);
+    const at::Tensor input = prepare_images(*batch, ctx.loader.transform(), ctx.device, batch_rng, ctx.channels_last);
     const at::Tensor target = batch->targets.to(ctx.device);
     data_time.update(static_cast<double>(accum) * seconds_since(data_start));
 
@@ -356,7 +372,8 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
 // train.py's validate, but exact: losses and hits are summed over samples
 // and divided once, instead of averaging per-batch percentages.
 EvalMetrics validate(const ModelPtr& model, Loader& loader, const torch::Device& device, int64_t log_interval,
-                     uint64_t seed, std::optional<c10::ScalarType> amp_dtype, const std::string& log_suffix = "") {
+                     uint64_t seed, bool channels_last, std::optional<c10::ScalarType> amp_dtype,
+                     const std::string& log_suffix = "") {
   model->eval();
   torch::NoGradGuard no_grad;
   loader.start_epoch(0);
@@ -368,7 +385,7 @@ EvalMetrics validate(const ModelPtr& model, Loader& loader, const torch::Device&
   auto start = Clock::now();
   int64_t batch_idx = 0;
   while (auto batch = loader.next()) {
-    const at::Tensor input = prepare_images(*batch, loader.transform(), device, rng);
+    const at::Tensor input = prepare_images(*batch, loader.transform(), device, rng, channels_last);
     const at::Tensor target = batch->targets.to(device);
     at::Tensor output;
     {
@@ -533,6 +550,21 @@ StepTools make_step_tools(const Config& config, const torch::Device& device) {
   return tools;
 }
 
+// --pretrained-path (timm's load_pretrained with head adaptation), then
+// --initial-checkpoint (timm's load_checkpoint: EMA weights first, strict), in
+// create_model's order. Unlike train.py, --pretrained-path needs no
+// --pretrained beside it: there is no download to choose instead.
+void load_initial_weights(const Config& config, ClassifierImpl& model, int64_t in_chans) {
+  if (const auto path = config.get_optional<std::string>("pretrained_path"); path && !path->empty()) {
+    load_pretrained_file(model, *path, in_chans);
+  }
+  const std::string checkpoint = config.get<std::string>("initial_checkpoint");
+  if (!checkpoint.empty()) {
+    load_checkpoint(model, checkpoint);
+    log_info("Loaded checkpoint '" + checkpoint + "'");
+  }
+}
+
 }  // namespace
 
 TrainResult run_training(const Config& config) {
@@ -563,10 +595,13 @@ TrainResult run_training(const Config& config) {
   ModelPtr model = create_model(model_name, args_of_model);
   log_info(format("Model %s created, param count:%lld", model_name.c_str(),
                   static_cast<long long>(count_parameters(*model))));
+  load_initial_weights(config, *model, in_chans);
   const DataConfig data_config = resolve_data_config(config, model->pretrained_cfg(), defaults);
   for (const auto& line : describe_data_config(data_config)) log_info(line);
   model->to(device);
   StepTools tools = make_step_tools(config, device);
+  const bool channels_last = config.get<bool>("channels_last");
+  if (channels_last) to_channels_last(*model);
 
   const int64_t batch_size = config.get<int64_t>("batch_size");
   auto train_loader =
@@ -616,8 +651,9 @@ TrainResult run_training(const Config& config) {
 
   CheckpointSaver saver(output_dir, decreasing, config.get<int64_t>("checkpoint_hist"));
   const CheckpointParts parts{*model, *optimizer, tools.ema.get(), tools.scaler.get()};
-  TrainContext ctx{config,     device,        model, *optimizer,
-                   *scheduler, *train_loader, tools, std::max<int64_t>(1, config.get<int64_t>("log_interval"))};
+  TrainContext ctx{config,        device, model, *optimizer, *scheduler, *train_loader,
+                   tools,         std::max<int64_t>(1, config.get<int64_t>("log_interval"))};
+  ctx.channels_last = channels_last;
   ctx.recovery_interval = config.get<int64_t>("recovery_interval");
   ctx.save_recovery = [&](int64_t epoch, int64_t update_idx) {
     saver.save_recovery(parts, TrainingState{epoch, std::nullopt, eval_metric, config_toml}, update_idx);
@@ -638,12 +674,12 @@ TrainResult run_training(const Config& config) {
     EpochRecord record{epoch, train_loss, std::nullopt};
     if (eval_loader) {
       record.eval =
-          validate(model, *eval_loader, device, ctx.log_interval, static_cast<uint64_t>(seed), tools.amp_dtype);
+          validate(model, *eval_loader, device, ctx.log_interval, static_cast<uint64_t>(seed), channels_last, tools.amp_dtype);
       // As train.py: with an EMA (not forced to CPU), its metrics are the
       // epoch's, for the summary, the best checkpoint and the plateau lr.
       if (tools.ema && !tools.ema->options().device) {
         record.eval = validate(tools.ema->module(), *eval_loader, device, ctx.log_interval, static_cast<uint64_t>(seed),
-                               tools.amp_dtype, " (EMA)");
+                               channels_last, tools.amp_dtype, " (EMA)");
       }
     }
     const double metric = record.eval ? metric_of(*record.eval, eval_metric) : train_loss;

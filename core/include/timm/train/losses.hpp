@@ -32,12 +32,7 @@ struct BinaryCrossEntropyOptions {
 at::Tensor binary_cross_entropy(const at::Tensor& logits, const at::Tensor& target,
                                 const BinaryCrossEntropyOptions& options);
 
-// timm's JsdCrossEntropy for AugMix splits: the batch is `num_splits` equal
-// chunks (clean first); cross-entropy (label-smoothed if smoothing > 0) on
-// the clean chunk plus alpha * the Jensen-Shannon divergence of the chunks'
-// softmaxes.
-at::Tensor jsd_cross_entropy(const at::Tensor& logits, const at::Tensor& target, int64_t num_splits, double alpha,
-                             double smoothing);
+// timm's JsdCrossEntropy: timm/train/jsd_loss.hpp.
 
 using LossFn = std::function<at::Tensor(const at::Tensor& logits, const at::Tensor& target)>;
 
