@@ -246,4 +246,24 @@ EpsArg resolve_eps(const OptimizerArgs& args, const OptimizerKwargs& kwargs, dou
   return eps;
 }
 
+OptimizerFactory bind_defaults(OptimizerFactory factory, std::map<std::string, std::string> defaults) {
+  return [factory = std::move(factory), defaults = std::move(defaults)](std::vector<ParamGroup> groups,
+                                                                         const OptimizerArgs& args) {
+    OptimizerArgs bound = args;
+    for (const auto& [key, value] : defaults) bound.kwargs.emplace(key, value);
+    return factory(std::move(groups), bound);
+  };
+}
+
+OptionalFloatArg optional_float_kwarg(const OptimizerArgs& args, const OptimizerKwargs& kwargs,
+                                      const std::string& key, std::optional<double> fallback) {
+  OptionalFloatArg out{fallback, fallback ? python_float_repr(*fallback) : "None"};
+  if (!kwargs.has(key)) return out;
+  std::string raw = args.kwargs.at(key);
+  raw.erase(0, raw.find_first_not_of(" \t"));
+  raw.erase(raw.find_last_not_of(" \t") + 1);
+  if (raw == "None") return {std::nullopt, "None"};
+  return {kwargs.get_double(key, 0.0), kwargs.repr(key, "")};
+}
+
 }  // namespace timm

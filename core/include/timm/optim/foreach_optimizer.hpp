@@ -121,6 +121,20 @@ EpsArg resolve_eps(const OptimizerArgs& args, const OptimizerKwargs& kwargs, dou
 // Throws UsageError "optimizer '<opt>': invalid learning rate ..." if lr < 0.
 void check_lr(const OptimizerArgs& args);
 
+// timm's OptimInfo.defaults: `factory` with `defaults` (--opt-kwargs as
+// typed, e.g. {"caution", "True"}) set where --opt-kwargs does not set them,
+// as timm's opt_args.setdefault. For registering variants ("cadopt", ...).
+OptimizerFactory bind_defaults(OptimizerFactory factory, std::map<std::string, std::string> defaults);
+
+// A float argument that may be None ("clip_exp=None"): --opt-kwargs `key`,
+// else `fallback`; with its repr ("None" when unset).
+struct OptionalFloatArg {
+  std::optional<double> value;
+  std::string repr;
+};
+OptionalFloatArg optional_float_kwarg(const OptimizerArgs& args, const OptimizerKwargs& kwargs,
+                                      const std::string& key, std::optional<double> fallback);
+
 // "True" / "False".
 inline std::string py_bool(bool value) { return value ? "True" : "False"; }
 
