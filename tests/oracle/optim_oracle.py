@@ -16,7 +16,10 @@ optimizer steps on a small model that tests/support/optim_parity.hpp mirrors.
   optim_oracle.py layer_groups MODEL WEIGHT_DECAY LAYER_DECAY MIN_SCALE
       -> JSON {"layers": {name: layer id} (group_parameters of the model's
          group_matcher(coarse=False)), "groups": [{"names", "lr_scale",
-         "weight_decay"}, ...] (param_groups_layer_decay)}
+         "weight_decay"}, ...] (param_groups_layer_decay), "lrs": the groups'
+         lr after create_optimizer_v2('adamw', lr=0.1, layer decay) and
+         create_scheduler_v2('cosine', num_epochs=10, warmup_epochs=2),
+         then after scheduler.step(e) for e in 1..4}
 """
 import ast
 import json
@@ -188,7 +191,17 @@ def cmd_layer_groups(argv):
     no_wd = getattr(model, 'no_weight_decay', lambda: set())()
     groups = param_groups_layer_decay(model, weight_decay=wd, layer_decay=ld, min_scale=min_scale,
                                       no_weight_decay_list=no_wd)
+    from timm.scheduler import create_scheduler_v2
+    optimizer = create_optimizer_v2(model, 'adamw', lr=0.1, weight_decay=wd, layer_decay=ld,
+                                    layer_decay_min_scale=min_scale)
+    scheduler, _ = create_scheduler_v2(optimizer, 'cosine', num_epochs=10, warmup_epochs=2, warmup_lr=1e-5,
+                                       min_lr=0.0)
+    lrs = [[g['lr'] for g in optimizer.param_groups]]
+    for epoch in range(1, 5):
+        scheduler.step(epoch)
+        lrs.append([g['lr'] for g in optimizer.param_groups])
     print(json.dumps({
+        'lrs': lrs,
         'layers': layers,
         'groups': [{'names': [names[id(p)] for p in g['params']], 'lr_scale': g['lr_scale'],
                     'weight_decay': g['weight_decay']} for g in groups],

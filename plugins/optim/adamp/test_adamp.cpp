@@ -68,7 +68,7 @@ TEST_CASE("adamp and sgdp state survives save and load") {
   timm::test::load_builtin_plugins();
   for (const char* name : {"cadamp projected", "csgdp projected"}) {
     const double diff = timm::test::save_load_round_trip(oracle.get(name));
-    MESSAGE(name << " resumed vs uninterrupted: max diff = " << diff);
+    MESSAGE(std::string(name) << " resumed vs uninterrupted: max diff = " << diff);
     CHECK(diff == 0.0);
   }
 }
