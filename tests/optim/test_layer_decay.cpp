@@ -77,7 +77,8 @@ void check_against_timm(const LayerDecayCase& c) {
     CAPTURE(e);
     if (e > 0) scheduler->step(static_cast<int64_t>(e));
     REQUIRE(lrs[e].size() == optimizer->num_groups());
-    for (std::size_t g = 0; g < lrs[e].size(); ++g) CHECK(optimizer->lr(g) == doctest::Approx(lrs[e][g]).epsilon(1e-12));
+    for (std::size_t g = 0; g < lrs[e].size(); ++g)
+      CHECK(optimizer->lr(g) == doctest::Approx(lrs[e][g]).epsilon(1e-12));
   }
 }
 

@@ -16,13 +16,13 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
+#include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
@@ -201,9 +201,8 @@ inline void compare_state(const Optimizer& optimizer, const OptimCase& c, const 
       for (const auto& [key, value] : ours) {
         CAPTURE(key);
         REQUIRE(want.contains(key));
-        const at::Tensor expected = want.at(key).is_array()
-                                        ? tensor_from_json(want.at(key), value.sizes())
-                                        : at::tensor(want.at(key).get<double>(), at::kDouble);
+        const at::Tensor expected = want.at(key).is_array() ? tensor_from_json(want.at(key), value.sizes())
+                                                            : at::tensor(want.at(key).get<double>(), at::kDouble);
         accumulate(value, expected, result.state_abs, result.state_rel);
       }
     }
@@ -341,8 +340,8 @@ class OptimOracle {
   void expect_parity(const std::string& name, double tolerance, double state_tolerance) {
     load_builtin_plugins();
     const ParityResult r = check_all(name);
-    MESSAGE(name << " after " << get(name).steps << " steps: params max abs " << r.param_abs << ", rel "
-                 << r.param_rel << "; state max abs " << r.state_abs << ", rel " << r.state_rel);
+    MESSAGE(name << " after " << get(name).steps << " steps: params max abs " << r.param_abs << ", rel " << r.param_rel
+                 << "; state max abs " << r.state_abs << ", rel " << r.state_rel);
     CHECK(r.param_abs <= tolerance);
     CHECK(r.state_checked);
     CHECK(r.state_rel <= state_tolerance);

@@ -140,8 +140,9 @@ void ForeachOptimizer::load(torch::serialize::InputArchive& archive) {
   const at::Tensor have = sizes.to(at::kLong).contiguous();
   const std::vector<int64_t> got(have.data_ptr<int64_t>(), have.data_ptr<int64_t>() + have.numel());
   if (got != want) {
-    throw Error("cannot load optimizer state: its param groups have other sizes than this optimizer's (does it come "
-                "from the same optimizer, model and --layer-decay?)");
+    throw Error(
+        "cannot load optimizer state: its param groups have other sizes than this optimizer's (does it come "
+        "from the same optimizer, model and --layer-decay?)");
   }
   std::vector<Group> loaded = groups_;
   const at::Tensor lr_values = lrs.to(at::kDouble).contiguous();
@@ -248,15 +249,15 @@ EpsArg resolve_eps(const OptimizerArgs& args, const OptimizerKwargs& kwargs, dou
 
 OptimizerFactory bind_defaults(OptimizerFactory factory, std::map<std::string, std::string> defaults) {
   return [factory = std::move(factory), defaults = std::move(defaults)](std::vector<ParamGroup> groups,
-                                                                         const OptimizerArgs& args) {
+                                                                        const OptimizerArgs& args) {
     OptimizerArgs bound = args;
     for (const auto& [key, value] : defaults) bound.kwargs.emplace(key, value);
     return factory(std::move(groups), bound);
   };
 }
 
-OptionalFloatArg optional_float_kwarg(const OptimizerArgs& args, const OptimizerKwargs& kwargs,
-                                      const std::string& key, std::optional<double> fallback) {
+OptionalFloatArg optional_float_kwarg(const OptimizerArgs& args, const OptimizerKwargs& kwargs, const std::string& key,
+                                      std::optional<double> fallback) {
   OptionalFloatArg out{fallback, fallback ? python_float_repr(*fallback) : "None"};
   if (!kwargs.has(key)) return out;
   std::string raw = args.kwargs.at(key);

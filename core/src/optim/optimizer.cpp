@@ -161,8 +161,7 @@ std::vector<ParamGroup> param_groups_weight_decay(const torch::nn::Module& model
     const std::string& name = item.key();
     const at::Tensor& param = item.value();
     if (!param.requires_grad()) continue;
-    const bool excluded =
-        no_wd || param.dim() <= 1 || ends_with(name, ".bias") || matches_any(name, no_weight_decay);
+    const bool excluded = no_wd || param.dim() <= 1 || ends_with(name, ".bias") || matches_any(name, no_weight_decay);
     ParamGroup& group = excluded ? no_decay : decay;
     group.names.push_back(name);
     group.params.push_back(param);
@@ -208,7 +207,8 @@ OptimizerPtr create_optimizer(std::vector<ParamGroup> groups, const OptimizerArg
   // leading "lookahead" wraps it.
   const std::vector<std::string> parts = split(lowercase(args.opt), '_');
   if (parts.size() > 1 && parts.front() == "lookahead") {
-    throw UsageError("--opt " + timm::in_quotes(args.opt) + ": the Lookahead wrapper (lookahead_<opt>) is not implemented yet");
+    throw UsageError("--opt " + timm::in_quotes(args.opt) +
+                     ": the Lookahead wrapper (lookahead_<opt>) is not implemented yet");
   }
   const std::string& name = parts.back();
   const RegistryEntry& entry = Registry::global().get(PluginKind::kOptimizer, name);

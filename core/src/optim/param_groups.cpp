@@ -29,7 +29,8 @@ std::vector<CompiledRule> compile(const GroupMatcher& matcher) {
       try {
         rules.push_back({std::regex(rule.pattern), rule.pattern, static_cast<double>(ordinal), rule.suffix});
       } catch (const std::regex_error& e) {
-        throw Error("group_matcher '" + matcher[ordinal].first + "': invalid regex '" + rule.pattern + "': " + e.what());
+        throw Error("group_matcher '" + matcher[ordinal].first + "': invalid regex '" + rule.pattern +
+                    "': " + e.what());
       }
     }
   }

@@ -85,8 +85,8 @@ class AdaBelief : public ForeachOptimizer {
       const double num_sma = num_sma_max - 2 * steps[i] * beta2_t / (1 - beta2_t);
       const double bias_correction1 = 1 - std::pow(c_.beta1, steps[i]);
       if (num_sma >= 5) {
-        const double step_size = std::sqrt((1 - beta2_t) * (num_sma - 4) / (num_sma_max - 4) * (num_sma - 2) /
-                                           num_sma * num_sma_max / (num_sma_max - 2)) /
+        const double step_size = std::sqrt((1 - beta2_t) * (num_sma - 4) / (num_sma_max - 4) * (num_sma - 2) / num_sma *
+                                           num_sma_max / (num_sma_max - 2)) /
                                  bias_correction1;
         adaptive.push_back(i);
         adaptive_sizes.emplace_back(-step_size * g.lr);
@@ -111,8 +111,8 @@ class AdaBelief : public ForeachOptimizer {
 }  // namespace
 
 OptimizerPtr make_adabelief(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
-  const OptimizerKwargs kwargs(args, {"betas", "eps", "amsgrad", "decoupled_decay", "fixed_decay", "rectify",
-                                      "degenerated_to_sgd", "foreach"});
+  const OptimizerKwargs kwargs(
+      args, {"betas", "eps", "amsgrad", "decoupled_decay", "fixed_decay", "rectify", "degenerated_to_sgd", "foreach"});
   check_lr(args);
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.9, 0.999});
   const EpsArg eps = resolve_eps(args, kwargs, 1e-16);
@@ -125,18 +125,17 @@ OptimizerPtr make_adabelief(std::vector<ParamGroup> groups, const OptimizerArgs&
   c.fixed_decay = kwargs.get_bool("fixed_decay", false);
   c.rectify = kwargs.get_bool("rectify", true);
   c.degenerated_to_sgd = kwargs.get_bool("degenerated_to_sgd", true);
-  const std::string description =
-      describe_optimizer("AdaBelief", args.opt,
-                         {{"lr", python_float_repr(args.lr)},
-                          {"betas", betas_repr(args, betas, /*always_tuple=*/false)},
-                          {"eps", eps.repr},
-                          {"weight_decay", python_float_repr(args.weight_decay)},
-                          {"amsgrad", py_bool(c.amsgrad)},
-                          {"degenerated_to_sgd", py_bool(c.degenerated_to_sgd)},
-                          {"decoupled_decay", py_bool(c.decoupled_decay)},
-                          {"rectify", py_bool(c.rectify)},
-                          {"fixed_decay", py_bool(c.fixed_decay)},
-                          {"foreach", kwargs.repr("foreach", "None")}});
+  const std::string description = describe_optimizer("AdaBelief", args.opt,
+                                                     {{"lr", python_float_repr(args.lr)},
+                                                      {"betas", betas_repr(args, betas, /*always_tuple=*/false)},
+                                                      {"eps", eps.repr},
+                                                      {"weight_decay", python_float_repr(args.weight_decay)},
+                                                      {"amsgrad", py_bool(c.amsgrad)},
+                                                      {"degenerated_to_sgd", py_bool(c.degenerated_to_sgd)},
+                                                      {"decoupled_decay", py_bool(c.decoupled_decay)},
+                                                      {"rectify", py_bool(c.rectify)},
+                                                      {"fixed_decay", py_bool(c.fixed_decay)},
+                                                      {"foreach", kwargs.repr("foreach", "None")}});
   return std::make_unique<AdaBelief>(std::move(groups), args.lr, description, c);
 }
 

@@ -90,7 +90,8 @@ OptimizerPtr make_adopt(std::vector<ParamGroup> groups, const OptimizerArgs& arg
   check_lr(args);
   for (const char* key : {"maximize", "capturable", "differentiable"}) {
     if (kwargs.get_bool(key, false)) {
-      throw UsageError("--opt-kwargs " + std::string(key) + "=True: not supported by timm-cpp's " + in_quotes(args.opt));
+      throw UsageError("--opt-kwargs " + std::string(key) + "=True: not supported by timm-cpp's " +
+                       in_quotes(args.opt));
     }
   }
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.9, 0.9999});
@@ -109,21 +110,20 @@ OptimizerPtr make_adopt(std::vector<ParamGroup> groups, const OptimizerArgs& arg
   c.decoupled = kwargs.get_bool("decoupled", false);
   if (corrected) c.max_lr = args.lr;
   c.caution = kwargs.get_bool("caution", false);
-  const std::string description =
-      describe_optimizer("Adopt", args.opt,
-                         {{"lr", python_float_repr(args.lr)},
-                          {"betas", betas_repr(args, betas, /*always_tuple=*/false)},
-                          {"eps", eps.repr},
-                          {"weight_decay", python_float_repr(args.weight_decay)},
-                          {"clip_exp", clip_exp.repr},
-                          {"decoupled", py_bool(c.decoupled)},
-                          {"corrected_weight_decay", py_bool(corrected)},
-                          {"max_lr_snapshot", python_float_repr(args.lr)},
-                          {"caution", py_bool(c.caution)},
-                          {"maximize", "False"},
-                          {"foreach", kwargs.repr("foreach", "None")},
-                          {"capturable", "False"},
-                          {"differentiable", "False"}});
+  const std::string description = describe_optimizer("Adopt", args.opt,
+                                                     {{"lr", python_float_repr(args.lr)},
+                                                      {"betas", betas_repr(args, betas, /*always_tuple=*/false)},
+                                                      {"eps", eps.repr},
+                                                      {"weight_decay", python_float_repr(args.weight_decay)},
+                                                      {"clip_exp", clip_exp.repr},
+                                                      {"decoupled", py_bool(c.decoupled)},
+                                                      {"corrected_weight_decay", py_bool(corrected)},
+                                                      {"max_lr_snapshot", python_float_repr(args.lr)},
+                                                      {"caution", py_bool(c.caution)},
+                                                      {"maximize", "False"},
+                                                      {"foreach", kwargs.repr("foreach", "None")},
+                                                      {"capturable", "False"},
+                                                      {"differentiable", "False"}});
   return std::make_unique<Adopt>(std::move(groups), args.lr, description, c);
 }
 

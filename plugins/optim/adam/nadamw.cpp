@@ -74,13 +74,13 @@ class NAdamW : public ForeachOptimizer {
 }  // namespace
 
 OptimizerPtr make_nadamw(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
-  const OptimizerKwargs kwargs(
-      args, {"betas", "eps", "caution", "corrected_weight_decay", "foreach", "maximize", "capturable",
-             "clipping_threshold"});
+  const OptimizerKwargs kwargs(args, {"betas", "eps", "caution", "corrected_weight_decay", "foreach", "maximize",
+                                      "capturable", "clipping_threshold"});
   check_lr(args);
   for (const char* key : {"maximize", "capturable"}) {
     if (kwargs.get_bool(key, false)) {
-      throw UsageError("--opt-kwargs " + std::string(key) + "=True: not supported by timm-cpp's " + in_quotes(args.opt));
+      throw UsageError("--opt-kwargs " + std::string(key) + "=True: not supported by timm-cpp's " +
+                       in_quotes(args.opt));
     }
   }
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.9, 0.999});
@@ -98,19 +98,18 @@ OptimizerPtr make_nadamw(std::vector<ParamGroup> groups, const OptimizerArgs& ar
   c.caution = kwargs.get_bool("caution", false);
   if (corrected) c.max_lr = args.lr;
   c.clipping_threshold = clip.value;
-  const std::string description =
-      describe_optimizer("NAdamW", args.opt,
-                         {{"lr", python_float_repr(args.lr)},
-                          {"betas", betas_repr(args, betas, /*always_tuple=*/false)},
-                          {"eps", eps.repr},
-                          {"weight_decay", python_float_repr(args.weight_decay)},
-                          {"caution", py_bool(c.caution)},
-                          {"corrected_weight_decay", py_bool(corrected)},
-                          {"max_lr_snapshot", python_float_repr(args.lr)},
-                          {"foreach", kwargs.repr("foreach", "None")},
-                          {"maximize", "False"},
-                          {"capturable", "False"},
-                          {"clipping_threshold", clip.repr}});
+  const std::string description = describe_optimizer("NAdamW", args.opt,
+                                                     {{"lr", python_float_repr(args.lr)},
+                                                      {"betas", betas_repr(args, betas, /*always_tuple=*/false)},
+                                                      {"eps", eps.repr},
+                                                      {"weight_decay", python_float_repr(args.weight_decay)},
+                                                      {"caution", py_bool(c.caution)},
+                                                      {"corrected_weight_decay", py_bool(corrected)},
+                                                      {"max_lr_snapshot", python_float_repr(args.lr)},
+                                                      {"foreach", kwargs.repr("foreach", "None")},
+                                                      {"maximize", "False"},
+                                                      {"capturable", "False"},
+                                                      {"clipping_threshold", clip.repr}});
   return std::make_unique<NAdamW>(std::move(groups), args.lr, description, c);
 }
 

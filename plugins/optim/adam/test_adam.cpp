@@ -107,8 +107,8 @@ TEST_CASE("nadamw and its variants match timm's NAdamW") {
 }
 
 TEST_CASE("adabelief and radabelief match timm's AdaBelief") {
-  for (const char* name : {"adabelief", "adabelief amsgrad", "adabelief coupled", "adabelief fixed", "radabelief",
-                           "radabelief no-sgd"}) {
+  for (const char* name :
+       {"adabelief", "adabelief amsgrad", "adabelief coupled", "adabelief fixed", "radabelief", "radabelief no-sgd"}) {
     check(name);
   }
 }

@@ -34,8 +34,7 @@ Tensors apply_weight_decay(const Tensors& params, const Tensors& grads, double l
 }
 
 // exp_avg.lerp_(g, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(g, g, 1 - beta2).
-void update_moments(const Tensors& exp_avgs, const Tensors& exp_avg_sqs, const Tensors& grads,
-                    const MomentsConfig& c) {
+void update_moments(const Tensors& exp_avgs, const Tensors& exp_avg_sqs, const Tensors& grads, const MomentsConfig& c) {
   at::_foreach_lerp_(exp_avgs, grads, 1 - c.beta1);
   at::_foreach_mul_(exp_avg_sqs, c.beta2);
   at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - c.beta2);
@@ -95,8 +94,7 @@ class Adam : public ForeachOptimizer {
 
 class NAdam : public ForeachOptimizer {
  public:
-  NAdam(std::vector<ParamGroup> groups, double lr, std::string description, MomentsConfig config,
-        double momentum_decay)
+  NAdam(std::vector<ParamGroup> groups, double lr, std::string description, MomentsConfig config, double momentum_decay)
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config), momentum_decay_(momentum_decay) {}
 
  private:
@@ -197,8 +195,8 @@ class RAdam : public ForeachOptimizer {
 
 // ---- Factories --------------------------------------------------------------
 
-const std::vector<std::string> kTorchCommon{"betas",    "eps",        "foreach",       "maximize",
-                                            "capturable", "differentiable", "decoupled_weight_decay"};
+const std::vector<std::string> kTorchCommon{
+    "betas", "eps", "foreach", "maximize", "capturable", "differentiable", "decoupled_weight_decay"};
 
 std::vector<std::string> known(std::vector<std::string> extra) {
   extra.insert(extra.end(), kTorchCommon.begin(), kTorchCommon.end());

@@ -180,16 +180,15 @@ OptimizerPtr make_adamp(std::vector<ParamGroup> groups, const OptimizerArgs& arg
   c.nesterov = kwargs.get_bool("nesterov", false);
   EpsArg eps;
   c.projection = projection_config(args, kwargs, eps, 0.1);
-  const std::string description =
-      describe_optimizer("AdamP", args.opt,
-                         {{"lr", python_float_repr(args.lr)},
-                          {"betas", betas_repr(args, betas, /*always_tuple=*/false)},
-                          {"eps", eps.repr},
-                          {"weight_decay", python_float_repr(args.weight_decay)},
-                          {"delta", kwargs.repr("delta", "0.1")},
-                          {"wd_ratio", kwargs.repr("wd_ratio", "0.1")},
-                          {"nesterov", py_bool(c.nesterov)},
-                          {"caution", py_bool(c.projection.caution)}});
+  const std::string description = describe_optimizer("AdamP", args.opt,
+                                                     {{"lr", python_float_repr(args.lr)},
+                                                      {"betas", betas_repr(args, betas, /*always_tuple=*/false)},
+                                                      {"eps", eps.repr},
+                                                      {"weight_decay", python_float_repr(args.weight_decay)},
+                                                      {"delta", kwargs.repr("delta", "0.1")},
+                                                      {"wd_ratio", kwargs.repr("wd_ratio", "0.1")},
+                                                      {"nesterov", py_bool(c.nesterov)},
+                                                      {"caution", py_bool(c.projection.caution)}});
   return std::make_unique<AdamP>(std::move(groups), args.lr, description, c);
 }
 
@@ -203,17 +202,16 @@ OptimizerPtr make_sgdp(std::vector<ParamGroup> groups, const OptimizerArgs& args
   c.nesterov = kwargs.get_bool("nesterov", false);
   EpsArg eps;
   c.projection = projection_config(args, kwargs, eps, 0.1);
-  const std::string description =
-      describe_optimizer("SGDP", args.opt,
-                         {{"lr", python_float_repr(args.lr)},
-                          {"momentum", python_float_repr(c.momentum)},
-                          {"dampening", kwargs.repr("dampening", "0")},
-                          {"weight_decay", python_float_repr(args.weight_decay)},
-                          {"nesterov", py_bool(c.nesterov)},
-                          {"eps", eps.repr},
-                          {"delta", kwargs.repr("delta", "0.1")},
-                          {"wd_ratio", kwargs.repr("wd_ratio", "0.1")},
-                          {"caution", py_bool(c.projection.caution)}});
+  const std::string description = describe_optimizer("SGDP", args.opt,
+                                                     {{"lr", python_float_repr(args.lr)},
+                                                      {"momentum", python_float_repr(c.momentum)},
+                                                      {"dampening", kwargs.repr("dampening", "0")},
+                                                      {"weight_decay", python_float_repr(args.weight_decay)},
+                                                      {"nesterov", py_bool(c.nesterov)},
+                                                      {"eps", eps.repr},
+                                                      {"delta", kwargs.repr("delta", "0.1")},
+                                                      {"wd_ratio", kwargs.repr("wd_ratio", "0.1")},
+                                                      {"caution", py_bool(c.projection.caution)}});
   return std::make_unique<SGDP>(std::move(groups), args.lr, description, c);
 }
 

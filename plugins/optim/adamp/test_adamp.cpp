@@ -40,8 +40,8 @@ std::vector<OptimCase> make_cases() {
   cases.push_back(make("csgdp", "csgdp", 0.1, 1e-4));
   cases.push_back(make("sgdp projected", "sgdp", 0.1, 1e-3, {{"delta", "10.0"}}));
   cases.back().momentum = 0.8;
-  cases.push_back(make("csgdp projected", "csgdp", 0.1, 1e-3, {{"delta", "10.0"}, {"dampening", "0.1"},
-                                                             {"nesterov", "False"}}));
+  cases.push_back(
+      make("csgdp projected", "csgdp", 0.1, 1e-3, {{"delta", "10.0"}, {"dampening", "0.1"}, {"nesterov", "False"}}));
   cases.push_back(make("sgdp layer-decay", "sgdp", 0.1, 1e-4));
   cases.back().layer_decay = 0.5;
   return cases;
@@ -54,8 +54,8 @@ void check(const std::string& name) { oracle.expect_parity(name, kTolerance, kSt
 }  // namespace
 
 TEST_CASE("adamp and cadamp match timm's AdamP") {
-  for (const char* name : {"adamp", "cadamp", "adamp delta+wd_ratio", "adamp no nesterov", "cadamp projected",
-                           "adamp layer-decay"}) {
+  for (const char* name :
+       {"adamp", "cadamp", "adamp delta+wd_ratio", "adamp no nesterov", "cadamp projected", "adamp layer-decay"}) {
     check(name);
   }
 }

@@ -60,16 +60,15 @@ OptimizerPtr make_lion(std::vector<ParamGroup> groups, const OptimizerArgs& args
   c.beta2 = betas[1];
   c.caution = kwargs.get_bool("caution", false);
   if (corrected) c.max_lr = args.lr;
-  const std::string description =
-      describe_optimizer("Lion", args.opt,
-                         {{"lr", python_float_repr(args.lr)},
-                          {"betas", betas_repr(args, betas, /*always_tuple=*/false)},
-                          {"weight_decay", python_float_repr(args.weight_decay)},
-                          {"caution", py_bool(c.caution)},
-                          {"corrected_weight_decay", py_bool(corrected)},
-                          {"max_lr_snapshot", python_float_repr(args.lr)},
-                          {"foreach", kwargs.repr("foreach", "None")},
-                          {"maximize", "False"}});
+  const std::string description = describe_optimizer("Lion", args.opt,
+                                                     {{"lr", python_float_repr(args.lr)},
+                                                      {"betas", betas_repr(args, betas, /*always_tuple=*/false)},
+                                                      {"weight_decay", python_float_repr(args.weight_decay)},
+                                                      {"caution", py_bool(c.caution)},
+                                                      {"corrected_weight_decay", py_bool(corrected)},
+                                                      {"max_lr_snapshot", python_float_repr(args.lr)},
+                                                      {"foreach", kwargs.repr("foreach", "None")},
+                                                      {"maximize", "False"}});
   return std::make_unique<Lion>(std::move(groups), args.lr, description, c);
 }
 

@@ -47,8 +47,8 @@ void check(const std::string& name) { oracle.expect_parity(name, kTolerance, kSt
 }  // namespace
 
 TEST_CASE("lion and its variants match timm's Lion") {
-  for (const char* name : {"lion", "clion", "lionc", "clionc", "lion eps+betas", "lion kwargs betas",
-                           "lion layer-decay"}) {
+  for (const char* name :
+       {"lion", "clion", "lionc", "clionc", "lion eps+betas", "lion kwargs betas", "lion layer-decay"}) {
     check(name);
   }
 }

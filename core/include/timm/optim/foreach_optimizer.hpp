@@ -132,8 +132,8 @@ struct OptionalFloatArg {
   std::optional<double> value;
   std::string repr;
 };
-OptionalFloatArg optional_float_kwarg(const OptimizerArgs& args, const OptimizerKwargs& kwargs,
-                                      const std::string& key, std::optional<double> fallback);
+OptionalFloatArg optional_float_kwarg(const OptimizerArgs& args, const OptimizerKwargs& kwargs, const std::string& key,
+                                      std::optional<double> fallback);
 
 // "True" / "False".
 inline std::string py_bool(bool value) { return value ? "True" : "False"; }

@@ -75,7 +75,7 @@ struct OptimizerArgs {
   // --layer-decay: timm's param_groups_layer_decay instead of the weight-decay
   // groups (needs the model's group_matcher()).
   std::optional<double> layer_decay;
-  double layer_decay_min_scale = 0.0;               // --layer-decay-min-scale
+  double layer_decay_min_scale = 0.0;              // --layer-decay-min-scale
   std::optional<double> layer_decay_no_opt_scale;  // --layer-decay-no-opt-scale
 };
 
@@ -125,8 +125,7 @@ class Optimizer {
 // ParamGroups in order; a building block for optimizer plugins.
 class TorchOptimizer : public Optimizer {
  public:
-  TorchOptimizer(std::unique_ptr<torch::optim::Optimizer> impl, std::vector<double> lr_scales,
-                 std::string description);
+  TorchOptimizer(std::unique_ptr<torch::optim::Optimizer> impl, std::vector<double> lr_scales, std::string description);
   void step() override;
   void zero_grad() override;
   std::size_t num_groups() const override;
@@ -223,7 +222,6 @@ class OptimizerKwargs {
   std::string opt_;
   std::map<std::string, std::string> kwargs_;
 };
-
 
 // The describe() string: "<cls> (<opt>) optimizer: k: v, k: v, ...".
 std::string describe_optimizer(const std::string& cls, const std::string& opt,
