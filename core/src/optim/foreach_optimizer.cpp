@@ -157,13 +157,13 @@ void ForeachOptimizer::load(torch::serialize::InputArchive& archive) {
       for (const std::string& key : entry.keys()) {
         at::Tensor value;
         entry.read(key, value);
-        // Scalars (step counts) stay on the host, as torch keeps them.
-        if (value.dim() != 0) {
-          if (value.sizes() != param.sizes()) {
-            throw Error("cannot load optimizer state: '" + key + "' of parameter " + std::to_string(j) + " of group " +
-                        std::to_string(g) + " has another shape than the parameter");
-          }
+        // Tensors shaped as the parameter go to its device; scalars (step
+        // counts) of larger parameters stay on the host, as torch keeps them.
+        if (value.sizes() == param.sizes()) {
           value = value.to(param.device());
+        } else if (value.dim() != 0) {
+          throw Error("cannot load optimizer state: '" + key + "' of parameter " + std::to_string(j) + " of group " +
+                      std::to_string(g) + " has another shape than the parameter");
         }
         state[key] = value;
       }
