@@ -26,6 +26,7 @@ constexpr std::array kImplementedFlags = {
     "device", "amp-dtype", "local_rank",
     // Optimizer.
     "opt", "opt-eps", "opt-betas", "momentum", "weight-decay", "opt-kwargs", "clip-mode",
+    "layer-decay", "layer-decay-min-scale", "layer-decay-no-opt-scale",
     // Schedule.
     "sched", "sched-on-updates", "lr", "lr-base", "lr-base-size", "lr-base-scale", "lr-noise",
     "lr-noise-pct", "lr-noise-std", "lr-cycle-mul", "lr-cycle-decay", "lr-cycle-limit",

@@ -147,6 +147,9 @@ OptimizerArgs optimizer_args(const Config& config, double lr) {
   args.eps = config.get_optional<double>("opt_eps");
   args.betas = config.get_optional<std::vector<double>>("opt_betas");
   args.kwargs = config.get_kwargs("opt_kwargs");
+  args.layer_decay = config.get_optional<double>("layer_decay");
+  args.layer_decay_min_scale = config.get_optional<double>("layer_decay_min_scale").value_or(0.0);
+  args.layer_decay_no_opt_scale = config.get_optional<double>("layer_decay_no_opt_scale");
   return args;
 }
 
@@ -615,7 +618,7 @@ TrainResult run_training(const Config& config) {
   log_info("Train transform: " + train_loader->transform().repr());
 
   const double lr = resolve_lr(config, batch_size);
-  OptimizerPtr optimizer = create_optimizer(*model, model->no_weight_decay(), optimizer_args(config, lr));
+  OptimizerPtr optimizer = create_optimizer(*model, model_name, optimizer_args(config, lr));
   log_info("Created " + optimizer->describe());
   tools.ema = make_model_ema(config, model_name, args_of_model, model);
 
