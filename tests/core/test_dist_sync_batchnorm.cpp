@@ -23,6 +23,10 @@
 #include "timm/layers/batch_norm.hpp"
 #include "timm/models/model.hpp"
 #include "timm/models/state_dict.hpp"
+#if __has_include("timm/layers/norm_act.hpp")
+#include "timm/layers/norm_act.hpp"
+#define TIMM_HAVE_BATCH_NORM_ACT 1
+#endif
 
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
@@ -223,3 +227,35 @@ TEST_CASE("convert_sync_batchnorm names every BatchNorm it cannot convert, conve
   CHECK(message.find("cannot convert '1', '3'") != std::string::npos);
   CHECK(!model->ptr(2)->as<timm::layers::BatchNorm2dImpl>()->has_swapped_normalization());
 }
+
+#ifdef TIMM_HAVE_BATCH_NORM_ACT
+TEST_CASE("convert_sync_batchnorm converts the SDK's BatchNormAct2d, keeping its activation") {
+  // 2 ranks with uneven batches against relu(BatchNorm2d(concatenated batch)).
+  at::set_num_threads(1);
+  const std::vector<int64_t> sizes{2, 5};
+  const auto steps = make_steps(7, 77);
+  torch::nn::BatchNorm2d reference(bn_options(0.1));
+  init_state(*reference);
+  reference->train();
+  const auto expected = reference(steps[0].input).relu();
+  torch::nn::BatchNorm2d initial(bn_options(0.1));  // the reference's state before its step
+  init_state(*initial);
+  std::vector<at::Tensor> outputs(2), running_var(2);
+  timm::test::run_gloo_ranks(2, [&](int rank, const timm::dist::GroupPtr& group) {
+    torch::nn::Sequential model{timm::layers::BatchNormAct2d(kChannels)};
+    auto& bn = *model->ptr<timm::layers::BatchNormAct2dImpl>(0);
+    {
+      torch::NoGradGuard no_grad;
+      bn.weight.copy_(initial->weight), bn.bias.copy_(initial->bias);
+      bn.running_mean.copy_(initial->running_mean), bn.running_var.copy_(initial->running_var);
+    }
+    if (timm::dist::convert_sync_batchnorm(*model, group) != 1) throw std::runtime_error("not converted");
+    model->train();
+    outputs[rank] = model->forward(steps[0].input.narrow(0, rank == 0 ? 0 : 2, sizes[rank])).detach();
+    running_var[rank] = bn.running_var.clone();
+  });
+  check_close("BatchNormAct2d output", at::cat(outputs), expected);
+  check_close("BatchNormAct2d running_var", running_var[1], reference->running_var);
+  CHECK(at::cat(outputs).min().item<double>() == 0.0);  // the ReLU is applied
+}
+#endif

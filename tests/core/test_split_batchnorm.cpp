@@ -19,6 +19,10 @@
 #include "timm/layers/batch_norm.hpp"
 #include "timm/layers/split_batchnorm.hpp"
 #include "timm/models/state_dict.hpp"
+#if __has_include("timm/layers/norm_act.hpp")
+#include "timm/layers/norm_act.hpp"
+#define TIMM_HAVE_BATCH_NORM_ACT 1
+#endif
 
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
@@ -39,10 +43,19 @@ class BatchNormReluImpl : public timm::layers::BatchNorm2dImpl {
 };
 TORCH_MODULE(BatchNormRelu);
 
-torch::nn::Sequential make_model() {
-  return torch::nn::Sequential({{"conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3).bias(false))},
-                                {"bn", timm::layers::BatchNorm2d(4)},
-                                {"bnact", BatchNormRelu(4)}});
+// bnact: the test's BatchNormRelu, or the SDK's BatchNormAct2d (ReLU) when it has one.
+torch::nn::Sequential make_model(bool sdk_bn_act = false) {
+  torch::nn::Sequential model({{"conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3).bias(false))},
+                               {"bn", timm::layers::BatchNorm2d(4)}});
+#ifdef TIMM_HAVE_BATCH_NORM_ACT
+  if (sdk_bn_act) {
+    model->push_back("bnact", timm::layers::BatchNormAct2d(4));
+    return model;
+  }
+#endif
+  REQUIRE(!sdk_bn_act);
+  model->push_back("bnact", BatchNormRelu(4));
+  return model;
 }
 
 void check_close(const std::string& what, const at::Tensor& ours, const at::Tensor& expected) {
@@ -55,11 +68,9 @@ void check_close(const std::string& what, const at::Tensor& ours, const at::Tens
   CHECK(((a - b).abs() - (kAtol + kRtol * b.abs())).max().item<double>() <= 0);
 }
 
-}  // namespace
-
-TEST_CASE("convert_splitbn_model matches timm's SplitBatchNorm2d, keeping the activation") {
+void check_against_timm(bool sdk_bn_act) {
   at::set_num_threads(1);
-  auto model = make_model();
+  auto model = make_model(sdk_bn_act);
   auto gen = at::make_generator<at::CPUGeneratorImpl>(11);
   {
     torch::NoGradGuard no_grad;  // non-trivial BN state, so the aux copies are visible
@@ -115,6 +126,18 @@ TEST_CASE("convert_splitbn_model matches timm's SplitBatchNorm2d, keeping the ac
   torch::NoGradGuard no_grad;
   check_close("eval", model->forward(eval_input), expected["eval"]);
 }
+
+}  // namespace
+
+TEST_CASE("convert_splitbn_model matches timm's SplitBatchNorm2d, keeping the activation") {
+  check_against_timm(false);
+}
+
+#ifdef TIMM_HAVE_BATCH_NORM_ACT
+TEST_CASE("convert_splitbn_model converts the SDK's BatchNormAct2d as timm's, keeping its activation") {
+  check_against_timm(true);
+}
+#endif
 
 TEST_CASE("convert_splitbn_model rejects fewer than 2 splits, plain torch BatchNorms and a second conversion") {
   auto model = make_model();

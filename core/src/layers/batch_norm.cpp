@@ -5,6 +5,10 @@
 #include <torch/nn/modules/instancenorm.h>
 
 #include "timm/core/error.hpp"
+#if __has_include("timm/layers/norm_act.hpp")
+#include "timm/layers/norm_act.hpp"
+#define TIMM_HAVE_BATCH_NORM_ACT 1
+#endif
 
 namespace timm::layers {
 namespace {
@@ -29,6 +33,35 @@ bool is_batch_norm_like(torch::nn::Module& module) {
   }
   return module.named_buffers(/*recurse=*/false).contains("running_mean");
 }
+
+#ifdef TIMM_HAVE_BATCH_NORM_ACT
+// BatchNormAct2d through its own swap hook (it keeps drop and act after it).
+class BatchNormActAdapter : public SwappableBatchNorm {
+ public:
+  explicit BatchNormActAdapter(BatchNormAct2dImpl& module) : module_(module) {}
+  BatchNormState batch_norm_state() override { return state_of(module_); }
+  int64_t num_features() const override { return module_.options.num_features(); }
+  void swap_normalization(NormalizeFn fn) override {
+    if (!fn) return module_.clear_normalization();
+    module_.set_normalization(
+        [fn = std::move(fn)](BatchNormAct2dImpl& self, const at::Tensor& x) { return fn(state_of(self), x); });
+  }
+  bool has_swapped_normalization() const override { return module_.has_custom_normalization(); }
+
+ private:
+  static BatchNormState state_of(BatchNormAct2dImpl& m) {
+    return {.weight = m.weight,
+            .bias = m.bias,
+            .running_mean = m.running_mean,
+            .running_var = m.running_var,
+            .num_batches_tracked = m.num_batches_tracked,
+            .eps = m.options.eps(),
+            .momentum = m.options.momentum(),
+            .training = m.is_training()};
+  }
+  BatchNormAct2dImpl& module_;
+};
+#endif
 
 std::string quoted_list(const std::vector<std::string>& names) {
   std::string out;
@@ -74,7 +107,16 @@ BatchNormState BatchNorm2dImpl::batch_norm_state() {
 std::vector<SwappableEntry> swappable_batch_norms(torch::nn::Module& module) {
   std::vector<SwappableEntry> found;
   visit(module, "", [&](const std::string& name, torch::nn::Module& m) {
-    if (auto* norm = dynamic_cast<SwappableBatchNorm*>(&m)) found.push_back({name, &m, norm});
+    if (auto* norm = dynamic_cast<SwappableBatchNorm*>(&m)) {
+      found.push_back({name, &m, norm, nullptr});
+      return;
+    }
+#ifdef TIMM_HAVE_BATCH_NORM_ACT
+    if (auto* bn_act = dynamic_cast<BatchNormAct2dImpl*>(&m)) {
+      auto adapter = std::make_shared<BatchNormActAdapter>(*bn_act);
+      found.push_back({name, &m, adapter.get(), adapter});
+    }
+#endif
   });
   return found;
 }
@@ -82,8 +124,11 @@ std::vector<SwappableEntry> swappable_batch_norms(torch::nn::Module& module) {
 std::vector<std::string> unswappable_batch_norms(torch::nn::Module& module) {
   std::vector<std::string> found;
   visit(module, "", [&](const std::string& name, torch::nn::Module& m) {
-    if (is_batch_norm_like(m) && !dynamic_cast<SwappableBatchNorm*>(&m))
-      found.push_back(name.empty() ? "(root)" : name);
+    bool swappable = dynamic_cast<SwappableBatchNorm*>(&m) != nullptr;
+#ifdef TIMM_HAVE_BATCH_NORM_ACT
+    swappable = swappable || dynamic_cast<BatchNormAct2dImpl*>(&m) != nullptr;
+#endif
+    if (is_batch_norm_like(m) && !swappable) found.push_back(name.empty() ? "(root)" : name);
   });
   return found;
 }

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -85,10 +86,14 @@ TORCH_MODULE(BatchNorm2d);
 
 // Every SwappableBatchNorm in `module`'s tree (itself included), pre-order,
 // with its qualified name ("" for `module` itself) and the module.
+// timm::layers::BatchNormAct2d (norm_act.hpp), when the SDK has it, is found
+// too, through an adapter (`owner` keeps it alive): its own set_normalization
+// swaps only the normalisation, so drop and act survive a conversion.
 struct SwappableEntry {
   std::string name;
   torch::nn::Module* module;
   SwappableBatchNorm* norm;
+  std::shared_ptr<SwappableBatchNorm> owner;  // set for adapters
 };
 std::vector<SwappableEntry> swappable_batch_norms(torch::nn::Module& module);
 
