@@ -75,16 +75,25 @@ void init_state(torch::nn::BatchNorm2dImpl& bn) {
   bn.running_var.copy_(at::rand({kChannels}, gen) + 0.5);
 }
 
+// Input layout and whether the input needs a gradient (a first layer does
+// not: then backward skips the all-reduce, on every rank alike).
+struct Variant {
+  bool channels_last = false;
+  bool input_grad = true;
+};
+
 Result run_step(torch::nn::BatchNorm2dImpl& bn, const std::function<at::Tensor(const at::Tensor&)>& forward,
-                const std::vector<Step>& steps) {
+                const std::vector<Step>& steps, Variant variant = {}) {
   Result r;
   bn.train();
   for (const auto& s : steps) {
-    auto x = s.input.clone().requires_grad_(true);
+    auto x = s.input.clone();
+    if (variant.channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+    x.requires_grad_(variant.input_grad);
     auto y = forward(x);
     (y * s.upstream).sum().backward();
     r.outputs.push_back(y.detach());
-    r.input_grads.push_back(x.grad());
+    r.input_grads.push_back(variant.input_grad ? x.grad() : at::zeros_like(x));
   }
   r.weight_grad = bn.weight.grad();
   r.bias_grad = bn.bias.grad();
@@ -103,7 +112,8 @@ std::vector<Step> make_steps(int64_t total, uint64_t seed) {
   return steps;
 }
 
-void check_against_reference(const std::vector<int64_t>& local_sizes, std::optional<double> momentum) {
+void check_against_reference(const std::vector<int64_t>& local_sizes, std::optional<double> momentum,
+                             Variant variant = {}) {
   at::set_num_threads(1);
   const int world = static_cast<int>(local_sizes.size());
   int64_t total = 0;
@@ -155,6 +165,9 @@ TEST_CASE("SyncBatchNorm equals BatchNorm over the concatenated batch") {
   SUBCASE("3 ranks, uneven") { check_against_reference({3, 1, 4}, 0.3); }
   SUBCASE("3 ranks, one empty, cumulative average (momentum None)") {
     check_against_reference({2, 0, 3}, std::nullopt);
+  }
+  SUBCASE("3 ranks, channels_last, input without gradient") {
+    check_against_reference({3, 2, 2}, 0.1, {.channels_last = true, .input_grad = false});
   }
 }
 
