@@ -23,10 +23,7 @@
 #include "timm/layers/batch_norm.hpp"
 #include "timm/models/model.hpp"
 #include "timm/models/state_dict.hpp"
-#if __has_include("timm/layers/norm_act.hpp")
 #include "timm/layers/norm_act.hpp"
-#define TIMM_HAVE_BATCH_NORM_ACT 1
-#endif
 
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
@@ -241,7 +238,6 @@ TEST_CASE("convert_sync_batchnorm names every BatchNorm it cannot convert, conve
   CHECK(!model->ptr(2)->as<timm::layers::BatchNorm2dImpl>()->has_swapped_normalization());
 }
 
-#ifdef TIMM_HAVE_BATCH_NORM_ACT
 TEST_CASE("convert_sync_batchnorm converts the SDK's BatchNormAct2d, keeping its activation") {
   // 2 ranks with uneven batches against relu(BatchNorm2d(concatenated batch)).
   at::set_num_threads(1);
@@ -271,4 +267,3 @@ TEST_CASE("convert_sync_batchnorm converts the SDK's BatchNormAct2d, keeping its
   check_close("BatchNormAct2d running_var", running_var[1], reference->running_var);
   CHECK(at::cat(outputs).min().item<double>() == 0.0);  // the ReLU is applied
 }
-#endif

@@ -19,10 +19,7 @@
 #include "timm/layers/batch_norm.hpp"
 #include "timm/layers/split_batchnorm.hpp"
 #include "timm/models/state_dict.hpp"
-#if __has_include("timm/layers/norm_act.hpp")
 #include "timm/layers/norm_act.hpp"
-#define TIMM_HAVE_BATCH_NORM_ACT 1
-#endif
 
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
@@ -47,12 +44,10 @@ TORCH_MODULE(BatchNormRelu);
 torch::nn::Sequential make_model(bool sdk_bn_act = false) {
   torch::nn::Sequential model({{"conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3).bias(false))},
                                {"bn", timm::layers::BatchNorm2d(4)}});
-#ifdef TIMM_HAVE_BATCH_NORM_ACT
   if (sdk_bn_act) {
     model->push_back("bnact", timm::layers::BatchNormAct2d(4));
     return model;
   }
-#endif
   REQUIRE(!sdk_bn_act);
   model->push_back("bnact", BatchNormRelu(4));
   return model;
@@ -133,11 +128,9 @@ TEST_CASE("convert_splitbn_model matches timm's SplitBatchNorm2d, keeping the ac
   check_against_timm(false);
 }
 
-#ifdef TIMM_HAVE_BATCH_NORM_ACT
 TEST_CASE("convert_splitbn_model converts the SDK's BatchNormAct2d as timm's, keeping its activation") {
   check_against_timm(true);
 }
-#endif
 
 TEST_CASE("convert_splitbn_model rejects fewer than 2 splits, plain torch BatchNorms and a second conversion") {
   auto model = make_model();

@@ -5,10 +5,7 @@
 #include <torch/nn/modules/instancenorm.h>
 
 #include "timm/core/error.hpp"
-#if __has_include("timm/layers/norm_act.hpp")
 #include "timm/layers/norm_act.hpp"
-#define TIMM_HAVE_BATCH_NORM_ACT 1
-#endif
 
 namespace timm::layers {
 namespace {
@@ -34,7 +31,6 @@ bool is_batch_norm_like(torch::nn::Module& module) {
   return module.named_buffers(/*recurse=*/false).contains("running_mean");
 }
 
-#ifdef TIMM_HAVE_BATCH_NORM_ACT
 // BatchNormAct2d through its own swap hook (it keeps drop and act after it).
 class BatchNormActAdapter : public SwappableBatchNorm {
  public:
@@ -61,7 +57,6 @@ class BatchNormActAdapter : public SwappableBatchNorm {
   }
   BatchNormAct2dImpl& module_;
 };
-#endif
 
 std::string quoted_list(const std::vector<std::string>& names) {
   std::string out;
@@ -111,12 +106,10 @@ std::vector<SwappableEntry> swappable_batch_norms(torch::nn::Module& module) {
       found.push_back({name, &m, norm, nullptr});
       return;
     }
-#ifdef TIMM_HAVE_BATCH_NORM_ACT
     if (auto* bn_act = dynamic_cast<BatchNormAct2dImpl*>(&m)) {
       auto adapter = std::make_shared<BatchNormActAdapter>(*bn_act);
       found.push_back({name, &m, adapter.get(), adapter});
     }
-#endif
   });
   return found;
 }
@@ -125,9 +118,7 @@ std::vector<std::string> unswappable_batch_norms(torch::nn::Module& module) {
   std::vector<std::string> found;
   visit(module, "", [&](const std::string& name, torch::nn::Module& m) {
     bool swappable = dynamic_cast<SwappableBatchNorm*>(&m) != nullptr;
-#ifdef TIMM_HAVE_BATCH_NORM_ACT
     swappable = swappable || dynamic_cast<BatchNormAct2dImpl*>(&m) != nullptr;
-#endif
     if (is_batch_norm_like(m) && !swappable) found.push_back(name.empty() ? "(root)" : name);
   });
   return found;
