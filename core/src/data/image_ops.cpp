@@ -363,6 +363,29 @@ Image resized_crop(const Image& src, int64_t top, int64_t left, int64_t height, 
                        interpolation);
 }
 
+int jpeg_dct_denominator(int64_t crop_h, int64_t crop_w, int64_t out_h, int64_t out_w) {
+  for (int d : {8, 4, 2}) {
+    if (crop_h >= d * out_h && crop_w >= d * out_w) return d;
+  }
+  return 1;
+}
+
+Image jpeg_dct_resized_crop(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels,
+                            int64_t top, int64_t left, int64_t height, int64_t width, int64_t out_h, int64_t out_w,
+                            Interpolation interpolation) {
+  const int d = jpeg_dct_denominator(height, width, out_h, out_w);
+  const Image scaled = decode_jpeg_scaled(bytes, source, channels, d);
+  if (d == 1) return resized_crop(scaled, top, left, height, width, out_h, out_w, interpolation);
+  // The window in scaled pixels, rounded and kept inside the scaled image
+  // (ceil-sized, so the full-size window always fits after rounding).
+  auto scale = [d](int64_t v) { return round_half_even(static_cast<double>(v) / d); };
+  const int64_t t = std::min(scale(top), scaled.height - 1);
+  const int64_t l = std::min(scale(left), scaled.width - 1);
+  const int64_t h = std::clamp<int64_t>(scale(top + height) - t, 1, scaled.height - t);
+  const int64_t w = std::clamp<int64_t>(scale(left + width) - l, 1, scaled.width - l);
+  return resized_crop(scaled, t, l, h, w, out_h, out_w, interpolation);
+}
+
 void hflip(Image& image) {
   const int64_t c = image.channels;
   for (int64_t y = 0; y < image.height; ++y) {
