@@ -30,9 +30,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 int bench_train(const fs::path& folder, int64_t threads, int64_t batch_size) {
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path({}));
@@ -96,7 +94,8 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[1];
   try {
-    if (mode == "train") return bench_train(argv[2], argc > 3 ? std::stol(argv[3]) : 2, argc > 4 ? std::stol(argv[4]) : 64);
+    if (mode == "train")
+      return bench_train(argv[2], argc > 3 ? std::stol(argv[3]) : 2, argc > 4 ? std::stol(argv[4]) : 64);
     if (mode == "decode") return bench_decode(argv[2]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "timm-bench-data: %s\n", e.what());

@@ -50,16 +50,16 @@ TEST_CASE("DCT-scaled decode and resized crop: sizes, and small difference to th
                               Window{703, 1113, 497, 487}}) {
       CAPTURE(win.top);
       const Image exact = resized_crop(full, win.top, win.left, win.h, win.w, 224, 224, Interpolation::kBilinear);
-      const Image fast = jpeg_dct_resized_crop(bytes, "img", 3, win.top, win.left, win.h, win.w, 224, 224,
-                                               Interpolation::kBilinear);
+      const Image fast =
+          jpeg_dct_resized_crop(bytes, "img", 3, win.top, win.left, win.h, win.w, 224, 224, Interpolation::kBilinear);
       REQUIRE(fast.height == 224);
       REQUIRE(fast.width == 224);
       REQUIRE(fast.channels == 3);
       double sum = 0;
       for (std::size_t k = 0; k < fast.pixels.size(); ++k) sum += std::abs(int(fast.pixels[k]) - int(exact.pixels[k]));
       const double mean = sum / fast.pixels.size();
-      MESSAGE("window " << win.top << "," << win.left << " " << win.h << "x" << win.w << " d="
-                        << jpeg_dct_denominator(win.h, win.w, 224, 224) << ": mean abs diff " << mean
+      MESSAGE("window " << win.top << "," << win.left << " " << win.h << "x" << win.w
+                        << " d=" << jpeg_dct_denominator(win.h, win.w, 224, 224) << ": mean abs diff " << mean
                         << ", max " << test::max_diff(fast.pixels, exact.pixels));
       CHECK(mean < (win.top == 0 && win.left == 0 ? kWholeMeanTol : kWindowMeanTol));
     }

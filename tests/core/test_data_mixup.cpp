@@ -100,7 +100,8 @@ std::vector<Case> parity_cases() {
     add("mixup", {.mixup_alpha = 0.8, .cutmix_alpha = 0.0, .label_smoothing = 0.1});
     add("cutmix", {.mixup_alpha = 0.0, .cutmix_alpha = 1.0, .label_smoothing = 0.1});
     add("both", {.mixup_alpha = 0.8, .cutmix_alpha = 1.0, .switch_prob = 0.5, .label_smoothing = 0.1});
-    add("minmax", {.mixup_alpha = 0.0, .cutmix_alpha = 0.0, .cutmix_minmax = std::pair{0.2, 0.8}, .label_smoothing = 0.0});
+    add("minmax",
+        {.mixup_alpha = 0.0, .cutmix_alpha = 0.0, .cutmix_minmax = std::pair{0.2, 0.8}, .label_smoothing = 0.0});
     add("minmax_both", {.mixup_alpha = 0.4, .cutmix_minmax = std::pair{0.3, 0.9}, .switch_prob = 0.7});
     add("prob", {.mixup_alpha = 0.4, .cutmix_alpha = 1.0, .prob = 0.5, .label_smoothing = 0.3});
     add("smooth0", {.mixup_alpha = 1.0, .cutmix_alpha = 0.0, .label_smoothing = 0.0});
@@ -211,7 +212,7 @@ TEST_CASE("lam follows beta(alpha, alpha) and the switch and mix probabilities h
     batch_unmixed += b.lam[0] == 1.0;
     batch_cut += b.use_cutmix[0];
   }
-  CHECK(std::abs(batch_unmixed / double(kBatches) - 0.3) < 0.01);   // sigma ~ 2e-3
+  CHECK(std::abs(batch_unmixed / double(kBatches) - 0.3) < 0.01);    // sigma ~ 2e-3
   CHECK(std::abs(batch_cut / double(kBatches) - 0.7 * 0.3) < 0.01);  // sigma ~ 2e-3
 }
 

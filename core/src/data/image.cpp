@@ -2,9 +2,9 @@
 // decoded image equals PIL's Image.open(f).convert("RGB" | "L").
 #include "timm/data/image.hpp"
 
+#include <c10/util/Exception.h>
 #include <png.h>
 #include <turbojpeg.h>
-#include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <csetjmp>

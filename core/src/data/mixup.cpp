@@ -79,10 +79,10 @@ CutmixBox rand_bbox(int64_t img_h, int64_t img_w, float lam, MixupRandom& random
 }
 
 CutmixBox rand_bbox_minmax(int64_t img_h, int64_t img_w, std::pair<double, double> minmax, MixupRandom& random) {
-  const int64_t cut_h = random.randint(static_cast<int64_t>(img_h * minmax.first),
-                                       static_cast<int64_t>(img_h * minmax.second));
-  const int64_t cut_w = random.randint(static_cast<int64_t>(img_w * minmax.first),
-                                       static_cast<int64_t>(img_w * minmax.second));
+  const int64_t cut_h =
+      random.randint(static_cast<int64_t>(img_h * minmax.first), static_cast<int64_t>(img_h * minmax.second));
+  const int64_t cut_w =
+      random.randint(static_cast<int64_t>(img_w * minmax.first), static_cast<int64_t>(img_w * minmax.second));
   const int64_t yl = random.randint(0, img_h - cut_h + 1);
   const int64_t xl = random.randint(0, img_w - cut_w + 1);
   return {yl, yl + cut_h, xl, xl + cut_w};
@@ -121,7 +121,8 @@ Mixup::Mixup(MixupOptions options) : options_(std::move(options)) {
   if (options_.cutmix_minmax) {
     const auto [lo, hi] = *options_.cutmix_minmax;
     if (!(lo >= 0.0 && lo < hi && hi <= 1.0)) {
-      throw UsageError("--cutmix-minmax " + format("%g %g", lo, hi) + ": expected min and max with 0 <= min < max <= 1");
+      throw UsageError("--cutmix-minmax " + format("%g %g", lo, hi) +
+                       ": expected min and max with 0 <= min < max <= 1");
     }
     // timm forces the alpha to 1 so that the per-batch draw logic stays the same.
     options_.cutmix_alpha = 1.0;
