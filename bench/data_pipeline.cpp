@@ -8,6 +8,7 @@
 //       rate) and 1/2 DCT-scaled decodes of the files, held in memory
 #include <turbojpeg.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -39,7 +40,9 @@ int bench_train(const fs::path& folder, int64_t threads, int64_t batch_size) {
   args.is_training = true;
   args.color_jitter = std::nullopt;  // the benchmark's stages: crop and flip
   timm::TransformPipeline pipeline = timm::create_transform(args);
-  std::printf("stages %s\n", pipeline.repr().c_str());
+  std::string stages = pipeline.repr();
+  std::replace(stages.begin(), stages.end(), '\n', ' ');
+  std::printf("stages %s\n", stages.c_str());
   timm::Loader loader(dataset, timm::make_local_sampler(dataset->size(), true, 42), pipeline,
                       {.batch_size = batch_size, .drop_last = false, .num_workers = threads, .seed = 42});
   timm::Rng rng(0);
@@ -65,10 +68,16 @@ int bench_decode(const fs::path& folder) {
     std::ifstream in(entry.path(), std::ios::binary);
     files.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
+  // Best of three passes: the machine is shared and the first pass pays
+  // for page faults.
   auto rate = [&](const char* name, auto&& decode) {
-    const auto start = Clock::now();
-    for (const auto& f : files) decode(f);
-    std::printf("decode %s images %zu images/s %.1f\n", name, files.size(), files.size() / seconds_since(start));
+    double best = 1e30;
+    for (int pass = 0; pass < 3; ++pass) {
+      const auto start = Clock::now();
+      for (const auto& f : files) decode(f);
+      best = std::min(best, seconds_since(start));
+    }
+    std::printf("decode %s images %zu images/s %.1f\n", name, files.size(), files.size() / best);
   };
   rate("timm-cpp", [](const auto& f) { return timm::decode_image(f, "bench", 3); });
   tjhandle tj = tjInitDecompress();

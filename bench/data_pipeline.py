@@ -67,10 +67,13 @@ def python_loader_rate(root, threads, batch_size, with_aa):
 def pil_decode_rate(files):
     from PIL import Image
     blobs = [open(f, 'rb').read() for f in files]
-    start = time.perf_counter()
-    for b in blobs:
-        Image.open(io.BytesIO(b)).convert('RGB')
-    return len(blobs) / (time.perf_counter() - start)
+    best = float('inf')
+    for _ in range(3):  # best of three, as timm-bench-data
+        start = time.perf_counter()
+        for b in blobs:
+            Image.open(io.BytesIO(b)).convert('RGB')
+        best = min(best, time.perf_counter() - start)
+    return len(blobs) / best
 
 
 def main():

@@ -95,6 +95,8 @@ Image decode_jpeg(std::span<const std::uint8_t> bytes, const std::string& source
     image.channels = decoded_channels;
     image.pixels = std::move(raw);
   }
+  // Already in the wanted mode: hand the buffer over instead of copying it.
+  if (image.channels == channels) return image;
   return convert_channels(image, channels);
 }
 
