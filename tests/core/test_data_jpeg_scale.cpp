@@ -23,12 +23,12 @@ TEST_CASE("DCT-scaled decode and resized crop: sizes, and small difference to th
   test::TempDir dir;
   test::run_oracle("jpeg_oracle.py", {dir.path().string(), "3", "1200", "1600", "5"}, std::chrono::seconds(120));
   // Mean absolute difference per channel value to the exact path (stated
-  // bounds; docs/data-mixup.md lists the measured values): the whole image
-  // (window on the 1/d grid) differs by the scaled IDCT only; other windows
-  // also by their rounding to the 1/d grid (up to d/2 source pixels), which
-  // on these sharp-edged test images dominates.
+  // bounds; docs/data-mixup.md lists the measured values): the scaled IDCT
+  // and the two-stage filter (1/d in the DCT, then the antialiased resize)
+  // against one antialiased resize; largest on these sharp-edged images for
+  // windows off the 1/d grid (measured 2.6).
   constexpr double kWholeMeanTol = 2.0;
-  constexpr double kWindowMeanTol = 8.0;
+  constexpr double kWindowMeanTol = 3.5;
   for (int i = 0; i < 3; ++i) {
     const std::vector<std::uint8_t> bytes = test::read_bytes(dir / ("img" + std::to_string(i) + ".jpg"));
     const auto dims = jpeg_dimensions(bytes);
