@@ -248,13 +248,22 @@ std::unique_ptr<Dataset> create_dataset(const std::string& name, const fs::path&
                                         int64_t channels) {
   if (name.empty() || name == "image_folder") {
     if (root.empty()) throw UsageError("dataset " + in_quotes(name) + ": --data-dir is required for an image folder");
+    // timm's create_reader: a .tar file (case-sensitive suffix) is read as image-in-tar.
+    std::error_code ec;
+    if (fs::is_regular_file(root, ec) && root.extension() == ".tar") return make_image_in_tar(root, channels);
     return make_image_folder(find_split_folder(root, split), channels);
+  }
+  if (name == "tar" || name == "image_in_tar") {
+    if (root.empty()) throw UsageError("dataset " + in_quotes(name) + ": --data-dir is required for image-in-tar");
+    std::error_code ec;
+    return make_image_in_tar(fs::is_directory(root, ec) ? find_split_folder(root, split) : root, channels);
   }
   if (name == "fashion-mnist" || name == "fashion_mnist" || name == "torch/fashion_mnist") {
     return make_fashion_mnist(root.empty() ? kFashionMnistDir : root, split, channels);
   }
   throw UsageError("unknown dataset " + in_quotes(name) +
-                   "; expected '' or 'image_folder' (a folder of class sub-folders) or 'fashion-mnist'");
+                   "; expected '' or 'image_folder' (a folder of class sub-folders, or a .tar file), "
+                   "'tar' (a folder of .tar shards) or 'fashion-mnist'");
 }
 
 }  // namespace timm

@@ -2,6 +2,7 @@
 // decoded image equals PIL's Image.open(f).convert("RGB" | "L").
 #include "timm/data/image.hpp"
 
+#include <c10/util/Exception.h>
 #include <png.h>
 #include <turbojpeg.h>
 
@@ -57,7 +58,8 @@ void cmyk_to_rgb(const std::uint8_t* in, std::uint8_t* out, int64_t n) {
   }
 }
 
-Image decode_jpeg(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels) {
+Image decode_jpeg(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels,
+                  int denominator = 1) {
   tjhandle tj = thread_decompressor();
   // TurboJPEG's API takes a non-const pointer but does not write through it.
   auto* data = const_cast<unsigned char*>(bytes.data());
@@ -70,6 +72,10 @@ Image decode_jpeg(std::span<const std::uint8_t> bytes, const std::string& source
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   const int pixel_format = gray ? TJPF_GRAY : (cmyk ? TJPF_CMYK : TJPF_RGB);
   const int decoded_channels = gray ? 1 : (cmyk ? 4 : 3);
+  // DCT-domain downscaling: libjpeg-turbo's scaled IDCT at 1/2, 1/4 or 1/8.
+  const tjscalingfactor factor{1, denominator};
+  width = TJSCALED(width, factor);
+  height = TJSCALED(height, factor);
   std::vector<std::uint8_t> raw(static_cast<std::size_t>(width) * height * decoded_channels);
   // Exact (ISLOW, fancy upsampling) by default, as PIL decodes.
   if (tjDecompress2(tj, data, size, raw.data(), width, 0, height, pixel_format, 0) != 0) {
@@ -89,6 +95,8 @@ Image decode_jpeg(std::span<const std::uint8_t> bytes, const std::string& source
     image.channels = decoded_channels;
     image.pixels = std::move(raw);
   }
+  // Already in the wanted mode: hand the buffer over instead of copying it.
+  if (image.channels == channels) return image;
   return convert_channels(image, channels);
 }
 
@@ -206,6 +214,25 @@ Image decode_image(std::span<const std::uint8_t> bytes, const std::string& sourc
   if (is_jpeg(bytes)) return decode_jpeg(bytes, source, channels);
   if (is_png(bytes)) return decode_png(bytes, source, channels);
   fail(source, bytes.empty() ? "empty file" : "unsupported image format; expected JPEG or PNG");
+}
+
+std::optional<std::pair<int64_t, int64_t>> jpeg_dimensions(std::span<const std::uint8_t> bytes) {
+  if (!is_jpeg(bytes)) return std::nullopt;
+  tjhandle tj = thread_decompressor();
+  int width = 0, height = 0, subsamp = 0, colorspace = 0;
+  if (tjDecompressHeader3(tj, const_cast<unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()),
+                          &width, &height, &subsamp, &colorspace) != 0) {
+    return std::nullopt;
+  }
+  return std::pair<int64_t, int64_t>{height, width};
+}
+
+Image decode_jpeg_scaled(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels,
+                         int denominator) {
+  TORCH_CHECK(denominator == 1 || denominator == 2 || denominator == 4 || denominator == 8,
+              "decode_jpeg_scaled: denominator must be 1, 2, 4 or 8, got ", denominator);
+  if (!is_jpeg(bytes)) fail(source, "not a JPEG file");
+  return decode_jpeg(bytes, source, channels, denominator);
 }
 
 Image read_image(const std::filesystem::path& path, int64_t channels) {

@@ -84,10 +84,11 @@ struct AxisCoeffs {
   std::vector<std::int32_t> k;
 };
 
-// Pillow's precompute_coeffs + normalize_coeffs_8bpc for resizing `in_size`
-// samples (the box [0, in_size)) to `out_size`.
-AxisCoeffs precompute_coeffs(int in_size, int out_size, const FilterSpec& filter) {
-  const double scale = static_cast<double>(in_size) / out_size;
+// Pillow's precompute_coeffs + normalize_coeffs_8bpc for resizing the box
+// [in0, in1) of `in_size` samples (default: all of them) to `out_size`.
+AxisCoeffs precompute_coeffs(int in_size, int out_size, const FilterSpec& filter, double in0 = 0.0, double in1 = -1.0) {
+  if (in1 < 0.0) in1 = in_size;
+  const double scale = (in1 - in0) / out_size;
   const double filterscale = std::max(scale, 1.0);
   const double support = filter.support * filterscale;
   AxisCoeffs c;
@@ -97,7 +98,7 @@ AxisCoeffs precompute_coeffs(int in_size, int out_size, const FilterSpec& filter
   c.k.assign(static_cast<std::size_t>(out_size) * c.ksize, 0);
   std::vector<double> w(c.ksize);
   for (int xx = 0; xx < out_size; ++xx) {
-    const double center = (xx + 0.5) * scale;
+    const double center = in0 + (xx + 0.5) * scale;
     const double ss = 1.0 / filterscale;
     int xmin = static_cast<int>(center - support + 0.5);
     xmin = std::max(xmin, 0);
@@ -361,6 +362,51 @@ Image resized_crop(const Image& src, int64_t top, int64_t left, int64_t height, 
                     static_cast<int>(width)};
   return resample_view(window, static_cast<int>(src.channels), static_cast<int>(out_h), static_cast<int>(out_w),
                        interpolation);
+}
+
+int jpeg_dct_denominator(int64_t crop_h, int64_t crop_w, int64_t out_h, int64_t out_w) {
+  for (int d : {8, 4, 2}) {
+    if (crop_h >= d * out_h && crop_w >= d * out_w) return d;
+  }
+  return 1;
+}
+
+Image jpeg_dct_resized_crop(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels,
+                            int64_t top, int64_t left, int64_t height, int64_t width, int64_t out_h, int64_t out_w,
+                            Interpolation interpolation) {
+  const int d = jpeg_dct_denominator(height, width, out_h, out_w);
+  const Image scaled = decode_jpeg_scaled(bytes, source, channels, d);
+  const bool inside = top >= 0 && left >= 0 && top + height <= scaled.height * d && left + width <= scaled.width * d;
+  if (d == 1 || !inside || interpolation == Interpolation::kNearest || scaled.channels == 4) {
+    // Whole scaled pixels: the window rounded to the 1/d grid.
+    auto scale = [d](int64_t v) { return round_half_even(static_cast<double>(v) / d); };
+    const int64_t t = std::clamp<int64_t>(scale(top), 0, scaled.height - 1);
+    const int64_t l = std::clamp<int64_t>(scale(left), 0, scaled.width - 1);
+    const int64_t h = std::clamp<int64_t>(scale(top + height) - t, 1, scaled.height - t);
+    const int64_t w = std::clamp<int64_t>(scale(left + width) - l, 1, scaled.width - l);
+    return resized_crop(scaled, t, l, h, w, out_h, out_w, interpolation);
+  }
+  // The window as a sub-pixel box of the scaled image, as PIL's
+  // resize(box=...): the filter is centred where the full-size one would be.
+  const FilterSpec filter = filter_spec(interpolation);
+  const AxisCoeffs horiz = precompute_coeffs(static_cast<int>(scaled.width), static_cast<int>(out_w), filter,
+                                             static_cast<double>(left) / d, static_cast<double>(left + width) / d);
+  AxisCoeffs vert = precompute_coeffs(static_cast<int>(scaled.height), static_cast<int>(out_h), filter,
+                                      static_cast<double>(top) / d, static_cast<double>(top + height) / d);
+  const int y_first = vert.first.front();
+  const int y_last = vert.first.back() + vert.count.back();
+  const View rows{scaled.row(y_first), scaled.width * scaled.channels, y_last - y_first,
+                  static_cast<int>(scaled.width)};
+  Image temp(rows.rows, out_w, scaled.channels);
+  if (scaled.channels == 1) {
+    resample_horizontal<1>(rows, horiz, temp);
+  } else {
+    resample_horizontal<3>(rows, horiz, temp);
+  }
+  for (int& f : vert.first) f -= y_first;
+  Image out(out_h, out_w, scaled.channels);
+  resample_vertical(whole(temp), static_cast<int>(scaled.channels), vert, out);
+  return out;
 }
 
 void hflip(Image& image) {

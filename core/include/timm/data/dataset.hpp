@@ -28,6 +28,14 @@ class Dataset {
 // `channels` is 3 (RGB) or 1 (L). Zero images throws Error naming `root`.
 std::unique_ptr<Dataset> make_image_folder(const std::filesystem::path& root, int64_t channels);
 
+// timm's ReaderImageInTar: `root` is one .tar file or a folder whose *.tar
+// files are shards (a tar may hold tars, one level deep). Members with an
+// image extension are samples; the label is the member's folder (or, for a
+// member at a shard's top level, the shard's name); classes and samples in
+// timm's natural order (samples by member path). describe() is
+// "<tar path>:<member path>". No .tar or no image throws Error.
+std::unique_ptr<Dataset> make_image_in_tar(const std::filesystem::path& root, int64_t channels);
+
 // Fashion-MNIST from the IDX files (gzipped or not) in `root`: split "train"
 // reads train-*, any eval split reads t10k-*. 28x28 grayscale, 10 classes.
 std::unique_ptr<Dataset> make_fashion_mnist(const std::filesystem::path& root, const std::string& split,
@@ -41,7 +49,11 @@ inline const std::filesystem::path kFashionMnistDir = "/usr/share/datasets/fashi
 // root itself.
 std::filesystem::path find_split_folder(const std::filesystem::path& root, const std::string& split);
 
-// create_dataset: "" or "image_folder" -> ImageFolder under the split folder;
+// create_dataset: "" or "image_folder" -> as timm's create_reader: a root
+// that is a file ending in ".tar" -> image-in-tar, else ImageFolder under the
+// split folder; "tar" or "image_in_tar" (timm-cpp's names; timm reaches a
+// folder of shards only through its Python API) -> image-in-tar over the
+// split folder (a folder of shards) or the .tar file;
 // "fashion-mnist" (also "torch/fashion_mnist") -> IDX files in `root`, or the
 // Debian package's folder when root is empty. Anything else throws UsageError.
 std::unique_ptr<Dataset> create_dataset(const std::string& name, const std::filesystem::path& root,

@@ -3,8 +3,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace timm {
@@ -28,6 +30,17 @@ struct Image {
 // palettes expanded, grayscale expanded). A corrupt or unsupported file
 // throws Error naming `source`.
 Image decode_image(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels);
+
+// A JPEG's (height, width) from its header; nullopt when `bytes` is not a
+// readable JPEG.
+std::optional<std::pair<int64_t, int64_t>> jpeg_dimensions(std::span<const std::uint8_t> bytes);
+
+// Decodes a JPEG at 1/denominator of its size (1, 2, 4 or 8) with
+// libjpeg-turbo's DCT-domain scaling: ceil(width / d) x ceil(height / d),
+// much cheaper than a full decode. Not PIL's pixels for d > 1 (PIL's
+// draft mode would be the counterpart). Errors as decode_image.
+Image decode_jpeg_scaled(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels,
+                         int denominator);
 
 // Reads and decodes a file.
 Image read_image(const std::filesystem::path& path, int64_t channels);

@@ -37,6 +37,20 @@ Image crop(const Image& src, int64_t top, int64_t left, int64_t height, int64_t 
 Image resized_crop(const Image& src, int64_t top, int64_t left, int64_t height, int64_t width, int64_t out_h,
                    int64_t out_w, Interpolation interpolation);
 
+// --jpeg-dct-scale's speed path: the largest d in {1, 2, 4, 8} with
+// crop_h >= d * out_h and crop_w >= d * out_w, i.e. the JPEG can be decoded
+// at 1/d and still be downscaled (never upscaled) to the output.
+int jpeg_dct_denominator(int64_t crop_h, int64_t crop_w, int64_t out_h, int64_t out_w);
+
+// resized_crop of a JPEG through a 1/d scaled decode (d as above): the crop
+// window (in full-size pixels) is mapped to the scaled image (rounded to
+// whole pixels, clipped), then resampled to out_h x out_w. Differs from
+// decode + resized_crop by the scaled IDCT and the sub-pixel window shift;
+// docs/data-mixup.md gives the measured difference. `bytes` must be a JPEG.
+Image jpeg_dct_resized_crop(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels,
+                            int64_t top, int64_t left, int64_t height, int64_t width, int64_t out_h, int64_t out_w,
+                            Interpolation interpolation);
+
 void hflip(Image& image);
 void vflip(Image& image);
 

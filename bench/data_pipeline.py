@@ -1,0 +1,120 @@
+"""Images/s of the train input pipeline: timm-cpp's loader (2 threads) against
+Python timm's loader (2 workers), same transforms, same images, same run;
+and the decode-only rate of timm-cpp, libjpeg-turbo itself and PIL.
+
+Images: a folder of photo-like JPEGs of ImageNet-like size (500x375, about
+ImageNet's mean), made once by tests/oracle/jpeg_oracle.py (1/f-spectrum
+colour fields with hard-edged shapes, quality 90). No photographs are
+installed on the build machines; where a folder of real JPEGs exists, pass
+it with --images (class sub-folders, as ImageFolder).
+
+Stages: decode, RandomResizedCrop 224 (bilinear), horizontal flip,
+normalisation (timm's prefetcher normalises the uint8 batch; so does
+timm-cpp). RandAugment and random erasing (--aa rand-m9-mstd0.5-inc1
+--reprob 0.25 --remode pixel) are included only when timm-cpp's pipeline
+has them (the script reads the stages timm-bench-data prints).
+
+Usage: bench/data_pipeline.py [--images DIR] [--count 2000] [--threads 2] [--batch-size 64]
+       [--bench-exe build/bin/timm-bench-data]
+"""
+import argparse
+import io
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', 'tests', 'oracle'))
+
+
+def make_images(folder, count, classes=10):
+    from jpeg_oracle import natural_image
+    rng = np.random.default_rng(0)
+    for c in range(classes):
+        os.makedirs(os.path.join(folder, 'train', f'class{c}'), exist_ok=True)
+    for i in range(count):
+        path = os.path.join(folder, 'train', f'class{i % classes}', f'img{i}.jpg')
+        natural_image(rng, 375, 500).save(path, quality=90)
+
+
+def run_cpp(exe, args):
+    out = subprocess.run([exe] + args, check=True, capture_output=True, text=True).stdout
+    return out
+
+
+def python_loader_rate(root, threads, batch_size, with_aa):
+    import torch
+    from timm.data import create_dataset, create_loader
+    ds = create_dataset('', root=root, split='train', is_training=True)
+    kwargs = dict(auto_augment='rand-m9-mstd0.5-inc1', re_prob=0.25, re_mode='pixel') if with_aa else {}
+    loader = create_loader(ds, input_size=(3, 224, 224), batch_size=batch_size, is_training=True,
+                           use_prefetcher=True, device=torch.device('cpu'), num_workers=threads,
+                           color_jitter=None, interpolation='bilinear', **kwargs)
+    rates = []
+    for _ in range(2):  # the first epoch starts the workers and warms the page cache
+        start = time.perf_counter()
+        n = 0
+        for x, _ in loader:
+            n += x.shape[0]
+        rates.append(n / (time.perf_counter() - start))
+    return rates[-1], str(ds.transform)
+
+
+def pil_decode_rate(files):
+    from PIL import Image
+    blobs = [open(f, 'rb').read() for f in files]
+    best = float('inf')
+    for _ in range(3):  # best of three, as timm-bench-data
+        start = time.perf_counter()
+        for b in blobs:
+            Image.open(io.BytesIO(b)).convert('RGB')
+        best = min(best, time.perf_counter() - start)
+    return len(blobs) / best
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument('--images', default='/tmp/timm-cpp-bench-jpegs')
+    p.add_argument('--count', type=int, default=2000)
+    p.add_argument('--threads', type=int, default=2)
+    p.add_argument('--batch-size', type=int, default=64)
+    p.add_argument('--bench-exe', default=os.path.join(HERE, '..', 'build', 'bin', 'timm-bench-data'))
+    a = p.parse_args()
+    train = os.path.join(a.images, 'train')
+    if not os.path.isdir(train):
+        print(f'making {a.count} photo-like JPEGs (500x375) in {a.images} ...', flush=True)
+        make_images(a.images, a.count)
+    files = sorted(os.path.join(d, f) for d, _, fs in os.walk(train) for f in fs if f.endswith('.jpg'))
+    print(f'{len(files)} JPEGs under {train}')
+
+    cpp = run_cpp(a.bench_exe, ['train', a.images, str(a.threads), str(a.batch_size)])
+    stages = re.search(r'^stages (.*)$', cpp, re.M).group(1)
+    with_aa = 'RandAugment' in stages and 'RandomErasing' in stages
+    cpp_rate = float(re.findall(r'images/s ([\d.]+)', cpp)[-1])
+    py_rate, py_stages = python_loader_rate(a.images, a.threads, a.batch_size, with_aa)
+    print(f'stages: decode, RandomResizedCrop 224, flip, normalise'
+          f'{", rand-m9-mstd0.5-inc1, reprob 0.25 pixel" if with_aa else " (RandAugment / RandomErasing: not in this tree, left out on both sides)"}')
+    print(f'timm-cpp stages: {stages}')
+    print(f'timm stages: {" ".join(py_stages.split())}')
+    print(f'train pipeline, {a.threads} threads/workers, batch {a.batch_size}:')
+    print(f'  timm-cpp   {cpp_rate:9.1f} images/s')
+    print(f'  timm       {py_rate:9.1f} images/s')
+    print(f'  ratio      {cpp_rate / py_rate:9.2f}x')
+
+    dec = run_cpp(a.bench_exe, ['decode', train])
+    rates = dict(re.findall(r'^decode (\S+) images \d+ images/s ([\d.]+)', dec, re.M))
+    pil = pil_decode_rate(files)
+    print('decode only, one thread:')
+    for name, label in (('timm-cpp', 'timm-cpp decode_image'), ('tjDecompress2', 'libjpeg-turbo tjDecompress2'),
+                        ('timm-cpp-dct-1/2', 'timm-cpp 1/2 DCT-scaled')):
+        r = float(rates[name])
+        print(f'  {label:30s} {r:9.1f} images/s  ({r / pil:.2f}x PIL)')
+    print(f'  {"PIL open + convert(RGB)":30s} {pil:9.1f} images/s')
+
+
+if __name__ == '__main__':
+    main()

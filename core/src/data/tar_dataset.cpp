@@ -1,0 +1,281 @@
+// timm's ReaderImageInTar (timm/data/readers/reader_image_in_tar.py): images
+// inside uncompressed .tar files, one tar or a folder of tar shards, with
+// one level of tars inside tars. Members are byte ranges of the files, read
+// with pread so that loader threads share one descriptor per file.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "timm/core/error.hpp"
+#include "timm/core/names.hpp"
+#include "timm/data/dataset.hpp"
+
+namespace fs = std::filesystem;
+
+namespace timm {
+namespace {
+
+constexpr int64_t kBlock = 512;
+
+class File {
+ public:
+  explicit File(const fs::path& path) : path_(path.string()), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd_ < 0) throw Error("image-in-tar: cannot open " + in_quotes(path_) + ": " + std::strerror(errno));
+  }
+  ~File() { ::close(fd_); }
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+
+  // Exactly `size` bytes at `offset`; a short read means a truncated tar.
+  std::vector<std::uint8_t> read(int64_t offset, int64_t size) const {
+    std::vector<std::uint8_t> out(size);
+    int64_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::pread(fd_, out.data() + done, size - done, offset + done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) throw Error("image-in-tar: " + in_quotes(path_) + " is truncated at byte " + std::to_string(offset));
+      done += n;
+    }
+    return out;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
+// A regular-file member: its path in the tar and its data's byte range.
+struct Member {
+  std::string path;
+  int64_t offset = 0;
+  int64_t size = 0;
+};
+
+std::string field(const std::uint8_t* header, int begin, int length) {
+  const char* p = reinterpret_cast<const char*>(header + begin);
+  return std::string(p, strnlen(p, length));
+}
+
+// Octal (NUL/space padded) or GNU base-256 numbers.
+int64_t number(const std::uint8_t* header, int begin, int length, const std::string& tar) {
+  if (header[begin] & 0x80) {
+    int64_t v = header[begin] & 0x7F;
+    for (int i = 1; i < length; ++i) v = (v << 8) | header[begin + i];
+    return v;
+  }
+  int64_t v = 0;
+  for (int i = 0; i < length; ++i) {
+    const char c = static_cast<char>(header[begin + i]);
+    if (c == '\0' || c == ' ') {
+      if (v != 0) break;
+      continue;
+    }
+    if (c < '0' || c > '7') throw Error("image-in-tar: " + in_quotes(tar) + " has a corrupt header");
+    v = v * 8 + (c - '0');
+  }
+  return v;
+}
+
+// The "path" of a pax extended header's records ("<len> key=value\n").
+std::string pax_path(const std::vector<std::uint8_t>& data) {
+  std::size_t pos = 0;
+  std::string path;
+  while (pos < data.size()) {
+    std::size_t space = pos;
+    while (space < data.size() && data[space] != ' ') ++space;
+    if (space >= data.size()) break;
+    const std::size_t length = std::stoul(std::string(data.begin() + pos, data.begin() + space));
+    if (length == 0 || pos + length > data.size()) break;
+    const std::string record(data.begin() + space + 1, data.begin() + pos + length - 1);
+    const std::size_t eq = record.find('=');
+    if (eq != std::string::npos && record.substr(0, eq) == "path") path = record.substr(eq + 1);
+    pos += length;
+  }
+  return path;
+}
+
+// Python's tarfile listing of the tar occupying [begin, end) of `file`:
+// ustar prefixes, GNU long names and pax paths applied; stops at the first
+// zero block, as tarfile does.
+std::vector<Member> list_members(const File& file, int64_t begin, int64_t end) {
+  std::vector<Member> members;
+  std::string long_name;
+  int64_t pos = begin;
+  while (pos + kBlock <= end) {
+    const std::vector<std::uint8_t> header = file.read(pos, kBlock);
+    if (std::all_of(header.begin(), header.end(), [](std::uint8_t b) { return b == 0; })) break;
+    const int64_t size = number(header.data(), 124, 12, file.path());
+    const char type = static_cast<char>(header[156]);
+    const int64_t data = pos + kBlock;
+    pos = data + (size + kBlock - 1) / kBlock * kBlock;
+    if (type == 'L' || type == 'x') {
+      const std::vector<std::uint8_t> bytes = file.read(data, size);
+      long_name = type == 'L' ? field(bytes.data(), 0, static_cast<int>(size)) : pax_path(bytes);
+      continue;
+    }
+    std::string name = field(header.data(), 0, 100);
+    const std::string prefix = field(header.data(), 345, 155);
+    if (std::memcmp(header.data() + 257, "ustar\0", 6) == 0 && !prefix.empty()) name = prefix + "/" + name;
+    if (!long_name.empty()) name = std::exchange(long_name, "");
+    // tarfile: an old-style regular file with a trailing slash is a folder.
+    const bool regular = (type == '0' || type == '\0' || type == '7') && !(type == '\0' && name.ends_with('/'));
+    if (regular) members.push_back({name, data, size});
+  }
+  return members;
+}
+
+// os.path.split / splitext as Python's.
+std::pair<std::string, std::string> split_path(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return {"", path};
+  std::string head = path.substr(0, slash + 1);
+  if (head.find_first_not_of('/') != std::string::npos) {
+    while (head.ends_with('/')) head.pop_back();
+  }
+  return {head, path.substr(slash + 1)};
+}
+
+std::pair<std::string, std::string> split_ext(const std::string& name) {
+  const std::size_t dot = name.rfind('.');
+  if (dot == std::string::npos || name.find_first_not_of('.') > dot) return {name, ""};
+  return {name.substr(0, dot), name.substr(dot)};
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// os.path.join(a, b).
+std::string join(const std::string& a, const std::string& b) {
+  if (b.starts_with('/') || a.empty()) return b;
+  return a.ends_with('/') ? a + b : a + "/" + b;
+}
+
+// _label_from_paths(leaf_only=True): the last component of the joined path.
+std::string label_of(const std::string& tree_path, const std::string& member_path) {
+  std::string p = join(tree_path, split_path(member_path).first);
+  const std::size_t first = p.find_first_not_of('/');
+  if (first == std::string::npos) return "";
+  p = p.substr(first);
+  while (p.ends_with('/')) p.pop_back();
+  return p.substr(p.rfind('/') == std::string::npos ? 0 : p.rfind('/') + 1);
+}
+
+class ImageInTarDataset final : public Dataset {
+ public:
+  ImageInTarDataset(const fs::path& root, int64_t channels) : channels_(channels) {
+    std::error_code ec;
+    std::vector<std::pair<fs::path, std::string>> tars;  // file, tree path ('' for a root tar)
+    if (fs::is_regular_file(root, ec)) {
+      if (lower(root.extension().string()) != ".tar") {
+        throw UsageError("image-in-tar: " + in_quotes(root.string()) + ": expected a .tar file or a folder of them");
+      }
+      tars.emplace_back(root, "");
+    } else {
+      // glob(root/*.tar): directory order, hidden files skipped, case-sensitive.
+      for (const fs::directory_entry& entry : fs::directory_iterator(root, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (!name.starts_with('.') && name.ends_with(".tar")) tars.emplace_back(entry.path(), split_ext(name).first);
+      }
+      if (ec) throw Error("image-in-tar: cannot list " + in_quotes(root.string()) + ": " + ec.message());
+    }
+    if (tars.empty()) throw Error("image-in-tar: no .tar files found at " + in_quotes(root.string()));
+    std::vector<Found> found;
+    for (const auto& [path, tree_path] : tars) scan(path, tree_path, found);
+    if (found.empty()) {
+      throw Error("image-in-tar: " + in_quotes(root.string()) + ": found no .png, .jpg or .jpeg members");
+    }
+    build_index(std::move(found));
+  }
+
+  std::size_t size() const override { return samples_.size(); }
+  Image image(std::size_t index) const override {
+    const Sample& s = samples_.at(index);
+    const std::vector<std::uint8_t> bytes = files_[s.file]->read(s.offset, s.size);
+    return decode_image(bytes, describe(index), channels_);
+  }
+  int64_t target(std::size_t index) const override { return samples_.at(index).target; }
+  int64_t num_classes() const override { return num_classes_; }
+  std::string describe(std::size_t index) const override { return samples_.at(index).name; }
+
+ private:
+  struct Found {
+    std::string member_path;  // the sort key
+    std::string label;
+    std::string name;  // for messages
+    std::size_t file;
+    int64_t offset;
+    int64_t size;
+  };
+  struct Sample {
+    std::string name;
+    std::size_t file;
+    int64_t offset;
+    int64_t size;
+    int64_t target;
+  };
+
+  static bool is_image(const std::string& path) {
+    const std::string ext = lower(split_ext(split_path(path).second).second);
+    return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
+  }
+
+  // _extract_tarinfo and _add_samples: children's samples before the tar's
+  // own; tars nested deeper than one level are ignored, as timm's flattening.
+  void scan(const fs::path& path, const std::string& tree_path, std::vector<Found>& found) {
+    files_.push_back(std::make_unique<File>(path));
+    const File& file = *files_.back();
+    const std::size_t index = files_.size() - 1;
+    const int64_t end = static_cast<int64_t>(fs::file_size(path));
+    std::vector<Found> own;
+    for (const Member& m : list_members(file, 0, end)) {
+      const auto [stem, ext] = split_ext(split_path(m.path).second);
+      if (lower(ext) == ".tar") {
+        const std::string child_path = join(tree_path, stem);
+        for (const Member& c : list_members(file, m.offset, m.offset + m.size)) {
+          if (!is_image(c.path)) continue;
+          found.push_back({c.path, label_of(child_path, c.path), file.path() + "/" + m.path + ":" + c.path, index,
+                           c.offset, c.size});
+        }
+      } else if (is_image(m.path)) {
+        own.push_back({m.path, label_of(tree_path, m.path), file.path() + ":" + m.path, index, m.offset, m.size});
+      }
+    }
+    found.insert(found.end(), own.begin(), own.end());
+  }
+
+  void build_index(std::vector<Found> found) {
+    std::set<std::string> unique_labels;
+    for (const Found& f : found) unique_labels.insert(f.label);
+    std::vector<std::string> classes(unique_labels.begin(), unique_labels.end());
+    std::stable_sort(classes.begin(), classes.end(),
+                     [](const std::string& a, const std::string& b) { return natural_less(a, b); });
+    std::map<std::string, int64_t> class_index;
+    for (std::size_t i = 0; i < classes.size(); ++i) class_index[classes[i]] = static_cast<int64_t>(i);
+    std::stable_sort(found.begin(), found.end(),
+                     [](const Found& a, const Found& b) { return natural_less(a.member_path, b.member_path); });
+    for (Found& f : found) samples_.push_back({std::move(f.name), f.file, f.offset, f.size, class_index.at(f.label)});
+    num_classes_ = static_cast<int64_t>(classes.size());
+  }
+
+  std::vector<std::unique_ptr<File>> files_;
+  std::vector<Sample> samples_;
+  int64_t num_classes_ = 0;
+  int64_t channels_;
+};
+
+}  // namespace
+
+std::unique_ptr<Dataset> make_image_in_tar(const fs::path& root, int64_t channels) {
+  return std::make_unique<ImageInTarDataset>(root, channels);
+}
+
+}  // namespace timm
