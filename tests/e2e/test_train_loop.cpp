@@ -153,3 +153,14 @@ TEST_CASE("a diverging run stops at the non-finite loss, naming epoch and step")
   CHECK(run.output.find(" at epoch 0, step ") != std::string::npos);
   CHECK(run.output.find("; stopping") != std::string::npos);
 }
+
+TEST_CASE("--mixup and --cutmix train with soft targets; combined with --aug-splits they are refused") {
+  timm::test::TempDir tmp;
+  const auto run = train(run_args(tmp.path(), "mixup", 1, {"--mixup", "0.2", "--cutmix", "1.0", "--mixup-mode", "elem"}));
+  CHECK(run.output.find("Train: 0 [") != std::string::npos);
+  CHECK(timm::test::number_after(run.output, "Test top-1:") >= 0.0);
+  const auto refused = run_command(run_args(tmp.path(), "refused", 1, {"--mixup", "0.2", "--aug-splits", "2"}),
+                                   std::chrono::seconds(300));
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.output.find("cannot be combined with --aug-splits") != std::string::npos);
+}

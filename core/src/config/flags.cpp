@@ -34,7 +34,8 @@ constexpr std::array kImplementedFlags = {
     "warmup-epochs", "warmup-prefix", "cooldown-epochs", "patience-epochs", "decay-rate",
     // Augmentation and regularization.
     "no-aug", "train-crop-mode", "scale", "ratio", "hflip", "vflip", "color-jitter", "aa", "reprob", "remode",
-    "recount", "resplit", "aug-splits", "jsd-loss", "mixup-prob", "mixup-switch-prob", "mixup-mode", "mixup-off-epoch", "smoothing",
+    "recount", "resplit", "aug-splits", "jsd-loss", "mixup", "cutmix", "cutmix-minmax", "mixup-prob",
+    "mixup-switch-prob", "mixup-mode", "mixup-off-epoch", "smoothing",
     "train-interpolation", "drop", "drop-path",
     // Batch norm and EMA.
     "dist-bn", "model-ema", "model-ema-decay", "model-ema-warmup", "model-ema-force-cpu",

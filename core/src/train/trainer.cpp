@@ -20,6 +20,7 @@
 #include "timm/data/data_config.hpp"
 #include "timm/data/dataset.hpp"
 #include "timm/data/loader.hpp"
+#include "timm/data/mixup.hpp"
 #include "timm/data/transform.hpp"
 #include "timm/io/atomic_file.hpp"
 #include "timm/log/log.hpp"
@@ -234,6 +235,8 @@ struct StepTools {
   std::optional<double> clip_grad;
   std::string clip_mode;
   std::unique_ptr<ModelEma> ema;
+  std::optional<Mixup> mixup;  // --mixup / --cutmix
+  int64_t mixup_off_epoch = 0;
   int64_t grad_accum_steps = 1;
 };
 
@@ -317,6 +320,10 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
   Rng batch_rng(static_cast<std::uint64_t>(ctx.config.get<int64_t>("seed")) * 1000003ULL + epoch);
   auto data_start = Clock::now();
   auto update_start = Clock::now();
+  if (ctx.tools.mixup && ctx.tools.mixup_off_epoch > 0 && epoch >= ctx.tools.mixup_off_epoch) {
+    ctx.tools.mixup->set_enabled(false);
+  }
+  Rng mixup_rng(static_cast<std::uint64_t>(ctx.config.get<int64_t>("seed")) * 7919ULL + epoch);
   int64_t batch_idx = 0;
   int64_t accum = accum_steps;
   int64_t update_sample_count = 0;
@@ -326,8 +333,9 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
     const bool need_update = last_batch || (batch_idx + 1) % accum_steps == 0;
     const int64_t update_idx = batch_idx / accum_steps;
     if (batch_idx >= last_batch_idx_to_accum) accum = last_accum_steps;
-    const at::Tensor input = prepare_images(*batch, ctx.loader.transform(), ctx.device, batch_rng, ctx.channels_last);
-    const at::Tensor target = batch->targets.to(ctx.device);
+    at::Tensor input = prepare_images(*batch, ctx.loader.transform(), ctx.device, batch_rng, ctx.channels_last);
+    at::Tensor target = batch->targets.to(ctx.device);
+    if (ctx.tools.mixup) target = ctx.tools.mixup->apply(input, target, mixup_rng).targets;
     data_time.update(static_cast<double>(accum) * seconds_since(data_start));
 
     at::Tensor loss = forward_loss(ctx, input, target);
@@ -540,9 +548,33 @@ int64_t last_epoch_of_run(const Config& config, int64_t start_epoch, int64_t num
   return std::min(num_epochs, start_epoch + *stop_after);
 }
 
-StepTools make_step_tools(const Config& config, const torch::Device& device) {
+// train.py's Mixup set-up: active when --mixup or --cutmix > 0 or
+// --cutmix-minmax is set; not with aug splits (train.py asserts it).
+std::optional<Mixup> make_mixup(const Config& config, int64_t num_classes) {
+  MixupOptions options;
+  options.mixup_alpha = config.get<double>("mixup");
+  options.cutmix_alpha = config.get<double>("cutmix");
+  if (auto minmax = config.get_optional<std::vector<double>>("cutmix_minmax")) {
+    if (minmax->size() != 2) throw UsageError("--cutmix-minmax: expected two values, MIN and MAX");
+    options.cutmix_minmax = std::make_pair((*minmax)[0], (*minmax)[1]);
+  }
+  options.prob = config.get<double>("mixup_prob");
+  options.switch_prob = config.get<double>("mixup_switch_prob");
+  options.mode = config.get<std::string>("mixup_mode");
+  options.label_smoothing = config.get<double>("smoothing");
+  options.num_classes = num_classes;
+  if (!mixup_active(options)) return std::nullopt;
+  if (config.get<int64_t>("aug_splits") > 1) throw UsageError("--mixup / --cutmix cannot be combined with --aug-splits");
+  return Mixup(options);
+}
+
+StepTools make_step_tools(const Config& config, const torch::Device& device, int64_t num_classes) {
   StepTools tools;
-  tools.loss_fn = create_train_loss(train_loss_args(config));
+  tools.mixup = make_mixup(config, num_classes);
+  tools.mixup_off_epoch = config.get<int64_t>("mixup_off_epoch");
+  TrainLossArgs loss_args = train_loss_args(config);
+  loss_args.mixup_active = tools.mixup.has_value();
+  tools.loss_fn = create_train_loss(loss_args);
   setup_amp(config, device, tools);
   tools.clip_grad = config.get_optional<double>("clip_grad");
   tools.clip_mode = config.get<std::string>("clip_mode");
@@ -602,7 +634,7 @@ TrainResult run_training(const Config& config) {
   const DataConfig data_config = resolve_data_config(config, model->pretrained_cfg(), defaults);
   for (const auto& line : describe_data_config(data_config)) log_info(line);
   model->to(device);
-  StepTools tools = make_step_tools(config, device);
+  StepTools tools = make_step_tools(config, device, num_classes);
   const bool channels_last = config.get<bool>("channels_last");
   if (channels_last) to_channels_last(*model);
 
