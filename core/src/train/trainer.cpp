@@ -238,7 +238,8 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
     const at::Tensor output = ctx.model->forward(input);
     const at::Tensor loss = label_smoothing_cross_entropy(output, target, ctx.smoothing);
     ctx.optimizer.zero_grad();
-    loss.backward();
+    // train.py: loss.backward(create_graph=second_order) for adahessian.
+    loss.backward(/*gradient=*/{}, /*retain_graph=*/std::nullopt, /*create_graph=*/ctx.optimizer.is_second_order());
     ctx.optimizer.step();
 
     const double loss_value = loss.item<double>();

@@ -66,6 +66,10 @@ class Optimizer {
   // the optimizer's defaults as train.py prints them.
   virtual std::string describe() const = 0;
 
+  // timm's is_second_order (adahessian): the trainer then runs backward with
+  // create_graph, so that step() can differentiate the gradients again.
+  virtual bool is_second_order() const { return false; }
+
   // The mean of the groups' lr, as train.py logs and writes to summary.csv.
   double mean_lr() const;
 
@@ -127,7 +131,8 @@ std::vector<ParamGroup> param_groups_weight_decay(const torch::nn::Module& model
 
 // Creates the optimizer named args.opt (case-insensitive, as timm) for
 // `model` with timm's groups. Unknown names throw UsageError with the nearest
-// known names; "lookahead_<opt>" is not implemented yet (UsageError).
+// known names; "lookahead_<opt>" wraps <opt> (any registered optimizer) in
+// timm's Lookahead (alpha 0.5, k 6).
 OptimizerPtr create_optimizer(const torch::nn::Module& model, const std::vector<std::string>& no_weight_decay,
                               const OptimizerArgs& args);
 
@@ -173,7 +178,6 @@ class OptimizerKwargs {
   std::string opt_;
   std::map<std::string, std::string> kwargs_;
 };
-
 
 // The describe() string: "<cls> (<opt>) optimizer: k: v, k: v, ...".
 std::string describe_optimizer(const std::string& cls, const std::string& opt,
