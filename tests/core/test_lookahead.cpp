@@ -15,9 +15,10 @@ namespace {
 using timm::test::MoreCase;
 using timm::test::OptimCase;
 
-// The base optimizers' tolerances (see their tests); Lookahead adds exact
-// float32 lerps.
-constexpr double kTolerance = 5e-5;
+// Measured 0: the same CPU kernels as timm's per-tensor path (the foreach
+// ops run them tensor by tensor on the CPU), in the same order. 1e-6 leaves
+// room for float32 rounding on other builds; parameters are O(1).
+constexpr double kTolerance = 1e-6;
 
 MoreCase make(const std::string& name, const std::string& opt, double lr, double wd) {
   MoreCase m{OptimCase(name, opt, lr, wd)};

@@ -16,10 +16,10 @@ namespace {
 using timm::test::MoreCase;
 using timm::test::OptimCase;
 
-// The Hessian-vector products go through autograd in both, summed in the
-// same order up to float32 rounding; the power k/2 of tiny second moments
-// amplifies it a little.
-constexpr double kTolerance = 5e-5;
+// Measured 0: the same CPU kernels as timm's per-tensor path (the foreach
+// ops run them tensor by tensor on the CPU), in the same order. 1e-6 leaves
+// room for float32 rounding on other builds; parameters are O(1).
+constexpr double kTolerance = 1e-6;
 
 MoreCase make(const std::string& name, double lr, double wd, std::map<std::string, std::string> kwargs = {}) {
   MoreCase m{OptimCase(name, "adahessian", lr, wd)};

@@ -13,8 +13,10 @@ namespace {
 using timm::test::MoreCase;
 using timm::test::OptimCase;
 
-// Same maths with foreach ops; norms summed in another order: float32 rounding.
-constexpr double kTolerance = 2e-5;
+// Measured 0: the same CPU kernels as timm's per-tensor path (the foreach
+// ops run them tensor by tensor on the CPU), in the same order. 1e-6 leaves
+// room for float32 rounding on other builds; parameters are O(1).
+constexpr double kTolerance = 1e-6;
 
 MoreCase make(const std::string& name, const std::string& opt, double lr, double wd,
               std::map<std::string, std::string> kwargs = {}) {
