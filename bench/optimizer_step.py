@@ -3,9 +3,10 @@ resnet50 and vit_base_patch16_224 (names and shapes from Python timm's
 models, so both get timm's weight-decay groups), with fixed random gradients,
 lr 1e-3 and weight decay 0.05. Both sides use the same number of threads
 (torch.set_num_threads / at::set_num_threads) and run on the CPU. Prints
-ms per step of each and the ratio timm-cpp / timm (below 1: timm-cpp faster).
+ms per step of each, wall time and process CPU time (the steadier figure on
+a shared machine), and the ratios timm-cpp / timm (below 1: timm-cpp faster).
 
-Usage: bench/optimizer_step.py [--threads 2] [--steps 10] [--warmup 2]
+Usage: bench/optimizer_step.py [--threads 1] [--steps 10] [--warmup 2]
            [--models resnet50 vit_base_patch16_224] [--opts sgd adamw lamb rmsproptf ...]
            [--timm-optim-bench build/bin/timm-optim-bench]
 """
@@ -48,10 +49,10 @@ def time_python(params, opt, warmup, steps):
         p.grad = torch.randn_like(p) * 0.01
     for _ in range(warmup):
         optimizer.step()
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(steps):
         optimizer.step()
-    return (time.perf_counter() - start) * 1000 / steps
+    return (time.perf_counter() - start) * 1000 / steps, (time.process_time() - cpu_start) * 1000 / steps
 
 
 def time_cpp(exe, params, opts, threads, warmup, steps):
@@ -61,13 +62,13 @@ def time_cpp(exe, params, opts, threads, warmup, steps):
             json.dump(params, f)
         out = subprocess.run([exe, path, str(threads), str(warmup), str(steps), *opts],
                              check=True, capture_output=True, text=True).stdout
-    return {line.split()[0]: float(line.split()[1]) for line in out.splitlines() if line.strip()}
+    return {line.split()[0]: (float(line.split()[1]), float(line.split()[2])) for line in out.splitlines() if line.strip()}
 
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser()
-    parser.add_argument('--threads', type=int, default=2)
+    parser.add_argument('--threads', type=int, default=1)
     parser.add_argument('--steps', type=int, default=10)
     parser.add_argument('--warmup', type=int, default=2)
     parser.add_argument('--models', nargs='+', default=['resnet50', 'vit_base_patch16_224'])
@@ -79,13 +80,15 @@ def main():
     torch.manual_seed(0)
     print(f'threads {args.threads}, {args.warmup} warm-up steps, {args.steps} timed steps, CPU, '
           f'torch {torch.__version__}, timm {timm.__version__}')
-    print(f'{"model":<22} {"optimizer":<12} {"timm ms":>9} {"timm-cpp ms":>12} {"ratio":>7}')
+    print(f'{"model":<22} {"optimizer":<10} {"timm wall":>10} {"cpp wall":>10} {"ratio":>6}'
+          f' {"timm cpu":>10} {"cpp cpu":>10} {"ratio":>6}   (ms per step)')
     for name in args.models:
         params = model_params(name)
         cpp = time_cpp(args.timm_optim_bench, params, args.opts, args.threads, args.warmup, args.steps)
         for opt in args.opts:
-            py = time_python(params, opt, args.warmup, args.steps)
-            print(f'{name:<22} {opt:<12} {py:9.1f} {cpp[opt]:12.1f} {cpp[opt] / py:7.2f}', flush=True)
+            (py_wall, py_cpu), (cpp_wall, cpp_cpu) = time_python(params, opt, args.warmup, args.steps), cpp[opt]
+            print(f'{name:<22} {opt:<10} {py_wall:10.1f} {cpp_wall:10.1f} {cpp_wall / py_wall:6.2f}'
+                  f' {py_cpu:10.1f} {cpp_cpu:10.1f} {cpp_cpu / py_cpu:6.2f}', flush=True)
 
 
 if __name__ == '__main__':

@@ -4,10 +4,11 @@
 //
 //   timm-optim-bench PARAMS.json THREADS WARMUP STEPS OPT...
 //     PARAMS.json: [{"name": "layer1.0.conv1.weight", "shape": [64, 64, 1, 1]}, ...]
-//     prints one line per optimizer: "<opt> <ms per step>"
+//     prints one line per optimizer: "<opt> <wall ms per step> <process CPU ms per step>"
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -39,7 +40,12 @@ void add_parameter(torch::nn::Module& root, const std::string& name, const std::
   module->register_parameter(name.substr(start), at::randn(shape) * 0.02);
 }
 
-double time_steps(torch::nn::Module& model, const std::string& opt, int warmup, int steps) {
+struct StepTime {
+  double wall_ms;
+  double cpu_ms;  // process CPU time: steadier than wall time on a shared machine
+};
+
+StepTime time_steps(torch::nn::Module& model, const std::string& opt, int warmup, int steps) {
   timm::OptimizerArgs args;
   args.opt = opt;
   args.lr = 1e-3;
@@ -48,9 +54,11 @@ double time_steps(torch::nn::Module& model, const std::string& opt, int warmup, 
   for (auto& p : model.parameters()) p.mutable_grad() = at::randn_like(p) * 0.01;
   for (int i = 0; i < warmup; ++i) optimizer->step();
   const auto start = std::chrono::steady_clock::now();
+  const std::clock_t cpu_start = std::clock();
   for (int i = 0; i < steps; ++i) optimizer->step();
+  const double cpu_ms = 1000.0 * static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
   const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
-  return elapsed.count() / steps;
+  return {elapsed.count() / steps, cpu_ms / steps};
 }
 
 }  // namespace
@@ -71,7 +79,8 @@ int main(int argc, char** argv) {
     for (int i = 5; i < argc; ++i) {
       torch::nn::Module model;  // fresh parameters per optimizer, as the Python side
       for (const auto& p : params) add_parameter(model, p.at("name"), p.at("shape").get<std::vector<int64_t>>());
-      std::printf("%s %.4f\n", argv[i], time_steps(model, argv[i], warmup, steps));
+      const StepTime t = time_steps(model, argv[i], warmup, steps);
+      std::printf("%s %.4f %.4f\n", argv[i], t.wall_ms, t.cpu_ms);
       std::fflush(stdout);
     }
   } catch (const timm::UsageError& e) {
