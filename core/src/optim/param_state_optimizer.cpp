@@ -66,6 +66,23 @@ ParamStateOptimizer::Active ParamStateOptimizer::active(Group& group) {
   return out;
 }
 
+std::vector<ParamStateOptimizer::Active> ParamStateOptimizer::chunks(const Active& a, int64_t max_numel) {
+  std::vector<Active> out;
+  int64_t total = 0;
+  for (std::size_t i = 0; i < a.params.size(); ++i) {
+    const int64_t numel = a.params[i].numel();
+    if (out.empty() || (!out.back().empty() && total + numel > max_numel)) {
+      out.emplace_back();
+      total = 0;
+    }
+    out.back().params.push_back(a.params[i]);
+    out.back().grads.push_back(a.grads[i]);
+    out.back().states.push_back(a.states[i]);
+    total += numel;
+  }
+  return out;
+}
+
 std::vector<at::Tensor> state_list(const std::vector<ParamStateOptimizer::State*>& states, const std::string& key) {
   std::vector<at::Tensor> out;
   out.reserve(states.size());

@@ -85,6 +85,14 @@ class Lamb : public ParamStateOptimizer {
       (*a.states[i])["exp_avg"] = at::zeros_like(a.params[i]);
       (*a.states[i])["exp_avg_sq"] = at::zeros_like(a.params[i]);
     }
+    // Each tensor's update is its own (the clip factor is global): in chunks.
+    for (const Active& chunk : chunks(a)) {
+      update(group, chunk, clip, bias_correction1, bias_correction2, beta3);
+    }
+  }
+
+  void update(const Group& group, const Active& a, const std::optional<at::Tensor>& clip, double bias_correction1,
+              double bias_correction2, double beta3) {
     const Tensors grads = clip ? at::_foreach_div(a.grads, *clip) : a.grads;  // p.grad left unmodified
     const Tensors exp_avgs = state_list(a.states, "exp_avg");
     const Tensors exp_avg_sqs = state_list(a.states, "exp_avg_sq");

@@ -64,6 +64,10 @@ class RMSprop : public ParamStateOptimizer {
     Active a = active(group);
     if (a.empty()) return;
     for (std::size_t i = 0; i < a.params.size(); ++i) init_state(*a.states[i], a.params[i], s_, false);
+    for (const Active& chunk : chunks(a)) update(group, chunk);
+  }
+
+  void update(const Group& group, const Active& a) {
     at::_foreach_add_(state_list(a.states, "step"), 1);
     Tensors grads = s_.maximize ? at::_foreach_neg(a.grads) : a.grads;
     if (group.weight_decay != 0) grads = at::_foreach_add(grads, a.params, group.weight_decay);
@@ -109,6 +113,10 @@ class RMSpropTF : public ParamStateOptimizer {
     Active a = active(group);
     if (a.empty()) return;
     for (std::size_t i = 0; i < a.params.size(); ++i) init_state(*a.states[i], a.params[i], s_, true);
+    for (const Active& chunk : chunks(a)) update(group, chunk);
+  }
+
+  void update(const Group& group, const Active& a) {
     at::_foreach_add_(state_list(a.states, "step"), 1);
     const double lr = group.lr;
     Tensors grads = a.grads;

@@ -58,6 +58,12 @@ class ParamStateOptimizer : public Optimizer {
   };
   Active active(Group& group);
 
+  // `a` split into runs of consecutive tensors of at most `max_numel`
+  // elements in all (a larger tensor alone), so that the foreach ops'
+  // temporaries stay small and cache-resident on the CPU, as timm chunks its
+  // foreach steps on CUDA.
+  static std::vector<Active> chunks(const Active& a, int64_t max_numel = int64_t{1} << 20);
+
   std::vector<Group>& mutable_groups() { return groups_; }
 
  private:
