@@ -20,6 +20,7 @@
 #include "timm/core/names.hpp"
 #include "timm/core/registry.hpp"
 #include "timm/optim/param_groups.hpp"
+#include "timm/optim/lookahead.hpp"
 
 namespace timm {
 
@@ -206,14 +207,13 @@ OptimizerPtr create_optimizer(std::vector<ParamGroup> groups, const OptimizerArg
   // timm: parts = opt.lower().split('_'); the optimizer is the last part and a
   // leading "lookahead" wraps it.
   const std::vector<std::string> parts = split(lowercase(args.opt), '_');
-  if (parts.size() > 1 && parts.front() == "lookahead") {
-    throw UsageError("--opt " + timm::in_quotes(args.opt) +
-                     ": the Lookahead wrapper (lookahead_<opt>) is not implemented yet");
-  }
+  const bool lookahead = parts.size() > 1 && parts.front() == "lookahead";
   const std::string& name = parts.back();
   const RegistryEntry& entry = Registry::global().get(PluginKind::kOptimizer, name);
   const auto& factory = Registry::global().factory<OptimizerFactory>(PluginKind::kOptimizer, name);
 
+  std::vector<std::vector<at::Tensor>> group_params;
+  for (const ParamGroup& group : groups) group_params.push_back(group.params);
   OptimizerPtr optimizer;
   try {
     optimizer = factory(std::move(groups), args);
@@ -225,6 +225,12 @@ OptimizerPtr create_optimizer(std::vector<ParamGroup> groups, const OptimizerArg
     throw Error("optimizer '" + name + "' from '" + entry.origin + "': " + e.what());
   }
   if (!optimizer) throw Error("optimizer '" + name + "' from '" + entry.origin + "': its factory returned nothing");
+  if (lookahead && optimizer->num_groups() != group_params.size()) {
+    throw Error("optimizer '" + name + "' from '" + entry.origin + "': it has " +
+                std::to_string(optimizer->num_groups()) + " param groups, expected " +
+                std::to_string(group_params.size()));
+  }
+  if (lookahead) return std::make_unique<Lookahead>(std::move(optimizer), std::move(group_params));
   return optimizer;
 }
 

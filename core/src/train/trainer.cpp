@@ -276,8 +276,10 @@ at::Tensor forward_loss(TrainContext& ctx, const at::Tensor& input, const at::Te
 bool backward_and_step(TrainContext& ctx, const at::Tensor& loss, bool need_update) {
   StepTools& tools = ctx.tools;
   const std::vector<at::Tensor> params = ctx.model->parameters();
+  // train.py: loss.backward(create_graph=second_order) for adahessian.
+  const bool second_order = ctx.optimizer.is_second_order();
   if (tools.scaler) {
-    tools.scaler->scale(loss).backward();
+    tools.scaler->scale(loss).backward(/*gradient=*/{}, /*retain_graph=*/std::nullopt, second_order);
     if (!need_update) return true;
     if (tools.clip_grad) {
       tools.scaler->unscale_(params);
@@ -287,7 +289,7 @@ bool backward_and_step(TrainContext& ctx, const at::Tensor& loss, bool need_upda
     tools.scaler->update();
     return stepped;
   }
-  loss.backward();
+  loss.backward(/*gradient=*/{}, /*retain_graph=*/std::nullopt, second_order);
   if (!need_update) return true;
   if (tools.clip_grad) dispatch_clip_grad(clip_parameters(params, tools.clip_mode), *tools.clip_grad, tools.clip_mode);
   ctx.optimizer.step();

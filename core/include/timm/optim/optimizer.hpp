@@ -103,6 +103,10 @@ class Optimizer {
   // the optimizer's defaults as train.py prints them.
   virtual std::string describe() const = 0;
 
+  // timm's is_second_order (adahessian): the trainer then runs backward with
+  // create_graph, so that step() can differentiate the gradients again.
+  virtual bool is_second_order() const { return false; }
+
   // The mean of the groups' lr, as train.py logs and writes to summary.csv.
   double mean_lr() const;
 
@@ -164,8 +168,9 @@ std::vector<ParamGroup> param_groups_weight_decay(const torch::nn::Module& model
 // Creates the optimizer named args.opt (case-insensitive, as timm) for the
 // given parameter groups, passing the flags as timm's create_optimizer_v2
 // does. Unknown names throw UsageError with the nearest known names;
-// "lookahead_<opt>" is not implemented yet (UsageError). args.layer_decay is
-// ignored here (the groups are given).
+// "lookahead_<opt>" wraps <opt> (any registered optimizer) in timm's
+// Lookahead (alpha 0.5, k 6). args.layer_decay is ignored here (the groups
+// are given).
 OptimizerPtr create_optimizer(std::vector<ParamGroup> groups, const OptimizerArgs& args);
 
 // Creates the optimizer for `model` with timm's groups: the weight-decay

@@ -1,0 +1,95 @@
+"""Optimizer step time, timm-cpp against Python timm, on the parameters of
+resnet50 and vit_base_patch16_224 (names and shapes from Python timm's
+models, so both get timm's weight-decay groups), with fixed random gradients,
+lr 1e-3 and weight decay 0.05. Both sides use the same number of threads
+(torch.set_num_threads / at::set_num_threads) and run on the CPU. Prints
+ms per step of each, wall time and process CPU time (the steadier figure on
+a shared machine), and the ratios timm-cpp / timm (below 1: timm-cpp faster).
+
+Usage: bench/optimizer_step.py [--threads 1] [--steps 10] [--warmup 2]
+           [--models resnet50 vit_base_patch16_224] [--opts sgd adamw lamb rmsproptf ...]
+           [--timm-optim-bench build/bin/timm-optim-bench]
+"""
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+import torch
+import timm
+from timm.optim import create_optimizer_v2
+
+
+def model_params(name):
+    with torch.device('meta'):
+        model = timm.create_model(name)
+    return [{'name': n, 'shape': list(p.shape)} for n, p in model.named_parameters() if p.requires_grad]
+
+
+def build(params):
+    # A module with the model's parameter names, so timm forms the same groups.
+    root = torch.nn.Module()
+    for p in params:
+        *path, leaf = p['name'].split('.')
+        module = root
+        for part in path:
+            if not hasattr(module, part):
+                module.add_module(part, torch.nn.Module())
+            module = getattr(module, part)
+        module.register_parameter(leaf, torch.nn.Parameter(torch.randn(p['shape']) * 0.02))
+    return root
+
+
+def time_python(params, opt, warmup, steps):
+    model = build(params)
+    optimizer = create_optimizer_v2(model, opt=opt, lr=1e-3, weight_decay=0.05)
+    for p in model.parameters():
+        p.grad = torch.randn_like(p) * 0.01
+    for _ in range(warmup):
+        optimizer.step()
+    start, cpu_start = time.perf_counter(), time.process_time()
+    for _ in range(steps):
+        optimizer.step()
+    return (time.perf_counter() - start) * 1000 / steps, (time.process_time() - cpu_start) * 1000 / steps
+
+
+def time_cpp(exe, params, opts, threads, warmup, steps):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, 'params.json')
+        with open(path, 'w') as f:
+            json.dump(params, f)
+        out = subprocess.run([exe, path, str(threads), str(warmup), str(steps), *opts],
+                             check=True, capture_output=True, text=True).stdout
+    return {line.split()[0]: (float(line.split()[1]), float(line.split()[2])) for line in out.splitlines() if line.strip()}
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--threads', type=int, default=1)
+    parser.add_argument('--steps', type=int, default=10)
+    parser.add_argument('--warmup', type=int, default=2)
+    parser.add_argument('--models', nargs='+', default=['resnet50', 'vit_base_patch16_224'])
+    parser.add_argument('--opts', nargs='+', default=['sgd', 'adamw', 'lamb', 'rmsproptf'])
+    parser.add_argument('--timm-optim-bench', default=os.path.join(here, '..', 'build', 'bin', 'timm-optim-bench'))
+    args = parser.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    print(f'threads {args.threads}, {args.warmup} warm-up steps, {args.steps} timed steps, CPU, '
+          f'torch {torch.__version__}, timm {timm.__version__}')
+    print(f'{"model":<22} {"optimizer":<10} {"timm wall":>10} {"cpp wall":>10} {"ratio":>6}'
+          f' {"timm cpu":>10} {"cpp cpu":>10} {"ratio":>6}   (ms per step)')
+    for name in args.models:
+        params = model_params(name)
+        cpp = time_cpp(args.timm_optim_bench, params, args.opts, args.threads, args.warmup, args.steps)
+        for opt in args.opts:
+            (py_wall, py_cpu), (cpp_wall, cpp_cpu) = time_python(params, opt, args.warmup, args.steps), cpp[opt]
+            print(f'{name:<22} {opt:<10} {py_wall:10.1f} {cpp_wall:10.1f} {cpp_wall / py_wall:6.2f}'
+                  f' {py_cpu:10.1f} {cpp_cpu:10.1f} {cpp_cpu / py_cpu:6.2f}', flush=True)
+
+
+if __name__ == '__main__':
+    main()

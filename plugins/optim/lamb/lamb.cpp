@@ -1,0 +1,206 @@
+// "lamb", "lambc", "lambw", "lambcw": timm's Lamb (timm/optim/lamb.py, the
+// NVLAMB variant of apex's FusedLAMB): gradients divided by the global grad
+// norm over max_grad_norm (when above one), Adam moments with a group-level
+// step, and the layer-wise trust ratio |p| / |update| on groups with weight
+// decay (always with always_adapt); lambc clips the ratio at one, lambw
+// decouples the weight decay.
+#include <cmath>
+#include <optional>
+
+#include <ATen/ATen.h>
+
+#include "timm/core/error.hpp"
+#include "timm/core/plugin.hpp"
+#include "timm/optim/optimizer.hpp"
+#include "timm/optim/param_state_optimizer.hpp"
+
+namespace timm {
+namespace {
+
+using Tensors = std::vector<at::Tensor>;
+
+struct LambSettings {
+  bool bias_correction = true;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-6;
+  bool grad_averaging = true;
+  std::optional<double> max_grad_norm = 1.0;
+  bool trust_clip = false;
+  bool always_adapt = false;
+  bool caution = false;
+  bool decoupled_decay = false;
+  bool corrected_weight_decay = false;
+  double max_lr = 0.0;
+};
+
+// timm's _lamb_trust_ratio per tensor: |p| / |u|, one where either is zero,
+// at most one with trust_clip; computed for all tensors in one stacked op.
+Tensors trust_ratios(const Tensors& params, const Tensors& updates, bool trust_clip) {
+  const at::Tensor w = at::stack(at::_foreach_norm(params));
+  const at::Tensor g = at::stack(at::_foreach_norm(updates));
+  at::Tensor ratio = at::where(w > 0, at::where(g > 0, w / g, 1.0), 1.0);
+  if (trust_clip) ratio = at::clamp_max(ratio, 1.0);
+  return ratio.unbind(0);
+}
+
+class Lamb : public ParamStateOptimizer {
+ public:
+  Lamb(std::vector<ParamGroup> groups, double lr, std::string description, LambSettings settings)
+      : ParamStateOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {}
+
+  void step() override {
+    at::NoGradGuard no_grad;
+    const std::optional<at::Tensor> clip = clip_grad_norm();
+    for (Group& group : mutable_groups()) step_group(group, clip);
+  }
+
+ private:
+  // max(global grad norm / max_grad_norm, 1) over all groups.
+  std::optional<at::Tensor> clip_grad_norm() {
+    if (!s_.max_grad_norm) return std::nullopt;
+    Tensors grads;
+    for (Group& group : mutable_groups()) {
+      for (const at::Tensor& param : group.params) {
+        if (param.grad().defined()) grads.push_back(param.grad());
+      }
+    }
+    if (grads.empty()) return std::nullopt;
+    const at::Tensor global_norm = at::linalg_vector_norm(at::stack(at::_foreach_norm(grads)));
+    return (global_norm / *s_.max_grad_norm).clamp_(1.0);
+  }
+
+  void step_group(Group& group, const std::optional<at::Tensor>& clip) {
+    // The step is the group's, counted even when no parameter has a gradient.
+    if (group.state.count("step") == 0) group.state["step"] = at::zeros({}, at::kFloat);
+    group.state["step"].add_(1);
+    Active a = active(group);
+    if (a.empty()) return;
+    const double step = group.state["step"].item<double>();
+    const double bias_correction1 = s_.bias_correction ? 1 - std::pow(s_.beta1, step) : 1.0;
+    const double bias_correction2 = s_.bias_correction ? 1 - std::pow(s_.beta2, step) : 1.0;
+    const double beta3 = s_.grad_averaging ? 1 - s_.beta1 : 1.0;
+    for (std::size_t i = 0; i < a.params.size(); ++i) {
+      if (!a.states[i]->empty()) continue;
+      (*a.states[i])["exp_avg"] = at::zeros_like(a.params[i]);
+      (*a.states[i])["exp_avg_sq"] = at::zeros_like(a.params[i]);
+    }
+    // Each tensor's update is its own (the clip factor is global): in chunks.
+    for (const Active& chunk : chunks(a)) {
+      update(group, chunk, clip, bias_correction1, bias_correction2, beta3);
+    }
+  }
+
+  void update(const Group& group, const Active& a, const std::optional<at::Tensor>& clip, double bias_correction1,
+              double bias_correction2, double beta3) {
+    const Tensors grads = clip ? at::_foreach_div(a.grads, *clip) : a.grads;  // p.grad left unmodified
+    const Tensors exp_avgs = state_list(a.states, "exp_avg");
+    const Tensors exp_avg_sqs = state_list(a.states, "exp_avg_sq");
+    if (beta3 == 1 - s_.beta1) {
+      at::_foreach_lerp_(exp_avgs, grads, beta3);
+    } else {
+      at::_foreach_mul_(exp_avgs, s_.beta1);
+      at::_foreach_add_(exp_avgs, grads, beta3);
+    }
+    at::_foreach_mul_(exp_avg_sqs, s_.beta2);
+    at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - s_.beta2);
+
+    Tensors denom = at::_foreach_sqrt(exp_avg_sqs);
+    at::_foreach_div_(denom, std::pow(bias_correction2, 0.5));
+    at::_foreach_add_(denom, s_.eps);
+    Tensors updates = at::_foreach_div(exp_avgs, bias_correction1);
+    at::_foreach_div_(updates, denom);
+    if (s_.caution) updates = cautious(updates, grads);
+
+    const double lr = group.lr;
+    const double wd = group.weight_decay;
+    if (wd != 0) {
+      if (s_.decoupled_decay) {
+        const double wd_scale = s_.corrected_weight_decay ? lr * lr / s_.max_lr : lr;
+        at::_foreach_add_(a.params, a.params, -wd_scale * wd);
+      } else {
+        at::_foreach_add_(updates, a.params, wd);
+      }
+    }
+    // Layer-wise adaptation, by default only where there is weight decay.
+    if (wd != 0 || s_.always_adapt) at::_foreach_mul_(updates, trust_ratios(a.params, updates, s_.trust_clip));
+    at::_foreach_add_(a.params, updates, -lr);
+  }
+
+  LambSettings s_;
+};
+
+OptimizerPtr make_lamb(std::vector<ParamGroup> groups, const OptimizerArgs& args, bool trust_clip_default,
+                       bool decoupled_default) {
+  const OptimizerKwargs kwargs(
+      args, {"bias_correction", "betas", "eps", "grad_averaging", "max_grad_norm", "trust_clip", "always_adapt",
+             "caution", "decoupled_decay", "corrected_weight_decay", "foreach"});
+  const std::string opt = timm::in_quotes(args.opt);
+  LambSettings s;
+  const std::vector<double> betas = args.betas ? *args.betas : kwargs.get_doubles("betas", {0.9, 0.999});
+  if (betas.size() != 2) {
+    throw UsageError("optimizer " + opt + ": betas needs 2 values, got " + std::to_string(betas.size()));
+  }
+  s.beta1 = betas[0];
+  s.beta2 = betas[1];
+  s.bias_correction = kwargs.get_bool("bias_correction", true);
+  s.eps = args.eps ? *args.eps : kwargs.get_double("eps", 1e-6);
+  s.grad_averaging = kwargs.get_bool("grad_averaging", true);
+  const bool no_clip = kwargs.has("max_grad_norm") && kwargs.repr("max_grad_norm", "") == "'None'";
+  s.max_grad_norm = no_clip ? std::nullopt : std::optional<double>(kwargs.get_double("max_grad_norm", 1.0));
+  s.trust_clip = kwargs.get_bool("trust_clip", trust_clip_default);
+  s.always_adapt = kwargs.get_bool("always_adapt", false);
+  s.caution = kwargs.get_bool("caution", false);
+  s.decoupled_decay = kwargs.get_bool("decoupled_decay", decoupled_default);
+  s.corrected_weight_decay = kwargs.get_bool("corrected_weight_decay", false);
+  s.max_lr = args.lr;
+  if (args.lr < 0) throw UsageError("optimizer " + opt + ": invalid learning rate " + python_float_repr(args.lr));
+  if (s.eps < 0) throw UsageError("optimizer " + opt + ": invalid epsilon " + python_float_repr(s.eps));
+  if (args.weight_decay < 0) {
+    throw UsageError("optimizer " + opt + ": invalid --weight-decay " + python_float_repr(args.weight_decay));
+  }
+  if (s.corrected_weight_decay && s.max_lr <= 0) {
+    throw UsageError("optimizer " + opt + ": corrected weight decay requires a positive max lr, got " +
+                     python_float_repr(args.lr));
+  }
+  const std::string description =
+      describe_optimizer("Lamb", args.opt,
+                         {{"lr", python_float_repr(args.lr)},
+                          {"bias_correction", kwargs.repr("bias_correction", "True")},
+                          {"betas", betas_repr(args, kwargs, {0.9, 0.999})},
+                          {"eps", args.eps ? python_float_repr(*args.eps) : kwargs.repr("eps", "1e-06")},
+                          {"weight_decay", python_float_repr(args.weight_decay)},
+                          {"grad_averaging", kwargs.repr("grad_averaging", "True")},
+                          {"max_grad_norm", no_clip ? "None" : kwargs.repr("max_grad_norm", "1.0")},
+                          {"trust_clip", kwargs.repr("trust_clip", py_bool(trust_clip_default))},
+                          {"always_adapt", kwargs.repr("always_adapt", "False")},
+                          {"caution", kwargs.repr("caution", "False")},
+                          {"decoupled_decay", kwargs.repr("decoupled_decay", py_bool(decoupled_default))},
+                          {"corrected_weight_decay", kwargs.repr("corrected_weight_decay", "False")},
+                          {"max_lr_snapshot", python_float_repr(args.lr)},
+                          {"foreach", kwargs.repr("foreach", "None")}});
+  return std::make_unique<Lamb>(std::move(groups), args.lr, description, s);
+}
+
+}  // namespace
+}  // namespace timm
+
+TIMM_PLUGIN("lamb") {
+  using timm::OptimizerArgs;
+  using timm::ParamGroup;
+  struct Variant {
+    const char* name;
+    const char* description;
+    bool trust_clip;
+    bool decoupled;
+  };
+  for (const Variant& v :
+       {Variant{"lamb", "Layer-wise Adaptive Moments for batch optimization", false, false},
+        Variant{"lambc", "LAMB with trust ratio clipping for stability", true, false},
+        Variant{"lambw", "LAMB with decoupled weight decay", false, true},
+        Variant{"lambcw", "LAMB with trust ratio clipping for stability and decoupled decay", true, true}}) {
+    registrar.add_optimizer(v.name, v.description, [v](std::vector<ParamGroup> groups, const OptimizerArgs& args) {
+      return timm::make_lamb(std::move(groups), args, v.trust_clip, v.decoupled);
+    });
+  }
+}
