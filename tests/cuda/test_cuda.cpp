@@ -1,0 +1,104 @@
+// CUDA paths, run on the GPU machine by scripts/device/cuda-check.sh (built
+// only with -DTIMM_CUDA_TESTS=ON, so a machine without a GPU never counts
+// them): model outputs on CUDA equal the CPU's, the float16 gradient scaler
+// skips a non-finite step and backs off, and timm-run trains with --amp and
+// --channels-last on the GPU.
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <c10/core/GradMode.h>
+#include <torch/cuda.h>
+#include <torch/nn/module.h>
+
+#include "e2e_support.hpp"
+#include "test_support.hpp"
+#include "timm/models/model.hpp"
+#include "timm/optim/optimizer.hpp"
+#include "timm/train/amp.hpp"
+
+// Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
+#include <doctest/doctest.h>
+
+namespace {
+
+// CUDA and CPU float32 convolutions sum in different orders; TF32 is off.
+constexpr double kAtol = 1e-3;
+constexpr double kRtol = 1e-3;
+
+void require_gpu() { REQUIRE_MESSAGE(torch::cuda::is_available(), "this test needs a CUDA device"); }
+
+}  // namespace
+
+TEST_CASE("resnet50 and efficientnet_b0 give the CPU's eval logits on CUDA") {
+  require_gpu();
+  timm::test::load_builtin_plugins();
+  at::globalContext().setAllowTF32CuBLAS(false);
+  at::globalContext().setAllowTF32CuDNN(false);
+  for (const std::string name : {"resnet50", "efficientnet_b0"}) {
+    timm::ModelArgs args;
+    args.num_classes = 10;
+    timm::ModelPtr model = timm::create_model(name, args);
+    model->eval();
+    torch::NoGradGuard no_grad;
+    const at::Tensor x = at::randn({4, 3, 96, 96});
+    const at::Tensor cpu = model->forward(x);
+    model->to(torch::Device(torch::kCUDA));
+    const at::Tensor gpu = model->forward(x.cuda()).cpu();
+    const double excess = ((gpu - cpu).abs() - (kAtol + kRtol * cpu.abs())).max().item<double>();
+    CHECK_MESSAGE(excess <= 0.0, name << ": max |cuda - cpu| " << (gpu - cpu).abs().max().item<double>());
+  }
+}
+
+TEST_CASE("the float16 gradient scaler skips a non-finite step on CUDA and halves its scale") {
+  require_gpu();
+  timm::test::load_builtin_plugins();
+  const torch::Device cuda(torch::kCUDA);
+  struct Holder : torch::nn::Module {
+    at::Tensor w;
+  };
+  auto holder = std::make_shared<Holder>();
+  holder->w = holder->register_parameter("w", at::randn({8, 8}, at::TensorOptions().device(cuda)));
+  timm::OptimizerArgs args;
+  args.opt = "momentum";
+  args.lr = 0.1;
+  timm::OptimizerPtr optimizer = timm::create_optimizer(*holder, {}, args);
+  timm::GradScaler scaler(cuda);
+  const std::vector<at::Tensor> params{holder->w};
+  for (int step = 0; step < 3; ++step) {
+    at::Tensor x = at::randn({4, 8}, at::TensorOptions().device(cuda));
+    if (step == 1) x[0][0] = INFINITY;
+    const at::Tensor before = holder->w.detach().clone();
+    at::Tensor loss;
+    {
+      timm::AutocastGuard autocast(at::kCUDA, at::kHalf);
+      loss = at::matmul(x, holder->w.t()).float().pow(2).mean();
+    }
+    optimizer->zero_grad();
+    const double scale_before = scaler.current_scale();
+    scaler.scale(loss).backward();
+    const bool stepped = scaler.step(*optimizer, params);
+    scaler.update();
+    CHECK(stepped == (step != 1));
+    CHECK(at::equal(holder->w.detach(), before) == (step == 1));
+    if (step == 1) CHECK(scaler.current_scale() == scale_before * 0.5);
+  }
+}
+
+TEST_CASE("timm-run trains resnet18 on CUDA with float16 AMP and channels-last") {
+  require_gpu();
+  const char* data = std::getenv("TIMM_FASHION_MNIST_DIR");
+  std::vector<std::string> argv = {(timm::test::bin_dir() / "timm-run").string(),
+                                   "--model", "resnet18", "--device", "cuda", "--amp", "--channels-last",
+                                   "--epochs", "1", "--train-num-samples", "8192", "--val-num-samples", "2000",
+                                   "-b", "128", "--lr", "0.1", "--warmup-epochs", "0", "--sched-on-updates",
+                                   "--no-aug", "-j", "4", "--output", "/tmp/timm-cuda-test"};
+  if (data != nullptr) argv.insert(argv.end(), {"--dataset", "fashion-mnist", "--data-dir", data});
+  const auto run = timm::test::run_command(argv, std::chrono::seconds(600));
+  REQUIRE_MESSAGE(run.exit_code == 0, run.output);
+  MESSAGE(run.output.substr(run.output.size() > 1200 ? run.output.size() - 1200 : 0));
+  CHECK(run.output.find("Using native Torch AMP. Training in mixed precision.") != std::string::npos);
+  CHECK(timm::test::number_after(run.output, "Test top-1:") > 60.0);
+}
