@@ -34,20 +34,11 @@ int run(int argc, char** argv) {
   const auto plugins = timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(command.plugin_dirs));
   const double startup = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   switch (command.action) {
-    case timm::Action::kListModels:
-      print_list(timm::PluginKind::kModel, command.list_pattern);
-      return 0;
-    case timm::Action::kListOptimizers:
-      print_list(timm::PluginKind::kOptimizer, command.list_pattern);
-      return 0;
-    case timm::Action::kListSchedulers:
-      print_list(timm::PluginKind::kScheduler, command.list_pattern);
-      return 0;
-    case timm::Action::kListAugmentations:
-      print_list(timm::PluginKind::kAugmentation, command.list_pattern);
-      return 0;
-    default:
-      break;
+    case timm::Action::kListModels: print_list(timm::PluginKind::kModel, command.list_pattern); return 0;
+    case timm::Action::kListOptimizers: print_list(timm::PluginKind::kOptimizer, command.list_pattern); return 0;
+    case timm::Action::kListSchedulers: print_list(timm::PluginKind::kScheduler, command.list_pattern); return 0;
+    case timm::Action::kListAugmentations: print_list(timm::PluginKind::kAugmentation, command.list_pattern); return 0;
+    default: break;
   }
   timm::log_info(timm::format("Start-up: %zu plugins, %zu registry entries, config parsed in %.3f s", plugins.size(),
                               timm::Registry::global().size(), startup));
