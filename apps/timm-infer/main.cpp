@@ -157,7 +157,13 @@ int run(int argc, char** argv) {
   const std::string dataset_name = timm::tool_dataset_name(args);
   const timm::DatasetDefaults defaults = timm::dataset_defaults(dataset_name);
   timm::Config config = timm::data_flags_config(args);
-  const int64_t in_chans = timm::resolve_in_chans(config, defaults);
+  const std::string model_name = args.get("model");
+  timm::CheckpointShape shape;
+  if (args.has("checkpoint")) shape = timm::checkpoint_shape(args.get("checkpoint"), model_name);
+  // The channels the checkpoint was trained with, unless --in-chans says.
+  int64_t in_chans = timm::resolve_in_chans(config, defaults);
+  if (shape.in_chans && !args.given("in-chans") && !args.given("input-size")) in_chans = *shape.in_chans;
+  config.set("in_chans", in_chans);
   // A flat folder of images is its own split; otherwise timm's split search.
   auto dataset =
       timm::first_samples(timm::create_dataset(dataset_name, args.get("data-dir"), args.get("split"), in_chans),
@@ -168,13 +174,7 @@ int run(int argc, char** argv) {
   model_args.global_pool = args.get_optional("gp");
   model_args.kwargs = args.get_kwargs("model-kwargs");
   model_args.num_classes = args.get_optional_int("num-classes").value_or(dataset_name.empty() ? 1000 : 10);
-  const std::string model_name = args.get("model");
-  if (args.has("checkpoint") && !args.given("num-classes")) {
-    const auto probe = timm::create_model(model_name, model_args);
-    if (auto n = timm::checkpoint_num_classes(args.get("checkpoint"), probe->pretrained_cfg().classifier)) {
-      model_args.num_classes = *n;
-    }
-  }
+  if (shape.num_classes && !args.given("num-classes")) model_args.num_classes = *shape.num_classes;
   timm::ModelPtr model = timm::create_model(model_name, model_args);
   if (args.has("checkpoint")) {
     timm::load_checkpoint_weights(*model, args.get("checkpoint"));

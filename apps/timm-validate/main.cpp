@@ -92,6 +92,7 @@ timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std
                              int64_t in_chans) {
   const std::string model_name = args.get("model");
   timm::Config config = timm::data_flags_config(args);
+  config.set("in_chans", in_chans);
   timm::ModelArgs model_args;
   model_args.in_chans = in_chans;
   model_args.global_pool = args.get_optional("gp");
@@ -100,10 +101,7 @@ timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std
   if (auto n = args.get_optional_int("num-classes")) model_args.num_classes = *n;
   if (checkpoint && !args.given("num-classes")) {
     // The head size the checkpoint was trained with, as timm-run wrote it.
-    const auto probe = timm::create_model(model_name, model_args);
-    if (auto n = timm::checkpoint_num_classes(*checkpoint, probe->pretrained_cfg().classifier)) {
-      model_args.num_classes = *n;
-    }
+    if (auto n = timm::checkpoint_shape(*checkpoint, model_name).num_classes) model_args.num_classes = *n;
   }
   timm::ModelPtr model = timm::create_model(model_name, model_args);
   if (checkpoint) {
@@ -158,16 +156,20 @@ int run(int argc, char** argv) {
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
   const std::string dataset_name = timm::tool_dataset_name(args);
   const timm::DatasetDefaults defaults = timm::dataset_defaults(dataset_name);
-  const int64_t in_chans = timm::resolve_in_chans(timm::data_flags_config(args), defaults);
-  auto dataset =
-      timm::first_samples(timm::create_dataset(dataset_name, args.get("data-dir"), args.get("split"), in_chans),
-                          args.get_optional_int("num-samples"));
-
   std::vector<std::optional<std::filesystem::path>> checkpoints{std::nullopt};
   if (args.has("checkpoint")) {
     checkpoints.clear();
     for (const auto& path : timm::find_checkpoints(args.get("checkpoint"))) checkpoints.emplace_back(path);
   }
+  // The channels the checkpoint was trained with, unless --in-chans says.
+  int64_t in_chans = timm::resolve_in_chans(timm::data_flags_config(args), defaults);
+  if (checkpoints.front() && !args.given("in-chans") && !args.given("input-size")) {
+    if (auto c = timm::checkpoint_shape(*checkpoints.front(), args.get("model")).in_chans) in_chans = *c;
+  }
+  auto dataset =
+      timm::first_samples(timm::create_dataset(dataset_name, args.get("data-dir"), args.get("split"), in_chans),
+                          args.get_optional_int("num-samples"));
+
   std::vector<timm::ResultRow> rows;
   for (const auto& checkpoint : checkpoints)
     rows.push_back(validate_one(args, checkpoint, dataset, defaults, in_chans));

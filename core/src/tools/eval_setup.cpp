@@ -109,12 +109,21 @@ void load_checkpoint_weights(ClassifierImpl& model, const std::filesystem::path&
   load_state_dict(model, read_safetensors(checkpoint), /*strict=*/true);
 }
 
-std::optional<int64_t> checkpoint_num_classes(const std::filesystem::path& checkpoint, const std::string& classifier) {
-  if (classifier.empty()) return std::nullopt;
+CheckpointShape checkpoint_shape(const std::filesystem::path& checkpoint, const std::string& model_name) {
+  // A small probe of the architecture tells the tensor names.
+  ModelArgs probe_args;
+  probe_args.num_classes = 2;
+  const PretrainedCfg cfg = create_model(model_name, probe_args)->pretrained_cfg();
+  CheckpointShape shape;
   for (const auto& [name, tensor] : read_safetensors(checkpoint)) {
-    if (name == classifier + ".weight" && tensor.dim() >= 1) return tensor.size(0);
+    if (!cfg.classifier.empty() && name == cfg.classifier + ".weight" && tensor.dim() >= 1) {
+      shape.num_classes = tensor.size(0);
+    }
+    if (!cfg.first_conv.empty() && name == cfg.first_conv + ".weight" && tensor.dim() == 4) {
+      shape.in_chans = tensor.size(1);
+    }
   }
-  return std::nullopt;
+  return shape;
 }
 
 int64_t count_parameters(const torch::nn::Module& model) {

@@ -50,9 +50,14 @@ std::vector<std::filesystem::path> find_checkpoints(const std::filesystem::path&
 // Loads a timm-run checkpoint (safetensors, timm's keys) strictly.
 void load_checkpoint_weights(ClassifierImpl& model, const std::filesystem::path& checkpoint);
 
-// The model's classifier size stored in a checkpoint: the first dimension of
-// the pretrained cfg's classifier weight ("fc.weight"); nullopt when absent.
-std::optional<int64_t> checkpoint_num_classes(const std::filesystem::path& checkpoint, const std::string& classifier);
+// The head and stem sizes a checkpoint was trained with: the classifier
+// weight's rows ("fc.weight") and the stem conv's input channels
+// ("conv1.weight"), named by the model's pretrained cfg; nullopt when absent.
+struct CheckpointShape {
+  std::optional<int64_t> num_classes;
+  std::optional<int64_t> in_chans;
+};
+CheckpointShape checkpoint_shape(const std::filesystem::path& checkpoint, const std::string& model_name);
 
 int64_t count_parameters(const torch::nn::Module& model);
 
