@@ -35,6 +35,7 @@
 #include "timm/train/losses.hpp"
 #include "timm/train/metrics.hpp"
 #include "timm/train/model_ema.hpp"
+#include "timm/train/plot.hpp"
 #include "timm/train/summary.hpp"
 
 namespace timm {
@@ -740,6 +741,10 @@ TrainResult run_training(const Config& config) {
                     static_cast<long long>(result.best_epoch)));
   }
   print_result(records, eval_metric);
+  // The run's curves (loss, accuracy, lr) beside its summary.
+  if (std::filesystem::exists(output_dir / "summary.csv")) {
+    plot_summary(output_dir / "summary.csv", output_dir / "summary.svg");
+  }
   return result;
 }
 

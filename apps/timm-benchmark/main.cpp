@@ -1,0 +1,244 @@
+// timm-benchmark: inference and training throughput of a model at a batch
+// size on synthetic input, as timm's benchmark.py measures it: warm-up
+// steps, then timed steps; samples/s = samples / wall time of the timed steps.
+#include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/randint.h>
+#include <ATen/ops/randn.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <chrono>
+#include <cmath>
+#include <iostream>
+
+#include "timm/core/error.hpp"
+#include "timm/core/plugin_loader.hpp"
+#include "timm/core/registry.hpp"
+#include "timm/log/log.hpp"
+#include "timm/optim/optimizer.hpp"
+#include "timm/tools/eval_setup.hpp"
+#include "timm/tools/results_file.hpp"
+#include "timm/train/losses.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+timm::ToolArgs make_args() {
+  timm::ToolArgs args("timm-benchmark", "Benchmarks a model's inference and training throughput (benchmark.py).");
+  timm::add_model_data_flags(args, "resnet50");
+  args.add("batch-size", "b", "256", "mini-batch size");
+  args.add("bench", "", "both", "benchmark mode: inference, train or both");
+  args.add("num-warm-iter", "", "10", "number of warmup iterations");
+  args.add("num-bench-iter", "", "40", "number of benchmark iterations");
+  args.add_switch("amp", "", "use automatic mixed precision (autocast)");
+  args.add("amp-dtype", "", "bfloat16", "autocast dtype: bfloat16 (CPU) or float16");
+  args.add_switch("channels-last", "", "use channels_last memory layout");
+  args.add("opt", "", "sgd", "optimizer of the train benchmark (from the registry)");
+  args.add("lr", "", "0.0001", "learning rate of the train benchmark");
+  args.add("momentum", "", "0.9", "optimizer momentum");
+  args.add("weight-decay", "", "0.0001", "weight decay");
+  args.add("smoothing", "", "0.0", "label smoothing of the train loss (benchmark.py: plain cross-entropy)");
+  args.add("threads", "", "", "intra-op threads (default: torch's)");
+  args.add("results-file", "", "", "output CSV or JSON file for the results");
+  args.add("results-format", "", "", "csv or json (default: from the file's extension)");
+  args.add_list("plugin-dir", "", "extra folders to load plugins from");
+  return args;
+}
+
+struct Setup {
+  timm::ModelPtr model;
+  std::vector<int64_t> input_shape;  // B, C, H, W
+  int64_t num_classes = 0;
+  int64_t param_count = 0;
+  bool channels_last = false;
+};
+
+// Turns on autocast for the CPU for the life of the guard.
+class CpuAutocast {
+ public:
+  CpuAutocast(bool enabled, at::ScalarType dtype) : enabled_(enabled) {
+    if (!enabled_) return;
+    at::autocast::set_autocast_dtype(at::kCPU, dtype);
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+  }
+  ~CpuAutocast() {
+    if (!enabled_) return;
+    at::autocast::set_autocast_enabled(at::kCPU, false);
+    at::autocast::clear_cache();
+  }
+
+ private:
+  bool enabled_;
+};
+
+at::ScalarType amp_dtype(const std::string& name) {
+  if (name == "bfloat16") return at::kBFloat16;
+  if (name == "float16") return at::kHalf;
+  throw timm::UsageError("--amp-dtype " + timm::in_quotes(name) + ": expected bfloat16 or float16");
+}
+
+void to_channels_last(torch::nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : model.parameters()) {
+    if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+  }
+}
+
+at::Tensor make_input(const Setup& setup) {
+  at::Tensor x = at::randn(setup.input_shape);
+  return setup.channels_last ? x.contiguous(at::MemoryFormat::ChannelsLast) : x;
+}
+
+double ms_per_step(double total_seconds, int64_t steps) { return 1000.0 * total_seconds / steps; }
+
+// Warm-up, then timed steps; logs benchmark.py's progress lines.
+template <class Step>
+std::pair<double, double> time_steps(const char* label, int64_t warm, int64_t iters, int64_t batch, Step step) {
+  for (int64_t i = 0; i < warm; ++i) step();
+  const auto start = Clock::now();
+  double step_sum = 0.0;
+  const int64_t log_every = std::max<int64_t>(1, iters / 5);
+  for (int64_t i = 0; i < iters; ++i) {
+    const auto t0 = Clock::now();
+    step();
+    step_sum += std::chrono::duration<double>(Clock::now() - t0).count();
+    if ((i + 1) % log_every == 0) {
+      const double total = std::chrono::duration<double>(Clock::now() - start).count();
+      timm::log_info(timm::format("%s [%lld/%lld]. %0.2f samples/sec. %0.3f ms/step.", label,
+                                  static_cast<long long>(i + 1), static_cast<long long>(iters), batch * (i + 1) / total,
+                                  ms_per_step(total, i + 1)));
+    }
+  }
+  const double total = std::chrono::duration<double>(Clock::now() - start).count();
+  return {batch * iters / total, ms_per_step(step_sum, iters)};
+}
+
+void bench_inference(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarType dtype, timm::ResultRow& row) {
+  setup.model->eval();
+  torch::NoGradGuard no_grad;
+  const at::Tensor x = make_input(setup);
+  timm::log_info(timm::format("Running inference benchmark on %s for %lld steps w/ input size %s and batch size %lld.",
+                              args.get("model").c_str(), static_cast<long long>(args.get_int("num-bench-iter")),
+                              c10::str(setup.input_shape).c_str(), static_cast<long long>(setup.input_shape[0])));
+  CpuAutocast autocast(amp, dtype);
+  const auto [rate, step_ms] = time_steps("Infer", args.get_int("num-warm-iter"), args.get_int("num-bench-iter"),
+                                          setup.input_shape[0], [&] { setup.model->forward(x); });
+  timm::log_info(timm::format("Inference benchmark of %s done. %.2f samples/sec, %.2f ms/step",
+                              args.get("model").c_str(), rate, step_ms));
+  row.emplace_back("infer_samples_per_sec", std::round(rate * 100) / 100);
+  row.emplace_back("infer_step_time", std::round(step_ms * 1000) / 1000);
+  row.emplace_back("infer_batch_size", setup.input_shape[0]);
+  row.emplace_back("infer_img_size", setup.input_shape.back());
+}
+
+void bench_train(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarType dtype, timm::ResultRow& row) {
+  setup.model->train();
+  timm::OptimizerArgs opt;
+  opt.opt = args.get("opt");
+  opt.lr = args.get_double("lr");
+  opt.momentum = args.get_double("momentum");
+  opt.weight_decay = args.get_double("weight-decay");
+  timm::OptimizerPtr optimizer = timm::create_optimizer(*setup.model, setup.model->no_weight_decay(), opt);
+  timm::log_info("Created " + optimizer->describe());
+  const double smoothing = args.get_double("smoothing");
+  const at::Tensor x = make_input(setup);
+  const at::Tensor target = at::randint(setup.num_classes, {setup.input_shape[0]}, at::kLong);
+  timm::log_info(timm::format("Running train benchmark on %s for %lld steps w/ input size %s and batch size %lld.",
+                              args.get("model").c_str(), static_cast<long long>(args.get_int("num-bench-iter")),
+                              c10::str(setup.input_shape).c_str(), static_cast<long long>(setup.input_shape[0])));
+  auto step = [&] {
+    optimizer->zero_grad();
+    at::Tensor loss;
+    {
+      CpuAutocast autocast(amp, dtype);
+      loss = timm::label_smoothing_cross_entropy(setup.model->forward(x).to(at::kFloat), target, smoothing);
+    }
+    loss.backward();
+    optimizer->step();
+  };
+  const auto [rate, step_ms] =
+      time_steps("Train", args.get_int("num-warm-iter"), args.get_int("num-bench-iter"), setup.input_shape[0], step);
+  timm::log_info(timm::format("Train benchmark of %s done. %.2f samples/sec, %.2f ms/sample", args.get("model").c_str(),
+                              rate, 1000.0 / rate));
+  row.emplace_back("train_samples_per_sec", std::round(rate * 100) / 100);
+  row.emplace_back("train_step_time", std::round(step_ms * 1000) / 1000);
+  row.emplace_back("train_batch_size", setup.input_shape[0]);
+  row.emplace_back("train_img_size", setup.input_shape.back());
+}
+
+Setup make_setup(const timm::ToolArgs& args) {
+  timm::Config config = timm::data_flags_config(args);
+  timm::ModelArgs model_args;
+  model_args.in_chans = timm::resolve_in_chans(config, {});
+  model_args.num_classes = args.get_optional_int("num-classes").value_or(1000);
+  model_args.global_pool = args.get_optional("gp");
+  model_args.kwargs = args.get_kwargs("model-kwargs");
+  Setup setup;
+  setup.model = timm::create_model(args.get("model"), model_args);
+  setup.num_classes = model_args.num_classes;
+  setup.param_count = timm::count_parameters(*setup.model);
+  timm::log_info(timm::format("Model %s created, param count: %lld", args.get("model").c_str(),
+                              static_cast<long long>(setup.param_count)));
+  const timm::DataConfig data = timm::resolve_data_config(config, setup.model->pretrained_cfg(), {});
+  setup.input_shape = {args.get_int("batch-size")};
+  setup.input_shape.insert(setup.input_shape.end(), data.input_size.begin(), data.input_size.end());
+  setup.channels_last = args.get_switch("channels-last");
+  if (setup.channels_last) to_channels_last(*setup.model);
+  return setup;
+}
+
+int run(int argc, char** argv) {
+  timm::ToolArgs args = make_args();
+  args.parse(argc, argv);
+  if (args.help_requested()) {
+    std::cout << args.help();
+    return 0;
+  }
+  if (auto threads = args.get_optional_int("threads")) at::set_num_threads(static_cast<int>(*threads));
+  const std::string bench = args.get("bench");
+  if (bench != "both" && bench != "inference" && bench != "train") {
+    throw timm::UsageError("--bench " + timm::in_quotes(bench) + ": expected inference, train or both");
+  }
+  for (const char* flag : {"num-bench-iter", "batch-size"}) {
+    if (args.get_int(flag) <= 0) throw timm::UsageError(std::string("--") + flag + ": expected a positive integer");
+  }
+  if (args.get_int("num-warm-iter") < 0) throw timm::UsageError("--num-warm-iter: expected 0 or more");
+  timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
+  const bool amp = args.get_switch("amp");
+  const at::ScalarType dtype = amp_dtype(args.get("amp-dtype"));
+  timm::log_info(amp ? "Using native Torch AMP (" + args.get("amp-dtype") + ") on the CPU." : "AMP not enabled.");
+
+  timm::ResultRow row{{"model", args.get("model")}};
+  Setup setup = make_setup(args);
+  if (bench != "train") bench_inference(args, setup, amp, dtype, row);
+  if (bench != "inference") {
+    setup = make_setup(args);  // fresh weights, as benchmark.py builds a new runner
+    bench_train(args, setup, amp, dtype, row);
+  }
+  row.emplace_back("param_count", std::round(setup.param_count / 1e4) / 100);
+  std::cout << "--result\n" << timm::results_json(row) << "\n" << std::flush;
+  if (args.has("results-file"))
+    timm::write_results_file(args.get("results-file"), {row}, args.get("results-format"), true);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  timm::setup_logging();
+  try {
+    return run(argc, argv);
+  } catch (const timm::Error& e) {
+    std::cerr << "timm-benchmark: error: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const c10::Error& e) {
+    std::cerr << "timm-benchmark: error: " << e.what_without_backtrace() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "timm-benchmark: error: " << e.what() << "\n";
+    return 1;
+  }
+}

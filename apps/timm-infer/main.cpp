@@ -1,0 +1,218 @@
+// timm-infer: the top-k classes and their probabilities (or logits) for each
+// image of a folder or of the Fashion-MNIST test set, as timm's inference.py.
+#include <ATen/ops/softmax.h>
+#include <ATen/ops/topk.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <chrono>
+#include <iostream>
+
+#include "timm/core/error.hpp"
+#include "timm/core/plugin_loader.hpp"
+#include "timm/core/registry.hpp"
+#include "timm/log/log.hpp"
+#include "timm/tools/eval_setup.hpp"
+#include "timm/tools/progress.hpp"
+#include "timm/tools/results_file.hpp"
+#include "timm/train/metrics.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Fashion-MNIST's class names: (name, description) by index.
+const std::vector<std::pair<std::string, std::string>> kFashionMnistLabels = {{"t_shirt_top", "T-shirt/top"},
+                                                                              {"trouser", "Trouser"},
+                                                                              {"pullover", "Pullover"},
+                                                                              {"dress", "Dress"},
+                                                                              {"coat", "Coat"},
+                                                                              {"sandal", "Sandal"},
+                                                                              {"shirt", "Shirt"},
+                                                                              {"sneaker", "Sneaker"},
+                                                                              {"bag", "Bag"},
+                                                                              {"ankle_boot", "Ankle boot"}};
+
+timm::ToolArgs make_args() {
+  timm::ToolArgs args("timm-infer", "Top-k predictions per image of a folder or dataset (timm's inference.py).");
+  timm::add_model_data_flags(args, "resnet18");
+  timm::add_dataset_flags(args, 256, 2);
+  args.add("checkpoint", "", "", "a .safetensors checkpoint written by timm-run");
+  args.add("topk", "", "5", "top-k to output");
+  args.add("output-type", "", "prob", "prob (softmax) or logit");
+  args.add("label-type", "", "description", "none, name or description (Fashion-MNIST's class names)");
+  args.add_switch("include-index", "", "include the class index column");
+  args.add_switch("fullname", "", "use the full sample path (or name) as filename, not the basename");
+  args.add_switch("results-separate-col", "", "one column per rank (index_0, prob_0, ...) instead of lists");
+  args.add("results-file", "", "", "output CSV or JSON file");
+  args.add("results-format", "", "", "csv or json (default: from the file's extension)");
+  args.add_list("plugin-dir", "", "extra folders to load plugins from");
+  return args;
+}
+
+std::string sample_filename(const timm::Dataset& dataset, std::size_t index, bool fullname) {
+  const std::string name = dataset.describe(index);
+  return fullname ? name : std::filesystem::path(name).filename().string();
+}
+
+template <class T>
+void add_ranked(timm::ResultRow& row, const std::string& column, const std::vector<T>& values, bool separate) {
+  if (!separate) {
+    row.emplace_back(column, values);
+    return;
+  }
+  for (std::size_t k = 0; k < values.size(); ++k) row.emplace_back(column + "_" + std::to_string(k), values[k]);
+}
+
+struct Options {
+  int64_t topk;
+  bool prob, include_index, fullname, separate;
+  const std::vector<std::pair<std::string, std::string>>* labels;  // null: no label column
+  bool label_names;                                                // name rather than description
+};
+
+std::vector<timm::ResultRow> predict(timm::ClassifierImpl& model, timm::Loader& loader, const timm::Dataset& dataset,
+                                     const Options& opt, int64_t log_freq) {
+  model.eval();
+  torch::NoGradGuard no_grad;
+  loader.start_epoch(0);
+  const auto num_batches = static_cast<int64_t>(loader.num_batches());
+  timm::Progress progress("Predict", num_batches, log_freq);
+  timm::AverageMeter batch_time;
+  std::vector<timm::ResultRow> rows;
+  auto start = Clock::now();
+  int64_t index = 0;
+  while (auto batch = loader.next()) {
+    at::Tensor output = model.forward(timm::prepare_eval_images(*batch, loader.transform()));
+    if (opt.prob) output = at::softmax(output, -1);
+    const auto [values, indices] = at::topk(output, std::min<int64_t>(opt.topk, output.size(1)));
+    const auto v = values.contiguous();
+    const auto ix = indices.contiguous();
+    for (int64_t r = 0; r < v.size(0); ++r) {
+      const auto sample = rows.size();
+      std::vector<double> out(v[r].data_ptr<float>(), v[r].data_ptr<float>() + v.size(1));
+      std::vector<int64_t> idx(ix[r].data_ptr<int64_t>(), ix[r].data_ptr<int64_t>() + ix.size(1));
+      timm::ResultRow row{{"filename", sample_filename(dataset, sample, opt.fullname)}};
+      if (opt.include_index) add_ranked(row, "index", idx, opt.separate);
+      if (opt.labels != nullptr) {
+        std::vector<std::string> names;
+        for (int64_t i : idx) {
+          const bool known = i >= 0 && static_cast<std::size_t>(i) < opt.labels->size();
+          names.push_back(known ? (opt.label_names ? (*opt.labels)[i].first : (*opt.labels)[i].second)
+                                : std::to_string(i));
+        }
+        add_ranked(row, "label", names, opt.separate);
+      }
+      add_ranked(row, opt.prob ? "prob" : "logit", out, opt.separate);
+      rows.push_back(std::move(row));
+    }
+    batch_time.update(std::chrono::duration<double>(Clock::now() - start).count());
+    start = Clock::now();
+    progress.step(index, timm::format("%zu images", rows.size()),
+                  timm::format("Predict: [%lld/%lld] Time %.3f (%.3f)", static_cast<long long>(index),
+                               static_cast<long long>(num_batches), batch_time.val(), batch_time.avg()));
+    ++index;
+  }
+  progress.finish();
+  return rows;
+}
+
+Options make_options(const timm::ToolArgs& args, const std::string& dataset_name, int64_t num_classes) {
+  Options opt{args.get_int("topk"),
+              true,
+              args.get_switch("include-index"),
+              args.get_switch("fullname"),
+              args.get_switch("results-separate-col"),
+              nullptr,
+              false};
+  if (opt.topk <= 0) throw timm::UsageError("--topk " + std::to_string(opt.topk) + ": expected a positive integer");
+  const std::string output_type = args.get("output-type");
+  if (output_type != "prob" && output_type != "logit") {
+    throw timm::UsageError("--output-type " + timm::in_quotes(output_type) + ": expected prob or logit");
+  }
+  opt.prob = output_type == "prob";
+  const std::string label_type = args.get("label-type");
+  if (label_type != "none" && label_type != "name" && label_type != "description") {
+    throw timm::UsageError("--label-type " + timm::in_quotes(label_type) + ": expected none, name or description");
+  }
+  const bool fmnist = (dataset_name == "fashion-mnist" || dataset_name == "torch/fashion_mnist") && num_classes == 10;
+  if (label_type != "none" && fmnist) {
+    opt.labels = &kFashionMnistLabels;
+    opt.label_names = label_type == "name";
+  } else if (label_type != "none" && args.given("label-type")) {
+    throw timm::UsageError("--label-type " + label_type +
+                           ": class names are known only for Fashion-MNIST; use --label-type none");
+  }
+  return opt;
+}
+
+int run(int argc, char** argv) {
+  timm::ToolArgs args = make_args();
+  args.parse(argc, argv);
+  if (args.help_requested()) {
+    std::cout << args.help();
+    return 0;
+  }
+  timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
+  const std::string dataset_name = timm::tool_dataset_name(args);
+  const timm::DatasetDefaults defaults = timm::dataset_defaults(dataset_name);
+  timm::Config config = timm::data_flags_config(args);
+  const std::string model_name = args.get("model");
+  timm::CheckpointShape shape;
+  if (args.has("checkpoint")) shape = timm::checkpoint_shape(args.get("checkpoint"), model_name);
+  // The channels the checkpoint was trained with, unless --in-chans says.
+  int64_t in_chans = timm::resolve_in_chans(config, defaults);
+  if (shape.in_chans && !args.given("in-chans") && !args.given("input-size")) in_chans = *shape.in_chans;
+  config.set("in_chans", in_chans);
+  // A flat folder of images is its own split; otherwise timm's split search.
+  auto dataset =
+      timm::first_samples(timm::create_dataset(dataset_name, args.get("data-dir"), args.get("split"), in_chans),
+                          args.get_optional_int("num-samples"));
+
+  timm::ModelArgs model_args;
+  model_args.in_chans = in_chans;
+  model_args.global_pool = args.get_optional("gp");
+  model_args.kwargs = args.get_kwargs("model-kwargs");
+  model_args.num_classes = args.get_optional_int("num-classes").value_or(dataset_name.empty() ? 1000 : 10);
+  if (shape.num_classes && !args.given("num-classes")) model_args.num_classes = *shape.num_classes;
+  timm::ModelPtr model = timm::create_model(model_name, model_args);
+  if (args.has("checkpoint")) {
+    timm::load_checkpoint_weights(*model, args.get("checkpoint"));
+  } else {
+    timm::log_warning("no --checkpoint: predicting with randomly initialised weights");
+  }
+  timm::log_info(timm::format("Model %s created, param count: %lld", model_name.c_str(),
+                              static_cast<long long>(timm::count_parameters(*model))));
+  timm::DataConfig data_config = timm::resolve_data_config(config, model->pretrained_cfg(), defaults);
+  timm::apply_crop_mode(args, data_config);
+  for (const auto& line : timm::describe_data_config(data_config)) timm::log_info(line);
+
+  const Options options = make_options(args, dataset_name, model_args.num_classes);
+  auto loader = timm::make_eval_loader(dataset, data_config, args.get_int("batch-size"), args.get_int("workers"));
+  const auto rows = predict(*model, *loader, *dataset, options, std::max<int64_t>(1, args.get_int("log-freq")));
+  if (args.has("results-file")) {
+    timm::write_results_file(args.get("results-file"), rows, args.get("results-format"));
+    timm::log_info("Wrote " + std::to_string(rows.size()) + " predictions to " + args.get("results-file"));
+  } else {
+    std::cout << "--result\n" << timm::format_results(rows, "json") << std::flush;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  timm::setup_logging();
+  try {
+    return run(argc, argv);
+  } catch (const timm::Error& e) {
+    std::cerr << "timm-infer: error: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const c10::Error& e) {
+    std::cerr << "timm-infer: error: " << e.what_without_backtrace() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "timm-infer: error: " << e.what() << "\n";
+    return 1;
+  }
+}

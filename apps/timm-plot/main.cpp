@@ -1,0 +1,41 @@
+// timm-plot: renders a run's summary.csv (loss, accuracy and lr per epoch)
+// into an SVG picture.
+//
+//   timm-plot output/train/run/summary.csv run.svg
+#include <iostream>
+
+#include "timm/core/error.hpp"
+#include "timm/log/log.hpp"
+#include "timm/tools/tool_args.hpp"
+#include "timm/train/plot.hpp"
+
+namespace {
+
+int run(int argc, char** argv) {
+  timm::ToolArgs args("timm-plot", "Renders loss, accuracy and lr curves of a summary.csv into an SVG file.");
+  args.add_positional("SUMMARY.csv", "timm's summary.csv (epoch,train_loss,eval_loss,eval_top1,eval_top5,lr)");
+  args.add_positional("OUT.svg", "the SVG file to write");
+  args.parse(argc, argv);
+  if (args.help_requested()) {
+    std::cout << args.help();
+    return 0;
+  }
+  timm::plot_summary(args.get("SUMMARY.csv"), args.get("OUT.svg"));
+  timm::log_info("Wrote " + args.get("OUT.svg"));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  timm::setup_logging();
+  try {
+    return run(argc, argv);
+  } catch (const timm::Error& e) {
+    std::cerr << "timm-plot: error: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::cerr << "timm-plot: error: " << e.what() << "\n";
+    return 1;
+  }
+}

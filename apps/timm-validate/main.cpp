@@ -1,0 +1,202 @@
+// timm-validate: evaluates a model (one checkpoint or a folder of them) on a
+// dataset the way timm's validate.py does: top-1, top-5, loss, throughput,
+// results as CSV or JSON.
+//
+// Metrics are exact: the loss and the hits are summed over samples and divided
+// once, so the numbers equal timm-run's eval of the same weights and data.
+#include <chrono>
+#include <cmath>
+#include <iostream>
+
+#include <ATen/ops/cross_entropy_loss.h>
+#include <ATen/ops/randn.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include "timm/core/error.hpp"
+#include "timm/core/plugin_loader.hpp"
+#include "timm/core/registry.hpp"
+#include "timm/log/log.hpp"
+#include "timm/tools/eval_setup.hpp"
+#include "timm/tools/progress.hpp"
+#include "timm/tools/results_file.hpp"
+#include "timm/train/metrics.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+timm::ToolArgs make_args() {
+  timm::ToolArgs args("timm-validate", "Validates timm-cpp checkpoints on a dataset (timm's validate.py).");
+  timm::add_model_data_flags(args, "resnet18");
+  timm::add_dataset_flags(args, 256, 4);
+  args.add("checkpoint", "", "", "a .safetensors checkpoint, or a folder: validate each *.safetensors in it");
+  args.add("results-file", "", "", "output CSV or JSON file for validation results");
+  args.add("results-format", "", "", "csv or json (default: from the file's extension)");
+  args.add_list("plugin-dir", "", "extra folders to load plugins from");
+  return args;
+}
+
+struct Outcome {
+  double loss = 0.0;
+  double top1 = 0.0;
+  double top5 = 0.0;
+  int64_t samples = 0;
+};
+
+Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, int64_t log_freq) {
+  model.eval();
+  torch::NoGradGuard no_grad;
+  loader.start_epoch(0);
+  const auto num_batches = static_cast<int64_t>(loader.num_batches());
+  timm::Progress progress("Test", num_batches, log_freq);
+  double loss_sum = 0.0;
+  int64_t top1 = 0, top5 = 0, samples = 0;
+  timm::AverageMeter batch_time;
+  auto start = Clock::now();
+  int64_t index = 0;
+  while (auto batch = loader.next()) {
+    const at::Tensor input = timm::prepare_eval_images(*batch, loader.transform());
+    const at::Tensor output = model.forward(input);
+    const double loss = at::cross_entropy_loss(output, batch->targets).item<double>();
+    const auto correct = timm::correct_topk(output, batch->targets, {1, 5});
+    const int64_t n = input.size(0);
+    loss_sum += loss * static_cast<double>(n);
+    top1 += correct[0];
+    top5 += correct[1];
+    samples += n;
+    batch_time.update(std::chrono::duration<double>(Clock::now() - start).count());
+    start = Clock::now();
+    const double avg_top1 = 100.0 * top1 / samples;
+    progress.step(
+        index, timm::format("Loss %.4f  Acc@1 %.3f  Acc@5 %.3f", loss_sum / samples, avg_top1, 100.0 * top5 / samples),
+        timm::format("Test: [%4lld/%lld]  Time: %.3fs (%.3fs, %7.2f/s)  Loss: %7.4f (%6.4f)  "
+                     "Acc@1: %7.3f (%7.3f)  Acc@5: %7.3f (%7.3f)",
+                     static_cast<long long>(index), static_cast<long long>(num_batches), batch_time.val(),
+                     batch_time.avg(), n / batch_time.avg(), loss, loss_sum / samples, 100.0 * correct[0] / n, avg_top1,
+                     100.0 * correct[1] / n, 100.0 * top5 / samples));
+    ++index;
+  }
+  progress.finish();
+  if (samples == 0) throw timm::Error("the dataset produced no sample");
+  return {loss_sum / samples, 100.0 * top1 / samples, 100.0 * top5 / samples, samples};
+}
+
+double round_to(double value, int digits) {
+  const double scale = std::pow(10.0, digits);
+  return std::round(value * scale) / scale;
+}
+
+timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std::filesystem::path>& checkpoint,
+                             std::shared_ptr<const timm::Dataset> dataset, const timm::DatasetDefaults& defaults,
+                             int64_t in_chans) {
+  const std::string model_name = args.get("model");
+  timm::Config config = timm::data_flags_config(args);
+  config.set("in_chans", in_chans);
+  timm::ModelArgs model_args;
+  model_args.in_chans = in_chans;
+  model_args.global_pool = args.get_optional("gp");
+  model_args.kwargs = args.get_kwargs("model-kwargs");
+  model_args.num_classes = dataset->num_classes();
+  if (auto n = args.get_optional_int("num-classes")) model_args.num_classes = *n;
+  if (checkpoint && !args.given("num-classes")) {
+    // The head size the checkpoint was trained with, as timm-run wrote it.
+    if (auto n = timm::checkpoint_shape(*checkpoint, model_name).num_classes) model_args.num_classes = *n;
+  }
+  timm::ModelPtr model = timm::create_model(model_name, model_args);
+  if (checkpoint) {
+    timm::load_checkpoint_weights(*model, *checkpoint);
+    timm::log_info("Loaded state_dict from checkpoint '" + checkpoint->string() + "'");
+  } else {
+    timm::log_warning("no --checkpoint: validating randomly initialised weights (there are no pretrained weights)");
+  }
+  const int64_t param_count = timm::count_parameters(*model);
+  timm::log_info(
+      timm::format("Model %s created, param count: %lld", model_name.c_str(), static_cast<long long>(param_count)));
+  timm::DataConfig data_config = timm::resolve_data_config(config, model->pretrained_cfg(), defaults);
+  timm::apply_crop_mode(args, data_config);
+  for (const auto& line : timm::describe_data_config(data_config)) timm::log_info(line);
+
+  auto loader = timm::make_eval_loader(dataset, data_config, args.get_int("batch-size"), args.get_int("workers"));
+  {
+    // validate.py's warm-up forward on random input.
+    torch::NoGradGuard no_grad;
+    model->eval();
+    std::vector<int64_t> shape{args.get_int("batch-size")};
+    shape.insert(shape.end(), data_config.input_size.begin(), data_config.input_size.end());
+    model->forward(at::randn(shape));
+  }
+  const Outcome outcome = validate(*model, *loader, std::max<int64_t>(1, args.get_int("log-freq")));
+  timm::log_info(timm::format(" * Acc@1 %.3f (%.3f) Acc@5 %.3f (%.3f)", outcome.top1, 100.0 - outcome.top1,
+                              outcome.top5, 100.0 - outcome.top5));
+  timm::log_info(timm::format(" * Loss %.4f over %lld images", outcome.loss, static_cast<long long>(outcome.samples)));
+  timm::ResultRow row{{"model", model_name},
+                      {"top1", round_to(outcome.top1, 4)},
+                      {"top1_err", round_to(100.0 - outcome.top1, 4)},
+                      {"top5", round_to(outcome.top5, 4)},
+                      {"top5_err", round_to(100.0 - outcome.top5, 4)},
+                      {"loss", outcome.loss},
+                      {"param_count", round_to(param_count / 1e6, 2)},
+                      {"img_size", data_config.input_size.back()},
+                      {"crop_pct", data_config.crop_pct},
+                      {"interpolation", data_config.interpolation}};
+  if (checkpoint) row.emplace_back("checkpoint", checkpoint->string());
+  return row;
+}
+
+double top1_of(const timm::ResultRow& row) { return std::get<double>(row[1].second); }
+
+int run(int argc, char** argv) {
+  timm::ToolArgs args = make_args();
+  args.parse(argc, argv);
+  if (args.help_requested()) {
+    std::cout << args.help();
+    return 0;
+  }
+  timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
+  const std::string dataset_name = timm::tool_dataset_name(args);
+  const timm::DatasetDefaults defaults = timm::dataset_defaults(dataset_name);
+  std::vector<std::optional<std::filesystem::path>> checkpoints{std::nullopt};
+  if (args.has("checkpoint")) {
+    checkpoints.clear();
+    for (const auto& path : timm::find_checkpoints(args.get("checkpoint"))) checkpoints.emplace_back(path);
+  }
+  // The channels the checkpoint was trained with, unless --in-chans says.
+  int64_t in_chans = timm::resolve_in_chans(timm::data_flags_config(args), defaults);
+  if (checkpoints.front() && !args.given("in-chans") && !args.given("input-size")) {
+    if (auto c = timm::checkpoint_shape(*checkpoints.front(), args.get("model")).in_chans) in_chans = *c;
+  }
+  auto dataset =
+      timm::first_samples(timm::create_dataset(dataset_name, args.get("data-dir"), args.get("split"), in_chans),
+                          args.get_optional_int("num-samples"));
+
+  std::vector<timm::ResultRow> rows;
+  for (const auto& checkpoint : checkpoints)
+    rows.push_back(validate_one(args, checkpoint, dataset, defaults, in_chans));
+  // validate.py sorts bulk results by top-1, best first.
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return top1_of(a) > top1_of(b); });
+
+  std::cout << "--result\n" << timm::format_results(rows, "json", /*single=*/rows.size() == 1) << std::flush;
+  if (args.has("results-file")) {
+    timm::write_results_file(args.get("results-file"), rows, args.get("results-format"), rows.size() == 1);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  timm::setup_logging();
+  try {
+    return run(argc, argv);
+  } catch (const timm::Error& e) {
+    std::cerr << "timm-validate: error: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const c10::Error& e) {
+    std::cerr << "timm-validate: error: " << e.what_without_backtrace() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "timm-validate: error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,93 @@
+"""Inference and training throughput: timm-benchmark against Python timm.
+
+Both sides measure the same model at the same batch size and input size on
+synthetic input (randn images, random targets), with the same torch thread
+count, warm-up and timed iterations, one after the other in this run.
+timm's benchmark.py is not in the installed distribution, so its measurement
+is rebuilt from timm's components as benchmark.py does it: create_model,
+eval + no_grad forwards for inference; create_optimizer_v2('sgd', lr 1e-4,
+momentum 0.9, weight decay 1e-4) and cross-entropy on random targets for
+training (zero_grad, forward, loss, backward, step); samples/s = samples /
+wall time of the timed steps.
+
+Usage: bench/tools_benchmark.py [--models resnet18 resnet50] [-b 32] [--threads 2]
+         [--num-warm-iter 3] [--num-bench-iter 10] [--timm-benchmark PATH]
+Prints images/s of each and the ratio timm-benchmark / timm.
+"""
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+import timm
+import timm.optim
+import torch
+
+
+def python_bench(model_name, batch, warm, iters, mode):
+    model = timm.create_model(model_name)
+    x = torch.randn(batch, 3, 224, 224)
+    if mode == 'inference':
+        model.eval()
+
+        def step():
+            with torch.no_grad():
+                model(x)
+    else:
+        model.train()
+        opt = timm.optim.create_optimizer_v2(model, 'sgd', lr=1e-4, momentum=0.9, weight_decay=1e-4)
+        loss_fn = torch.nn.CrossEntropyLoss()
+        target = torch.randint(1000, (batch,))
+
+        def step():
+            opt.zero_grad()
+            loss = loss_fn(model(x), target)
+            loss.backward()
+            opt.step()
+    for _ in range(warm):
+        step()
+    start = time.perf_counter()
+    for _ in range(iters):
+        step()
+    return batch * iters / (time.perf_counter() - start)
+
+
+def cpp_bench(exe, model_name, batch, threads, warm, iters, mode):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, 'bench.json')
+        subprocess.run([exe, '--model', model_name, '-b', str(batch), '--bench', mode, '--threads', str(threads),
+                        '--num-warm-iter', str(warm), '--num-bench-iter', str(iters), '--results-file', out],
+                       check=True, capture_output=True, text=True)
+        with open(out) as f:
+            result = json.load(f)
+    key = 'infer_samples_per_sec' if mode == 'inference' else 'train_samples_per_sec'
+    return result[key]
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = argparse.ArgumentParser()
+    p.add_argument('--models', nargs='+', default=['resnet18', 'resnet50'])
+    p.add_argument('-b', '--batch-size', type=int, default=32)
+    p.add_argument('--threads', type=int, default=2)
+    p.add_argument('--num-warm-iter', type=int, default=3)
+    p.add_argument('--num-bench-iter', type=int, default=10)
+    p.add_argument('--timm-benchmark', default=os.path.join(here, '..', 'build', 'bin', 'timm-benchmark'))
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f'batch {args.batch_size}, {args.threads} threads, {args.num_warm_iter} warm-up + {args.num_bench_iter} '
+          f'timed steps, 224x224, load average before: {os.getloadavg()[0]:.1f}')
+    print(f'{"model":<10} {"mode":<10} {"timm-benchmark img/s":>21} {"timm img/s":>11} {"ratio":>6}')
+    for model_name in args.models:
+        for mode in ('inference', 'train'):
+            cpp = cpp_bench(args.timm_benchmark, model_name, args.batch_size, args.threads, args.num_warm_iter,
+                            args.num_bench_iter, mode)
+            py = python_bench(model_name, args.batch_size, args.num_warm_iter, args.num_bench_iter, mode)
+            print(f'{model_name:<10} {mode:<10} {cpp:>21.2f} {py:>11.2f} {cpp / py:>6.2f}', flush=True)
+    print(f'load average after: {os.getloadavg()[0]:.1f}')
+
+
+if __name__ == '__main__':
+    main()

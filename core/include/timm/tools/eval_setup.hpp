@@ -1,0 +1,73 @@
+// What timm-validate, timm-benchmark and timm-infer share: the data flags of
+// validate.py turned into a resolved DataConfig, checkpoint discovery and
+// loading, and the eval loader.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "timm/config/config.hpp"
+#include "timm/data/data_config.hpp"
+#include "timm/data/dataset.hpp"
+#include "timm/data/loader.hpp"
+#include "timm/models/model.hpp"
+#include "timm/tools/tool_args.hpp"
+
+namespace timm {
+
+// Declares the data and model flags the three tools share (--model,
+// --img-size, --input-size, --in-chans, --crop-pct, --crop-mode, --mean,
+// --std, --interpolation, --num-classes, --gp, --model-kwargs), with
+// `default_model` as --model's default.
+void add_model_data_flags(ToolArgs& args, const std::string& default_model);
+// Declares --data-dir, --dataset, --split, --num-samples, -b, -j, --log-freq.
+void add_dataset_flags(ToolArgs& args, int64_t default_batch, int64_t default_workers);
+
+// The given data flags as a train Config (marked explicit), so the trainer's
+// resolve_data_config applies the same priority rules. --crop-mode has no
+// train flag: apply it with apply_crop_mode().
+Config data_flags_config(const ToolArgs& args);
+
+// --crop-mode over the resolved config (center, squash or border).
+void apply_crop_mode(const ToolArgs& args, DataConfig& data_config);
+
+// timm-run's dataset naming: --dataset, else Fashion-MNIST when no
+// --data-dir is given, else an image folder.
+std::string tool_dataset_name(const ToolArgs& args);
+
+// The first `count` samples of `dataset` (--num-samples); all when unset.
+std::shared_ptr<const Dataset> first_samples(std::shared_ptr<const Dataset> dataset, std::optional<int64_t> count);
+
+// --checkpoint: a .safetensors file, or a folder whose *.safetensors are
+// taken in natural order (validate.py's directory mode). Throws UsageError
+// when nothing is found.
+std::vector<std::filesystem::path> find_checkpoints(const std::filesystem::path& path);
+
+// Loads a timm-run checkpoint (safetensors, timm's keys) strictly.
+void load_checkpoint_weights(ClassifierImpl& model, const std::filesystem::path& checkpoint);
+
+// The head and stem sizes a checkpoint was trained with: the classifier
+// weight's rows ("fc.weight") and the stem conv's input channels
+// ("conv1.weight"), named by the model's pretrained cfg; nullopt when absent.
+struct CheckpointShape {
+  std::optional<int64_t> num_classes;
+  std::optional<int64_t> in_chans;
+};
+CheckpointShape checkpoint_shape(const std::filesystem::path& checkpoint, const std::string& model_name);
+
+int64_t count_parameters(const torch::nn::Module& model);
+
+// An in-order eval loader over `dataset` with create_transform(is_training
+// false) of `data_config`.
+std::shared_ptr<Loader> make_eval_loader(std::shared_ptr<const Dataset> dataset, const DataConfig& data_config,
+                                         int64_t batch_size, int64_t workers);
+
+// A uint8 batch as float on the CPU with the loader's batch transforms
+// (normalisation) applied, as timm's prefetcher does.
+at::Tensor prepare_eval_images(const Batch& batch, const TransformPipeline& transform);
+
+}  // namespace timm

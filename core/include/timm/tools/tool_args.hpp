@@ -1,0 +1,75 @@
+// A small argparse for the tools beside timm-run (timm-validate,
+// timm-benchmark, timm-infer): long flags with optional short names,
+// `--flag value`, `--flag=value`, `-b64`, switches and nargs='+' lists, the
+// way timm's validate.py / benchmark.py / inference.py declare theirs.
+//
+//   timm::ToolArgs args("timm-validate", "Validates a model on a dataset.");
+//   args.add("batch-size", "b", "256", "mini-batch size");
+//   args.add_switch("amp", "", "mixed precision");
+//   args.parse(argc, argv);                     // throws UsageError
+//   if (args.help_requested()) { std::cout << args.help(); return 0; }
+//   int64_t b = args.get_int("batch-size");
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace timm {
+
+class ToolArgs {
+ public:
+  ToolArgs(std::string program, std::string description);
+
+  // A flag taking one value; `default_value` "" means unset (None).
+  void add(const std::string& name, const std::string& short_name, const std::string& default_value,
+           const std::string& help);
+  // A flag taking one or more values (nargs='+').
+  void add_list(const std::string& name, const std::string& short_name, const std::string& help);
+  // store_true.
+  void add_switch(const std::string& name, const std::string& short_name, const std::string& help);
+  // Positional arguments, in order; all required.
+  void add_positional(const std::string& name, const std::string& help);
+
+  // Parses argv (argv[0] is the program). Unknown flags, missing values and
+  // missing positionals throw UsageError naming them.
+  void parse(int argc, const char* const* argv);
+
+  bool help_requested() const { return help_requested_; }
+  std::string help() const;
+
+  // True when the flag has a value (given, or a non-empty default).
+  bool has(const std::string& name) const;
+  bool given(const std::string& name) const;
+  std::string get(const std::string& name) const;  // "" when unset
+  std::optional<std::string> get_optional(const std::string& name) const;
+  int64_t get_int(const std::string& name) const;  // throws UsageError when not an integer
+  std::optional<int64_t> get_optional_int(const std::string& name) const;
+  double get_double(const std::string& name) const;
+  std::optional<double> get_optional_double(const std::string& name) const;
+  bool get_switch(const std::string& name) const;
+  std::vector<std::string> get_list(const std::string& name) const;
+  std::optional<std::vector<double>> get_optional_doubles(const std::string& name) const;
+  // The k=v tokens of a list flag as a map (--model-kwargs).
+  std::map<std::string, std::string> get_kwargs(const std::string& name) const;
+
+ private:
+  enum class Kind { kValue, kList, kSwitch };
+  struct Spec {
+    std::string name, short_name, default_value, help;
+    Kind kind = Kind::kValue;
+  };
+  const Spec& spec(const std::string& name) const;
+  const Spec* find_long(const std::string& name) const;
+  const Spec* find_short(const std::string& name) const;
+
+  std::string program_, description_;
+  std::vector<Spec> specs_;
+  std::vector<std::pair<std::string, std::string>> positionals_;  // name, help
+  std::map<std::string, std::vector<std::string>> values_;
+  bool help_requested_ = false;
+};
+
+}  // namespace timm

@@ -1,0 +1,160 @@
+#include "timm/tools/eval_setup.hpp"
+
+#include <algorithm>
+
+#include <ATen/ops/_to_copy.h>
+
+#include "timm/core/error.hpp"
+#include "timm/core/names.hpp"
+#include "timm/io/safetensors.hpp"
+#include "timm/models/state_dict.hpp"
+
+namespace timm {
+namespace {
+
+class FirstSamples : public Dataset {
+ public:
+  FirstSamples(std::shared_ptr<const Dataset> base, std::size_t count) : base_(std::move(base)), count_(count) {}
+  std::size_t size() const override { return count_; }
+  Image image(std::size_t index) const override { return base_->image(index); }
+  int64_t target(std::size_t index) const override { return base_->target(index); }
+  int64_t num_classes() const override { return base_->num_classes(); }
+  std::string describe(std::size_t index) const override { return base_->describe(index); }
+
+ private:
+  std::shared_ptr<const Dataset> base_;
+  std::size_t count_;
+};
+
+}  // namespace
+
+void add_model_data_flags(ToolArgs& args, const std::string& default_model) {
+  args.add("model", "m", default_model, "model architecture name");
+  args.add("img-size", "", "", "input image dimension, uses model default if empty");
+  args.add_list("input-size", "", "full input dimensions C H W, uses model default if empty");
+  args.add("in-chans", "", "", "input channels (default: the dataset's, else 3)");
+  args.add("crop-pct", "", "", "input image center crop percent (eval only)");
+  args.add("crop-mode", "", "", "crop mode: center, squash or border");
+  args.add_list("mean", "", "override mean pixel value of dataset");
+  args.add_list("std", "", "override std deviation of dataset");
+  args.add("interpolation", "", "", "image resize interpolation type (overrides model)");
+  args.add("num-classes", "", "", "number classes in dataset (default: the dataset's)");
+  args.add("gp", "", "", "global pool type, model default when unset");
+  args.add_list("model-kwargs", "", "model keyword arguments k=v");
+}
+
+void add_dataset_flags(ToolArgs& args, int64_t default_batch, int64_t default_workers) {
+  args.add("data-dir", "", "", "path to dataset root (default: Fashion-MNIST)");
+  args.add("dataset", "", "", "dataset type: '' (image folder) or fashion-mnist");
+  args.add("split", "", "validation", "dataset split");
+  args.add("num-samples", "", "", "use the first N samples of the split");
+  args.add("batch-size", "b", std::to_string(default_batch), "mini-batch size");
+  args.add("workers", "j", std::to_string(default_workers), "number of data loading workers");
+  args.add("log-freq", "", "10", "batch logging frequency");
+}
+
+Config data_flags_config(const ToolArgs& args) {
+  Config config;
+  if (auto v = args.get_optional_int("img-size")) config.set_explicit("img_size", *v);
+  if (args.given("input-size")) {
+    std::vector<int64_t> size;
+    for (const auto& s : args.get_list("input-size")) size.push_back(std::stoll(s));
+    if (size.size() != 3) throw UsageError("--input-size: expected 3 values C H W");
+    config.set_explicit("input_size", size);
+  }
+  if (auto v = args.get_optional_int("in-chans")) config.set_explicit("in_chans", *v);
+  if (auto v = args.get_optional_double("crop-pct")) config.set_explicit("crop_pct", *v);
+  if (auto v = args.get_optional_doubles("mean")) config.set_explicit("mean", *v);
+  if (auto v = args.get_optional_doubles("std")) config.set_explicit("std", *v);
+  if (auto v = args.get_optional("interpolation")) config.set_explicit("interpolation", *v);
+  if (auto v = args.get_optional_int("num-classes")) config.set_explicit("num_classes", *v);
+  return config;
+}
+
+void apply_crop_mode(const ToolArgs& args, DataConfig& data_config) {
+  if (auto mode = args.get_optional("crop-mode")) {
+    if (*mode != "center" && *mode != "squash" && *mode != "border") {
+      throw UsageError("--crop-mode " + in_quotes(*mode) + ": expected center, squash or border");
+    }
+    data_config.crop_mode = *mode;
+  }
+}
+
+std::string tool_dataset_name(const ToolArgs& args) {
+  if (const std::string name = args.get("dataset"); !name.empty()) return name;
+  return args.has("data-dir") ? "" : "fashion-mnist";
+}
+
+std::shared_ptr<const Dataset> first_samples(std::shared_ptr<const Dataset> dataset, std::optional<int64_t> count) {
+  if (!count) return dataset;
+  if (*count <= 0) throw UsageError("--num-samples " + std::to_string(*count) + ": expected a positive count");
+  if (static_cast<std::size_t>(*count) >= dataset->size()) return dataset;
+  return std::make_shared<FirstSamples>(std::move(dataset), static_cast<std::size_t>(*count));
+}
+
+std::vector<std::filesystem::path> find_checkpoints(const std::filesystem::path& path) {
+  if (!std::filesystem::exists(path)) throw UsageError("--checkpoint " + in_quotes(path.string()) + ": no such file");
+  if (!std::filesystem::is_directory(path)) return {path};
+  std::vector<std::filesystem::path> found;
+  for (const auto& entry : std::filesystem::directory_iterator(path)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".safetensors") found.push_back(entry.path());
+  }
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return natural_less(a.filename().string(), b.filename().string()); });
+  if (found.empty()) throw UsageError("--checkpoint " + in_quotes(path.string()) + ": no *.safetensors in the folder");
+  return found;
+}
+
+void load_checkpoint_weights(ClassifierImpl& model, const std::filesystem::path& checkpoint) {
+  load_state_dict(model, read_safetensors(checkpoint), /*strict=*/true);
+}
+
+CheckpointShape checkpoint_shape(const std::filesystem::path& checkpoint, const std::string& model_name) {
+  // A small probe of the architecture tells the tensor names.
+  ModelArgs probe_args;
+  probe_args.num_classes = 2;
+  const PretrainedCfg cfg = create_model(model_name, probe_args)->pretrained_cfg();
+  CheckpointShape shape;
+  for (const auto& [name, tensor] : read_safetensors(checkpoint)) {
+    if (!cfg.classifier.empty() && name == cfg.classifier + ".weight" && tensor.dim() >= 1) {
+      shape.num_classes = tensor.size(0);
+    }
+    if (!cfg.first_conv.empty() && name == cfg.first_conv + ".weight" && tensor.dim() == 4) {
+      shape.in_chans = tensor.size(1);
+    }
+  }
+  return shape;
+}
+
+int64_t count_parameters(const torch::nn::Module& model) {
+  int64_t n = 0;
+  for (const auto& p : model.parameters()) n += p.numel();
+  return n;
+}
+
+std::shared_ptr<Loader> make_eval_loader(std::shared_ptr<const Dataset> dataset, const DataConfig& data_config,
+                                         int64_t batch_size, int64_t workers) {
+  TransformArgs targs;
+  targs.is_training = false;
+  targs.input_size = data_config.input_size;
+  targs.mean = data_config.mean;
+  targs.std = data_config.std;
+  targs.crop_pct = data_config.crop_pct;
+  targs.crop_mode = data_config.crop_mode;
+  targs.interpolation = data_config.interpolation;
+  LoaderOptions options;
+  options.batch_size = batch_size;
+  options.drop_last = false;
+  options.num_workers = workers;
+  auto sampler = make_local_sampler(dataset->size(), /*shuffle=*/false, options.seed);
+  return std::make_shared<Loader>(std::move(dataset), std::move(sampler), create_transform(targs), options);
+}
+
+at::Tensor prepare_eval_images(const Batch& batch, const TransformPipeline& transform) {
+  at::Tensor images = batch.images.to(at::kFloat);
+  Rng rng(0);  // eval batch transforms are deterministic
+  transform.apply(images, rng);
+  return images;
+}
+
+}  // namespace timm

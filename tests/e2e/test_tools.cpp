@@ -1,0 +1,286 @@
+// The tools beside timm-run on Fashion-MNIST, against timm-run itself and
+// Python timm at test time: timm-validate, timm-infer, timm-benchmark and
+// timm-plot, with one tiny checkpoint trained once and shared by the cases.
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "e2e_support.hpp"
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using timm::test::run_command;
+using timm::test::run_oracle;
+
+namespace {
+
+std::string tool(const std::string& name) { return (timm::test::bin_dir() / name).string(); }
+
+// One resnet18 trained for an epoch on 512 images, evaluated on 256.
+struct TrainedRun {
+  timm::test::TempDir tmp;
+  fs::path dir;
+  std::string output;
+  fs::path checkpoint() const { return dir / "last.safetensors"; }
+};
+
+const TrainedRun& trained_run() {
+  static TrainedRun* run = [] {
+    auto* r = new TrainedRun();
+    const auto result = run_command({tool("timm-run"),
+                                     "--model",
+                                     "resnet18",
+                                     "--epochs",
+                                     "1",
+                                     "--train-num-samples",
+                                     "512",
+                                     "--val-num-samples",
+                                     "256",
+                                     "-b",
+                                     "64",
+                                     "-j",
+                                     "1",
+                                     "--lr",
+                                     "0.1",
+                                     "--warmup-epochs",
+                                     "0",
+                                     "--output",
+                                     r->tmp.path().string(),
+                                     "--experiment",
+                                     "ck"});
+    REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+    r->dir = r->tmp / "ck";
+    r->output = result.output;
+    return r;
+  }();
+  return *run;
+}
+
+// The text captured by `pattern`'s first group in `text` (the last match).
+std::string last_capture(const std::string& text, const std::string& pattern) {
+  const std::regex re(pattern);
+  std::string found;
+  for (std::sregex_iterator it(text.begin(), text.end(), re), end; it != end; ++it) found = (*it)[1].str();
+  if (found.empty()) FAIL_CHECK("no match for " << pattern << " in:\n" << text);
+  return found;
+}
+
+json parse_json_file(const fs::path& path) { return json::parse(timm::test::read_file(path)); }
+
+// The data config a tool logged, as flags for tools_oracle.py.
+std::vector<std::string> logged_data_config(const std::string& output) {
+  return {"--img-size",      last_capture(output, R"(input_size: \(\d+, \d+, (\d+)\))"),
+          "--interpolation", last_capture(output, R"(interpolation: (\w+))"),
+          "--mean",          last_capture(output, R"(mean: \(([0-9.]+),\))"),
+          "--std",           last_capture(output, R"(std: \(([0-9.]+),\))"),
+          "--crop-pct",      last_capture(output, R"(crop_pct: ([0-9.]+))")};
+}
+
+std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("timm-validate reproduces timm-run's eval exactly and Python timm's within one sample") {
+  const TrainedRun& run = trained_run();
+  timm::test::TempDir tmp;
+  const auto result = run_command({tool("timm-validate"), "--checkpoint", run.checkpoint().string(), "--num-samples",
+                                   "256", "-b", "64", "-j", "1", "--results-file", (tmp / "val.json").string()});
+  REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+  MESSAGE(result.output.substr(0, 2000));
+  CHECK(result.output.find("Test: [   0/4]  Time: ") != std::string::npos);
+
+  // timm-run's last eval line: "Test: [   3/3] ... Acc@1: x (avg)  Acc@5: y (avg)" and its final loss.
+  const std::string run_top1 = last_capture(run.output, R"(Acc@1: +[0-9.]+ \( *([0-9.]+)\))");
+  const std::string run_top5 = last_capture(run.output, R"(Acc@5: +[0-9.]+ \( *([0-9.]+)\))");
+  const std::string run_loss = last_capture(run.output, R"(Test top-1: .* loss: ([0-9.]+))");
+  // The same numbers, printed with the same precision, by timm-validate.
+  CHECK(last_capture(result.output, R"( \* Acc@1 ([0-9.]+) )") == run_top1);
+  CHECK(last_capture(result.output, R"(Acc@5 ([0-9.]+) \()") == run_top5);
+  CHECK(last_capture(result.output, R"( \* Loss ([0-9.]+) over 256 images)") == run_loss);
+
+  const json row = parse_json_file(tmp / "val.json");
+  for (const char* key :
+       {"model", "top1", "top1_err", "top5", "top5_err", "param_count", "img_size", "crop_pct", "interpolation"}) {
+    CHECK_MESSAGE(row.contains(key), key);
+  }
+  CHECK(row["model"] == "resnet18");
+  CHECK(row["img_size"] == 28);
+  CHECK(row["param_count"].get<double>() == doctest::Approx(11.18));
+
+  // Python timm: the same weights, timm's resnet18 and create_transform with the logged data config. One of 256
+  // samples may flip on a near-tie (different summation order): top-k within 100/256 %; the loss within 1e-3.
+  const json oracle = json::parse(
+      run_oracle("tools_oracle.py", concat({"validate", run.checkpoint().string(), "--num-samples", "256", "-b", "64"},
+                                           logged_data_config(result.output))));
+  const double d1 = std::abs(row["top1"].get<double>() - oracle["top1"].get<double>());
+  const double d5 = std::abs(row["top5"].get<double>() - oracle["top5"].get<double>());
+  const double dl = std::abs(row["loss"].get<double>() - oracle["loss"].get<double>());
+  MESSAGE("vs Python timm: |d top1| " << d1 << ", |d top5| " << d5 << ", |d loss| " << dl);
+  CHECK(d1 <= 100.0 / 256 + 1e-3);
+  CHECK(d5 <= 100.0 / 256 + 1e-3);
+  CHECK(dl <= 1e-3);
+}
+
+TEST_CASE("timm-validate on a folder of checkpoints writes one CSV row per checkpoint, best first") {
+  const TrainedRun& run = trained_run();
+  timm::test::TempDir tmp;
+  const auto result = run_command({tool("timm-validate"), "--checkpoint", run.dir.string(), "--num-samples", "64", "-b",
+                                   "32", "-j", "1", "--results-file", (tmp / "val.csv").string()});
+  REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+  const json parsed = json::parse(run_oracle("tools_oracle.py", {"parse", (tmp / "val.csv").string()}));
+  CHECK(parsed["rows"] == 2);  // last and model_best
+  CHECK(parsed["columns"] == json({"model", "top1", "top1_err", "top5", "top5_err", "loss", "param_count", "img_size",
+                                   "crop_pct", "interpolation", "checkpoint"}));
+
+  SUBCASE("bad input fails with a usage error") {
+    const auto missing = run_command({tool("timm-validate"), "--checkpoint", (tmp / "none").string()});
+    CHECK(missing.exit_code == 2);
+    CHECK(missing.output.find("--checkpoint") != std::string::npos);
+    const auto unknown = run_command({tool("timm-validate"), "--no-such-flag"});
+    CHECK(unknown.exit_code == 2);
+  }
+}
+
+TEST_CASE("timm-validate draws a progress bar on a terminal") {
+  const TrainedRun& run = trained_run();
+  const auto result = run_command(
+      {tool("timm-validate"), "--checkpoint", run.checkpoint().string(), "--num-samples", "64", "-b", "32", "-j", "1"},
+      std::chrono::seconds(300), {"TIMM_PROGRESS=1"});
+  REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+  CHECK(result.output.find("\rTest [###############...............] 1/2") != std::string::npos);
+  CHECK(result.output.find("Test: [") == std::string::npos);  // no plain lines under the bar
+  CHECK(result.output.find(" * Acc@1 ") != std::string::npos);
+}
+
+TEST_CASE("timm-infer's top-5 equal Python timm's for the same images and weights") {
+  const TrainedRun& run = trained_run();
+  timm::test::TempDir tmp;
+  // The same explicit preprocessing on both sides.
+  const std::vector<std::string> data = {"--img-size", "28",    "--interpolation", "bicubic",    "--mean",
+                                         "0.286",      "--std", "0.353",           "--crop-pct", "0.95"};
+  struct Case {
+    const char* name;
+    std::vector<std::string> tool_args, oracle_args;
+    const char* file;
+  };
+  const fs::path images = tmp / "images";
+  run_oracle("tools_oracle.py", {"images", images.string(), "--num-samples", "12"});
+  const std::vector<Case> cases = {
+      {"fashion-mnist test set", {"--num-samples", "40"}, {"--num-samples", "40"}, "fmnist.json"},
+      {"flat image folder",
+       {"--data-dir", images.string(), "--label-type", "none"},
+       {"--folder", images.string()},
+       "folder.json"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    const auto result =
+        run_command(concat(concat({tool("timm-infer"), "--checkpoint", run.checkpoint().string(), "-b", "16", "-j", "1",
+                                   "--include-index", "--results-file", (tmp / c.file).string()},
+                                  c.tool_args),
+                           data));
+    REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+    const json ours = parse_json_file(tmp / c.file);
+    const json theirs = json::parse(run_oracle(
+        "tools_oracle.py", concat(concat({"infer", run.checkpoint().string(), "-b", "16"}, c.oracle_args), data)));
+    REQUIRE(ours.size() == theirs.size());
+    // Probabilities within 1e-4; the class order equal except between classes whose probabilities are that close.
+    double max_prob_diff = 0.0;
+    int order_differs = 0;
+    for (std::size_t i = 0; i < ours.size(); ++i) {
+      CHECK(ours[i]["filename"] == theirs[i]["filename"]);
+      for (std::size_t k = 0; k < 5; ++k) {
+        max_prob_diff =
+            std::max(max_prob_diff, std::abs(ours[i]["prob"][k].get<double>() - theirs[i]["prob"][k].get<double>()));
+        if (ours[i]["index"][k] != theirs[i]["index"][k]) {
+          ++order_differs;
+          const double gap =
+              std::abs(theirs[i]["prob"][k].get<double>() - theirs[i]["prob"][k + (k < 4 ? 1 : 0)].get<double>());
+          CHECK_MESSAGE(gap <= 1e-4, "sample " << i << " rank " << k);
+        }
+      }
+    }
+    MESSAGE(c.name << ": " << ours.size() << " images, max |d prob| " << max_prob_diff << ", ranks swapped on ties "
+                   << order_differs);
+    CHECK(max_prob_diff <= 1e-4);
+  }
+
+  SUBCASE("CSV results parse, with inference.py's columns") {
+    const auto result = run_command(
+        concat({tool("timm-infer"), "--checkpoint", run.checkpoint().string(), "--num-samples", "10", "-b", "16", "-j",
+                "1", "--topk", "3", "--include-index", "--results-file", (tmp / "p.csv").string()},
+               data));
+    REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+    const json parsed = json::parse(run_oracle("tools_oracle.py", {"parse", (tmp / "p.csv").string()}));
+    CHECK(parsed["rows"] == 10);
+    CHECK(parsed["columns"] == json({"filename", "index", "label", "prob"}));
+    CHECK(parsed["first"]["filename"] == "fashion-mnist[0]");
+  }
+}
+
+TEST_CASE("timm-benchmark measures inference and training and writes its results") {
+  timm::test::TempDir tmp;
+  for (const char* file : {"bench.json", "bench.csv"}) {
+    CAPTURE(file);
+    const auto result =
+        run_command({tool("timm-benchmark"), "--model", "resnet18", "-b", "2", "--img-size", "64", "--num-warm-iter",
+                     "1", "--num-bench-iter", "3", "--bench", "both", "--results-file", (tmp / file).string()});
+    REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+    CHECK(result.output.find("Infer [3/3]. ") != std::string::npos);
+    CHECK(result.output.find("Train [3/3]. ") != std::string::npos);
+    const json parsed = json::parse(run_oracle("tools_oracle.py", {"parse", (tmp / file).string()}));
+    CHECK(parsed["rows"] == 1);
+    CHECK(parsed["columns"] ==
+          json({"model", "infer_samples_per_sec", "infer_step_time", "infer_batch_size", "infer_img_size",
+                "train_samples_per_sec", "train_step_time", "train_batch_size", "train_img_size", "param_count"}));
+    const json& first = parsed["first"];
+    auto number = [&](const char* key) {
+      return first[key].is_string() ? std::stod(first[key].get<std::string>()) : first[key].get<double>();
+    };
+    CHECK(number("infer_samples_per_sec") > 0.0);
+    CHECK(number("train_samples_per_sec") > 0.0);
+    CHECK(number("infer_step_time") > 0.0);
+    CHECK(number("infer_img_size") == 64);
+  }
+
+  SUBCASE("bfloat16 autocast and channels-last on the CPU") {
+    const auto result = run_command({tool("timm-benchmark"), "--model", "resnet18", "-b", "2", "--img-size", "64",
+                                     "--num-warm-iter", "1", "--num-bench-iter", "2", "--amp", "--channels-last",
+                                     "--results-file", (tmp / "amp.json").string()});
+    REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+    const json row = parse_json_file(tmp / "amp.json");
+    CHECK(row["infer_samples_per_sec"].get<double>() > 0.0);
+    CHECK(row["train_samples_per_sec"].get<double>() > 0.0);
+  }
+}
+
+TEST_CASE("timm-plot renders summary.csv into a well-formed SVG with the CSV's points") {
+  const TrainedRun& run = trained_run();
+  timm::test::TempDir tmp;
+  // The trained run's one-epoch summary, and a longer one with an epoch lacking eval.
+  std::ofstream(tmp / "long.csv") << "epoch,train_loss,eval_loss,eval_top1,eval_top5,lr\r\n"
+                                  << "0,2.3,2.1,20.5,60.25,0.1\r\n1,1.7,,,,0.075\r\n2,1.2,1.1,61.0,95.5,0.05\r\n"
+                                  << "3,0.9,0.95,70.125,97.0,0.025\r\n";
+  for (const fs::path& csv : {run.dir / "summary.csv", tmp / "long.csv"}) {
+    CAPTURE(csv);
+    const fs::path svg = tmp / (csv.stem().string() + ".svg");
+    const auto result = run_command({tool("timm-plot"), csv.string(), svg.string()});
+    REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+    const json check = json::parse(run_oracle("tools_oracle.py", {"svg", svg.string(), "--csv", csv.string()}));
+    MESSAGE(check.dump());
+    CHECK(check["series"] == json({"eval_loss", "eval_top1", "eval_top5", "lr", "train_loss"}));
+    // Coordinates carry 3 decimals over a plot area ~150 px high.
+    CHECK(check["max_rel_error"].get<double>() < 1e-4);
+  }
+  const auto bad = run_command({tool("timm-plot"), (tmp / "missing.csv").string(), (tmp / "x.svg").string()});
+  CHECK(bad.exit_code == 1);
+}

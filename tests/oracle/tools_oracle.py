@@ -1,0 +1,166 @@
+"""Python timm's side of the tool tests: validate.py's and inference.py's
+numbers for a timm-cpp safetensors checkpoint, with timm's own model and eval
+transform.
+
+Usage:
+  tools_oracle.py validate CKPT --num-samples N -b B DATACFG...
+  tools_oracle.py infer CKPT (--num-samples N | --folder DIR) --topk K DATACFG...
+  tools_oracle.py images DIR --num-samples N   (writes N Fashion-MNIST test PNGs into DIR)
+  tools_oracle.py parse FILE            (a results file read by Python's csv / json: rows, columns)
+  tools_oracle.py svg FILE --csv SUMMARY (the SVG parsed by xml.etree; each curve's points mapped back to
+                                         data values and compared with the CSV's: max abs error per series)
+DATACFG: --img-size S --interpolation I --mean M --std S --crop-pct C (the
+data config timm-cpp logged; timm's create_transform builds the pipeline).
+Prints one JSON object.
+"""
+import argparse
+import gzip
+import json
+import os
+
+import numpy as np
+import safetensors.torch
+import timm
+import torch
+import torch.nn.functional as F
+from PIL import Image
+from timm.data import create_transform
+from timm.utils import accuracy
+
+FMNIST = '/usr/share/datasets/fashion-mnist'
+
+
+def fmnist_test(count):
+    with gzip.open(os.path.join(FMNIST, 't10k-images-idx3-ubyte.gz'), 'rb') as f:
+        images = np.frombuffer(f.read(), dtype=np.uint8)[16:].reshape(-1, 28, 28)[:count]
+    with gzip.open(os.path.join(FMNIST, 't10k-labels-idx1-ubyte.gz'), 'rb') as f:
+        labels = np.frombuffer(f.read(), dtype=np.uint8)[8:][:count]
+    return [Image.fromarray(a, mode='L') for a in images], torch.from_numpy(labels.astype(np.int64))
+
+
+def folder_images(root):
+    names = sorted(n for n in os.listdir(root) if n.lower().endswith(('.png', '.jpg', '.jpeg')))
+    return names, [Image.open(os.path.join(root, n)).convert('L') for n in names]
+
+
+def load_model(args):
+    model = timm.create_model(args.model, num_classes=args.num_classes, in_chans=1)
+    model.load_state_dict(safetensors.torch.load_file(args.checkpoint), strict=True)
+    return model.eval()
+
+
+def transform(args):
+    return create_transform((1, args.img_size, args.img_size), is_training=False, interpolation=args.interpolation,
+                            mean=(args.mean,), std=(args.std,), crop_pct=args.crop_pct)
+
+
+def batches(images, t, batch_size):
+    for i in range(0, len(images), batch_size):
+        yield i, torch.stack([t(im) for im in images[i:i + batch_size]])
+
+
+def cmd_validate(args):
+    torch.set_num_threads(2)
+    model, t = load_model(args), transform(args)
+    images, labels = fmnist_test(args.num_samples)
+    loss_sum, hit1, hit5 = 0.0, 0.0, 0.0
+    with torch.no_grad():
+        for i, x in batches(images, t, args.batch_size):
+            y = labels[i:i + len(x)]
+            out = model(x)
+            loss_sum += F.cross_entropy(out, y).item() * len(x)
+            a1, a5 = accuracy(out, y, topk=(1, 5))
+            hit1 += a1.item() * len(x) / 100
+            hit5 += a5.item() * len(x) / 100
+    n = len(images)
+    print(json.dumps({'top1': 100 * round(hit1) / n, 'top5': 100 * round(hit5) / n, 'loss': loss_sum / n, 'n': n}))
+
+
+def cmd_infer(args):
+    torch.set_num_threads(2)
+    model, t = load_model(args), transform(args)
+    if args.folder:
+        names, images = folder_images(args.folder)
+    else:
+        images, _ = fmnist_test(args.num_samples)
+        names = [f'fashion-mnist[{i}]' for i in range(len(images))]
+    rows = []
+    with torch.no_grad():
+        for i, x in batches(images, t, args.batch_size):
+            prob = model(x).softmax(-1)
+            values, indices = prob.topk(args.topk)
+            for k in range(len(x)):
+                rows.append({'filename': names[i + k], 'index': indices[k].tolist(), 'prob': values[k].tolist()})
+    print(json.dumps(rows))
+
+
+def cmd_images(args):
+    os.makedirs(args.checkpoint, exist_ok=True)
+    images, _ = fmnist_test(args.num_samples)
+    for i, im in enumerate(images):
+        im.save(os.path.join(args.checkpoint, f'img{i:03d}.png'))
+    print(json.dumps({'written': len(images)}))
+
+
+def cmd_parse(args):
+    path = args.checkpoint
+    if path.endswith('.json'):
+        with open(path) as f:
+            data = json.load(f)
+        rows = data if isinstance(data, list) else [data]
+    else:
+        import csv
+        with open(path, newline='') as f:
+            rows = list(csv.DictReader(f))
+    print(json.dumps({'rows': len(rows), 'columns': list(rows[0].keys()) if rows else [], 'first': rows[0] if rows else {}}))
+
+
+def cmd_svg(args):
+    import csv
+    import xml.etree.ElementTree as ET
+    with open(args.csv, newline='') as f:
+        table = list(csv.DictReader(f))
+    ns = {'s': 'http://www.w3.org/2000/svg'}
+    root = ET.parse(args.checkpoint).getroot()
+    assert root.tag == '{http://www.w3.org/2000/svg}svg', root.tag
+    errors, points = {}, {}
+    for g in root.iter('{http://www.w3.org/2000/svg}g'):
+        left, top, width, height = map(float, g.get('data-area').split())
+        for line in g.findall('s:polyline', ns):
+            name = line.get('data-series')
+            x0, x1 = map(float, line.get('data-x-range').split())
+            y0, y1 = map(float, line.get('data-y-range').split())
+            pts = [tuple(map(float, p.split(','))) for p in line.get('points').split()]
+            data = [(x0 + (px - left) / width * (x1 - x0), y0 + (top + height - py) / height * (y1 - y0))
+                    for px, py in pts]
+            expected = [(float(r['epoch']), float(r[name])) for r in table if r[name] != '']
+            assert len(data) == len(expected), (name, len(data), len(expected))
+            # Relative to the axis span: coordinates are written with 3 decimals.
+            errors[name] = max(max(abs(a[0] - b[0]) / (x1 - x0), abs(a[1] - b[1]) / (y1 - y0))
+                               for a, b in zip(data, expected))
+            points[name] = len(data)
+    print(json.dumps({'series': sorted(errors), 'max_rel_error': max(errors.values()), 'points': points}))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument('command', choices=['validate', 'infer', 'images', 'parse', 'svg'])
+    p.add_argument('checkpoint')  # the folder for 'images'
+    p.add_argument('--model', default='resnet18')
+    p.add_argument('--num-classes', type=int, default=10)
+    p.add_argument('--num-samples', type=int, default=256)
+    p.add_argument('--folder', default='')
+    p.add_argument('--csv', default='')
+    p.add_argument('-b', '--batch-size', type=int, default=64)
+    p.add_argument('--topk', type=int, default=5)
+    p.add_argument('--img-size', type=int, default=28)
+    p.add_argument('--interpolation', default='bicubic')
+    p.add_argument('--mean', type=float, default=0.2860)
+    p.add_argument('--std', type=float, default=0.3530)
+    p.add_argument('--crop-pct', type=float, default=0.875)
+    args = p.parse_args()
+    {'validate': cmd_validate, 'infer': cmd_infer, 'images': cmd_images, 'parse': cmd_parse, 'svg': cmd_svg}[args.command](args)
+
+
+if __name__ == '__main__':
+    main()
