@@ -102,6 +102,7 @@ TEST_CASE("a resumed run ends with the weights of a straight run; the same seed 
   CHECK(resumed.output.find("Loaded checkpoint") != std::string::npos);
   CHECK(resumed.output.find("Train: 0 [") == std::string::npos);
   CHECK(resumed.output.find("Test (EMA): ") != std::string::npos);
+  CHECK(fs::exists(tmp / "straight" / "summary.svg"));
 
   const double diff = max_weight_diff(tmp / "straight" / "last.safetensors", tmp / "resumed" / "last.safetensors");
   MESSAGE("max |straight - resumed| weight difference: " << diff);
