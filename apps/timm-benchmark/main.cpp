@@ -13,13 +13,16 @@
 #include <cmath>
 #include <iostream>
 
+#include "timm/core/app_main.hpp"
 #include "timm/core/error.hpp"
 #include "timm/core/plugin_loader.hpp"
 #include "timm/core/registry.hpp"
 #include "timm/log/log.hpp"
+#include "timm/models/channels_last.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/tools/eval_setup.hpp"
 #include "timm/tools/results_file.hpp"
+#include "timm/train/amp.hpp"
 #include "timm/train/losses.hpp"
 
 namespace {
@@ -55,37 +58,6 @@ struct Setup {
   int64_t param_count = 0;
   bool channels_last = false;
 };
-
-// Turns on autocast for the CPU for the life of the guard.
-class CpuAutocast {
- public:
-  CpuAutocast(bool enabled, at::ScalarType dtype) : enabled_(enabled) {
-    if (!enabled_) return;
-    at::autocast::set_autocast_dtype(at::kCPU, dtype);
-    at::autocast::set_autocast_enabled(at::kCPU, true);
-  }
-  ~CpuAutocast() {
-    if (!enabled_) return;
-    at::autocast::set_autocast_enabled(at::kCPU, false);
-    at::autocast::clear_cache();
-  }
-
- private:
-  bool enabled_;
-};
-
-at::ScalarType amp_dtype(const std::string& name) {
-  if (name == "bfloat16") return at::kBFloat16;
-  if (name == "float16") return at::kHalf;
-  throw timm::UsageError("--amp-dtype " + timm::in_quotes(name) + ": expected bfloat16 or float16");
-}
-
-void to_channels_last(torch::nn::Module& model) {
-  torch::NoGradGuard no_grad;
-  for (auto& p : model.parameters()) {
-    if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
-  }
-}
 
 at::Tensor make_input(const Setup& setup) {
   at::Tensor x = at::randn(setup.input_shape);
@@ -123,7 +95,7 @@ void bench_inference(const timm::ToolArgs& args, Setup& setup, bool amp, at::Sca
   timm::log_info(timm::format("Running inference benchmark on %s for %lld steps w/ input size %s and batch size %lld.",
                               args.get("model").c_str(), static_cast<long long>(args.get_int("num-bench-iter")),
                               c10::str(setup.input_shape).c_str(), static_cast<long long>(setup.input_shape[0])));
-  CpuAutocast autocast(amp, dtype);
+  timm::AutocastGuard autocast(at::kCPU, dtype, amp);
   const auto [rate, step_ms] = time_steps("Infer", args.get_int("num-warm-iter"), args.get_int("num-bench-iter"),
                                           setup.input_shape[0], [&] { setup.model->forward(x); });
   timm::log_info(timm::format("Inference benchmark of %s done. %.2f samples/sec, %.2f ms/step",
@@ -153,7 +125,7 @@ void bench_train(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarT
     optimizer->zero_grad();
     at::Tensor loss;
     {
-      CpuAutocast autocast(amp, dtype);
+      timm::AutocastGuard autocast(at::kCPU, dtype, amp);
       loss = timm::label_smoothing_cross_entropy(setup.model->forward(x).to(at::kFloat), target, smoothing);
     }
     loss.backward();
@@ -186,7 +158,7 @@ Setup make_setup(const timm::ToolArgs& args) {
   setup.input_shape = {args.get_int("batch-size")};
   setup.input_shape.insert(setup.input_shape.end(), data.input_size.begin(), data.input_size.end());
   setup.channels_last = args.get_switch("channels-last");
-  if (setup.channels_last) to_channels_last(*setup.model);
+  if (setup.channels_last) timm::to_channels_last(*setup.model);
   return setup;
 }
 
@@ -208,7 +180,7 @@ int run(int argc, char** argv) {
   if (args.get_int("num-warm-iter") < 0) throw timm::UsageError("--num-warm-iter: expected 0 or more");
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
   const bool amp = args.get_switch("amp");
-  const at::ScalarType dtype = amp_dtype(args.get("amp-dtype"));
+  const at::ScalarType dtype = timm::parse_amp_dtype(args.get("amp-dtype"));
   timm::log_info(amp ? "Using native Torch AMP (" + args.get("amp-dtype") + ") on the CPU." : "AMP not enabled.");
 
   timm::ResultRow row{{"model", args.get("model")}};
@@ -227,18 +199,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  timm::setup_logging();
-  try {
-    return run(argc, argv);
-  } catch (const timm::Error& e) {
-    std::cerr << "timm-benchmark: error: " << e.what() << "\n";
-    return e.exit_code();
-  } catch (const c10::Error& e) {
-    std::cerr << "timm-benchmark: error: " << e.what_without_backtrace() << "\n";
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "timm-benchmark: error: " << e.what() << "\n";
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return timm::run_app("timm-benchmark", argc, argv, run); }

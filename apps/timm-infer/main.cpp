@@ -8,6 +8,7 @@
 #include <chrono>
 #include <iostream>
 
+#include "timm/core/app_main.hpp"
 #include "timm/core/error.hpp"
 #include "timm/core/plugin_loader.hpp"
 #include "timm/core/registry.hpp"
@@ -201,18 +202,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  timm::setup_logging();
-  try {
-    return run(argc, argv);
-  } catch (const timm::Error& e) {
-    std::cerr << "timm-infer: error: " << e.what() << "\n";
-    return e.exit_code();
-  } catch (const c10::Error& e) {
-    std::cerr << "timm-infer: error: " << e.what_without_backtrace() << "\n";
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "timm-infer: error: " << e.what() << "\n";
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return timm::run_app("timm-infer", argc, argv, run); }

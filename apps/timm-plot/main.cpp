@@ -4,6 +4,7 @@
 //   timm-plot output/train/run/summary.csv run.svg
 #include <iostream>
 
+#include "timm/core/app_main.hpp"
 #include "timm/core/error.hpp"
 #include "timm/log/log.hpp"
 #include "timm/tools/tool_args.hpp"
@@ -27,15 +28,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  timm::setup_logging();
-  try {
-    return run(argc, argv);
-  } catch (const timm::Error& e) {
-    std::cerr << "timm-plot: error: " << e.what() << "\n";
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    std::cerr << "timm-plot: error: " << e.what() << "\n";
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return timm::run_app("timm-plot", argc, argv, run); }

@@ -9,6 +9,7 @@
 #include <c10/util/Exception.h>
 
 #include "timm/config/config.hpp"
+#include "timm/core/app_main.hpp"
 #include "timm/core/error.hpp"
 #include "timm/core/plugin_loader.hpp"
 #include "timm/core/registry.hpp"
@@ -34,11 +35,20 @@ int run(int argc, char** argv) {
   const auto plugins = timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(command.plugin_dirs));
   const double startup = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   switch (command.action) {
-    case timm::Action::kListModels: print_list(timm::PluginKind::kModel, command.list_pattern); return 0;
-    case timm::Action::kListOptimizers: print_list(timm::PluginKind::kOptimizer, command.list_pattern); return 0;
-    case timm::Action::kListSchedulers: print_list(timm::PluginKind::kScheduler, command.list_pattern); return 0;
-    case timm::Action::kListAugmentations: print_list(timm::PluginKind::kAugmentation, command.list_pattern); return 0;
-    default: break;
+    case timm::Action::kListModels:
+      print_list(timm::PluginKind::kModel, command.list_pattern);
+      return 0;
+    case timm::Action::kListOptimizers:
+      print_list(timm::PluginKind::kOptimizer, command.list_pattern);
+      return 0;
+    case timm::Action::kListSchedulers:
+      print_list(timm::PluginKind::kScheduler, command.list_pattern);
+      return 0;
+    case timm::Action::kListAugmentations:
+      print_list(timm::PluginKind::kAugmentation, command.list_pattern);
+      return 0;
+    default:
+      break;
   }
   timm::log_info(timm::format("Start-up: %zu plugins, %zu registry entries, config parsed in %.3f s", plugins.size(),
                               timm::Registry::global().size(), startup));
@@ -55,18 +65,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  timm::setup_logging();
-  try {
-    return run(argc, argv);
-  } catch (const timm::Error& e) {
-    std::cerr << "timm-run: error: " << e.what() << "\n";
-    return e.exit_code();
-  } catch (const c10::Error& e) {
-    std::cerr << "timm-run: error: " << e.what_without_backtrace() << "\n";
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "timm-run: error: " << e.what() << "\n";
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return timm::run_app("timm-run", argc, argv, run); }

@@ -567,7 +567,8 @@ std::optional<Mixup> make_mixup(const Config& config, int64_t num_classes) {
   options.label_smoothing = config.get<double>("smoothing");
   options.num_classes = num_classes;
   if (!mixup_active(options)) return std::nullopt;
-  if (config.get<int64_t>("aug_splits") > 1) throw UsageError("--mixup / --cutmix cannot be combined with --aug-splits");
+  if (config.get<int64_t>("aug_splits") > 1)
+    throw UsageError("--mixup / --cutmix cannot be combined with --aug-splits");
   return Mixup(options);
 }
 
@@ -689,8 +690,8 @@ TrainResult run_training(const Config& config) {
 
   CheckpointSaver saver(output_dir, decreasing, config.get<int64_t>("checkpoint_hist"));
   const CheckpointParts parts{*model, *optimizer, tools.ema.get(), tools.scaler.get()};
-  TrainContext ctx{config,        device, model, *optimizer, *scheduler, *train_loader,
-                   tools,         std::max<int64_t>(1, config.get<int64_t>("log_interval"))};
+  TrainContext ctx{config,     device,        model, *optimizer,
+                   *scheduler, *train_loader, tools, std::max<int64_t>(1, config.get<int64_t>("log_interval"))};
   ctx.channels_last = channels_last;
   ctx.recovery_interval = config.get<int64_t>("recovery_interval");
   ctx.save_recovery = [&](int64_t epoch, int64_t update_idx) {
@@ -711,8 +712,8 @@ TrainResult run_training(const Config& config) {
     }
     EpochRecord record{epoch, train_loss, std::nullopt};
     if (eval_loader) {
-      record.eval =
-          validate(model, *eval_loader, device, ctx.log_interval, static_cast<uint64_t>(seed), channels_last, tools.amp_dtype);
+      record.eval = validate(model, *eval_loader, device, ctx.log_interval, static_cast<uint64_t>(seed), channels_last,
+                             tools.amp_dtype);
       // As train.py: with an EMA (not forced to CPU), its metrics are the
       // epoch's, for the summary, the best checkpoint and the plateau lr.
       if (tools.ema && !tools.ema->options().device) {
