@@ -8,6 +8,7 @@
 #include <optional>
 
 #include <ATen/ATen.h>
+#include <c10/util/Exception.h>
 #include <torch/cuda.h>
 #include <torch/nn/module.h>
 #include <torch/utils.h>
@@ -20,6 +21,10 @@
 #include "timm/data/dataset.hpp"
 #include "timm/data/loader.hpp"
 #include "timm/data/transform.hpp"
+#include "timm/dist/ddp.hpp"
+#include "timm/dist/process_group.hpp"
+#include "timm/dist/setup_check.hpp"
+#include "timm/dist/world.hpp"
 #include "timm/io/atomic_file.hpp"
 #include "timm/log/log.hpp"
 #include "timm/models/model.hpp"
@@ -35,21 +40,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// Refuses a multi-process launch until the distributed runtime exists, rather
-// than training WORLD_SIZE independent copies.
-void require_single_process() {
-  const char* world = std::getenv("WORLD_SIZE");
-  if (world != nullptr && std::atoi(world) > 1) {
-    throw Error(std::string("WORLD_SIZE=") + world +
-                ": distributed training is not implemented yet; run a single process");
-  }
-}
-
-torch::Device resolve_device(const Config& config) {
+// As timm's init_distributed_device: in a distributed run the CUDA device
+// index is the local rank (a user-given index is dropped).
+torch::Device resolve_device(const Config& config, const dist::WorldInfo& world) {
   const std::string requested = config.get<std::string>("device");
   const torch::Device device(requested);
   if (device.is_cuda() && !torch::cuda::is_available()) {
@@ -58,7 +53,92 @@ torch::Device resolve_device(const Config& config) {
     }
     return torch::Device(torch::kCPU);  // timm's default 'cuda', on a machine without a GPU
   }
+  if (device.is_cuda() && world.distributed()) {
+    if (device.has_index() && device.index() != world.local_rank) {
+      log_warning(
+          format("device index %d removed from specified (%s).", static_cast<int>(device.index()), requested.c_str()));
+    }
+    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank));
+  }
   return device;
+}
+
+// The distributed side of a run; inactive (no group) for a single process.
+struct Distributed {
+  dist::WorldInfo world;
+  std::unique_ptr<dist::ProcessGroup> group;
+  std::unique_ptr<dist::DistributedDataParallel> ddp;
+
+  bool active() const { return group != nullptr; }
+  bool is_primary() const { return world.is_primary(); }
+  int size() const { return world.world_size; }
+
+  // Sums `values` over the ranks (in place); a no-op for a single process.
+  void sum(std::vector<double>& values, const std::string& what) const {
+    if (!active() || values.empty()) return;
+    std::vector<at::Tensor> io{at::tensor(values, at::kDouble)};
+    group->wait(group->comm()->allreduce(io), what);
+    std::copy(io[0].data_ptr<double>(), io[0].data_ptr<double>() + values.size(), values.begin());
+  }
+  // timm's reduce_tensor: the mean over ranks.
+  double mean(double value, const std::string& what) const {
+    std::vector<double> values{value};
+    sum(values, what);
+    return values[0] / static_cast<double>(size());
+  }
+};
+
+// The rank's share of an epoch's order: rank r takes every W-th index from r.
+// Training pads the order to a multiple of W by repeating its head, as
+// torch's DistributedSampler, so every rank runs the same number of steps;
+// evaluation does not pad, so each sample is counted exactly once.
+// (To be replaced by timm::dist's samplers; see issue 3.)
+class RankShardSampler : public Sampler {
+ public:
+  RankShardSampler(std::shared_ptr<Sampler> base, int rank, int world_size, bool pad)
+      : base_(std::move(base)), rank_(rank), world_size_(world_size), pad_(pad) {}
+  std::vector<int64_t> indices(int64_t epoch) const override {
+    std::vector<int64_t> all = base_->indices(epoch);
+    if (pad_ && !all.empty()) {
+      const std::size_t total = (all.size() + world_size_ - 1) / world_size_ * world_size_;
+      for (std::size_t i = 0; all.size() < total; ++i) all.push_back(all[i]);
+    }
+    std::vector<int64_t> mine;
+    for (std::size_t i = static_cast<std::size_t>(rank_); i < all.size(); i += world_size_) mine.push_back(all[i]);
+    return mine;
+  }
+
+ private:
+  std::shared_ptr<Sampler> base_;
+  int rank_;
+  int world_size_;
+  bool pad_;
+};
+
+// Every rank must end with rank 0's parameters (DDP keeps them in step); a
+// difference means a bug or a rank that trained differently, so it is an
+// error rather than silently saving rank 0's. Each rank logs the checksum.
+void check_identical_parameters(torch::nn::Module& model, const Distributed& dist) {
+  uint64_t checksum = 0;
+  for (const auto& p : model.parameters()) {
+    const at::Tensor bytes = p.detach().to(at::kCPU).contiguous();
+    checksum = checksum * 1099511628211ULL ^
+               dist::fnv1a(std::string_view(static_cast<const char*>(bytes.data_ptr()), bytes.nbytes()));
+  }
+  log_info_all_ranks(
+      format("Rank %d final parameter checksum %016llx", dist.world.rank, static_cast<unsigned long long>(checksum)));
+  // Two halves as doubles compare exactly after a SUM of rank 0 - rank r.
+  std::vector<double> parts{static_cast<double>(checksum >> 32), static_cast<double>(checksum & 0xffffffffULL)};
+  std::vector<double> sums = parts;
+  dist.sum(sums, "allreduce of the final parameter checksums");
+  if (sums[0] != parts[0] * dist.size() || sums[1] != parts[1] * dist.size()) {
+    throw Error(format("rank %d: the final parameters differ between ranks (checksum %016llx here)", dist.world.rank,
+                       static_cast<unsigned long long>(checksum)));
+  }
+}
+
+void check_stop() {
+  if (const int signal = dist::stop_requested(); signal != 0) throw dist::Interrupted(signal);
 }
 
 std::string dataset_name(const Config& config) {
@@ -127,9 +207,10 @@ double resolve_lr(const Config& config, int64_t global_batch) {
   }
   if (scale == "sqrt") ratio = std::sqrt(ratio);
   const double result = lr_base * ratio;
-  log_info(format("Learning rate (%g) calculated from base learning rate (%g) and effective global batch size (%lld) "
-                  "with %s scaling.",
-                  result, lr_base, static_cast<long long>(global_batch), scale.c_str()));
+  log_info(
+      format("Learning rate (%g) calculated from base learning rate (%g) and effective global batch size (%lld) "
+             "with %s scaling.",
+             result, lr_base, static_cast<long long>(global_batch), scale.c_str()));
   return result;
 }
 
@@ -214,66 +295,102 @@ struct TrainContext {
   Loader& loader;
   double smoothing;
   int64_t log_interval;
+  const Distributed& dist;
+  int64_t grad_accum_steps = 1;
   double images_seen = 0;
   double train_seconds = 0;
 };
 
-// train.py's train_one_epoch (no gradient accumulation, no AMP yet).
+// train.py's train_one_epoch (no AMP yet): gradients accumulate over
+// --grad-accum-steps batches (the last group of an epoch may be shorter), the
+// loss scaled by 1/accum; under DDP the non-update batches skip the
+// all-reduce (no_sync) and the update batch reduces the accumulated sum.
 double train_one_epoch(TrainContext& ctx, int64_t epoch) {
   ctx.model->train();
   ctx.loader.start_epoch(epoch);
-  const int64_t updates_per_epoch = static_cast<int64_t>(ctx.loader.num_batches());
+  const int64_t num_batches = static_cast<int64_t>(ctx.loader.num_batches());
+  const int64_t accum_steps = ctx.grad_accum_steps;
+  const int64_t last_accum_steps = num_batches % accum_steps;
+  const int64_t updates_per_epoch = (num_batches + accum_steps - 1) / accum_steps;
+  const int64_t last_batch_idx_to_accum = num_batches - last_accum_steps;
   int64_t num_updates = epoch * updates_per_epoch;
   AverageMeter losses, update_time, data_time;
   Rng batch_rng(static_cast<std::uint64_t>(ctx.config.get<int64_t>("seed")) * 1000003ULL + epoch);
   auto data_start = Clock::now();
   auto update_start = Clock::now();
   int64_t batch_idx = 0;
+  int64_t update_sample_count = 0;
+  int64_t accum = accum_steps;
+  ctx.optimizer.zero_grad();
   while (auto batch = ctx.loader.next()) {
-    const bool last_batch = batch_idx == updates_per_epoch - 1;
+    check_stop();
+    const bool last_batch = batch_idx == num_batches - 1;
+    const bool need_update = last_batch || (batch_idx + 1) % accum_steps == 0;
+    const int64_t update_idx = batch_idx / accum_steps;
+    if (batch_idx >= last_batch_idx_to_accum) accum = last_accum_steps;
     const at::Tensor input = prepare_images(*batch, ctx.loader.transform(), ctx.device, batch_rng);
     const at::Tensor target = batch->targets.to(ctx.device);
-    data_time.update(seconds_since(data_start));
+    data_time.update(static_cast<double>(accum) * seconds_since(data_start));
 
-    const at::Tensor output = ctx.model->forward(input);
-    const at::Tensor loss = label_smoothing_cross_entropy(output, target, ctx.smoothing);
-    ctx.optimizer.zero_grad();
-    loss.backward();
-    ctx.optimizer.step();
-
-    const double loss_value = loss.item<double>();
-    if (!std::isfinite(loss_value)) {
-      throw Error(format("loss is %s at epoch %lld, step %lld; stopping", python_float_repr(loss_value).c_str(),
-                         static_cast<long long>(epoch), static_cast<long long>(batch_idx)));
+    {
+      std::optional<dist::DistributedDataParallel::NoSync> no_sync;
+      if (ctx.dist.ddp && !need_update) no_sync.emplace(ctx.dist.ddp->no_sync());
+      if (ctx.dist.ddp) ctx.dist.ddp->before_forward();
+      const at::Tensor output = ctx.model->forward(input);
+      at::Tensor loss = label_smoothing_cross_entropy(output, target, ctx.smoothing);
+      const double loss_value = loss.item<double>();
+      if (!std::isfinite(loss_value)) {
+        throw Error(format("loss is %s at epoch %lld, step %lld; stopping", python_float_repr(loss_value).c_str(),
+                           static_cast<long long>(epoch), static_cast<long long>(batch_idx)));
+      }
+      if (accum > 1) loss = loss / static_cast<double>(accum);
+      loss.backward();
+      losses.update(loss_value, input.size(0));
     }
     const int64_t batch_size = input.size(0);
-    losses.update(loss_value, batch_size);
+    update_sample_count += batch_size * ctx.dist.size();
+    ctx.images_seen += static_cast<double>(batch_size * ctx.dist.size());
+    if (!need_update) {
+      data_start = Clock::now();
+      ++batch_idx;
+      continue;
+    }
+    ctx.optimizer.step();
+    ctx.optimizer.zero_grad();
     ++num_updates;
     update_time.update(seconds_since(update_start));
-    ctx.images_seen += static_cast<double>(batch_size);
     ctx.train_seconds += update_time.val();
     update_start = Clock::now();
 
-    if (batch_idx % ctx.log_interval == 0 || last_batch) {
-      log_info(format("Train: %lld [%4lld/%lld (%3.0f%%)]  Loss: %#.3g (%#.3g)  Time: %.3fs, %7.2f/s  "
-                      "(%.3fs, %7.2f/s)  LR: %.3e  Data: %.3f (%.3f)",
-                      static_cast<long long>(epoch), static_cast<long long>(batch_idx),
-                      static_cast<long long>(updates_per_epoch), 100.0 * (batch_idx + 1) / updates_per_epoch,
-                      losses.val(), losses.avg(), update_time.val(), batch_size / update_time.val(), update_time.avg(),
-                      batch_size / update_time.avg(), ctx.optimizer.mean_lr(), data_time.val(), data_time.avg()));
+    if (update_idx % ctx.log_interval == 0 || last_batch) {
+      double loss_now = losses.val(), loss_avg = losses.avg();
+      if (ctx.dist.active()) {
+        std::vector<double> values{loss_now, loss_avg};
+        ctx.dist.sum(values, "allreduce of the logged train loss");
+        loss_now = values[0] / ctx.dist.size();
+        loss_avg = values[1] / ctx.dist.size();
+      }
+      log_info(
+          format("Train: %lld [%4lld/%lld (%3.0f%%)]  Loss: %#.3g (%#.3g)  Time: %.3fs, %7.2f/s  "
+                 "(%.3fs, %7.2f/s)  LR: %.3e  Data: %.3f (%.3f)",
+                 static_cast<long long>(epoch), static_cast<long long>(update_idx),
+                 static_cast<long long>(updates_per_epoch), 100.0 * (update_idx + 1) / updates_per_epoch, loss_now,
+                 loss_avg, update_time.val(), update_sample_count / update_time.val(), update_time.avg(),
+                 update_sample_count / update_time.avg(), ctx.optimizer.mean_lr(), data_time.val(), data_time.avg()));
     }
     ctx.scheduler.step_update(num_updates, losses.avg());
+    update_sample_count = 0;
     data_start = Clock::now();
     ++batch_idx;
   }
   if (batch_idx == 0) throw Error("the training loader produced no batch; is the dataset smaller than --batch-size?");
-  return losses.avg();
+  return ctx.dist.active() ? ctx.dist.mean(losses.avg(), "allreduce of the epoch's train loss") : losses.avg();
 }
 
 // train.py's validate, but exact: losses and hits are summed over samples
 // and divided once, instead of averaging per-batch percentages.
 EvalMetrics validate(const ModelPtr& model, Loader& loader, const torch::Device& device, int64_t log_interval,
-                     uint64_t seed) {
+                     uint64_t seed, const Distributed& dist) {
   model->eval();
   torch::NoGradGuard no_grad;
   loader.start_epoch(0);
@@ -298,13 +415,25 @@ EvalMetrics validate(const ModelPtr& model, Loader& loader, const torch::Device&
     batch_time.update(seconds_since(start));
     start = Clock::now();
     if (batch_idx % log_interval == 0 || batch_idx == last_idx) {
-      log_info(format("Test: [%4lld/%lld]  Time: %.3f (%.3f)  Loss: %7.3f (%6.3f)  Acc@1: %7.3f (%7.3f)  "
-                      "Acc@5: %7.3f (%7.3f)",
-                      static_cast<long long>(batch_idx), static_cast<long long>(last_idx), batch_time.val(),
-                      batch_time.avg(), loss, loss_sum / samples, 100.0 * correct[0] / n, 100.0 * top1 / samples,
-                      100.0 * correct[1] / n, 100.0 * top5 / samples));
+      log_info(
+          format("Test: [%4lld/%lld]  Time: %.3f (%.3f)  Loss: %7.3f (%6.3f)  Acc@1: %7.3f (%7.3f)  "
+                 "Acc@5: %7.3f (%7.3f)",
+                 static_cast<long long>(batch_idx), static_cast<long long>(last_idx), batch_time.val(),
+                 batch_time.avg(), loss, loss_sum / samples, 100.0 * correct[0] / n, 100.0 * top1 / samples,
+                 100.0 * correct[1] / n, 100.0 * top5 / samples));
     }
     ++batch_idx;
+  }
+  if (dist.active()) {
+    // Each rank evaluated its own samples, each sample on exactly one rank:
+    // the sums over ranks are the sums over the dataset.
+    std::vector<double> sums{loss_sum, static_cast<double>(top1), static_cast<double>(top5),
+                             static_cast<double>(samples)};
+    dist.sum(sums, "allreduce of the validation metrics");
+    loss_sum = sums[0];
+    top1 = static_cast<int64_t>(sums[1]);
+    top5 = static_cast<int64_t>(sums[2]);
+    samples = static_cast<int64_t>(sums[3]);
   }
   if (samples == 0) throw Error("the validation loader produced no sample");
   return EvalMetrics{loss_sum / samples, 100.0 * top1 / samples, 100.0 * top5 / samples, samples};
@@ -341,35 +470,36 @@ void print_result(std::vector<EpochRecord> records, const std::string& eval_metr
   log_info(results.dump(4));
 }
 
-std::shared_ptr<Loader> make_loader(std::shared_ptr<const Dataset> dataset, bool is_training, TransformPipeline transform,
-                                    const Config& config, int64_t batch_size) {
+std::shared_ptr<Loader> make_loader(std::shared_ptr<const Dataset> dataset, bool is_training,
+                                    TransformPipeline transform, const Config& config, int64_t batch_size,
+                                    const Distributed& dist) {
   const auto seed = static_cast<std::uint64_t>(config.get<int64_t>("seed"));
   LoaderOptions options;
   options.batch_size = batch_size;
   options.drop_last = is_training;
   options.num_workers = config.get<int64_t>("workers");
   options.seed = seed + (is_training ? 0 : 1);
-  auto sampler = make_local_sampler(dataset->size(), /*shuffle=*/is_training, seed);
+  std::shared_ptr<Sampler> sampler = make_local_sampler(dataset->size(), /*shuffle=*/is_training, seed);
+  if (dist.active()) {
+    sampler = std::make_shared<RankShardSampler>(std::move(sampler), dist.world.rank, dist.size(), /*pad=*/is_training);
+  }
   return std::make_shared<Loader>(std::move(dataset), std::move(sampler), std::move(transform), options);
 }
 
-}  // namespace
-
-TrainResult run_training(const Config& config) {
-  check_implemented(config);
-  require_single_process();
-  const torch::Device device = resolve_device(config);
-  log_info("Training with a single process on 1 device (" + device.str() + ").");
+// The training itself, once the world is set up.
+TrainResult train(const Config& config, Distributed& dist, const torch::Device& device) {
   const int64_t seed = config.get<int64_t>("seed");
-  torch::manual_seed(static_cast<uint64_t>(seed));
+  // timm seeds seed + rank: augmentation differs per rank; DDP's start-up
+  // broadcast makes the initial weights rank 0's.
+  torch::manual_seed(static_cast<uint64_t>(seed + dist.world.rank));
 
   // Datasets first: their class count and defaults shape the model.
   const std::string dataset = dataset_name(config);
   const DatasetDefaults defaults = dataset_defaults(dataset);
   const int64_t in_chans = resolve_in_chans(config, defaults);
-  std::shared_ptr<const Dataset> train_set = limit_samples(
-      create_dataset(dataset, data_root(config), config.get<std::string>("train_split"), in_chans),
-      config.get_optional<int64_t>("train_num_samples"), "train-num-samples");
+  std::shared_ptr<const Dataset> train_set =
+      limit_samples(create_dataset(dataset, data_root(config), config.get<std::string>("train_split"), in_chans),
+                    config.get_optional<int64_t>("train_num_samples"), "train-num-samples");
   const std::string val_split = config.get<std::string>("val_split");
   std::shared_ptr<const Dataset> eval_set;
   if (!val_split.empty()) {
@@ -387,31 +517,51 @@ TrainResult run_training(const Config& config) {
   model->to(device);
 
   const int64_t batch_size = config.get<int64_t>("batch_size");
+  const int64_t grad_accum_steps = std::max<int64_t>(1, config.get<int64_t>("grad_accum_steps"));
   auto train_loader = make_loader(train_set, true, create_transform(transform_args(config, data_config, true)), config,
-                                  batch_size);
+                                  batch_size, dist);
   std::shared_ptr<Loader> eval_loader;
   if (eval_set) {
     const int64_t eval_batch = config.get_optional<int64_t>("validation_batch_size").value_or(batch_size);
     eval_loader = make_loader(eval_set, false, create_transform(transform_args(config, data_config, false)), config,
-                              eval_batch);
+                              eval_batch, dist);
   }
   log_info("Train transform: " + train_loader->transform().repr());
 
-  const double lr = resolve_lr(config, batch_size);
+  // train.py: the effective global batch is B x W x A.
+  const double lr = resolve_lr(config, batch_size * dist.size() * grad_accum_steps);
   OptimizerPtr optimizer = create_optimizer(*model, model->no_weight_decay(), optimizer_args(config, lr));
   log_info("Created " + optimizer->describe());
 
+  if (dist.active()) {
+    dist::DdpOptions ddp_options;
+    ddp_options.bucket_cap_bytes = static_cast<int64_t>(config.get<double>("ddp_bucket_cap_mb") * 1024.0 * 1024.0);
+    ddp_options.find_unused_parameters = config.get<bool>("ddp_find_unused_parameters");
+    ddp_options.broadcast_buffers = !config.get<bool>("no_ddp_bb");
+    dist.ddp =
+        std::make_unique<dist::DistributedDataParallel>(*model, dist.group->comm(), ddp_options, dist.group.get());
+    log_info(format("Using native DDP (our reducer): %zu gradient buckets, %.2f MiB of gradients.",
+                    dist.ddp->bucket_parameter_names().size(), dist.ddp->gradient_bytes() / 1048576.0));
+    // For bench/distributed.py only: the step time without communication.
+    if (const char* skip = std::getenv("TIMM_BENCH_SKIP_ALLREDUCE"); skip != nullptr && std::string(skip) == "1") {
+      log_warning("TIMM_BENCH_SKIP_ALLREDUCE=1: gradients are NOT averaged over ranks (benchmark mode)");
+      dist.ddp->set_skip_allreduce(true);
+    }
+  }
+
   const std::string eval_metric = eval_loader ? config.get<std::string>("eval_metric") : "loss";
   const bool decreasing = eval_metric == "loss";
-  const auto updates_per_epoch = static_cast<int64_t>(train_loader->num_batches());
+  const int64_t updates_per_epoch =
+      (static_cast<int64_t>(train_loader->num_batches()) + grad_accum_steps - 1) / grad_accum_steps;
   SchedulerPtr scheduler = create_scheduler(*optimizer, scheduler_args(config, decreasing, updates_per_epoch));
   const int64_t num_epochs = scheduler->num_epochs();
-  log_info(format("Scheduled epochs: %lld (epochs + cooldown_epochs). Warmup within epochs when warmup_prefix=False. "
-                  "LR stepped per %s.",
-                  static_cast<long long>(num_epochs), config.get<bool>("sched_on_updates") ? "update" : "epoch"));
+  log_info(
+      format("Scheduled epochs: %lld (epochs + cooldown_epochs). Warmup within epochs when warmup_prefix=False. "
+             "LR stepped per %s.",
+             static_cast<long long>(num_epochs), config.get<bool>("sched_on_updates") ? "update" : "epoch"));
 
-  const auto output_dir = make_output_dir(config.get<std::string>("output"), config.get<std::string>("experiment"),
-                                          model_name, data_config.input_size.back());
+  // Only the primary rank writes (train.py: output_dir and saver on the primary).
+  std::filesystem::path output_dir;
   // What was actually used, as train.py's args.yaml records the computed lr:
   // rerunning with it as --config repeats this run.
   Config effective = config;
@@ -419,10 +569,22 @@ TrainResult run_training(const Config& config) {
   effective.set("lr", lr);
   effective.set("num_classes", num_classes);
   const std::string config_toml = effective.to_toml();
-  write_file_atomically(output_dir / "config.toml", config_toml);
+  if (dist.is_primary()) {
+    output_dir = make_output_dir(config.get<std::string>("output"), config.get<std::string>("experiment"), model_name,
+                                 data_config.input_size.back());
+    write_file_atomically(output_dir / "config.toml", config_toml);
+  }
 
-  TrainContext ctx{config, device, model, *optimizer, *scheduler, *train_loader,
-                   config.get<double>("smoothing"), std::max<int64_t>(1, config.get<int64_t>("log_interval"))};
+  TrainContext ctx{config,
+                   device,
+                   model,
+                   *optimizer,
+                   *scheduler,
+                   *train_loader,
+                   config.get<double>("smoothing"),
+                   std::max<int64_t>(1, config.get<int64_t>("log_interval")),
+                   dist,
+                   grad_accum_steps};
   TrainResult result;
   result.output_dir = output_dir;
   std::vector<EpochRecord> records;
@@ -437,21 +599,24 @@ TrainResult run_training(const Config& config) {
     }
     EpochRecord record{epoch, train_loss, std::nullopt};
     if (eval_loader) {
-      record.eval = validate(model, *eval_loader, device, ctx.log_interval, static_cast<uint64_t>(seed));
+      record.eval = validate(model, *eval_loader, device, ctx.log_interval, static_cast<uint64_t>(seed), dist);
     }
     const double metric = record.eval ? metric_of(*record.eval, eval_metric) : train_loss;
-    std::vector<std::pair<std::string, double>> eval_columns;
-    if (record.eval) eval_columns = {{"loss", record.eval->loss}, {"top1", record.eval->top1}, {"top5", record.eval->top5}};
-    update_summary(output_dir / "summary.csv", epoch, {{"loss", train_loss}}, eval_columns, optimizer->mean_lr(),
-                   /*write_header=*/!best_metric.has_value());
-
-    const TrainingState state{epoch, metric, eval_metric, config_toml};
-    save_checkpoint(output_dir, "last", *model, *optimizer, state);
     const bool improved = !best_metric || (decreasing ? metric < *best_metric : metric > *best_metric);
+    if (dist.is_primary()) {
+      std::vector<std::pair<std::string, double>> eval_columns;
+      if (record.eval) {
+        eval_columns = {{"loss", record.eval->loss}, {"top1", record.eval->top1}, {"top5", record.eval->top5}};
+      }
+      update_summary(output_dir / "summary.csv", epoch, {{"loss", train_loss}}, eval_columns, optimizer->mean_lr(),
+                     /*write_header=*/!best_metric.has_value());
+      const TrainingState state{epoch, metric, eval_metric, config_toml};
+      save_checkpoint(output_dir, "last", *model, *optimizer, state);
+      if (improved) save_checkpoint(output_dir, "model_best", *model, *optimizer, state);
+    }
     if (improved) {
       best_metric = metric;
       result.best_epoch = epoch;
-      save_checkpoint(output_dir, "model_best", *model, *optimizer, state);
     }
     records.push_back(record);
     result.last_eval = record.eval;
@@ -463,8 +628,58 @@ TrainResult run_training(const Config& config) {
     log_info(format("*** Best metric: %s (epoch %lld)", python_float_repr(*best_metric).c_str(),
                     static_cast<long long>(result.best_epoch)));
   }
-  print_result(records, eval_metric);
+  if (dist.is_primary()) print_result(records, eval_metric);
+  if (dist.ddp && dist.ddp->reduced_backwards() > 0) {
+    const double alone = dist.ddp->time_allreduce_alone(3);
+    log_info(format(
+        "DDP: %.1f ms per step waiting for all-reduces after backward; the same all-reduces alone take "
+        "%.1f ms (%.0f%% hidden behind backward)",
+        1000.0 * dist.ddp->reduce_wait_seconds() / dist.ddp->reduced_backwards(), 1000.0 * alone,
+        alone > 0 ? 100.0 * std::max(0.0, 1.0 - dist.ddp->reduce_wait_seconds() / dist.ddp->reduced_backwards() / alone)
+                  : 0.0));
+  }
+  if (dist.active() && std::getenv("TIMM_BENCH_SKIP_ALLREDUCE") == nullptr) check_identical_parameters(*model, dist);
+  dist.ddp.reset();  // its hooks live on the model's parameters
   return result;
+}
+
+}  // namespace
+
+TrainResult run_training(const Config& config, const std::vector<LoadedPlugin>& plugins) {
+  check_implemented(config);
+  dist::install_stop_handlers();
+  Distributed dist;
+  dist.world = dist::world_from_env(dist::current_env());
+  const torch::Device device = resolve_device(config, dist.world);
+  if (!dist.world.distributed()) {
+    log_info("Training with a single process on 1 device (" + device.str() + ").");
+    return train(config, dist, device);
+  }
+  setup_logging(dist.world.rank, dist.world.world_size);
+  dist.group = dist::ProcessGroup::create(
+      dist.world, device,
+      {config.get<std::string>("dist_backend"), std::chrono::seconds(config.get<int64_t>("dist_timeout"))});
+  log_info_all_ranks(
+      format("Training in distributed mode with multiple processes, 1 device per process.Process %d, "
+             "total %d, device %s.",
+             dist.world.rank, dist.world.world_size, device.str().c_str()));
+  try {
+    dist::check_same_setup(*dist.group, dist::describe_plugins(plugins), dist::describe_config(config));
+    return train(config, dist, device);
+  } catch (const dist::Interrupted&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (const int signal = dist::stop_requested(); signal != 0) throw dist::Interrupted(signal);
+    // Tell the peers why this rank stops, then leave through the destructors
+    // (the DDP hooks first, then the communicator).
+    const Error* error = dynamic_cast<const Error*>(&e);
+    const c10::Error* c10_error = dynamic_cast<const c10::Error*>(&e);
+    const std::string message = c10_error != nullptr ? std::string(c10_error->what_without_backtrace()) : e.what();
+    dist.group->publish_failure(message);
+    if (error != nullptr) throw;
+    // A collective outside our waits (e.g. a layer's own) failed: name the rank.
+    throw Error(dist.group->explain_failure("a collective in the training step", message));
+  }
 }
 
 }  // namespace timm
