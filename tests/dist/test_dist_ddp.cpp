@@ -11,6 +11,7 @@
 #include "ddp_fixture.hpp"
 #include "dist_support.hpp"
 #include "test_support.hpp"
+#include "timm/dist/ddp.hpp"
 
 #include <doctest/doctest.h>
 
@@ -108,4 +109,45 @@ TEST_CASE("find_unused_parameters: the unused parameter keeps no gradient, train
   timm::test::TempDir tmp;
   const auto results = run_workers(2, {tmp.path().string(), "2", "1", "find-unused"});
   for (const auto& r : results) CHECK_MESSAGE(r.exit_code == 0, r.output);
+}
+
+TEST_CASE("bucket assignment equals torch's _compute_bucket_assignment_by_size (oracle at test time)") {
+  struct Spec {
+    int64_t numel;
+    at::ScalarType dtype;
+  };
+  const std::vector<std::vector<Spec>> cases = {
+      {{100, at::kFloat},
+       {300000, at::kFloat},
+       {50, at::kFloat},
+       {200000, at::kFloat},
+       {7000000, at::kFloat},
+       {10, at::kFloat},
+       {262144, at::kFloat},
+       {5, at::kFloat}},
+      {{300, at::kFloat},
+       {300, at::kDouble},
+       {300, at::kFloat},
+       {3000, at::kFloat},
+       {100, at::kDouble},
+       {1000, at::kDouble},
+       {1, at::kFloat}},
+  };
+  for (const auto& [first, cap] :
+       std::vector<std::pair<int64_t, int64_t>>{{1024 * 1024, 25 * 1024 * 1024}, {1000, 4000}}) {
+    for (const auto& specs : cases) {
+      std::vector<at::Tensor> tensors;
+      std::vector<std::string> args{std::to_string(first), std::to_string(cap)};
+      for (const auto& s : specs) {
+        tensors.push_back(at::empty({s.numel}, at::TensorOptions().dtype(s.dtype)));
+        args.push_back(std::to_string(s.numel) + ":" + (s.dtype == at::kFloat ? "float32" : "float64"));
+      }
+      std::string ours;
+      for (const auto& bucket : timm::dist::assign_buckets(tensors, first, cap)) {
+        for (std::size_t k = 0; k < bucket.size(); ++k) ours += (k ? " " : "") + std::to_string(bucket[k]);
+        ours += "\n";
+      }
+      CHECK(ours == timm::test::run_oracle("ddp_buckets_oracle.py", args));
+    }
+  }
 }

@@ -68,13 +68,11 @@ std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<at::Tenso
       bucket = Open{{}, 0, false};
     }
   }
-  // The partly filled buckets last, in the order their first tensor came.
-  std::vector<std::vector<std::size_t>> rest;
   for (auto& [key, bucket] : open) {
-    if (!bucket.indices.empty()) rest.push_back(std::move(bucket.indices));
+    if (!bucket.indices.empty()) closed.push_back(std::move(bucket.indices));
   }
-  std::sort(rest.begin(), rest.end(), [](const auto& a, const auto& b) { return a.front() < b.front(); });
-  for (auto& r : rest) closed.push_back(std::move(r));
+  // As torch: ordered by their first tensor, so they become ready in order.
+  std::sort(closed.begin(), closed.end(), [](const auto& a, const auto& b) { return a.front() < b.front(); });
   return closed;
 }
 

@@ -131,7 +131,8 @@ class DistributedDataParallel {
 // Bucket assignment as torch's _compute_bucket_assignment_by_size: tensors in
 // the given order, one open bucket per (dtype, device); a bucket closes once
 // it reaches its cap (the first one first_bucket_bytes, then
-// bucket_cap_bytes). Returns indices into `tensors`, buckets in closing order.
+// bucket_cap_bytes). Returns indices into `tensors`, buckets ordered by their
+// first index.
 std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<at::Tensor>& tensors, int64_t first_bucket_bytes,
                                                      int64_t bucket_cap_bytes);
 
