@@ -3,7 +3,10 @@
 #include <array>
 #include <ostream>
 
+#include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
+
+#include "timm/layers/activations.hpp"
 
 #include "timm/core/error.hpp"
 
@@ -66,6 +69,54 @@ ClassifierHead create_classifier(int64_t num_features, int64_t num_classes, cons
     head.fc = torch::nn::AnyModule(torch::nn::Identity());
   }
   return head;
+}
+
+NormMlpClassifierHeadImpl::NormMlpClassifierHeadImpl(const NormMlpClassifierHeadOptions& options_) : options(options_) {
+  if (options.in_features() < 1) {
+    throw UsageError("NormMlpClassifierHead: in_features must be >= 1, got " + std::to_string(options.in_features()));
+  }
+  if (options.drop_rate() < 0.0 || options.drop_rate() > 1.0) {
+    throw UsageError("NormMlpClassifierHead: drop_rate must be in [0, 1], got " + std::to_string(options.drop_rate()));
+  }
+  reset();
+}
+
+void NormMlpClassifierHeadImpl::reset() {
+  namespace nn = torch::nn;
+  const bool use_conv = options.pool_type().empty();
+  auto linear = [use_conv](int64_t in, int64_t out) {
+    return use_conv ? nn::AnyModule(nn::Conv2d(nn::Conv2dOptions(in, out, 1))) : nn::AnyModule(nn::Linear(in, out));
+  };
+  global_pool = register_module("global_pool", SelectAdaptivePool2d(options.pool_type()));
+  if (global_pool->feat_mult() != 1) {
+    throw UsageError("global_pool " + in_quotes(options.pool_type()) +
+                     ": a pool type that changes the pooled width is not supported by this model's head");
+  }
+  norm = register_module("norm", LayerNorm2d(LayerNormOptions(options.in_features()).eps(options.norm_eps())));
+  int64_t num_features = options.in_features();
+  if (options.hidden_size() > 0) {
+    nn::Sequential seq;
+    auto fc = linear(num_features, options.hidden_size());
+    seq->push_back("fc", fc);
+    seq->push_back("act", create_act(options.act_layer()));
+    pre_logits = register_module("pre_logits", seq);
+    num_features = options.hidden_size();
+  }
+  drop = register_module("drop", nn::Dropout(options.drop_rate()));
+  fc = options.num_classes() > 0 ? linear(num_features, options.num_classes()) : nn::AnyModule(nn::Identity());
+  register_module("fc", fc.ptr());
+}
+
+void NormMlpClassifierHeadImpl::pretty_print(std::ostream& stream) const {
+  stream << "timm::layers::NormMlpClassifierHead(in_features=" << options.in_features()
+         << ", num_classes=" << options.num_classes() << ", pool_type=" << options.pool_type() << ")";
+}
+
+at::Tensor NormMlpClassifierHeadImpl::forward(const at::Tensor& x) {
+  at::Tensor y = norm(global_pool(x));
+  if (!global_pool->is_identity()) y = y.flatten(1);
+  if (pre_logits) y = pre_logits->forward(y);
+  return fc.forward(drop(y));
 }
 
 }  // namespace timm::layers

@@ -16,7 +16,11 @@
 #include <torch/arg.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/dropout.h>
 #include <torch/nn/pimpl.h>
+
+#include "timm/layers/norm.hpp"
 
 namespace timm::layers {
 
@@ -56,5 +60,39 @@ struct ClassifierHead {
   int64_t num_pooled_features = 0;  // fc's in_features
 };
 ClassifierHead create_classifier(int64_t num_features, int64_t num_classes, const std::string& pool_type = "avg");
+
+// timm's NormMlpClassifierHead (ConvNeXt's head): global_pool -> norm
+// (LayerNorm2d on the pooled (N, C, 1, 1)) -> flatten -> [pre_logits: fc ->
+// act, with hidden_size] -> drop -> fc. Keys: norm.{weight,bias},
+// [pre_logits.fc.*], fc.{weight,bias}. With pool_type '' nothing is pooled or
+// flattened and pre_logits.fc / fc are 1x1 Conv2d, as timm's use_conv. A pool
+// type that changes the width ('catavgmax') is refused, as in timm.
+struct NormMlpClassifierHeadOptions {
+  NormMlpClassifierHeadOptions(int64_t in_features, int64_t num_classes)
+      : in_features_(in_features), num_classes_(num_classes) {}
+  TORCH_ARG(int64_t, in_features);
+  TORCH_ARG(int64_t, num_classes);      // <= 0: fc is Identity
+  TORCH_ARG(int64_t, hidden_size) = 0;  // 0: no pre_logits
+  TORCH_ARG(std::string, pool_type) = "avg";
+  TORCH_ARG(double, drop_rate) = 0.0;
+  TORCH_ARG(double, norm_eps) = 1e-6;
+  TORCH_ARG(std::string, act_layer) = "tanh";  // of pre_logits
+};
+
+class NormMlpClassifierHeadImpl : public torch::nn::Cloneable<NormMlpClassifierHeadImpl> {
+ public:
+  explicit NormMlpClassifierHeadImpl(const NormMlpClassifierHeadOptions& options);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+  at::Tensor forward(const at::Tensor& x);
+
+  NormMlpClassifierHeadOptions options;
+  SelectAdaptivePool2d global_pool{nullptr};
+  LayerNorm2d norm{nullptr};
+  torch::nn::Sequential pre_logits{nullptr};  // null without hidden_size
+  torch::nn::Dropout drop{nullptr};
+  torch::nn::AnyModule fc;  // Linear, Conv2d 1x1 (pool_type ''), or Identity
+};
+TORCH_MODULE(NormMlpClassifierHead);
 
 }  // namespace timm::layers

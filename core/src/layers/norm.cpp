@@ -1,0 +1,58 @@
+#include "timm/layers/norm.hpp"
+
+#include <ostream>
+#include <string>
+
+#include "timm/core/error.hpp"
+
+namespace timm::layers {
+namespace {
+
+void check_channels(const char* what, int64_t num_channels) {
+  if (num_channels < 1)
+    throw UsageError(std::string(what) + ": num_channels must be >= 1, got " + std::to_string(num_channels));
+}
+
+// torch.nn.LayerNorm's reset_parameters: weight ones, bias zeros.
+void register_affine(torch::nn::Module& module, const LayerNormOptions& options, at::Tensor& weight, at::Tensor& bias) {
+  if (!options.affine()) return;
+  weight = module.register_parameter("weight", at::ones({options.num_channels()}));
+  bias = module.register_parameter("bias", at::zeros({options.num_channels()}));
+}
+
+at::Tensor layer_norm_last(const at::Tensor& x, const LayerNormOptions& options, const at::Tensor& weight,
+                           const at::Tensor& bias) {
+  return at::layer_norm(x, {options.num_channels()}, weight, bias, options.eps());
+}
+
+}  // namespace
+
+LayerNormImpl::LayerNormImpl(const LayerNormOptions& options_) : options(options_) {
+  check_channels("LayerNorm", options.num_channels());
+  reset();
+}
+
+void LayerNormImpl::reset() { register_affine(*this, options, weight, bias); }
+
+void LayerNormImpl::pretty_print(std::ostream& stream) const {
+  stream << "timm::layers::LayerNorm(" << options.num_channels() << ", eps=" << options.eps() << ")";
+}
+
+at::Tensor LayerNormImpl::forward(const at::Tensor& x) { return layer_norm_last(x, options, weight, bias); }
+
+LayerNorm2dImpl::LayerNorm2dImpl(const LayerNormOptions& options_) : options(options_) {
+  check_channels("LayerNorm2d", options.num_channels());
+  reset();
+}
+
+void LayerNorm2dImpl::reset() { register_affine(*this, options, weight, bias); }
+
+void LayerNorm2dImpl::pretty_print(std::ostream& stream) const {
+  stream << "timm::layers::LayerNorm2d(" << options.num_channels() << ", eps=" << options.eps() << ")";
+}
+
+at::Tensor LayerNorm2dImpl::forward(const at::Tensor& x) {
+  return layer_norm_last(x.permute({0, 2, 3, 1}), options, weight, bias).permute({0, 3, 1, 2});
+}
+
+}  // namespace timm::layers

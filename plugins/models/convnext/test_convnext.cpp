@@ -1,0 +1,129 @@
+// ConvNeXt plugin against timm (tests/oracle/convnext_oracle.py), both ways:
+// timm's weights load here and give timm's logits and gradients; our weights
+// load in timm and give our logits. Tolerance for every float comparison:
+// |ours - timm| <= 1e-4 + 1e-4 * |timm| (one thread, float32).
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <nlohmann/json.hpp>
+
+#include "model_parity.hpp"
+#include "test_support.hpp"
+#include "timm/core/error.hpp"
+#include "timm/core/registry.hpp"
+#include "timm/layers/drop_path.hpp"
+#include "timm/models/model.hpp"
+#include "timm/models/state_dict.hpp"
+
+// Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
+#include <doctest/doctest.h>
+
+namespace {
+
+using timm::test::ParityCase;
+
+const std::vector<std::string> kNames = {"convnext_atto", "convnext_femto", "convnext_pico", "convnext_nano",
+                                         "convnext_tiny", "convnext_small", "convnext_base"};
+
+// Smallest (atto) and largest (base) member, both block types (conv_mlp with
+// LayerNorm2d: atto..nano; channels-last LayerNorm + Linear: tiny..base), and
+// another pool type on one input channel. 64x64 inputs: any multiple of 32 works.
+const std::vector<ParityCase> kCases = {
+    {"convnext_atto", "convnext_atto", 3, 64, 2, nlohmann::json::object()},
+    {"convnext_atto_avgmax_c1", "convnext_atto", 1, 64, 2, {{"global_pool", "avgmax"}}},
+    {"convnext_tiny", "convnext_tiny", 3, 64, 2, nlohmann::json::object()},
+    {"convnext_base", "convnext_base", 3, 64, 2, nlohmann::json::object()},
+};
+
+std::vector<double> block_drop_path_rates(torch::nn::Module& model) {
+  std::vector<double> rates;
+  for (const auto& stage : model.named_children()["stages"]->children()) {
+    for (const auto& block : stage->named_children()["blocks"]->children()) {
+      double rate = 0.0;
+      for (const auto& child : block->named_children()) {
+        if (child.key() == "drop_path") rate = child.value()->as<timm::layers::DropPath>()->options.drop_prob();
+      }
+      rates.push_back(rate);
+    }
+  }
+  return rates;
+}
+
+timm::ModelPtr make(const std::string& name, timm::ModelArgs args = {}) {
+  timm::test::load_builtin_plugins();
+  return timm::create_model(name, args);
+}
+
+}  // namespace
+
+TEST_CASE("convnext matches timm both ways: structure, eval and train logits, gradients, weights") {
+  timm::test::run_parity("convnext_oracle.py", kCases, timm::test::Tolerance{1e-4, 1e-4}, block_drop_path_rates);
+}
+
+TEST_CASE("every registered convnext has timm's state_dict, parameter count, pretrained cfg, no_weight_decay, groups") {
+  const auto info = timm::test::check_registered("convnext_oracle.py", kNames, {"convnext_*"});
+  std::vector<std::string> timm_listed;
+  for (const auto& name : info.at("list").at("convnext_*").get<std::vector<std::string>>()) {
+    if (timm::Registry::global().find(timm::PluginKind::kModel, name) != nullptr) timm_listed.push_back(name);
+  }
+  CHECK(timm_listed.size() == kNames.size());
+  CHECK(timm::Registry::global().list(timm::PluginKind::kModel, "convnext_*") == timm_listed);
+}
+
+TEST_CASE("convnext init follows timm's statistics: trunc_normal(.02) convs and linears, gamma 1e-6") {
+  timm::test::check_init_stats("convnext_oracle.py", {"convnext_atto", "convnext_tiny"});
+  at::manual_seed(0);
+  const auto params = make("convnext_tiny")->named_parameters();
+  CHECK(params["stages.2.blocks.4.mlp.fc1.weight"].std().item<double>() == doctest::Approx(0.02).epsilon(0.02));
+  CHECK(params["stages.2.blocks.4.mlp.fc1.bias"].abs().max().item<double>() == 0.0);
+  CHECK(params["stages.2.blocks.4.gamma"].min().item<double>() == doctest::Approx(1e-6));
+  CHECK(params["head.norm.weight"].min().item<double>() == 1.0);
+}
+
+TEST_CASE("convnext head options: num_classes 0, global_pool '', drop_rate") {
+  c10::NoGradGuard no_grad;
+  const at::Tensor x = at::randn({2, 3, 64, 64});
+
+  timm::ModelArgs args;
+  args.num_classes = 0;
+  timm::ModelPtr features = make("convnext_atto", args);
+  features->eval();
+  CHECK((features->forward(x).sizes() == at::IntArrayRef{2, 320}));
+  CHECK(timm::state_dict(*features).size() == timm::state_dict(*make("convnext_atto")).size() - 2);
+
+  // No pooling: timm's head turns fc into a 1x1 conv over the 2x2 feature map.
+  args.num_classes = 10;
+  args.global_pool = "";
+  timm::ModelPtr unpooled = make("convnext_atto", args);
+  unpooled->eval();
+  CHECK((unpooled->named_parameters()["head.fc.weight"].sizes() == at::IntArrayRef{10, 320, 1, 1}));
+  CHECK((unpooled->forward(x).sizes() == at::IntArrayRef{2, 10, 2, 2}));
+
+  // drop_rate 1 zeroes the normed features in training: the logits are head.fc.bias.
+  args = {};
+  args.num_classes = 10;
+  args.drop_rate = 1.0;
+  timm::ModelPtr dropped = make("convnext_atto", args);
+  dropped->named_parameters()["head.fc.bias"].normal_();
+  const at::Tensor bias = dropped->named_parameters()["head.fc.bias"];
+  dropped->train();
+  CHECK(at::allclose(dropped->forward(x), bias.expand({2, 10})));
+  dropped->eval();
+  CHECK_FALSE(at::allclose(dropped->forward(x), bias.expand({2, 10})));
+}
+
+TEST_CASE("convnext rejects what it does not support") {
+  timm::ModelArgs args;
+  args.global_pool = "catavgmax";
+  CHECK_THROWS_WITH_AS(make("convnext_atto", args), doctest::Contains("'catavgmax'"), timm::UsageError);
+  args.global_pool = "median";
+  CHECK_THROWS_WITH_AS(make("convnext_atto", args), doctest::Contains("'median'"), timm::UsageError);
+  args = {};
+  args.kwargs["stem_type"] = "overlap";
+  CHECK_THROWS_AS(make("convnext_atto", args), timm::UsageError);
+  args = {};
+  args.drop_path_rate = -0.1;
+  CHECK_THROWS_AS(make("convnext_atto", args), timm::UsageError);
+}

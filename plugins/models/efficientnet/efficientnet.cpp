@@ -1,0 +1,372 @@
+// EfficientNet (timm/models/efficientnet.py) and MobileNetV3
+// (timm/models/mobilenetv3.py) through timm's block-string builder, with
+// timm's module names so state_dict keys equal timm's:
+// - efficientnet_b0 .. efficientnet_b7 (timm's PyTorch-native variants:
+//   symmetric padding, BN eps 1e-5, swish, SE from the block input);
+// - mobilenetv2_035/050/075/100/140 and mobilenetv2_110d/120d (relu6, depth
+//   scaled with the stem and head kept), the same EfficientNet class;
+// - mobilenetv3_large_075/100, mobilenetv3_large_150d,
+//   mobilenetv3_small_050/075/100 (hard_swish, hard_sigmoid SE with relu,
+//   pooled head: conv_head with bias and no BN, then flatten).
+//
+// Supported: num_classes (0: the pooled features come out), in_chans,
+// drop_rate (dropout before the classifier), drop_path_rate (timm's
+// rate * block / blocks schedule), global_pool, and --model-kwargs bn_eps,
+// bn_momentum (every BatchNorm, as timm's resolve_bn_args).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/nn/functional/dropout.h>
+#include <torch/nn/init.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+
+#include "efficientnet_blocks.hpp"
+#include "efficientnet_builder.hpp"
+#include "timm/core/error.hpp"
+#include "timm/core/plugin.hpp"
+#include "timm/layers/activations.hpp"
+#include "timm/layers/classifier.hpp"
+#include "timm/layers/norm_act.hpp"
+#include "timm/log/log.hpp"
+#include "timm/models/model.hpp"
+
+namespace timm::efficientnet {
+namespace {
+
+namespace nn = torch::nn;
+
+enum class Family { kEfficientNet, kMobileNetV3 };
+
+// One registered architecture: what timm's _gen_* function passes to the model class.
+struct Spec {
+  std::string name;
+  std::string description;
+  Family family = Family::kEfficientNet;
+  std::vector<std::vector<std::string>> arch_def;
+  double channel_multiplier = 1.0;
+  double depth_multiplier = 1.0;
+  bool fix_first_last = false;  // decode_arch_def(fix_first_last)
+  bool fix_stem = false;        // stem channels not rounded
+  int64_t stem_size = 32;
+  int64_t num_features = 1280;  // already resolved (rounded where timm rounds it)
+  std::string act_layer;
+  SeConfig se;
+  PretrainedCfg cfg;
+};
+
+void validate(const std::string& name, const ModelArgs& args) {
+  check_model_kwargs(name, args, {"bn_eps", "bn_momentum"});
+  if (args.num_classes < 0)
+    throw UsageError(name + ": num_classes must be >= 0, got " + std::to_string(args.num_classes));
+  if (args.in_chans < 1) throw UsageError(name + ": in_chans must be >= 1, got " + std::to_string(args.in_chans));
+  if (args.drop_rate < 0.0 || args.drop_rate > 1.0) {
+    throw UsageError(name + ": drop_rate must be in [0, 1], got " + std::to_string(args.drop_rate));
+  }
+  const double dpr = args.drop_path_rate.value_or(0.0);
+  if (dpr < 0.0 || dpr > 1.0) throw UsageError(name + ": drop_path_rate must be in [0, 1], got " + std::to_string(dpr));
+}
+
+double kwarg_number(const std::string& model, const ModelArgs& args, const std::string& key, double fallback) {
+  auto it = args.kwargs.find(key);
+  if (it == args.kwargs.end()) return fallback;
+  size_t used = 0;
+  double value = 0.0;
+  try {
+    value = std::stod(it->second, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != it->second.size() || !(value > 0.0)) {
+    throw UsageError("--model-kwargs " + key + "=" + it->second + ": model '" + model + "' expects a positive number");
+  }
+  return value;
+}
+
+// timm's resolve_bn_args: --model-kwargs bn_eps=..., bn_momentum=... set every BatchNorm of the net.
+NormArgs norm_args(const std::string& model, const ModelArgs& args) {
+  NormArgs norm;
+  norm.eps = kwarg_number(model, args, "bn_eps", norm.eps);
+  norm.momentum = kwarg_number(model, args, "bn_momentum", norm.momentum);
+  return norm;
+}
+
+// timm's _init_weight_goog: convs normal(0, sqrt(2 / fan_out)) with fan_out
+// per group, conv biases zero; BN weight 1 / bias 0 (BatchNormAct2d's
+// defaults); Linear uniform(+-1 / sqrt(out_features)), bias zero.
+void efficientnet_init_weights(nn::Module& model) {
+  for (auto& module : model.modules(/*include_self=*/false)) {
+    if (auto* c = module->as<nn::Conv2d>()) {
+      const auto& k = c->options.kernel_size();
+      const int64_t fan_out = k->at(0) * k->at(1) * c->options.out_channels() / c->options.groups();
+      nn::init::normal_(c->weight, 0.0, std::sqrt(2.0 / static_cast<double>(fan_out)));
+      if (c->bias.defined()) nn::init::zeros_(c->bias);
+    } else if (auto* l = module->as<nn::Linear>()) {
+      const double range = 1.0 / std::sqrt(static_cast<double>(l->weight.size(0)));
+      nn::init::uniform_(l->weight, -range, range);
+      if (l->bias.defined()) nn::init::zeros_(l->bias);
+    }
+  }
+}
+
+// timm's EfficientNet (conv_head + bn2 before the pool, classifier through
+// create_classifier) and MobileNetV3 (pool, conv_head with bias, act2,
+// flatten, classifier) in one class: the trunk is the same.
+class EfficientNetImpl : public ClassifierImpl {
+ public:
+  EfficientNetImpl(const Spec& spec, const ModelArgs& args)
+      : family_(spec.family), cfg_(spec.cfg), num_classes_(args.num_classes), drop_rate_(args.drop_rate) {
+    validate(spec.name, args);
+    const NormArgs norm = norm_args(spec.name, args);
+    const double multiplier = spec.channel_multiplier;
+    RoundChsFn round_chs = [multiplier](int64_t chs) { return round_channels(static_cast<double>(chs), multiplier); };
+    const int64_t stem_size = spec.fix_stem ? spec.stem_size : round_chs(spec.stem_size);
+    layers::Conv2dArgs stem_args;
+    stem_args.stride = 2;
+    conv_stem = register_module("conv_stem", layers::create_conv2d(args.in_chans, stem_size, 3, stem_args));
+    bn1 = register_module("bn1", norm_act(stem_size, spec.act_layer, norm));
+
+    BuilderConfig builder{round_chs, spec.act_layer, spec.se, args.drop_path_rate.value_or(0.0), norm};
+    int64_t head_chs = 0;
+    const auto arch = decode_arch_def(spec.arch_def, spec.depth_multiplier, spec.fix_first_last);
+    // A ModuleList of Sequentials: keys blocks.<stage>.<block>, as timm's Sequential of Sequentials.
+    stages_ = build_stages(builder, stem_size, arch, head_chs);
+    for (auto& stage : stages_) blocks->push_back(stage);
+    register_module("blocks", blocks);
+
+    const std::string pool_type = args.global_pool.value_or("avg");
+    if (family_ == Family::kEfficientNet) {
+      make_efficientnet_head(spec, head_chs, pool_type, norm);
+    } else {
+      make_mobilenetv3_head(spec, head_chs, pool_type);
+    }
+    efficientnet_init_weights(*this);
+  }
+
+  at::Tensor forward_features(const at::Tensor& input) {
+    at::Tensor x = bn1(conv_stem(input));
+    for (auto& stage : stages_) x = stage->forward(x);
+    if (family_ == Family::kEfficientNet) x = bn2(conv_head(x));
+    return x;
+  }
+
+  at::Tensor forward_head(const at::Tensor& features) {
+    at::Tensor x = global_pool(features);
+    if (family_ == Family::kMobileNetV3) {
+      x = act2(conv_head(x));
+      if (!global_pool->is_identity()) x = x.flatten(1);
+    }
+    if (drop_rate_ > 0.0) {
+      x = nn::functional::dropout(x, nn::functional::DropoutFuncOptions().p(drop_rate_).training(is_training()));
+    }
+    return classifier.forward(x);
+  }
+
+  at::Tensor forward(at::Tensor x) override { return forward_head(forward_features(x)); }
+  int64_t num_classes() const override { return num_classes_; }
+  const PretrainedCfg& pretrained_cfg() const override { return cfg_; }
+  GroupMatcher group_matcher(bool coarse) const override {
+    const std::string blocks_rule = coarse ? R"(^blocks\.(\d+))" : R"(^blocks\.(\d+)\.(\d+))";
+    if (family_ == Family::kMobileNetV3)
+      return {{"stem", {{R"(^conv_stem|bn1)", std::nullopt}}}, {"blocks", {{blocks_rule, std::nullopt}}}};
+    return {{"stem", {{R"(^conv_stem|bn1)", std::nullopt}}},
+            {"blocks", {{blocks_rule, std::nullopt}, {R"(conv_head|bn2)", std::vector<double>{99999}}}}};
+  }
+
+  nn::Conv2d conv_stem{nullptr};
+  layers::BatchNormAct2d bn1{nullptr};
+  nn::ModuleList blocks;
+  nn::Conv2d conv_head{nullptr};
+  layers::BatchNormAct2d bn2{nullptr};  // EfficientNet only
+  layers::SelectAdaptivePool2d global_pool{nullptr};
+  layers::Activation act2{nullptr};  // MobileNetV3 only
+  nn::AnyModule classifier;
+
+ private:
+  void make_efficientnet_head(const Spec& spec, int64_t head_chs, const std::string& pool_type, const NormArgs& norm) {
+    conv_head = register_module("conv_head", layers::create_conv2d(head_chs, spec.num_features, 1));
+    bn2 = register_module("bn2", norm_act(spec.num_features, spec.act_layer, norm));
+    auto head = layers::create_classifier(spec.num_features, num_classes_, pool_type);
+    global_pool = register_module("global_pool", head.global_pool);
+    classifier = head.fc;
+    register_module("classifier", classifier.ptr());
+  }
+
+  // The pool comes first, unflattened; conv_head maps the pooled channels.
+  void make_mobilenetv3_head(const Spec& spec, int64_t head_chs, const std::string& pool_type) {
+    global_pool = register_module("global_pool", layers::SelectAdaptivePool2d(pool_type));
+    const int64_t pooled = head_chs * global_pool->feat_mult();
+    layers::Conv2dArgs head_args;
+    head_args.bias = true;
+    conv_head = register_module("conv_head", layers::create_conv2d(pooled, spec.num_features, 1, head_args));
+    act2 = register_module("act2", layers::create_act(spec.act_layer));
+    if (num_classes_ > 0) {
+      classifier = nn::AnyModule(nn::Linear(spec.num_features, num_classes_));
+    } else {
+      classifier = nn::AnyModule(nn::Identity());
+    }
+    register_module("classifier", classifier.ptr());
+  }
+
+  Family family_;
+  std::vector<nn::Sequential> stages_;
+  PretrainedCfg cfg_;
+  int64_t num_classes_;
+  double drop_rate_;
+};
+
+PretrainedCfg make_cfg(int64_t size, double crop_pct, const std::string& interpolation = "bicubic",
+                       const std::string& crop_mode = "center", bool half_mean_std = false) {
+  PretrainedCfg cfg;
+  cfg.input_size = {3, size, size};
+  cfg.crop_pct = crop_pct;
+  cfg.interpolation = interpolation;
+  cfg.crop_mode = crop_mode;
+  if (half_mean_std) cfg.mean = cfg.std = {0.5, 0.5, 0.5};
+  cfg.first_conv = "conv_stem";
+  cfg.classifier = "classifier";
+  return cfg;
+}
+
+// timm's _gen_efficientnet: (channel, depth) multipliers per size; default
+// tags ra_in1k (b0, b2), ra4_e3600_r240_in1k (b1), ra2_in1k (b3, b4),
+// sw_in12k_ft_in1k (b5), untrained (b6, b7).
+std::vector<Spec> efficientnet_specs() {
+  const std::vector<std::vector<std::string>> arch = {{"ds_r1_k3_s1_e1_c16_se0.25"},  {"ir_r2_k3_s2_e6_c24_se0.25"},
+                                                      {"ir_r2_k5_s2_e6_c40_se0.25"},  {"ir_r3_k3_s2_e6_c80_se0.25"},
+                                                      {"ir_r3_k5_s1_e6_c112_se0.25"}, {"ir_r4_k5_s2_e6_c192_se0.25"},
+                                                      {"ir_r1_k3_s1_e6_c320_se0.25"}};
+  struct Size {
+    double channel, depth;
+    PretrainedCfg cfg;
+  };
+  const std::vector<Size> sizes = {
+      {1.0, 1.0, make_cfg(224, 0.875)}, {1.0, 1.1, make_cfg(240, 0.9, "bicubic", "center", true)},
+      {1.1, 1.2, make_cfg(256, 0.875)}, {1.2, 1.4, make_cfg(288, 0.875)},
+      {1.4, 1.8, make_cfg(320, 0.875)}, {1.6, 2.2, make_cfg(448, 1.0, "bicubic", "squash")},
+      {1.8, 2.6, make_cfg(528, 0.942)}, {2.0, 3.1, make_cfg(600, 0.949)}};
+  std::vector<Spec> specs;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    Spec s;
+    s.name = "efficientnet_b" + std::to_string(i);
+    s.description = "EfficientNet-B" + std::to_string(i) + " (channels x" + timm::format("%g", sizes[i].channel) +
+                    ", depth x" + timm::format("%g", sizes[i].depth) + ")";
+    s.arch_def = arch;
+    s.channel_multiplier = sizes[i].channel;
+    s.depth_multiplier = sizes[i].depth;
+    s.num_features = round_channels(1280, sizes[i].channel);
+    s.act_layer = "swish";
+    s.cfg = sizes[i].cfg;
+    specs.push_back(s);
+  }
+  return specs;
+}
+
+// timm's _gen_mobilenet_v2; the "d" variants scale depth with fix_stem_head.
+std::vector<Spec> mobilenetv2_specs() {
+  const std::vector<std::vector<std::string>> arch = {
+      {"ds_r1_k3_s1_c16"},    {"ir_r2_k3_s2_e6_c24"},  {"ir_r3_k3_s2_e6_c32"}, {"ir_r4_k3_s2_e6_c64"},
+      {"ir_r3_k3_s1_e6_c96"}, {"ir_r3_k3_s2_e6_c160"}, {"ir_r1_k3_s1_e6_c320"}};
+  struct Variant {
+    std::string suffix;
+    double channel, depth;
+    bool fix_stem_head;
+  };
+  const std::vector<Variant> variants = {{"035", 0.35, 1.0, false}, {"050", 0.5, 1.0, false}, {"075", 0.75, 1.0, false},
+                                         {"100", 1.0, 1.0, false},  {"140", 1.4, 1.0, false}, {"110d", 1.1, 1.2, true},
+                                         {"120d", 1.2, 1.4, true}};
+  std::vector<Spec> specs;
+  for (const auto& v : variants) {
+    Spec s;
+    s.name = "mobilenetv2_" + v.suffix;
+    s.description =
+        "MobileNet-V2 (channels x" + timm::format("%g", v.channel) + ", depth x" + timm::format("%g", v.depth) + ")";
+    s.arch_def = arch;
+    s.channel_multiplier = v.channel;
+    s.depth_multiplier = v.depth;
+    s.fix_first_last = v.fix_stem_head;
+    s.fix_stem = v.fix_stem_head;
+    s.num_features = v.fix_stem_head ? 1280 : std::max<int64_t>(1280, round_channels(1280, v.channel));
+    s.act_layer = "relu6";
+    s.cfg = make_cfg(224, 0.875);
+    specs.push_back(s);
+  }
+  return specs;
+}
+
+// timm's _gen_mobilenet_v3 (not the 'minimal' variants).
+std::vector<Spec> mobilenetv3_specs() {
+  const std::vector<std::vector<std::string>> large = {
+      {"ds_r1_k3_s1_e1_c16_nre"},
+      {"ir_r1_k3_s2_e4_c24_nre", "ir_r1_k3_s1_e3_c24_nre"},
+      {"ir_r3_k5_s2_e3_c40_se0.25_nre"},
+      {"ir_r1_k3_s2_e6_c80", "ir_r1_k3_s1_e2.5_c80", "ir_r2_k3_s1_e2.3_c80"},
+      {"ir_r2_k3_s1_e6_c112_se0.25"},
+      {"ir_r3_k5_s2_e6_c160_se0.25"},
+      {"cn_r1_k1_s1_c960"}};
+  const std::vector<std::vector<std::string>> small = {{"ds_r1_k3_s2_e1_c16_se0.25_nre"},
+                                                       {"ir_r1_k3_s2_e4.5_c24_nre", "ir_r1_k3_s1_e3.67_c24_nre"},
+                                                       {"ir_r1_k5_s2_e4_c40_se0.25", "ir_r2_k5_s1_e6_c40_se0.25"},
+                                                       {"ir_r2_k5_s1_e3_c48_se0.25"},
+                                                       {"ir_r3_k5_s2_e6_c96_se0.25"},
+                                                       {"cn_r1_k1_s1_c576"}};
+  struct Variant {
+    std::string name;
+    double channel, depth;
+    PretrainedCfg cfg;
+  };
+  // Default tags: untrained (large_075), ra_in1k (large_100), ra4_e3600_r256_in1k (large_150d), lamb_in1k (small).
+  const std::vector<Variant> variants = {
+      {"mobilenetv3_large_075", 0.75, 1.0, make_cfg(224, 0.875, "bilinear")},
+      {"mobilenetv3_large_100", 1.0, 1.0, make_cfg(224, 0.875)},
+      {"mobilenetv3_large_150d", 1.5, 1.2, make_cfg(256, 0.95, "bilinear", "center", true)},
+      {"mobilenetv3_small_050", 0.5, 1.0, make_cfg(224, 0.875)},
+      {"mobilenetv3_small_075", 0.75, 1.0, make_cfg(224, 0.875)},
+      {"mobilenetv3_small_100", 1.0, 1.0, make_cfg(224, 0.875)}};
+  std::vector<Spec> specs;
+  for (const auto& v : variants) {
+    const bool is_small = v.name.find("small") != std::string::npos;
+    Spec s;
+    s.name = v.name;
+    s.description = std::string("MobileNet-V3 ") + (is_small ? "small" : "large") + " (channels x" +
+                    timm::format("%g", v.channel) + ", depth x" + timm::format("%g", v.depth) + ")";
+    s.family = Family::kMobileNetV3;
+    s.arch_def = is_small ? small : large;
+    s.channel_multiplier = v.channel;
+    s.depth_multiplier = v.depth;
+    s.fix_stem = v.channel < 0.75;
+    s.stem_size = 16;
+    s.num_features = is_small ? 1024 : 1280;
+    s.act_layer = "hard_swish";
+    s.se = SeConfig{/*from_exp=*/true, "hard_sigmoid", "relu", /*round_with_make_divisible=*/true};
+    s.cfg = v.cfg;
+    specs.push_back(s);
+  }
+  return specs;
+}
+
+std::vector<Spec> all_specs() {
+  std::vector<Spec> specs = efficientnet_specs();
+  for (auto& s : mobilenetv2_specs()) specs.push_back(s);
+  for (auto& s : mobilenetv3_specs()) specs.push_back(s);
+  return specs;
+}
+
+}  // namespace
+}  // namespace timm::efficientnet
+
+TIMM_PLUGIN("efficientnet") {
+  for (const auto& spec : timm::efficientnet::all_specs()) {
+    registrar.add_model(spec.name, spec.description, [spec](const timm::ModelArgs& args) -> timm::ModelPtr {
+      return std::make_shared<timm::efficientnet::EfficientNetImpl>(spec, args);
+    });
+  }
+}

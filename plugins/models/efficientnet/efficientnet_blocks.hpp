@@ -1,0 +1,118 @@
+// timm's EfficientNet / MobileNet blocks (timm/models/_efficientnet_blocks.py)
+// with timm's attribute names, so state_dict keys match: SqueezeExcite
+// (conv_reduce, act1, conv_expand, gate), ConvBnAct (conv, bn1),
+// DepthwiseSeparableConv (conv_dw, bn1, se, conv_pw, bn2) and
+// InvertedResidual (conv_pw, bn1, conv_dw, bn2, se, conv_pwl, bn3). Norms are
+// the SDK's BatchNormAct2d (timm's norm_act_layer); a block without SE has no
+// "se" child, as timm's nn.Identity adds no keys. Internal to this plugin.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/pimpl.h>
+
+#include "timm/layers/activations.hpp"
+#include "timm/layers/drop_path.hpp"
+#include "timm/layers/norm_act.hpp"
+
+namespace timm::efficientnet {
+
+// timm's SqueezeExcite(in_chs, rd_channels, act_layer, gate_layer): mean over
+// H, W -> conv_reduce (1x1, bias) -> act1 -> conv_expand (1x1, bias) -> gate,
+// multiplied onto x. The caller computes rd_channels (the rounding differs per family).
+class SqueezeExciteImpl : public torch::nn::Module {
+ public:
+  SqueezeExciteImpl(int64_t in_chs, int64_t rd_channels, const std::string& act_layer, const std::string& gate_layer);
+  at::Tensor forward(const at::Tensor& x);
+
+  torch::nn::Conv2d conv_reduce{nullptr};
+  layers::Activation act1{nullptr};
+  torch::nn::Conv2d conv_expand{nullptr};
+  layers::Activation gate{nullptr};
+};
+TORCH_MODULE(SqueezeExcite);
+
+// BatchNorm settings of every norm in the net (timm's resolve_bn_args: bn_eps, bn_momentum).
+struct NormArgs {
+  double eps = 1e-5;
+  double momentum = 0.1;
+};
+
+// The resolved arguments of one block, as timm's builder passes them.
+struct BlockConfig {
+  int64_t in_chs = 0;
+  int64_t out_chs = 0;
+  int64_t stride = 1;
+  int64_t kernel_size = 3;      // ConvBnAct's conv, the dw conv of the others
+  int64_t exp_kernel_size = 1;  // InvertedResidual's conv_pw
+  int64_t pw_kernel_size = 1;   // conv_pw (DS) / conv_pwl (IR)
+  double exp_ratio = 1.0;
+  std::optional<int64_t> group_size;  // block default when unset: 1 (depthwise) for DS / IR, 0 (dense) for ConvBnAct
+  bool noskip = false;
+  bool skip = false;    // ConvBnAct only
+  bool pw_act = false;  // DS only
+  std::string act_layer;
+  // SE, when wanted: rd channels from the channels it sees.
+  std::function<int64_t(int64_t)> se_rd_channels;
+  std::string se_act;
+  std::string se_gate = "sigmoid";
+  double drop_path_rate = 0.0;
+  NormArgs norm;
+};
+
+// timm's norm_act_layer(channels, apply_act): a BatchNormAct2d with `norm`'s eps and momentum.
+layers::BatchNormAct2d norm_act(int64_t channels, const std::string& act, const NormArgs& norm, bool apply_act = true);
+
+class ConvBnActImpl : public torch::nn::Module {
+ public:
+  explicit ConvBnActImpl(const BlockConfig& config);
+  at::Tensor forward(const at::Tensor& x);
+
+  torch::nn::Conv2d conv{nullptr};
+  layers::BatchNormAct2d bn1{nullptr};
+  layers::DropPath drop_path{nullptr};
+  bool has_skip = false;
+};
+TORCH_MODULE(ConvBnAct);
+
+class DepthwiseSeparableConvImpl : public torch::nn::Module {
+ public:
+  explicit DepthwiseSeparableConvImpl(const BlockConfig& config);
+  at::Tensor forward(const at::Tensor& x);
+
+  torch::nn::Conv2d conv_dw{nullptr};
+  layers::BatchNormAct2d bn1{nullptr};
+  SqueezeExcite se{nullptr};
+  torch::nn::Conv2d conv_pw{nullptr};
+  layers::BatchNormAct2d bn2{nullptr};
+  layers::DropPath drop_path{nullptr};
+  bool has_skip = false;
+};
+TORCH_MODULE(DepthwiseSeparableConv);
+
+class InvertedResidualImpl : public torch::nn::Module {
+ public:
+  explicit InvertedResidualImpl(const BlockConfig& config);
+  at::Tensor forward(const at::Tensor& x);
+
+  torch::nn::Conv2d conv_pw{nullptr};
+  layers::BatchNormAct2d bn1{nullptr};
+  torch::nn::Conv2d conv_dw{nullptr};
+  layers::BatchNormAct2d bn2{nullptr};
+  SqueezeExcite se{nullptr};
+  torch::nn::Conv2d conv_pwl{nullptr};
+  layers::BatchNormAct2d bn3{nullptr};
+  layers::DropPath drop_path{nullptr};
+  bool has_skip = false;
+};
+TORCH_MODULE(InvertedResidual);
+
+// timm's num_groups(group_size, channels): 1 for 0 / unset, else channels / group_size.
+int64_t num_groups(std::optional<int64_t> group_size, int64_t channels);
+
+}  // namespace timm::efficientnet

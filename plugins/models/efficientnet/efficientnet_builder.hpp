@@ -1,0 +1,85 @@
+// timm's EfficientNet builder (timm/models/_efficientnet_builder.py): the
+// block-string decoder, channel rounding, per-stage depth scaling and the
+// builder that turns decoded block arguments into stages of blocks
+// (efficientnet_blocks.hpp). Internal to this plugin.
+//
+// Block strings: "<type>_<op>_<op>...", type ds / dsa (DepthwiseSeparableConv,
+// dsa with a point-wise activation and no skip), ir (InvertedResidual), cn
+// (ConvBnAct), er (decoded, not built: no registered model uses it); ops
+// r<repeats> k<kernel> s<stride> e<expansion> c<out channels> se<ratio>
+// a<exp kernel> p<pw kernel> gs<group size> fc<forced in channels>, n<act>
+// with re / r6 / hs / sw / mi (relu, relu6, hard_swish, swish, mish),
+// noskip / skip. Mixed kernels ("k3.5"), CondConv ("cc"), space-to-depth
+// ("d") and the uir / mha / mqa types throw UsageError.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/nn/modules/container/sequential.h>
+
+#include "efficientnet_blocks.hpp"
+
+namespace timm::efficientnet {
+
+struct BlockArgs {
+  std::string block_type;  // "ds", "dsa", "ir", "er", "cn"
+  int64_t out_chs = 0;     // before round_chs_fn
+  int64_t stride = 1;
+  std::optional<std::string> act_layer;  // the model default when unset
+  int64_t dw_kernel_size = 3;            // ds, ir
+  int64_t exp_kernel_size = 1;           // ir (a<k>), er (k<k>)
+  int64_t pw_kernel_size = 1;            // p<k>
+  int64_t kernel_size = 1;               // cn
+  double exp_ratio = 1.0;                // ir, er
+  double se_ratio = 0.0;
+  bool noskip = false;
+  bool pw_act = false;                // dsa
+  bool skip = false;                  // cn: forced skip
+  int64_t force_in_chs = 0;           // er
+  std::optional<int64_t> group_size;  // the block's default when unset
+};
+
+// One stage's blocks, already repeated.
+using StageArgs = std::vector<BlockArgs>;
+using ArchArgs = std::vector<StageArgs>;
+
+// timm's _decode_block_str: the block's arguments and its repeat count.
+std::pair<BlockArgs, int64_t> decode_block_str(const std::string& block_str);
+
+// timm's decode_arch_def(arch_def, depth_multiplier, depth_trunc='ceil',
+// fix_first_last, group_size): decodes every string and scales each stage's
+// repeats (_scale_stage_depth).
+ArchArgs decode_arch_def(const std::vector<std::vector<std::string>>& arch_def, double depth_multiplier = 1.0,
+                         bool fix_first_last = false, std::optional<int64_t> group_size = std::nullopt);
+
+// timm's round_channels(channels, multiplier, divisor, channel_min=None, round_limit=0.9).
+int64_t round_channels(double channels, double multiplier = 1.0, int64_t divisor = 8);
+
+using RoundChsFn = std::function<int64_t(int64_t)>;
+
+// The SqueezeExcite flavour of a model family.
+struct SeConfig {
+  bool from_exp = false;  // rd channels from the block's mid channels (MobileNetV3) or input (EfficientNet)
+  std::string gate = "sigmoid";
+  std::optional<std::string> force_act;    // MobileNetV3: relu whatever the block's act
+  bool round_with_make_divisible = false;  // rd_round_fn=round_channels (MobileNetV3), else Python round()
+};
+
+struct BuilderConfig {
+  RoundChsFn round_chs_fn;
+  std::string act_layer;
+  SeConfig se;
+  double drop_path_rate = 0.0;
+  NormArgs norm;
+};
+
+// timm's EfficientNetBuilder(...)(in_chs, arch): one Sequential per stage,
+// blocks numbered in order. Returns the stages; `out_chs` gets the last block's channels.
+std::vector<torch::nn::Sequential> build_stages(const BuilderConfig& config, int64_t in_chs, const ArchArgs& arch,
+                                                int64_t& out_chs);
+
+}  // namespace timm::efficientnet

@@ -1,0 +1,152 @@
+// ViT / DeiT plugin against timm (tests/oracle/vit_oracle.py), both ways:
+// timm's weights load here and give timm's logits and gradients; our weights
+// load in timm and give our logits. Tolerance for every float comparison:
+// |ours - timm| <= 1e-4 + 1e-4 * |timm| (one thread, float32).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <nlohmann/json.hpp>
+
+#include "model_parity.hpp"
+#include "test_support.hpp"
+#include "timm/core/error.hpp"
+#include "timm/core/registry.hpp"
+#include "timm/layers/drop_path.hpp"
+#include "timm/models/model.hpp"
+#include "timm/models/state_dict.hpp"
+
+// Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
+#include <doctest/doctest.h>
+
+namespace {
+
+using timm::test::ParityCase;
+
+const std::vector<std::string> kNames = {"vit_tiny_patch16_224",
+                                         "vit_tiny_patch16_384",
+                                         "vit_small_patch32_224",
+                                         "vit_small_patch32_384",
+                                         "vit_small_patch16_224",
+                                         "vit_small_patch16_384",
+                                         "vit_base_patch32_224",
+                                         "vit_base_patch32_384",
+                                         "vit_base_patch16_224",
+                                         "vit_base_patch16_384",
+                                         "vit_base_patch8_224",
+                                         "deit_tiny_patch16_224",
+                                         "deit_small_patch16_224",
+                                         "deit_base_patch16_224",
+                                         "deit_base_patch16_384",
+                                         "deit_tiny_distilled_patch16_224",
+                                         "deit_small_distilled_patch16_224",
+                                         "deit_base_distilled_patch16_224",
+                                         "deit_base_distilled_patch16_384"};
+
+// The smallest and the largest (by parameters) member, each head and block
+// option: token pool; avg pool with fc_norm on one input channel; LayerScale
+// with q/k norm; DeiT's distillation token and second head.
+const std::vector<ParityCase> kCases = {
+    {"vit_tiny", "vit_tiny_patch16_224", 3, 224, 2, nlohmann::json::object()},
+    {"vit_tiny_avg_c1", "vit_tiny_patch16_224", 1, 224, 2, {{"global_pool", "avg"}}},
+    {"vit_tiny_ls_qknorm", "vit_tiny_patch16_224", 3, 224, 2, {{"init_values", 1e-5}, {"qk_norm", true}}},
+    {"deit_tiny_distilled", "deit_tiny_distilled_patch16_224", 3, 224, 2, nlohmann::json::object()},
+    {"vit_base_patch32_384", "vit_base_patch32_384", 3, 384, 2, nlohmann::json::object()},
+};
+
+std::vector<double> block_drop_path_rates(torch::nn::Module& model) {
+  std::vector<double> rates;
+  for (const auto& block : model.named_children()["blocks"]->children()) {
+    double rate = 0.0;
+    for (const auto& child : block->named_children()) {
+      if (child.key() == "drop_path1") rate = child.value()->as<timm::layers::DropPath>()->options.drop_prob();
+    }
+    rates.push_back(rate);
+  }
+  return rates;
+}
+
+timm::ModelPtr make(const std::string& name, timm::ModelArgs args = {}) {
+  timm::test::load_builtin_plugins();
+  return timm::create_model(name, args);
+}
+
+}  // namespace
+
+TEST_CASE("vit matches timm both ways: structure, eval and train logits, gradients, weights") {
+  timm::test::run_parity("vit_oracle.py", kCases, timm::test::Tolerance{1e-4, 1e-4}, block_drop_path_rates);
+}
+
+TEST_CASE("every registered vit/deit has timm's state_dict, parameter count, pretrained cfg, no_weight_decay, groups") {
+  const auto info = timm::test::check_registered("vit_oracle.py", kNames, {"vit_*", "deit_*"});
+  // Our names are timm's names, and --list-models 'deit_*' lists them in timm's order.
+  for (const auto& name : kNames) {
+    const auto& listed = info.at("list").at(name.rfind("vit_", 0) == 0 ? "vit_*" : "deit_*");
+    CHECK_MESSAGE(std::find(listed.begin(), listed.end(), name) != listed.end(), name);
+  }
+  std::vector<std::string> timm_deit;
+  for (const auto& name : info.at("list").at("deit_*").get<std::vector<std::string>>()) {
+    if (timm::Registry::global().find(timm::PluginKind::kModel, name) != nullptr) timm_deit.push_back(name);
+  }
+  CHECK(timm::Registry::global().list(timm::PluginKind::kModel, "deit_*") == timm_deit);
+}
+
+TEST_CASE("vit init follows timm's statistics: trunc_normal(.02) linears and pos_embed, tiny cls_token") {
+  timm::test::check_init_stats("vit_oracle.py", {"vit_tiny_patch16_224", "deit_tiny_distilled_patch16_224"});
+  at::manual_seed(0);
+  const auto params = make("vit_small_patch16_224")->named_parameters();
+  CHECK(params["blocks.3.attn.qkv.bias"].abs().max().item<double>() == 0.0);
+  CHECK(params["blocks.3.mlp.fc1.weight"].std().item<double>() == doctest::Approx(0.02).epsilon(0.02));
+  CHECK(params["pos_embed"].std().item<double>() == doctest::Approx(0.02).epsilon(0.05));
+  CHECK(params["cls_token"].abs().max().item<double>() < 1e-5);
+  CHECK(params["norm.weight"].min().item<double>() == 1.0);
+}
+
+TEST_CASE("vit head options: num_classes 0, global_pool '', drop_rate") {
+  c10::NoGradGuard no_grad;
+  const at::Tensor x = at::randn({2, 3, 224, 224});
+
+  timm::ModelArgs args;
+  args.num_classes = 0;
+  timm::ModelPtr features = make("vit_tiny_patch16_224", args);
+  features->eval();
+  CHECK((features->forward(x).sizes() == at::IntArrayRef{2, 192}));
+  CHECK(timm::state_dict(*features).size() == timm::state_dict(*make("vit_tiny_patch16_224")).size() - 2);
+
+  args.global_pool = "";
+  timm::ModelPtr tokens = make("vit_tiny_patch16_224", args);
+  tokens->eval();
+  CHECK((tokens->forward(x).sizes() == at::IntArrayRef{2, 197, 192}));
+
+  // drop_rate 1 zeroes the pooled features in training: the logits are head.bias.
+  args = {};
+  args.num_classes = 10;
+  args.drop_rate = 1.0;
+  timm::ModelPtr dropped = make("vit_tiny_patch16_224", args);
+  dropped->named_parameters()["head.bias"].normal_();
+  const at::Tensor bias = dropped->named_parameters()["head.bias"];
+  dropped->train();
+  CHECK(at::allclose(dropped->forward(x), bias.expand({2, 10})));
+  dropped->eval();
+  CHECK_FALSE(at::allclose(dropped->forward(x), bias.expand({2, 10})));
+}
+
+TEST_CASE("vit rejects what it does not support") {
+  timm::ModelArgs args;
+  args.global_pool = "map";
+  CHECK_THROWS_WITH_AS(make("vit_tiny_patch16_224", args), doctest::Contains("'map'"), timm::UsageError);
+  args.global_pool = "avg";
+  CHECK_THROWS_AS(make("deit_tiny_distilled_patch16_224", args), timm::UsageError);
+  args = {};
+  args.kwargs["reg_tokens"] = "4";
+  CHECK_THROWS_AS(make("vit_tiny_patch16_224", args), timm::UsageError);
+  args.kwargs = {{"qk_norm", "maybe"}};
+  CHECK_THROWS_WITH_AS(make("vit_tiny_patch16_224", args), doctest::Contains("'maybe'"), timm::UsageError);
+  args = {};
+  args.drop_path_rate = 1.5;
+  CHECK_THROWS_AS(make("vit_tiny_patch16_224", args), timm::UsageError);
+  timm::ModelPtr model = make("vit_tiny_patch16_224");
+  CHECK_THROWS_WITH_AS(model->forward(at::zeros({1, 3, 64, 64})), doctest::Contains("224x224"), timm::Error);
+}

@@ -1,0 +1,196 @@
+"""Shared oracle for the model-plugin parity tests (vit_oracle.py, convnext_oracle.py).
+
+A case is a JSON object {"id", "name", "in_chans", "img_size", "batch", "kwargs"}:
+the model name, timm.create_model keyword arguments besides num_classes=10 and
+in_chans (e.g. {"global_pool": "avg"}), and the input size. Modes:
+
+generate --dir D --cases JSON
+    For each case writes D/<id>.expected.safetensors: the model's state_dict
+    ("model.<key>", random weights: timm's init with the norm affines, biases
+    and layer-scale factors perturbed so nothing sits at an identity), an input,
+    eval logits, train-mode logits, the cross-entropy loss and the gradients of
+    the parameters listed in the metadata ("grad.<key>"), plus as metadata the
+    state_dict key order, the parameter count and the per-block drop-path rates
+    for drop_path_rate=0.2.
+check --dir D --cases JSON
+    Loads D/<id>.cpp.safetensors with model.load_state_dict(load_file(...))
+    (strict) and compares its eval logits on D/<id>.probe.safetensors' input
+    with the C++ logits there. Exits 1 on a mismatch.
+info --names a,b,...
+    One JSON object: for each name at timm's defaults (num_classes=1000,
+    pretrained=False) its state_dict keys and shapes, parameter count and
+    default pretrained cfg; and the names timm.list_models(PATTERN) gives.
+initstats --names a,b,...
+    One JSON object: for each name, per state_dict entry of a freshly
+    initialised model (num_classes=1000): numel, mean, std, min, max.
+
+CPU, float32, one thread.
+"""
+import argparse
+import json
+import sys
+
+import torch
+import torch.nn.functional as F
+import timm
+from safetensors.torch import load_file, save_file
+
+NUM_CLASSES = 10
+ATOL = 1e-4
+RTOL = 1e-4
+
+
+def stem(directory, case):
+    return f"{directory}/{case['id']}"
+
+
+def create(case, **extra):
+    return timm.create_model(case["name"], num_classes=NUM_CLASSES, in_chans=case["in_chans"],
+                             **case.get("kwargs", {}), **extra)
+
+
+def perturb(model, generator):
+    # timm's init leaves norm weights at one, biases at zero and layer-scale
+    # factors at ~1e-6, which would hide parts of the network from a
+    # comparison; random values exercise every parameter.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            leaf = name.rsplit(".", 1)[-1]
+            if leaf == "gamma":
+                p.copy_(torch.rand(p.shape, generator=generator) * 0.5)
+            elif p.ndim == 1 and leaf == "weight":
+                p.copy_(torch.rand(p.shape, generator=generator) * 0.5 + 0.75)
+            elif leaf == "bias":
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.02)
+            elif leaf in ("cls_token", "dist_token", "reg_token"):
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.02)
+
+
+def generate(directory, case, grad_keys_fn, drop_path_rates_fn):
+    torch.manual_seed(0)
+    model = create(case)
+    generator = torch.Generator().manual_seed(1)
+    perturb(model, generator)
+    size = case["img_size"]
+    x = torch.randn(case["batch"], case["in_chans"], size, size, generator=generator)
+    target = torch.randint(0, NUM_CLASSES, (case["batch"],), generator=generator)
+
+    out = {f"model.{k}": v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    model.eval()
+    with torch.no_grad():
+        out["logits_eval"] = model(x)
+    model.train()
+    logits_train = model(x)
+    loss = F.cross_entropy(logits_train, target)
+    loss.backward()
+    params = dict(model.named_parameters())
+    keys = grad_keys_fn(model)
+    for k in keys:
+        out[f"grad.{k}"] = params[k].grad.detach().clone()
+    out["input"] = x
+    out["target"] = target
+    out["logits_train"] = logits_train.detach()
+    out["loss"] = loss.detach().reshape(())
+    metadata = {
+        "state_dict_keys": json.dumps(list(model.state_dict().keys())),
+        "param_count": str(sum(p.numel() for p in model.parameters())),
+        "grad_keys": json.dumps(keys),
+        "drop_path_rates": json.dumps(drop_path_rates_fn(create(case, drop_path_rate=0.2))),
+    }
+    save_file(out, stem(directory, case) + ".expected.safetensors", metadata=metadata)
+    print(f"{case['id']}: logits_eval max |.| {out['logits_eval'].abs().max().item():.4g}, loss {loss.item():.6g}")
+
+
+def check(directory, case):
+    model = create(case)
+    model.load_state_dict(load_file(stem(directory, case) + ".cpp.safetensors"))
+    model.eval()
+    probe = load_file(stem(directory, case) + ".probe.safetensors")
+    with torch.no_grad():
+        logits = model(probe["input"])
+    expected = probe["logits_eval"]
+    diff = (logits - expected).abs().max().item()
+    ok = torch.allclose(logits, expected, atol=ATOL, rtol=RTOL)
+    print(f"{case['id']}: C++ weights in timm, eval logits max abs diff {diff:.3g} "
+          f"(atol {ATOL}, rtol {RTOL}): {'ok' if ok else 'MISMATCH'}")
+    return ok
+
+
+def info(names, patterns):
+    models = {}
+    for name in names:
+        model = timm.create_model(name, pretrained=False)
+        cfg = model.pretrained_cfg
+        classifier = cfg["classifier"]
+        models[name] = {
+            "keys": list(model.state_dict().keys()),
+            "shapes": [list(v.shape) for v in model.state_dict().values()],
+            "param_count": sum(p.numel() for p in model.parameters()),
+            "input_size": list(cfg["input_size"]),
+            "crop_pct": cfg["crop_pct"],
+            "interpolation": cfg["interpolation"],
+            "mean": list(cfg["mean"]),
+            "std": list(cfg["std"]),
+            "crop_mode": cfg.get("crop_mode", "center"),
+            "first_conv": cfg["first_conv"],
+            "classifier": classifier if isinstance(classifier, str) else classifier[0],
+            "no_weight_decay": sorted(model.no_weight_decay()) if hasattr(model, "no_weight_decay") else [],
+            "group_matcher": {c: model.group_matcher(coarse=c == "coarse") for c in ("fine", "coarse")},
+        }
+    listed = {p: timm.list_models(p) for p in patterns}
+    print(json.dumps({"models": models, "list": listed}))
+
+
+def initstats(names):
+    stats = {}
+    for name in names:
+        torch.manual_seed(0)
+        model = timm.create_model(name, pretrained=False)
+        entry = {}
+        for k, v in model.state_dict().items():
+            v = v.double()
+            entry[k] = [v.numel(), v.mean().item(), v.std().item() if v.numel() > 1 else 0.0,
+                        v.min().item(), v.max().item()]
+        stats[name] = entry
+    print(json.dumps(stats))
+
+
+def main(grad_keys_fn, drop_path_rates_fn, doc):
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mode", choices=["generate", "check", "info", "initstats"])
+    parser.add_argument("--dir")
+    parser.add_argument("--cases", help="JSON list of cases")
+    parser.add_argument("--names", help="name,... (info, initstats)")
+    parser.add_argument("--patterns", default="", help="pattern,... for timm.list_models (info)")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    if args.mode == "info":
+        info(args.names.split(","), [p for p in args.patterns.split(",") if p])
+        return 0
+    if args.mode == "initstats":
+        initstats(args.names.split(","))
+        return 0
+    ok = True
+    for case in json.loads(args.cases):
+        if args.mode == "generate":
+            generate(args.dir, case, grad_keys_fn, drop_path_rates_fn)
+        else:
+            ok = check(args.dir, case) and ok
+    return 0 if ok else 1
+
+
+def selected_grad_keys(model, block_prefixes):
+    """Every parameter outside the blocks plus those of the first and last block
+    of each prefix (e.g. 'blocks.'), enough to cover each parameter kind
+    without writing every gradient of a large model."""
+    keys = []
+    for name, _ in model.named_parameters():
+        prefix = next((p for p in block_prefixes if name.startswith(p)), None)
+        if prefix is None:
+            keys.append(name)
+            continue
+        index = int(name[len(prefix):].split(".", 1)[0])
+        count = len(model.get_submodule(prefix.rstrip(".")))
+        if index in (0, count - 1):
+            keys.append(name)
+    return keys

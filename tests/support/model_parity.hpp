@@ -1,0 +1,315 @@
+// Parity checks of a model plugin against Python timm, shared by the model
+// plugin tests (the oracle side is tests/oracle/model_parity.py). Header-only.
+//
+// Float comparisons: |ours - timm| <= atol + rtol * |timm|, each test states its
+// tolerance. Parity cases run on one thread, as the oracle does (summation
+// order).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <nlohmann/json.hpp>
+
+#include "test_support.hpp"
+#include "timm/core/registry.hpp"
+#include "timm/io/safetensors.hpp"
+#include "timm/models/model.hpp"
+#include "timm/models/state_dict.hpp"
+
+// Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
+#include <doctest/doctest.h>
+
+namespace timm::test {
+
+inline constexpr int64_t kParityNumClasses = 10;
+
+// One model configuration compared with timm (see model_parity.py).
+struct ParityCase {
+  std::string id;
+  std::string name;
+  int64_t in_chans = 3;
+  int64_t img_size = 224;
+  int64_t batch = 2;
+  nlohmann::json kwargs = nlohmann::json::object();  // timm.create_model kwargs
+};
+
+struct Tolerance {
+  double atol = 1e-4;
+  double rtol = 1e-4;
+};
+
+inline nlohmann::json cases_json(const std::vector<ParityCase>& cases) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& c : cases) {
+    out.push_back({{"id", c.id},
+                   {"name", c.name},
+                   {"in_chans", c.in_chans},
+                   {"img_size", c.img_size},
+                   {"batch", c.batch},
+                   {"kwargs", c.kwargs}});
+  }
+  return out;
+}
+
+// The ModelArgs timm.create_model gets for a case: global_pool as such, other
+// kwargs through --model-kwargs text (booleans as true/false).
+inline ModelArgs parity_args(const ParityCase& c) {
+  ModelArgs args;
+  args.num_classes = kParityNumClasses;
+  args.in_chans = c.in_chans;
+  for (const auto& [key, value] : c.kwargs.items()) {
+    if (key == "global_pool") {
+      args.global_pool = value.get<std::string>();
+    } else if (value.is_boolean()) {
+      args.kwargs[key] = value.get<bool>() ? "true" : "false";
+    } else if (value.is_string()) {
+      args.kwargs[key] = value.get<std::string>();
+    } else {
+      args.kwargs[key] = value.dump();
+    }
+  }
+  return args;
+}
+
+inline double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+inline bool all_close(const at::Tensor& ours, const at::Tensor& expected, const Tolerance& tol) {
+  return at::allclose(ours.to(at::kDouble), expected.to(at::kDouble), tol.rtol, tol.atol);
+}
+
+inline int64_t param_count(const torch::nn::Module& model) {
+  int64_t n = 0;
+  for (const auto& p : model.parameters()) n += p.numel();
+  return n;
+}
+
+// Sets ATen's intra-op thread count for a scope.
+class ThreadCount {
+ public:
+  explicit ThreadCount(int n) : saved_(at::get_num_threads()) { at::set_num_threads(n); }
+  ~ThreadCount() { at::set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+// The largest differences seen, for the test's report.
+struct ParityDiffs {
+  double eval = 0.0;
+  double train = 0.0;
+  double grad = 0.0;  // max over the compared gradients
+};
+
+// Structure, then timm's weights give timm's eval and train logits, loss and
+// gradients here, and the per-block drop-path rates for drop_path_rate 0.2
+// equal timm's (`block_rates` lists ours).
+inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile& file, const Tolerance& tol,
+                                     const std::function<std::vector<double>(torch::nn::Module&)>& block_rates) {
+  std::map<std::string, at::Tensor> expected(file.tensors.begin(), file.tensors.end());
+  const auto& meta = file.metadata;
+  load_builtin_plugins();
+  ModelPtr model = create_model(c.name, parity_args(c));
+
+  const NamedTensors ours = state_dict(*model);
+  std::vector<std::string> our_keys;
+  for (const auto& [key, tensor] : ours) our_keys.push_back(key);
+  CHECK(our_keys == nlohmann::json::parse(meta.at("state_dict_keys")).get<std::vector<std::string>>());
+  NamedTensors timm_state;
+  for (const auto& [key, tensor] : file.tensors) {
+    if (key.rfind("model.", 0) == 0) timm_state.emplace_back(key.substr(6), tensor);
+  }
+  CHECK(param_count(*model) == std::stoll(meta.at("param_count")));
+  load_state_dict(*model, timm_state, /*strict=*/true);  // throws naming any key or shape mismatch
+  const at::Tensor input = expected.at("input");
+
+  ParityDiffs diffs;
+  model->eval();
+  {
+    c10::NoGradGuard no_grad;
+    const at::Tensor logits = model->forward(input);
+    diffs.eval = max_abs_diff(logits, expected.at("logits_eval"));
+    CHECK_MESSAGE(all_close(logits, expected.at("logits_eval"), tol), c.id << " eval max abs diff " << diffs.eval);
+  }
+  model->train();
+  const at::Tensor logits = model->forward(input);
+  diffs.train = max_abs_diff(logits, expected.at("logits_train"));
+  CHECK_MESSAGE(all_close(logits, expected.at("logits_train"), tol), c.id << " train max abs diff " << diffs.train);
+  const at::Tensor loss = at::cross_entropy_loss(logits, expected.at("target"));
+  CHECK(all_close(loss, expected.at("loss"), tol));
+  loss.backward();
+  const auto params = model->named_parameters();
+  const auto grad_keys = nlohmann::json::parse(meta.at("grad_keys")).get<std::vector<std::string>>();
+  REQUIRE(!grad_keys.empty());
+  for (const auto& key : grad_keys) {
+    REQUIRE_MESSAGE(params.contains(key), key);
+    const at::Tensor grad = params[key].grad();
+    REQUIRE_MESSAGE(grad.defined(), key);
+    const at::Tensor& timm_grad = expected.at("grad." + key);
+    const double d = max_abs_diff(grad, timm_grad);
+    diffs.grad = std::max(diffs.grad, d);
+    CHECK_MESSAGE(all_close(grad, timm_grad, tol), c.id << " grad " << key << " max abs diff " << d);
+  }
+
+  ModelArgs dp_args = parity_args(c);
+  dp_args.drop_path_rate = 0.2;
+  ModelPtr dp_model = create_model(c.name, dp_args);
+  const auto timm_rates = nlohmann::json::parse(meta.at("drop_path_rates")).get<std::vector<double>>();
+  const auto our_rates = block_rates(*dp_model);
+  REQUIRE(our_rates.size() == timm_rates.size());
+  for (size_t i = 0; i < our_rates.size(); ++i) CHECK(our_rates[i] == doctest::Approx(timm_rates[i]).epsilon(1e-12));
+  MESSAGE(c.id << ": eval logits max abs diff " << diffs.eval << ", train " << diffs.train << ", grads " << diffs.grad
+               << " (" << grad_keys.size() << " tensors)");
+  return diffs;
+}
+
+// A model of ours with perturbed norm/bias parameters (so none is at its
+// identity init), written for timm to load, with its eval logits as the probe.
+inline void write_cpp_model(const ParityCase& c, const std::string& file_stem) {
+  at::manual_seed(123);
+  load_builtin_plugins();
+  ModelPtr model = create_model(c.name, parity_args(c));
+  c10::NoGradGuard no_grad;
+  for (auto& p : model->parameters()) {
+    if (p.dim() <= 1) p.add_(at::randn_like(p) * 0.1);
+  }
+  const at::Tensor input = at::randn({c.batch, c.in_chans, c.img_size, c.img_size});
+  model->eval();
+  const at::Tensor logits = model->forward(input);
+  write_safetensors(file_stem + ".cpp.safetensors", state_dict(*model));
+  write_safetensors(file_stem + ".probe.safetensors", {{"input", input}, {"logits_eval", logits}});
+}
+
+// Both ways for every case: timm -> here (check_timm_to_cpp), here -> timm
+// (the oracle's check mode fails the test on a mismatch).
+inline void run_parity(const std::string& oracle, const std::vector<ParityCase>& cases, const Tolerance& tol,
+                       const std::function<std::vector<double>(torch::nn::Module&)>& block_rates) {
+  const ThreadCount one_thread(1);
+  TempDir dir;
+  const std::string cases_arg = cases_json(cases).dump();
+  MESSAGE(run_oracle(oracle, {"generate", "--dir", dir.path().string(), "--cases", cases_arg}));
+  for (const auto& c : cases) {
+    CAPTURE(c.id);
+    check_timm_to_cpp(c, read_safetensors_file((dir / (c.id + ".expected.safetensors")).string()), tol, block_rates);
+    write_cpp_model(c, (dir / c.id).string());
+  }
+  MESSAGE(run_oracle(oracle, {"check", "--dir", dir.path().string(), "--cases", cases_arg}));
+}
+
+inline std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
+// timm's group_matcher as JSON (a string, or a list of [pattern, suffix|null]) against ours, group by group.
+inline void check_group_matcher(const GroupMatcher& ours, const nlohmann::json& timm_matcher) {
+  REQUIRE(ours.size() == timm_matcher.size());
+  for (const auto& [group, rules] : ours) {
+    CAPTURE(group);
+    REQUIRE(timm_matcher.contains(group));
+    const auto& value = timm_matcher.at(group);
+    std::vector<MatcherRule> expected;
+    if (value.is_string()) {
+      expected.push_back({value.get<std::string>(), std::nullopt});
+    } else {
+      for (const auto& rule : value) {
+        std::optional<std::vector<double>> suffix;
+        if (!rule.at(1).is_null()) suffix = rule.at(1).get<std::vector<double>>();
+        expected.push_back({rule.at(0).get<std::string>(), suffix});
+      }
+    }
+    REQUIRE(rules.size() == expected.size());
+    for (size_t r = 0; r < rules.size(); ++r) {
+      CHECK(rules[r].pattern == expected[r].pattern);
+      CHECK(rules[r].suffix == expected[r].suffix);
+    }
+  }
+}
+
+// Every name at timm's defaults: same state_dict keys in order, same shapes,
+// same parameter count, same default pretrained cfg, no_weight_decay and
+// group_matcher. Returns the oracle's JSON (its "list" has list_models results).
+inline nlohmann::json check_registered(const std::string& oracle, const std::vector<std::string>& names,
+                                       const std::vector<std::string>& patterns) {
+  load_builtin_plugins();
+  const auto info =
+      nlohmann::json::parse(run_oracle(oracle, {"info", "--names", join(names), "--patterns", join(patterns)}));
+  for (const auto& name : names) {
+    CAPTURE(name);
+    const auto& e = info.at("models").at(name);
+    ModelPtr model = create_model(name, ModelArgs{});
+    const NamedTensors ours = state_dict(*model);
+    std::vector<std::string> keys;
+    std::vector<std::vector<int64_t>> shapes;
+    for (const auto& [key, tensor] : ours) {
+      keys.push_back(key);
+      shapes.emplace_back(tensor.sizes().begin(), tensor.sizes().end());
+    }
+    CHECK(keys == e.at("keys").get<std::vector<std::string>>());
+    CHECK(shapes == e.at("shapes").get<std::vector<std::vector<int64_t>>>());
+    CHECK(param_count(*model) == e.at("param_count").get<int64_t>());
+    const auto& cfg = model->pretrained_cfg();
+    CHECK(cfg.input_size == e.at("input_size").get<std::vector<int64_t>>());
+    CHECK(cfg.crop_pct == e.at("crop_pct").get<double>());
+    CHECK(cfg.interpolation == e.at("interpolation").get<std::string>());
+    CHECK(cfg.mean == e.at("mean").get<std::vector<double>>());
+    CHECK(cfg.std == e.at("std").get<std::vector<double>>());
+    CHECK(cfg.crop_mode == e.at("crop_mode").get<std::string>());
+    CHECK(cfg.first_conv == e.at("first_conv").get<std::string>());
+    CHECK(cfg.classifier == e.at("classifier").get<std::string>());
+    auto nwd = model->no_weight_decay();
+    std::sort(nwd.begin(), nwd.end());
+    CHECK(nwd == e.at("no_weight_decay").get<std::vector<std::string>>());
+    check_group_matcher(model->group_matcher(false), e.at("group_matcher").at("fine"));
+    check_group_matcher(model->group_matcher(true), e.at("group_matcher").at("coarse"));
+  }
+  return info;
+}
+
+// Fresh init statistics per state_dict entry against timm's (different RNG
+// streams, so distributions, not values): constant tensors equal exactly;
+// others have std within `std_rtol` of timm's (3x that for tensors under 1000
+// values), mean within 6 / sqrt(numel) std, and min / max within one std of timm's.
+inline void check_init_stats(const std::string& oracle, const std::vector<std::string>& names, double std_rtol = 0.1) {
+  load_builtin_plugins();
+  const auto stats = nlohmann::json::parse(run_oracle(oracle, {"initstats", "--names", join(names)}));
+  for (const auto& name : names) {
+    CAPTURE(name);
+    at::manual_seed(0);
+    ModelPtr model = create_model(name, ModelArgs{});
+    const auto& timm_stats = stats.at(name);
+    for (const auto& [key, tensor] : state_dict(*model)) {
+      CAPTURE(key);
+      const auto& s = timm_stats.at(key);
+      const at::Tensor t = tensor.to(at::kDouble);
+      const double mean = t.mean().item<double>();
+      const double std = t.numel() > 1 ? t.std().item<double>() : 0.0;
+      const double timm_std = s.at(2).get<double>();
+      if (timm_std == 0.0) {
+        CHECK(std == 0.0);
+        CHECK(mean == doctest::Approx(s.at(1).get<double>()).epsilon(1e-6));
+        continue;
+      }
+      const double rtol = s.at(0).get<int64_t>() >= 1000 ? std_rtol : 3 * std_rtol;
+      CHECK_MESSAGE(std::abs(std / timm_std - 1.0) <= rtol, "std ours " << std << " timm " << timm_std);
+      // Two sample means of n values differ by ~sqrt(2 / n) std: allow 6 / sqrt(n) std.
+      const double n = static_cast<double>(s.at(0).get<int64_t>());
+      CHECK_MESSAGE(std::abs(mean - s.at(1).get<double>()) <= 6.0 * timm_std / std::sqrt(n) + 1e-12,
+                    "mean ours " << mean << " timm " << s.at(1).get<double>());
+      CHECK(std::abs(t.min().item<double>() - s.at(3).get<double>()) <= timm_std);
+      CHECK(std::abs(t.max().item<double>() - s.at(4).get<double>()) <= timm_std);
+    }
+  }
+}
+
+}  // namespace timm::test
