@@ -6,7 +6,7 @@ Runs timm-run three times on the same Fashion-MNIST subset (no validation):
   2. distributed_train.sh 2, OMP_NUM_THREADS=1 per rank, batch B per rank;
   3. as 2, with TIMM_BENCH_SKIP_ALLREDUCE=1 (the DDP hooks run but the
      gradients are not reduced): the step time without communication.
-Prints images/s of 1 and 2, and the share of the all-reduce time hidden
+(And 1 process x 1 thread as a control.) Prints images/s of 1 and 2, and the share of the all-reduce time hidden
 behind backward: 1 - (step time of 2 - step time of 3) / (time of the same
 all-reduces run alone, which timm-run measures at the end of run 2); and
 timm-run's own figure from the time it waited for the reduces.
@@ -60,6 +60,8 @@ def main():
 
     with tempfile.TemporaryDirectory() as out:
         single = run([args.timm_run] + flags(args, global_batch, out + "/single"), {"OMP_NUM_THREADS": "2"})
+        # A control: how much the second thread helps (or hurts, on a loaded machine).
+        single1 = run([args.timm_run] + flags(args, global_batch, out + "/single1"), {"OMP_NUM_THREADS": "1"})
         launch = [os.path.join(ROOT, "distributed_train.sh"), "2", "--master-port", str(free_port()), "--"]
         env = {"OMP_NUM_THREADS": "1", "TIMM_RUN": args.timm_run}
         ddp = run(launch + flags(args, args.batch_size, out + "/ddp"), env)
@@ -79,6 +81,7 @@ def main():
     print(f"model {args.model}, global batch {global_batch}, {args.train_num_samples} Fashion-MNIST images x "
           f"{args.epochs} epoch(s), CPU")
     print(f"1 process x 2 threads, batch {global_batch}:     {single_rate:8.1f} images/s")
+    print(f"control: 1 process x 1 thread, batch {global_batch}: {images_per_second(single1):8.1f} images/s")
     print(f"2 ranks x 1 thread, batch {args.batch_size} each:   {ddp_rate:8.1f} images/s  "
           f"(ratio {ddp_rate / single_rate:.2f})")
     print(f"2 ranks, all-reduce skipped:          {skip_rate:8.1f} images/s")
