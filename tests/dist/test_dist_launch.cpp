@@ -169,3 +169,29 @@ TEST_CASE("two nodes in two network namespaces (torchrun --nnodes 2) end with id
   CHECK(left.output.find(ns_b) == std::string::npos);
   CHECK(left.output.find(veth_a) == std::string::npos);
 }
+
+TEST_CASE("Ctrl-C (SIGINT) on the launcher stops every rank") {
+  timm::test::TempDir tmp;
+  const int port = timm::test::free_port();
+  auto args = short_run(tmp / "out");
+  args.insert(args.end(), {"--log-interval", "1", "--epochs", "5"});
+  const std::string log = (tmp / "launch.log").string();
+  const std::string script = "TIMM_RUN='" + (timm::test::bin_dir() / "timm-run").string() + "' OMP_NUM_THREADS=1 '" +
+                             (timm::test::source_dir() / "distributed_train.sh").string() + "' 2 --master-port " +
+                             std::to_string(port) + " -- " + quoted_words(args) + " > '" + log + "' 2>&1 & pid=$!\n" +
+                             "for i in $(seq 900); do grep -q 'Train: 0 \\[   3/' '" + log +
+                             "' && break; sleep 0.1; done\n" +
+                             "kill -INT $pid\nstart=$(date +%s.%N)\nwait $pid; rc=$?\nend=$(date +%s.%N)\n" +
+                             // Any rank still alive? (Their command lines carry this test's own folder.)
+                             "sleep 1; left=0; for p in $(pgrep -x timm-run); do grep -q '" + tmp.path().string() +
+                             "' /proc/$p/cmdline 2>/dev/null && left=$((left + 1)); done\n" + "cat '" + log + "'\n" +
+                             "echo \"launcher_exit=$rc left=$left seconds=$(echo \"$end - $start\" | bc)\"\n";
+  const auto r = timm::test::run_command({"bash", "-c", script}, std::chrono::seconds(300));
+  MESSAGE(r.output.substr(r.output.size() > 3000 ? r.output.size() - 3000 : 0));
+  CHECK(r.output.find("launcher_exit=0 ") == std::string::npos);  // interrupted, not finished
+  CHECK(r.output.find(" left=0 ") != std::string::npos);          // no rank left behind
+  CHECK(r.output.find("stopped by SIG") != std::string::npos);    // the ranks stopped through their handler
+  const auto at = r.output.find("seconds=");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stod(r.output.substr(at + 8)) < 30.0);
+}
