@@ -19,9 +19,9 @@ namespace {
 constexpr std::array kImplementedFlags = {
     // Dataset and model.
     "data", "data-dir", "dataset", "train-split", "val-split", "train-num-samples",
-    "val-num-samples", "model", "num-classes", "gp",
+    "val-num-samples", "model", "pretrained-path", "initial-checkpoint", "num-classes", "gp",
     "img-size", "in-chans", "input-size", "crop-pct", "mean", "std", "interpolation",
-    "batch-size", "validation-batch-size", "model-kwargs",
+    "batch-size", "validation-batch-size", "channels-last", "model-kwargs",
     // Device.
     "device", "amp-dtype", "local_rank",
     // Optimizer.
@@ -32,8 +32,8 @@ constexpr std::array kImplementedFlags = {
     "lr-k-decay", "warmup-lr", "min-lr", "epochs", "decay-milestones", "decay-epochs",
     "warmup-epochs", "warmup-prefix", "cooldown-epochs", "patience-epochs", "decay-rate",
     // Augmentation and regularization.
-    "no-aug", "train-crop-mode", "scale", "ratio", "hflip", "vflip", "color-jitter", "remode",
-    "recount", "mixup-prob", "mixup-switch-prob", "mixup-mode", "mixup-off-epoch", "smoothing",
+    "no-aug", "train-crop-mode", "scale", "ratio", "hflip", "vflip", "color-jitter", "aa", "reprob", "remode",
+    "recount", "resplit", "aug-splits", "jsd-loss", "mixup-prob", "mixup-switch-prob", "mixup-mode", "mixup-off-epoch", "smoothing",
     "train-interpolation", "drop", "drop-path",
     // Batch norm and EMA.
     "dist-bn", "model-ema-decay",

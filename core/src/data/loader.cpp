@@ -141,17 +141,16 @@ namespace {
 
 // Loads the sample at `index`, moving on to the next index on a bad file as
 // timm's ImageDataset does; throws after kMaxRetries consecutive failures.
-Image load_sample(const Dataset& dataset, const TransformPipeline& transform, int64_t index, std::uint64_t seed,
-                  int64_t epoch, std::atomic<std::size_t>& skipped, int64_t& target) {
+std::vector<Image> load_sample(const Dataset& dataset, const TransformPipeline& transform, int64_t index,
+                               std::uint64_t seed, int64_t epoch, std::atomic<std::size_t>& skipped, int64_t& target) {
   const int64_t n = static_cast<int64_t>(dataset.size());
   int64_t i = index;
   for (int attempt = 0;; ++attempt) {
     try {
       Rng rng(sample_seed(seed, epoch, i));
-      Image image = dataset.image(static_cast<std::size_t>(i));
-      transform.apply(image, rng);
+      std::vector<Image> images = transform.apply_splits(dataset.image(static_cast<std::size_t>(i)), rng);
       target = dataset.target(static_cast<std::size_t>(i));
-      return image;
+      return images;
     } catch (const UsageError&) {
       throw;  // a configuration error, not a bad sample
     } catch (const Error& e) {
@@ -176,18 +175,21 @@ static Batch build_batch(const Dataset& dataset, const TransformPipeline& transf
   const std::size_t begin = b * bs;
   const std::size_t end = std::min(order.size(), begin + bs);
   const int64_t n = static_cast<int64_t>(end - begin);
+  // With aug splits, split j of sample k is row k + j * n (timm's fast_collate).
+  const int64_t splits = transform.num_splits();
   Batch batch;
-  batch.targets = at::empty({n}, at::kLong);
+  batch.targets = at::empty({n * splits}, at::kLong);
   int64_t* targets = batch.targets.data_ptr<int64_t>();
   std::uint8_t* images = nullptr;
   int64_t c = 0, h = 0, w = 0;
   for (int64_t k = 0; k < n; ++k) {
     if (stop != nullptr && stop->load(std::memory_order_relaxed)) return {};
     const int64_t index = order[begin + k];
-    Image image = load_sample(dataset, transform, index, options.seed, epoch, skipped, targets[k]);
+    const std::vector<Image> sample = load_sample(dataset, transform, index, options.seed, epoch, skipped, targets[k]);
+    const Image& image = sample.front();
     if (k == 0) {
       c = image.channels, h = image.height, w = image.width;
-      batch.images = at::empty({n, c, h, w}, at::kByte);
+      batch.images = at::empty({n * splits, c, h, w}, at::kByte);
       images = batch.images.data_ptr<std::uint8_t>();
     } else if (image.channels != c || image.height != h || image.width != w) {
       throw Error("data: sample " + in_quotes(dataset.describe(index)) + " is " + std::to_string(image.height) + "x" +
@@ -195,7 +197,12 @@ static Batch build_batch(const Dataset& dataset, const TransformPipeline& transf
                   " after the transforms; expected " + std::to_string(h) + "x" + std::to_string(w) + "x" +
                   std::to_string(c) + " like the rest of its batch (is a crop stage missing?)");
     }
-    copy_chw(image, images + k * c * h * w);
+    for (int64_t j = 0; j < splits; ++j) {
+      const Image& part = sample[static_cast<std::size_t>(j)];
+      TORCH_CHECK(part.channels == c && part.height == h && part.width == w, "aug split ", j, " changed the size");
+      copy_chw(part, images + (k + j * n) * c * h * w);
+      targets[k + j * n] = targets[k];
+    }
   }
   return batch;
 }

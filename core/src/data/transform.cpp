@@ -37,6 +37,22 @@ void TransformPipeline::apply(Image& img, Rng& rng) const {
   for (const auto& t : image) t->apply(img, rng);
 }
 
+std::vector<Image> TransformPipeline::apply_splits(Image img, Rng& rng) const {
+  if (num_splits() == 1) {
+    apply(img, rng);
+    return {std::move(img)};
+  }
+  const std::size_t split = std::min(secondary_begin, image.size());
+  for (std::size_t i = 0; i < split; ++i) image[i]->apply(img, rng);
+  std::vector<Image> out{img};
+  for (int64_t s = 1; s < aug_splits; ++s) {
+    Image aug = img;
+    for (std::size_t i = split; i < image.size(); ++i) image[i]->apply(aug, rng);
+    out.push_back(std::move(aug));
+  }
+  return out;
+}
+
 void TransformPipeline::apply(at::Tensor& tensor, Rng& rng) const {
   for (const auto& t : batch) t->apply(tensor, rng);
 }
@@ -61,11 +77,22 @@ TransformPipeline create_transform(const TransformArgs& args) {
     add_stage(pipeline, args.train_crop_mode.empty() ? "rrc" : args.train_crop_mode, args);
     if (args.hflip > 0.0) add_stage(pipeline, "hflip", args);
     if (args.vflip > 0.0) add_stage(pipeline, "vflip", args);
-    if (args.color_jitter.has_value() && *args.color_jitter > 0.0) add_stage(pipeline, "color_jitter", args);
+    pipeline.secondary_begin = pipeline.image.size();
+    if (args.aug_splits == 1 || args.aug_splits < 0) {
+      throw UsageError("--aug-splits must be 0 or >= 2, got " + std::to_string(args.aug_splits));
+    }
+    pipeline.aug_splits = args.aug_splits;
+    if (!args.auto_augment.empty()) add_stage(pipeline, "auto_augment", args);
+    // Colour jitter is off with auto-augment, except for 3-Augment.
+    const bool jitter_off = !args.auto_augment.empty() && args.auto_augment.find("3a") == std::string::npos;
+    if (!jitter_off && args.color_jitter.has_value() && *args.color_jitter > 0.0) {
+      add_stage(pipeline, "color_jitter", args);
+    }
   } else {
     add_stage(pipeline, args.crop_mode.empty() ? "center" : args.crop_mode, args);
   }
   add_stage(pipeline, "normalize", args);
+  if (args.is_training && !args.no_aug && args.re_prob > 0.0) add_stage(pipeline, "random_erasing", args);
   return pipeline;
 }
 

@@ -27,10 +27,13 @@
 #include "timm/dist/world.hpp"
 #include "timm/io/atomic_file.hpp"
 #include "timm/log/log.hpp"
+#include "timm/models/channels_last.hpp"
+#include "timm/models/load_weights.hpp"
 #include "timm/models/model.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/sched/scheduler.hpp"
 #include "timm/train/checkpoint.hpp"
+#include "timm/train/jsd_loss.hpp"
 #include "timm/train/losses.hpp"
 #include "timm/train/metrics.hpp"
 #include "timm/train/summary.hpp"
@@ -274,15 +277,28 @@ TransformArgs transform_args(const Config& config, const DataConfig& data, bool 
   args.hflip = config.get<double>("hflip");
   args.vflip = config.get<double>("vflip");
   args.color_jitter = config.get_optional<double>("color_jitter");
+  args.auto_augment = config.get_optional<std::string>("aa").value_or("");
+  if (!args.no_aug) {
+    // timm's create_loader: no random erasing with --no-aug; --resplit keeps
+    // the first of the --aug-splits (or of 2) clean.
+    args.re_prob = config.get<double>("reprob");
+    args.re_mode = config.get<std::string>("remode");
+    args.re_count = config.get<int64_t>("recount");
+    const int64_t aug_splits = config.get<int64_t>("aug_splits");
+    args.aug_splits = aug_splits;
+    args.re_num_splits = config.get<bool>("resplit") ? (aug_splits > 0 ? aug_splits : 2) : 0;
+  }
   return args;
 }
 
 // Moves a uint8 batch to the device and applies the batch transforms there
-// (as timm's prefetcher normalises on the device).
-at::Tensor prepare_images(const Batch& batch, const TransformPipeline& transform, const torch::Device& device,
-                          Rng& rng) {
+// (as timm's prefetcher normalises on the device); --channels-last re-lays the
+// result out as train.py does with input.contiguous(memory_format=...).
+at::Tensor prepare_images(const Batch& batch, const TransformPipeline& transform, const torch::Device& device, Rng& rng,
+                          bool channels_last) {
   at::Tensor images = batch.images.to(device, /*non_blocking=*/true).to(at::kFloat);
   transform.apply(images, rng);
+  if (channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
   return images;
 }
 
@@ -297,8 +313,10 @@ struct TrainContext {
   int64_t log_interval;
   const Distributed& dist;
   int64_t grad_accum_steps = 1;
+  bool channels_last = false;
   double images_seen = 0;
   double train_seconds = 0;
+  int64_t jsd_splits = 0;  // --jsd-loss with --aug-splits
 };
 
 // train.py's train_one_epoch (no AMP yet): gradients accumulate over
@@ -328,7 +346,7 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
     const bool need_update = last_batch || (batch_idx + 1) % accum_steps == 0;
     const int64_t update_idx = batch_idx / accum_steps;
     if (batch_idx >= last_batch_idx_to_accum) accum = last_accum_steps;
-    const at::Tensor input = prepare_images(*batch, ctx.loader.transform(), ctx.device, batch_rng);
+    const at::Tensor input = prepare_images(*batch, ctx.loader.transform(), ctx.device, batch_rng, ctx.channels_last);
     const at::Tensor target = batch->targets.to(ctx.device);
     data_time.update(static_cast<double>(accum) * seconds_since(data_start));
 
@@ -337,7 +355,9 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
       if (ctx.dist.ddp && !need_update) no_sync.emplace(ctx.dist.ddp->no_sync());
       if (ctx.dist.ddp) ctx.dist.ddp->before_forward();
       const at::Tensor output = ctx.model->forward(input);
-      at::Tensor loss = label_smoothing_cross_entropy(output, target, ctx.smoothing);
+      // train.py: JsdCrossEntropy(num_aug_splits, smoothing) with --jsd-loss.
+      at::Tensor loss = ctx.jsd_splits > 1 ? jsd_cross_entropy(output, target, ctx.jsd_splits, 12.0, ctx.smoothing)
+                                           : label_smoothing_cross_entropy(output, target, ctx.smoothing);
       const double loss_value = loss.item<double>();
       if (!std::isfinite(loss_value)) {
         throw Error(format("loss is %s at epoch %lld, step %lld; stopping", python_float_repr(loss_value).c_str(),
@@ -390,7 +410,7 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
 // train.py's validate, but exact: losses and hits are summed over samples
 // and divided once, instead of averaging per-batch percentages.
 EvalMetrics validate(const ModelPtr& model, Loader& loader, const torch::Device& device, int64_t log_interval,
-                     uint64_t seed, const Distributed& dist) {
+                     uint64_t seed, bool channels_last, const Distributed& dist) {
   model->eval();
   torch::NoGradGuard no_grad;
   loader.start_epoch(0);
@@ -402,7 +422,7 @@ EvalMetrics validate(const ModelPtr& model, Loader& loader, const torch::Device&
   auto start = Clock::now();
   int64_t batch_idx = 0;
   while (auto batch = loader.next()) {
-    const at::Tensor input = prepare_images(*batch, loader.transform(), device, rng);
+    const at::Tensor input = prepare_images(*batch, loader.transform(), device, rng, channels_last);
     const at::Tensor target = batch->targets.to(device);
     const at::Tensor output = model->forward(input);
     const double loss = at::cross_entropy_loss(output, target).item<double>();
@@ -486,6 +506,21 @@ std::shared_ptr<Loader> make_loader(std::shared_ptr<const Dataset> dataset, bool
   return std::make_shared<Loader>(std::move(dataset), std::move(sampler), std::move(transform), options);
 }
 
+// --pretrained-path (timm's load_pretrained with head adaptation), then
+// --initial-checkpoint (timm's load_checkpoint: EMA weights first, strict), in
+// create_model's order. Unlike train.py, --pretrained-path needs no
+// --pretrained beside it: there is no download to choose instead.
+void load_initial_weights(const Config& config, ClassifierImpl& model, int64_t in_chans) {
+  if (const auto path = config.get_optional<std::string>("pretrained_path"); path && !path->empty()) {
+    load_pretrained_file(model, *path, in_chans);
+  }
+  const std::string checkpoint = config.get<std::string>("initial_checkpoint");
+  if (!checkpoint.empty()) {
+    load_checkpoint(model, checkpoint);
+    log_info("Loaded checkpoint '" + checkpoint + "'");
+  }
+}
+
 // The training itself, once the world is set up.
 TrainResult train(const Config& config, Distributed& dist, const torch::Device& device) {
   const int64_t seed = config.get<int64_t>("seed");
@@ -512,9 +547,12 @@ TrainResult train(const Config& config, Distributed& dist, const torch::Device& 
   ModelPtr model = create_model(model_name, model_args(config, num_classes, in_chans));
   log_info(format("Model %s created, param count:%lld", model_name.c_str(),
                   static_cast<long long>(count_parameters(*model))));
+  load_initial_weights(config, *model, in_chans);
   const DataConfig data_config = resolve_data_config(config, model->pretrained_cfg(), defaults);
   for (const auto& line : describe_data_config(data_config)) log_info(line);
   model->to(device);
+  const bool channels_last = config.get<bool>("channels_last");
+  if (channels_last) to_channels_last(*model);
 
   const int64_t batch_size = config.get<int64_t>("batch_size");
   const int64_t grad_accum_steps = std::max<int64_t>(1, config.get<int64_t>("grad_accum_steps"));
@@ -584,7 +622,13 @@ TrainResult train(const Config& config, Distributed& dist, const torch::Device& 
                    config.get<double>("smoothing"),
                    std::max<int64_t>(1, config.get<int64_t>("log_interval")),
                    dist,
-                   grad_accum_steps};
+                   grad_accum_steps,
+                   channels_last};
+  if (config.get<bool>("jsd_loss")) {
+    // train.py asserts this: JSD only works on aug splits.
+    ctx.jsd_splits = config.get<int64_t>("aug_splits");
+    if (ctx.jsd_splits < 2) throw UsageError("--jsd-loss needs --aug-splits >= 2");
+  }
   TrainResult result;
   result.output_dir = output_dir;
   std::vector<EpochRecord> records;
@@ -599,7 +643,8 @@ TrainResult train(const Config& config, Distributed& dist, const torch::Device& 
     }
     EpochRecord record{epoch, train_loss, std::nullopt};
     if (eval_loader) {
-      record.eval = validate(model, *eval_loader, device, ctx.log_interval, static_cast<uint64_t>(seed), dist);
+      record.eval =
+          validate(model, *eval_loader, device, ctx.log_interval, static_cast<uint64_t>(seed), channels_last, dist);
     }
     const double metric = record.eval ? metric_of(*record.eval, eval_metric) : train_loss;
     const bool improved = !best_metric || (decreasing ? metric < *best_metric : metric > *best_metric);

@@ -27,9 +27,7 @@ class Rng {
  public:
   explicit Rng(std::uint64_t seed) : engine_(seed) {}
   // Uniform in [lo, hi).
-  double uniform(double lo = 0.0, double hi = 1.0) {
-    return std::uniform_real_distribution<double>(lo, hi)(engine_);
-  }
+  double uniform(double lo = 0.0, double hi = 1.0) { return std::uniform_real_distribution<double>(lo, hi)(engine_); }
   // Uniform integer in [lo, hi], both inclusive (Python's random.randint).
   int64_t randint(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(engine_); }
   bool bernoulli(double p) { return uniform() < p; }
@@ -73,6 +71,21 @@ struct TransformArgs {
   // [max(0, 1 - j), 1 + j]; unset or 0 turns colour jitter off.
   std::optional<double> color_jitter = 0.4;
   bool no_aug = false;
+  // --aa: timm's auto-augment config ("rand-m9-mstd0.5-inc1", "augmix-m5-w4-d2",
+  // "original", "v0", "3a", ...); empty turns it off. Except with "3a" in it,
+  // it turns colour jitter off, as timm's create_transform.
+  std::string auto_augment;
+  // Random erasing of the normalised batch, as timm's PrefetchLoader:
+  // --reprob, --remode, --recount and the clean first 1/splits of the batch
+  // (train.py's --resplit: --aug-splits or 2).
+  double re_prob = 0.0;
+  std::string re_mode = "const";
+  int64_t re_count = 1;
+  int64_t re_num_splits = 0;
+  // --aug-splits (0 or >= 2): timm's AugMixDataset. Each sample gives a clean
+  // split (the crop and flips only) and aug_splits - 1 splits that also run
+  // the auto-augment and colour stages.
+  int64_t aug_splits = 0;
 };
 
 // What an augmentation factory makes: one of the two.
@@ -86,8 +99,17 @@ using AugmentationFactory = std::function<Augmentation(const TransformArgs&)>;
 struct TransformPipeline {
   std::vector<std::shared_ptr<const ImageTransform>> image;
   std::vector<std::shared_ptr<const BatchTransform>> batch;
+  // image[secondary_begin...] are timm's secondary stages (auto-augment,
+  // colour jitter), which AugMixDataset runs on the augmented splits only.
+  std::size_t secondary_begin = 0;
+  int64_t aug_splits = 0;
 
   void apply(Image& image, Rng& rng) const;
+  // The images of one sample: with aug_splits > 1, the primary stages once,
+  // then the clean image and aug_splits - 1 copies through the secondary
+  // stages (AugMixDataset); otherwise every stage on the one image.
+  std::vector<Image> apply_splits(Image image, Rng& rng) const;
+  int64_t num_splits() const { return aug_splits > 1 ? aug_splits : 1; }
   void apply(at::Tensor& batch, Rng& rng) const;
   // timm's Compose repr of the per-sample stages (ending in
   // MaybePILToTensor(), as with timm's prefetcher), then the batch stages
@@ -99,8 +121,10 @@ struct TransformPipeline {
 // names. Train: the --train-crop-mode crop ("rrc"), then "hflip" / "vflip"
 // when their probability is > 0, then "color_jitter" when set and > 0;
 // train with no_aug: "resize_center" (timm's transforms_noaug_train); eval:
-// the crop_mode crop ("center" | "squash" | "border"). All end with the batch
-// transform "normalize". An unknown stage name throws UsageError.
+// the crop_mode crop ("center" | "squash" | "border"). Train with --aa adds
+// "auto_augment" after the flips. All end with the batch transform
+// "normalize"; train with re_prob > 0 then "random_erasing". An unknown stage
+// name throws UsageError.
 TransformPipeline create_transform(const TransformArgs& args);
 
 }  // namespace timm

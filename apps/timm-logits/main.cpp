@@ -1,0 +1,326 @@
+// timm-logits: writes a model's output logits for a weights file and an input,
+// for parity checks against Python timm and for users (docs/models.md).
+//
+//   timm-logits --model NAME --weights FILE --input PATH --output FILE [options]
+//
+// The input is a folder of JPEG/PNG images (sorted by file name, each put
+// through timm's eval transform for the model's pretrained_cfg: resize, center
+// crop, normalise) or a tensor file (.safetensors: the tensor "input" or the
+// only one; .npy), an (N, C, H, W) batch used as it is. Logits (N,
+// num_classes) go to FILE as safetensors ("logits") or .npy, by its suffix;
+// --csv also writes them as text, one row per input. User errors print one
+// line and exit 2 (usage) or 1 (runtime).
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <c10/util/Exception.h>
+
+#include "timm/core/error.hpp"
+#include "timm/core/plugin_loader.hpp"
+#include "timm/core/python_repr.hpp"
+#include "timm/core/registry.hpp"
+#include "timm/data/image.hpp"
+#include "timm/data/transform.hpp"
+#include "timm/io/atomic_file.hpp"
+#include "timm/io/npy.hpp"
+#include "timm/io/safetensors.hpp"
+#include "timm/log/log.hpp"
+#include "timm/models/channels_last.hpp"
+#include "timm/models/load_weights.hpp"
+#include "timm/models/model.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: timm-logits --model NAME --weights FILE --input PATH --output FILE [options]
+
+Writes the logits of model NAME with the weights in FILE for the input PATH.
+
+required:
+  --model NAME          a registered model (timm-run --list-models)
+  --weights FILE        .safetensors or a torch.save'd .pth / .pth.tar (state_dict or
+                        timm training checkpoint; EMA weights preferred as timm's load_checkpoint)
+  --input PATH          a folder of JPEG/PNG images (eval transform of the model's
+                        pretrained_cfg), or an (N, C, H, W) tensor file: .safetensors
+                        (tensor 'input' or the only one) or .npy, used as it is
+  --output FILE         .safetensors (tensor 'logits') or .npy
+
+options:
+  --csv FILE            also write the logits as CSV: name (file name or row index), then one
+                        column per class
+  --num-classes N       classifier size (default: the weights file's classifier rows)
+  --in-chans C          input channels (default 3)
+  --batch-size B        images per forward (default 32)
+  --no-ema              take 'state_dict' even when a checkpoint has 'state_dict_ema'
+  --channels-last       run in channels_last memory format
+  --input-key KEY       the tensor to read from a .safetensors input (default 'input')
+  --plugin-dir DIR      also load plugins from DIR (repeatable)
+  -h, --help            this text
+)";
+
+struct Options {
+  std::string model, weights, input, output, csv, input_key;
+  std::optional<int64_t> num_classes;
+  int64_t in_chans = 3;
+  int64_t batch_size = 32;
+  bool use_ema = true;
+  bool channels_last = false;
+  bool help = false;
+  std::vector<std::string> plugin_dirs;
+};
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+int64_t parse_int(const std::string& flag, const std::string& value) {
+  try {
+    size_t used = 0;
+    const int64_t v = std::stoll(value, &used);
+    if (used == value.size() && v > 0) return v;
+  } catch (const std::exception&) {
+  }
+  throw timm::UsageError(flag + " " + timm::in_quotes(value) + ": expected a positive integer");
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& flag = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw timm::UsageError(flag + ": expected a value");
+      return args[++i];
+    };
+    if (flag == "-h" || flag == "--help")
+      o.help = true;
+    else if (flag == "--model")
+      o.model = value();
+    else if (flag == "--weights")
+      o.weights = value();
+    else if (flag == "--input")
+      o.input = value();
+    else if (flag == "--output")
+      o.output = value();
+    else if (flag == "--csv")
+      o.csv = value();
+    else if (flag == "--input-key")
+      o.input_key = value();
+    else if (flag == "--num-classes")
+      o.num_classes = parse_int(flag, value());
+    else if (flag == "--in-chans")
+      o.in_chans = parse_int(flag, value());
+    else if (flag == "--batch-size")
+      o.batch_size = parse_int(flag, value());
+    else if (flag == "--no-ema")
+      o.use_ema = false;
+    else if (flag == "--channels-last")
+      o.channels_last = true;
+    else if (flag == "--plugin-dir")
+      o.plugin_dirs.push_back(value());
+    else
+      throw timm::UsageError("unknown argument " + timm::in_quotes(flag) + " (see timm-logits --help)");
+  }
+  if (o.help) return o;
+  for (const auto& [flag, v] : {std::pair<const char*, const std::string*>{"--model", &o.model},
+                                {"--weights", &o.weights},
+                                {"--input", &o.input},
+                                {"--output", &o.output}}) {
+    if (v->empty()) throw timm::UsageError(std::string(flag) + " is required (see timm-logits --help)");
+  }
+  if (!ends_with(o.output, ".npy") && !ends_with(o.output, ".safetensors")) {
+    throw timm::UsageError("--output " + timm::in_quotes(o.output) + ": expected a .safetensors or .npy file name");
+  }
+  return o;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// The (N, C, H, W) batch of a tensor file.
+at::Tensor read_tensor_input(const Options& o) {
+  at::Tensor t;
+  if (ends_with(o.input, ".npy")) {
+    t = timm::read_npy(o.input);
+  } else if (ends_with(o.input, ".safetensors")) {
+    const timm::NamedTensors all = timm::read_safetensors(o.input);
+    const std::string key = o.input_key.empty() ? "input" : o.input_key;
+    for (const auto& [name, tensor] : all) {
+      if (name == key) t = tensor;
+    }
+    if (!t.defined() && o.input_key.empty() && all.size() == 1) t = all[0].second;
+    if (!t.defined()) {
+      throw timm::Error("input " + timm::in_quotes(o.input) + ": no tensor " + timm::in_quotes(key) +
+                        " (use --input-key)");
+    }
+  } else {
+    throw timm::UsageError("--input " + timm::in_quotes(o.input) +
+                           ": expected a folder of images, a .safetensors or a .npy file");
+  }
+  if (t.dim() != 4 || t.size(1) != o.in_chans) {
+    std::ostringstream shape;
+    shape << t.sizes();
+    throw timm::Error("input " + timm::in_quotes(o.input) + ": expected an (N, " + std::to_string(o.in_chans) +
+                      ", H, W) tensor, got " + shape.str());
+  }
+  return t.to(at::kFloat);
+}
+
+// The image files of a folder, sorted by name.
+std::vector<fs::path> image_files(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string ext = lower(entry.path().extension().string());
+    if (entry.is_regular_file() && (ext == ".jpg" || ext == ".jpeg" || ext == ".png")) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) throw timm::Error("input folder " + timm::in_quotes(dir.string()) + ": no .jpg/.jpeg/.png file");
+  return files;
+}
+
+// timm's eval transform for the model's pretrained_cfg, as create_transform(is_training=False).
+timm::TransformPipeline eval_transform(const timm::PretrainedCfg& cfg, int64_t in_chans) {
+  timm::TransformArgs args;
+  args.is_training = false;
+  args.input_size = {in_chans, cfg.input_size[1], cfg.input_size[2]};
+  args.interpolation = cfg.interpolation;
+  args.mean = cfg.mean;
+  args.std = cfg.std;
+  args.crop_pct = cfg.crop_pct;
+  args.crop_mode = cfg.crop_mode;
+  if (in_chans != static_cast<int64_t>(args.mean.size())) {
+    // timm's resolve_data_config keeps 3-channel statistics; one channel takes their mean.
+    const double mean = (args.mean[0] + args.mean[1] + args.mean[2]) / 3.0;
+    const double std = (args.std[0] + args.std[1] + args.std[2]) / 3.0;
+    args.mean.assign(static_cast<size_t>(in_chans), mean);
+    args.std.assign(static_cast<size_t>(in_chans), std);
+  }
+  return timm::create_transform(args);
+}
+
+at::Tensor to_chw(const timm::Image& image) {
+  const at::Tensor hwc = at::from_blob(const_cast<std::uint8_t*>(image.pixels.data()),
+                                       {image.height, image.width, image.channels}, at::kByte);
+  return hwc.permute({2, 0, 1}).to(at::kFloat);
+}
+
+// The classifier rows in the weights file, when it has a classifier.
+std::optional<int64_t> classifier_rows(const timm::NamedTensors& state, const std::string& classifier) {
+  for (const auto& [key, tensor] : state) {
+    if (key == classifier + ".weight" && tensor.dim() >= 1) return tensor.size(0);
+  }
+  return std::nullopt;
+}
+
+void write_csv(const fs::path& path, const at::Tensor& logits, const std::vector<std::string>& names) {
+  std::string text = "name";
+  for (int64_t k = 0; k < logits.size(1); ++k) text += "," + std::to_string(k);
+  text += "\n";
+  const at::Tensor values = logits.to(at::kDouble).contiguous();
+  const double* v = values.data_ptr<double>();
+  for (int64_t n = 0; n < logits.size(0); ++n) {
+    text += names[static_cast<size_t>(n)];
+    for (int64_t k = 0; k < logits.size(1); ++k) text += "," + timm::python_float_repr(v[n * logits.size(1) + k]);
+    text += "\n";
+  }
+  timm::write_file_atomically(path, text);
+}
+
+int run(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  if (o.help) {
+    std::cout << kUsage;
+    return 0;
+  }
+  timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(o.plugin_dirs));
+
+  const timm::NamedTensors state = timm::load_state_dict_file(o.weights, o.use_ema);
+  timm::ModelArgs args;
+  args.in_chans = o.in_chans;
+  args.num_classes = o.num_classes.value_or(1000);
+  timm::ModelPtr model = timm::create_model(o.model, args);
+  if (!o.num_classes) {
+    const auto rows = classifier_rows(state, model->pretrained_cfg().classifier);
+    if (rows && *rows != args.num_classes) {
+      args.num_classes = *rows;
+      model = timm::create_model(o.model, args);
+    }
+  }
+  try {
+    timm::load_state_dict(*model, state, /*strict=*/true);
+  } catch (const timm::Error& e) {
+    throw timm::Error("weights file " + timm::in_quotes(o.weights) + ": " + e.what());
+  }
+  model->eval();
+  if (o.channels_last) timm::to_channels_last(*model);
+
+  at::Tensor input;
+  std::vector<std::string> names;
+  if (fs::is_directory(o.input)) {
+    const timm::TransformPipeline transform = eval_transform(model->pretrained_cfg(), o.in_chans);
+    timm::Rng rng(0);  // the eval transform draws nothing; the interface wants one
+    std::vector<at::Tensor> images;
+    for (const auto& file : image_files(o.input)) {
+      timm::Image image = timm::read_image(file, o.in_chans);
+      transform.apply(image, rng);
+      images.push_back(to_chw(image));
+      names.push_back(file.filename().string());
+    }
+    input = at::stack(images);
+    transform.apply(input, rng);  // normalise, as the batch stage on the device
+  } else {
+    input = read_tensor_input(o);
+    for (int64_t n = 0; n < input.size(0); ++n) names.push_back(std::to_string(n));
+  }
+
+  c10::NoGradGuard no_grad;
+  std::vector<at::Tensor> chunks;
+  for (int64_t start = 0; start < input.size(0); start += o.batch_size) {
+    at::Tensor batch = input.slice(0, start, std::min(start + o.batch_size, input.size(0)));
+    batch = o.channels_last ? batch.contiguous(at::MemoryFormat::ChannelsLast) : batch.contiguous();
+    chunks.push_back(model->forward(batch));
+  }
+  const at::Tensor logits = at::cat(chunks).contiguous();
+
+  if (ends_with(o.output, ".npy")) {
+    timm::write_npy(o.output, logits);
+  } else {
+    timm::write_safetensors(o.output, {{"logits", logits}},
+                            {{"model", o.model}, {"weights", o.weights}, {"input", o.input}});
+  }
+  if (!o.csv.empty()) write_csv(o.csv, logits, names);
+  timm::log_info(timm::format("%s: logits (%lld, %lld) for %s written to %s", o.model.c_str(),
+                              static_cast<long long>(logits.size(0)), static_cast<long long>(logits.size(1)),
+                              o.input.c_str(), o.output.c_str()));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  timm::setup_logging();
+  try {
+    return run(argc, argv);
+  } catch (const timm::Error& e) {
+    std::cerr << "timm-logits: error: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const c10::Error& e) {
+    std::cerr << "timm-logits: error: " << e.what_without_backtrace() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "timm-logits: error: " << e.what() << "\n";
+    return 1;
+  }
+}

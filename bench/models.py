@@ -1,0 +1,108 @@
+"""Forward + backward throughput per model: timm-cpp against Python timm eager.
+
+For each model name, both sides build the model (train mode, 1000 classes),
+draw a random batch (default 32 x 3 x 224 x 224) and time iterations of
+zero_grad, forward, cross-entropy, backward on CPU with the same torch thread
+count, one after the other in this run: build/bin/timm-bench for timm-cpp,
+timm.create_model for Python. Prints images/s of each and the ratio
+timm-cpp / timm (the issue's target: >= 1.0).
+
+A name timm-cpp does not register (its plugin not merged yet, say) is
+skipped with a note; so is a name Python timm does not know.
+
+Usage: bench/models.py [MODEL ...] [-b 32] [--img-size 224] [--threads N]
+         [--warmup 2] [--iters 5] [--channels-last] [--timm-bench PATH] [--timm-run PATH]
+Default models: resnet50 efficientnet_b2 vit_small_patch16_224 convnext_tiny.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+DEFAULT_MODELS = ["resnet50", "efficientnet_b2", "vit_small_patch16_224", "convnext_tiny"]
+
+
+def registered_in_cpp(timm_run, name):
+    proc = subprocess.run([timm_run, "--list-models", name], capture_output=True, text=True)
+    return proc.returncode == 0 and any(line.split("\t")[0] == name for line in proc.stdout.splitlines())
+
+
+def bench_cpp(args, name):
+    cmd = [args.timm_bench, "--model", name, "--batch-size", str(args.batch_size), "--img-size", str(args.img_size),
+           "--warmup", str(args.warmup), "--iters", str(args.iters), "--threads", str(args.threads)]
+    if args.channels_last:
+        cmd.append("--channels-last")
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"timm-bench failed for {name}: {proc.stderr.strip()}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])["images_per_second"]
+
+
+def bench_python(args, name):
+    import torch
+    import timm
+    import torch.nn.functional as F
+
+    torch.set_num_threads(args.threads)
+    model = timm.create_model(name, num_classes=1000).train()
+    torch.manual_seed(0)
+    x = torch.randn(args.batch_size, 3, args.img_size, args.img_size)
+    target = torch.randint(1000, (args.batch_size,))
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
+
+    def step():
+        start = time.perf_counter()
+        model.zero_grad(set_to_none=False)
+        F.cross_entropy(model(x), target).backward()
+        return time.perf_counter() - start
+
+    for _ in range(args.warmup):
+        step()
+    times = sorted(step() for _ in range(args.iters))
+    return args.batch_size / times[len(times) // 2]
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="*", default=DEFAULT_MODELS)
+    parser.add_argument("-b", "--batch-size", type=int, default=32)
+    parser.add_argument("--img-size", type=int, default=224)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--iters", type=int, default=5)
+    parser.add_argument("--channels-last", action="store_true")
+    parser.add_argument("--timm-bench", default=os.path.join(here, "..", "build", "bin", "timm-bench"))
+    parser.add_argument("--timm-run", default=os.path.join(here, "..", "build", "bin", "timm-run"))
+    args = parser.parse_args()
+
+    import timm
+    print(f"forward+backward, batch {args.batch_size}, {args.img_size} px, {args.threads} threads, "
+          f"median of {args.iters} iterations after {args.warmup} warm-up"
+          f"{', channels_last' if args.channels_last else ''}")
+    print(f"{'model':28s} {'timm-cpp img/s':>15s} {'timm img/s':>12s} {'ratio':>7s}")
+    ratios = []
+    for name in args.models:
+        if not registered_in_cpp(args.timm_run, name):
+            print(f"{name:28s} skipped: not registered in timm-cpp (its plugin is not built or not merged)")
+            continue
+        if not timm.is_model(name):
+            print(f"{name:28s} skipped: not a Python timm model")
+            continue
+        cpp = bench_cpp(args, name)
+        py = bench_python(args, name)
+        ratios.append(cpp / py)
+        print(f"{name:28s} {cpp:15.2f} {py:12.2f} {cpp / py:7.2f}x", flush=True)
+    if ratios:
+        print(f"geometric mean ratio over {len(ratios)} models: "
+              f"{statistics.geometric_mean(ratios):.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

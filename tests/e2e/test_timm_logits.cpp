@@ -1,0 +1,140 @@
+// timm-logits end to end against Python timm (tests/oracle/logits_oracle.py):
+// the same weights (.pth and .safetensors) and input (tensor files, image
+// folders) give timm's logits. Tolerance |ours - timm| <= atol + rtol * |timm|
+// with rtol 1e-4 and atol 1e-4 for tensor inputs and images timm's eval resize
+// leaves alone (256 px for regnetx_002's crop_pct 0.875), atol 1e-3 for images
+// that are resized (bicubic resampling rounds to 8 bits and may differ from
+// PIL's by one level on some pixels).
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "test_support.hpp"
+#include "timm/core/error.hpp"
+#include "timm/io/atomic_file.hpp"
+#include "timm/io/npy.hpp"
+#include "timm/io/safetensors.hpp"
+
+// Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
+#include <doctest/doctest.h>
+
+namespace {
+
+using timm::test::run_command;
+
+constexpr double kRtol = 1e-4;
+
+std::string tool() { return (timm::test::bin_dir() / "timm-logits").string(); }
+
+at::Tensor tensor_in(const std::filesystem::path& file, const std::string& key) {
+  for (const auto& [name, t] : timm::read_safetensors(file)) {
+    if (name == key) return t;
+  }
+  FAIL("no " << key << " in " << file);
+  return {};
+}
+
+void check_close(const at::Tensor& ours, const at::Tensor& theirs, double atol, const std::string& what) {
+  REQUIRE(ours.sizes() == theirs.sizes());
+  MESSAGE(what << ": logits max abs diff " << (ours - theirs).abs().max().item<double>() << " (atol " << atol
+               << ", rtol " << kRtol << "; max |logit| " << theirs.abs().max().item<double>() << ")");
+  CHECK_MESSAGE(at::allclose(ours, theirs, kRtol, atol), what);
+}
+
+// The CSV's values, rows in order, without the name column.
+at::Tensor read_csv_values(const std::filesystem::path& file, std::vector<std::string>& names) {
+  std::istringstream in(timm::test::read_file(file));
+  std::string line;
+  std::getline(in, line);  // header
+  std::vector<double> values;
+  int64_t rows = 0;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string field;
+    std::getline(fields, field, ',');
+    names.push_back(field);
+    while (std::getline(fields, field, ',')) values.push_back(std::stod(field));
+    ++rows;
+  }
+  return at::tensor(values, at::kDouble).reshape({rows, -1}).to(at::kFloat);
+}
+
+}  // namespace
+
+TEST_CASE("timm-logits writes Python timm's logits for the same weights and input") {
+  timm::test::TempDir dir;
+  MESSAGE(timm::test::run_oracle("logits_oracle.py", {"write", "--dir", dir.path().string()}));
+  const auto expected = dir / "expected.safetensors";
+  struct Case {
+    std::string weights, input, output, expected_key;
+    double atol;
+  };
+  const std::vector<Case> cases = {
+      {"weights.pth", "input.npy", "a.safetensors", "logits_tensor", 1e-4},
+      {"weights.safetensors", "input.safetensors", "b.npy", "logits_tensor", 1e-4},
+      {"weights.pth", "images_exact", "c.safetensors", "logits_exact", 1e-4},
+      {"weights.safetensors", "images_resized", "d.safetensors", "logits_resized", 1e-3},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.input);
+    const auto r = run_command(
+        {tool(), "--model", "regnetx_002", "--weights", (dir / c.weights).string(), "--input", (dir / c.input).string(),
+         "--output", (dir / c.output).string(), "--csv", (dir / (c.output + ".csv")).string(), "--batch-size", "2"},
+        std::chrono::seconds(300), {"OMP_NUM_THREADS=1"});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    const at::Tensor ours =
+        c.output.ends_with(".npy") ? timm::read_npy(dir / c.output) : tensor_in(dir / c.output, "logits");
+    const at::Tensor theirs = tensor_in(expected, c.expected_key);
+    check_close(ours, theirs, c.atol, c.weights + " + " + c.input);
+    std::vector<std::string> names;
+    check_close(read_csv_values(dir / (c.output + ".csv"), names), theirs, c.atol, "CSV of " + c.input);
+    if (c.input == "images_exact") CHECK(names == std::vector<std::string>{"img0.png", "img1.png"});
+    if (c.input == "input.npy") CHECK(names == std::vector<std::string>{"0", "1", "2"});
+  }
+}
+
+TEST_CASE("timm-logits reports bad input with exit code 2 (usage) or 1 (files)") {
+  timm::test::TempDir dir;
+  const auto missing = run_command({tool(), "--model", "regnetx_002"});
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.output.find("--weights is required") != std::string::npos);
+
+  const auto suffix =
+      run_command({tool(), "--model", "regnetx_002", "--weights", "w.pth", "--input", "x.npy", "--output", "out.txt"});
+  CHECK(suffix.exit_code == 2);
+  CHECK(suffix.output.find("expected a .safetensors or .npy file name") != std::string::npos);
+
+  const auto no_file = run_command({tool(), "--model", "regnetx_002", "--weights", (dir / "none.pth").string(),
+                                    "--input", "x.npy", "--output", (dir / "o.npy").string()});
+  CHECK(no_file.exit_code == 1);
+  CHECK(no_file.output.find("none.pth") != std::string::npos);
+
+  // An empty weights file: strict loading lists every missing key.
+  timm::write_npy(dir / "x.npy", at::zeros({2, 1, 32, 32}));
+  timm::write_safetensors(dir / "w.safetensors", {});
+  const auto chans = run_command({tool(), "--model", "regnetx_002", "--weights", (dir / "w.safetensors").string(),
+                                  "--input", (dir / "x.npy").string(), "--output", (dir / "o.npy").string()});
+  CHECK(chans.exit_code == 1);
+  CHECK(chans.output.find("missing keys") != std::string::npos);
+
+  const auto help = run_command({tool(), "--help"});
+  CHECK(help.exit_code == 0);
+  CHECK(help.output.find("usage: timm-logits") != std::string::npos);
+}
+
+TEST_CASE("npy round trip and malformed npy files") {
+  timm::test::TempDir dir;
+  const at::Tensor t = at::randn({2, 3, 4});
+  timm::write_npy(dir / "t.npy", t);
+  CHECK(at::equal(timm::read_npy(dir / "t.npy"), t));
+  const at::Tensor l = at::arange(5, at::kLong);
+  timm::write_npy(dir / "l.npy", l);
+  CHECK(at::equal(timm::read_npy(dir / "l.npy"), l));
+  timm::write_file_atomically(dir / "bad.npy", "not numpy");
+  CHECK_THROWS_WITH_AS(timm::read_npy(dir / "bad.npy"), doctest::Contains("bad magic"), timm::Error);
+  std::string bytes = timm::test::read_file(dir / "t.npy");
+  timm::write_file_atomically(dir / "short.npy", bytes.substr(0, bytes.size() - 4));
+  CHECK_THROWS_WITH_AS(timm::read_npy(dir / "short.npy"), doctest::Contains("needs 96"), timm::Error);
+}
