@@ -2,7 +2,7 @@
 // variables, trains TinyNet on its shard of the shared data under
 // timm::dist::DistributedDataParallel and writes the flattened parameters
 // after every step to <out>/rank<R>.pt.
-//   ddp_worker OUT_DIR STEPS ACCUM [unused|find-unused]
+//   ddp_worker OUT_DIR STEPS ACCUM [unused|find-unused|syncbn]
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -15,6 +15,7 @@
 #include "timm/core/error.hpp"
 #include "timm/dist/ddp.hpp"
 #include "timm/dist/process_group.hpp"
+#include "timm/dist/sync_batchnorm.hpp"
 #include "timm/dist/world.hpp"
 
 int main(int argc, char** argv) {
@@ -36,11 +37,13 @@ int main(int argc, char** argv) {
     // Each rank starts from different weights: the start-up broadcast must
     // make them rank 0's (seed 0).
     at::manual_seed(static_cast<uint64_t>(world.rank) * 7919);
-    timm::test::TinyNet model(mode == "unused" || mode == "find-unused");
+    timm::test::TinyNet model(mode == "unused" || mode == "find-unused", mode == "syncbn");
+    if (mode == "syncbn") timm::dist::convert_sync_batchnorm(*model, group->comm());
     timm::dist::DdpOptions options;
     options.bucket_cap_bytes = 1024;  // several buckets for this small model
     options.first_bucket_bytes = 256;
     options.find_unused_parameters = mode == "find-unused";
+    options.broadcast_buffers = mode != "syncbn";  // SyncBatchNorm keeps the statistics in step
     timm::dist::DistributedDataParallel ddp(*model, group->comm(), options, group.get());
     std::cout << "rank " << world.rank << ": " << ddp.bucket_parameter_names().size() << " buckets" << std::endl;
 

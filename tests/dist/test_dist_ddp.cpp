@@ -39,10 +39,10 @@ std::vector<timm::test::CommandResult> run_workers(int world, const std::vector<
 
 // The single-process reference: rank 0's initial weights, batch world*B,
 // the same accumulation.
-std::vector<at::Tensor> reference(const DdpCase& c) {
+std::vector<at::Tensor> reference(const DdpCase& c, bool with_bn) {
   at::set_num_threads(1);
   at::manual_seed(0);  // rank 0's seed in the worker
-  timm::test::TinyNet model(false);
+  timm::test::TinyNet model(false, with_bn);
   const auto [x, y] = timm::test::global_data(c);
   std::vector<at::Tensor> states{timm::test::flat_parameters(*model)};
   for (int64_t step = 0; step < c.steps; ++step) {
@@ -57,11 +57,15 @@ std::vector<at::Tensor> reference(const DdpCase& c) {
   return states;
 }
 
-void check_equivalence(const DdpCase& c) {
+// `sync_bn`: the model has a BatchNorm, SyncBatchNorm on the ranks and plain
+// BatchNorm over the whole batch in the reference.
+void check_equivalence(const DdpCase& c, bool sync_bn = false) {
   timm::test::TempDir tmp;
-  const auto results = run_workers(c.world, {tmp.path().string(), std::to_string(c.steps), std::to_string(c.accum)});
+  std::vector<std::string> args{tmp.path().string(), std::to_string(c.steps), std::to_string(c.accum)};
+  if (sync_bn) args.push_back("syncbn");
+  const auto results = run_workers(c.world, args);
   for (const auto& r : results) REQUIRE_MESSAGE(r.exit_code == 0, r.output);
-  const auto expected = reference(c);
+  const auto expected = reference(c, sync_bn);
   // float32, one thread per process: only the summation order of the
   // gradient average differs (2 halves averaged vs one mean over 2B).
   const double tolerance = 1e-5;
@@ -92,6 +96,19 @@ TEST_CASE("with gradient accumulation (no_sync on the first micro-batches)") {
   c.steps = 3;
   c.accum = 3;
   check_equivalence(c);
+}
+
+TEST_CASE("with BatchNorm under --sync-bn (SyncBatchNorm on the ranks), parameters and running stats") {
+  DdpCase c;
+  c.steps = 3;
+  check_equivalence(c, /*sync_bn=*/true);
+}
+
+TEST_CASE("with BatchNorm under --sync-bn and gradient accumulation") {
+  DdpCase c;
+  c.steps = 2;
+  c.accum = 2;
+  check_equivalence(c, /*sync_bn=*/true);
 }
 
 TEST_CASE("a parameter that gets no gradient is an error naming it") {

@@ -6,9 +6,20 @@ optimizer steps on a small model that tests/support/optim_parity.hpp mirrors.
   optim_oracle.py steps OUT.json CASES_JSON
       CASES_JSON: a list of {"opt", "lr", "weight_decay", "momentum",
       "opt_eps" (or null), "opt_betas" (or null), "opt_kwargs": ["k=v", ...],
-      "steps", "seed"}, train.py's flags.
+      "steps", "seed"}, train.py's flags; optionally "layer_decay",
+      "layer_decay_min_scale", "layer_decay_no_opt_scale" (Small's
+      group_matcher then assigns the layers).
       -> writes, per case, the initial parameters, the gradients of every
-         step, the lr factor of every step and the final parameters to OUT.json
+         step, the lr factor of every step, the final parameters, the groups'
+         lr_scale / weight_decay / parameter names and the optimizer state
+         per parameter name ({key: number or flat list}) to OUT.json
+  optim_oracle.py layer_groups MODEL WEIGHT_DECAY LAYER_DECAY MIN_SCALE
+      -> JSON {"layers": {name: layer id} (group_parameters of the model's
+         group_matcher(coarse=False)), "groups": [{"names", "lr_scale",
+         "weight_decay"}, ...] (param_groups_layer_decay), "lrs": the groups'
+         lr after create_optimizer_v2('adamw', lr=0.1, layer decay) and
+         create_scheduler_v2('cosine', num_epochs=10, warmup_epochs=2),
+         then after scheduler.step(e) for e in 1..4}
 """
 import ast
 import json
@@ -49,6 +60,14 @@ class Small(nn.Module):
 
     def no_weight_decay(self):
         return {'pos_embed', 'blk?.gamma'}
+
+    def group_matcher(self, coarse=False):
+        # stem, one layer per block, "proj" joined to the last block
+        # (MATCH_PREV_GROUP), "fc" unmatched (the last layer).
+        return dict(
+            stem=r'^pos_embed|scale|frozen|conv|bn',
+            blocks=[(r'^blk(\d+)', None), (r'^proj', (99999,))],
+        )
 
 
 # lr of every group before step k is lr * LR_FACTORS[k]; "scale" has no
@@ -99,6 +118,10 @@ def steps(case):
         opt_kwargs['eps'] = case['opt_eps']
     if case['opt_betas'] is not None:
         opt_kwargs['betas'] = case['opt_betas']
+    # optimizer_kwargs(args): the layer-decay flags when not None.
+    for key in ('layer_decay', 'layer_decay_min_scale', 'layer_decay_no_opt_scale'):
+        if case.get(key) is not None:
+            opt_kwargs[key] = case[key]
     optimizer = create_optimizer_v2(model, **opt_kwargs, **parse_kwargs(case['opt_kwargs']))
     defaults = dict(optimizer.defaults)
     defaults['weight_decay'] = case['weight_decay']
@@ -131,7 +154,58 @@ def steps(case):
         'initial': initial,
         'grads': grads,
         'final': {n: flat(q) for n, q in model.named_parameters()},
+        'group_info': group_info(model, optimizer),
+        'state': state_of(model, optimizer),
     }
+
+
+def group_info(model, optimizer):
+    names = {id(p): n for n, p in model.named_parameters()}
+    return [{'names': [names[id(p)] for p in gr['params']], 'lr_scale': gr.get('lr_scale', 1.0),
+             'weight_decay': gr['weight_decay']} for gr in optimizer.param_groups]
+
+
+def state_of(model, optimizer):
+    out = {}
+    for n, q in model.named_parameters():
+        if q not in optimizer.state:
+            continue
+        entry = {}
+        for key, value in optimizer.state[q].items():
+            if torch.is_tensor(value):
+                entry[key] = value.item() if value.dim() == 0 else flat(value)
+            elif isinstance(value, (int, float)):
+                entry[key] = float(value)
+        out[n] = entry
+    return out
+
+
+def cmd_layer_groups(argv):
+    import timm
+    from timm.models import group_parameters
+    from timm.optim._param_groups import param_groups_layer_decay
+    name, wd, ld, min_scale = argv[0], float(argv[1]), float(argv[2]), float(argv[3])
+    model = timm.create_model(name)
+    names = {id(p): n for n, p in model.named_parameters()}
+    layers = group_parameters(model, model.group_matcher(coarse=False), reverse=True)
+    no_wd = getattr(model, 'no_weight_decay', lambda: set())()
+    groups = param_groups_layer_decay(model, weight_decay=wd, layer_decay=ld, min_scale=min_scale,
+                                      no_weight_decay_list=no_wd)
+    from timm.scheduler import create_scheduler_v2
+    optimizer = create_optimizer_v2(model, 'adamw', lr=0.1, weight_decay=wd, layer_decay=ld,
+                                    layer_decay_min_scale=min_scale)
+    scheduler, _ = create_scheduler_v2(optimizer, 'cosine', num_epochs=10, warmup_epochs=2, warmup_lr=1e-5,
+                                       min_lr=0.0)
+    lrs = [[g['lr'] for g in optimizer.param_groups]]
+    for epoch in range(1, 5):
+        scheduler.step(epoch)
+        lrs.append([g['lr'] for g in optimizer.param_groups])
+    print(json.dumps({
+        'lrs': lrs,
+        'layers': layers,
+        'groups': [{'names': [names[id(p)] for p in g['params']], 'lr_scale': g['lr_scale'],
+                    'weight_decay': g['weight_decay']} for g in groups],
+    }))
 
 
 def cmd_steps(argv):
@@ -142,7 +216,7 @@ def cmd_steps(argv):
 
 def main():
     cmd, argv = sys.argv[1], sys.argv[2:]
-    {'groups': cmd_groups, 'steps': cmd_steps}[cmd](argv)
+    {'groups': cmd_groups, 'steps': cmd_steps, 'layer_groups': cmd_layer_groups}[cmd](argv)
 
 
 if __name__ == '__main__':

@@ -16,16 +16,18 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
+#include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
+#include "timm/optim/foreach_optimizer.hpp"
 #include "timm/optim/optimizer.hpp"
+#include "timm/optim/param_groups.hpp"
 
 namespace timm::test {
 
@@ -50,6 +52,11 @@ class ParityModel : public torch::nn::Module {
     register_module("fc", torch::nn::Linear(4, 5));
   }
   std::vector<std::string> no_weight_decay() const { return {"pos_embed", "blk?.gamma"}; }
+  // As Small.group_matcher in optim_oracle.py.
+  GroupMatcher group_matcher() const {
+    return {{"stem", {{R"(^pos_embed|scale|frozen|conv|bn)", std::nullopt}}},
+            {"blocks", {{R"(^blk(\d+))", std::nullopt}, {R"(^proj)", std::vector<double>{99999}}}}};
+  }
 };
 
 // One optimizer configuration, as train.py's flags.
@@ -65,6 +72,9 @@ struct OptimCase {
   std::optional<double> eps;
   std::optional<std::vector<double>> betas;
   std::map<std::string, std::string> kwargs;
+  std::optional<double> layer_decay;
+  double layer_decay_min_scale = 0.0;
+  std::optional<double> layer_decay_no_opt_scale;
   int steps = 10;
   int seed = 0;
 
@@ -77,6 +87,9 @@ struct OptimCase {
     a.eps = eps;
     a.betas = betas;
     a.kwargs = kwargs;
+    a.layer_decay = layer_decay;
+    a.layer_decay_min_scale = layer_decay_min_scale;
+    a.layer_decay_no_opt_scale = layer_decay_no_opt_scale;
     return a;
   }
 };
@@ -92,7 +105,11 @@ inline nlohmann::json to_json(const OptimCase& c) {
           {"opt_betas", c.betas ? nlohmann::json(*c.betas) : nlohmann::json(nullptr)},
           {"opt_kwargs", kwargs},
           {"steps", c.steps},
-          {"seed", c.seed}};
+          {"seed", c.seed},
+          {"layer_decay", c.layer_decay ? nlohmann::json(*c.layer_decay) : nlohmann::json(nullptr)},
+          {"layer_decay_min_scale", c.layer_decay_min_scale},
+          {"layer_decay_no_opt_scale",
+           c.layer_decay_no_opt_scale ? nlohmann::json(*c.layer_decay_no_opt_scale) : nlohmann::json(nullptr)}};
 }
 
 // timm's runs of all `cases`, in one Python start.
@@ -128,17 +145,81 @@ inline double max_abs_diff(torch::nn::Module& model, const nlohmann::json& expec
   return diff;
 }
 
-// Runs c.steps steps with the gradients and lr changes of timm's run `o` and
-// returns the largest absolute difference of the final parameters from
-// timm's. Also checks the groups and the log line.
-inline double optimizer_parity(const OptimCase& c, const nlohmann::json& o) {
+// Largest differences of ours from timm's: absolute (elementwise) and
+// relative (per tensor, max |ours - timm| / max |timm|), for the final
+// parameters and for the optimizer state (ForeachOptimizer-based optimizers;
+// state_checked false for others).
+struct ParityResult {
+  double param_abs = 0.0;
+  double param_rel = 0.0;
+  double state_abs = 0.0;
+  double state_rel = 0.0;
+  bool state_checked = false;
+};
+
+inline void accumulate(const at::Tensor& ours, const at::Tensor& want, double& abs_diff, double& rel_diff) {
+  const double diff = (ours.detach().to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>();
+  const double scale = want.to(at::kDouble).abs().max().item<double>();
+  abs_diff = std::max(abs_diff, diff);
+  rel_diff = std::max(rel_diff, scale > 0 ? diff / scale : diff);
+}
+
+// Checks our groups' names, lr_scale and weight decay against timm's and
+// compares every state entry (same keys as torch / timm).
+inline void compare_state(const Optimizer& optimizer, const OptimCase& c, const nlohmann::json& o,
+                          ParityResult& result) {
+  ParityModel fresh;  // groups of the same layout, without touching the run's model
+  const OptimizerArgs args = c.args();
+  const std::vector<ParamGroup> groups =
+      args.layer_decay ? param_groups_layer_decay(fresh, fresh.group_matcher(), fresh.no_weight_decay(),
+                                                  {args.weight_decay, *args.layer_decay, args.layer_decay_min_scale,
+                                                   args.layer_decay_no_opt_scale})
+                       : param_groups_weight_decay(fresh, args.weight_decay, fresh.no_weight_decay());
+  const nlohmann::json& info = o.at("group_info");
+  REQUIRE(groups.size() == info.size());
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    CAPTURE(g);
+    CHECK(groups[g].names == info[g].at("names").get<std::vector<std::string>>());
+    CHECK(optimizer.lr_scale(g) == info[g].at("lr_scale").get<double>());
+    CHECK(optimizer.weight_decay(g) == info[g].at("weight_decay").get<double>());
+  }
+  const auto* foreach = dynamic_cast<const ForeachOptimizer*>(&optimizer);
+  if (foreach == nullptr) return;
+  result.state_checked = true;
+  const nlohmann::json& state = o.at("state");
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    for (std::size_t j = 0; j < groups[g].names.size(); ++j) {
+      const std::string& name = groups[g].names[j];
+      const ForeachOptimizer::State& ours = foreach->state(g, j);
+      CAPTURE(name);
+      if (!state.contains(name)) {
+        CHECK(ours.empty());
+        continue;
+      }
+      const nlohmann::json& want = state.at(name);
+      REQUIRE(ours.size() == want.size());
+      for (const auto& [key, value] : ours) {
+        CAPTURE(key);
+        REQUIRE(want.contains(key));
+        const at::Tensor expected = want.at(key).is_array() ? tensor_from_json(want.at(key), value.sizes())
+                                                            : at::tensor(want.at(key).get<double>(), at::kDouble);
+        accumulate(value, expected, result.state_abs, result.state_rel);
+      }
+    }
+  }
+}
+
+// Runs c.steps steps with the gradients and lr changes of timm's run `o`
+// and compares the final parameters and state with timm's. Also checks the
+// groups and the log line.
+inline ParityResult optimizer_parity_full(const OptimCase& c, const nlohmann::json& o) {
   ParityModel model;
   std::vector<std::string> names;
   for (const auto& item : model.named_parameters()) names.push_back(item.key());
   REQUIRE(names == o.at("names").get<std::vector<std::string>>());
   load_values(model, o.at("initial"));
 
-  OptimizerPtr optimizer = create_optimizer(model, model.no_weight_decay(), c.args());
+  OptimizerPtr optimizer = create_optimizer(model, model.no_weight_decay(), c.args(), model.group_matcher());
   REQUIRE(optimizer->num_groups() == o.at("groups").size());
   CHECK(optimizer->describe() == o.at("describe").get<std::string>());
 
@@ -153,7 +234,18 @@ inline double optimizer_parity(const OptimCase& c, const nlohmann::json& o) {
     }
     optimizer->step();
   }
-  return max_abs_diff(model, o.at("final"));
+  ParityResult result;
+  for (const auto& item : model.named_parameters()) {
+    const at::Tensor want = tensor_from_json(o.at("final").at(item.key()), item.value().sizes());
+    accumulate(item.value(), want, result.param_abs, result.param_rel);
+  }
+  if (o.contains("group_info")) compare_state(*optimizer, c, o, result);
+  return result;
+}
+
+// The largest absolute difference of the final parameters from timm's.
+inline double optimizer_parity(const OptimCase& c, const nlohmann::json& o) {
+  return optimizer_parity_full(c, o).param_abs;
 }
 
 // Saves the optimizer state after `split` of `total` steps, loads it into a
@@ -181,10 +273,10 @@ inline double save_load_round_trip(const OptimCase& c, int split = 5, int total 
       optimizer.step();
     }
   };
-  OptimizerPtr opt_a = create_optimizer(a, a.no_weight_decay(), args);
+  OptimizerPtr opt_a = create_optimizer(a, a.no_weight_decay(), args, a.group_matcher());
   run(a, *opt_a, 0, total);
 
-  OptimizerPtr opt_b = create_optimizer(b, b.no_weight_decay(), args);
+  OptimizerPtr opt_b = create_optimizer(b, b.no_weight_decay(), args, b.group_matcher());
   opt_b->set_initial_lr(0, c.lr);
   run(b, *opt_b, 0, split);
   const auto path = (dir / "optimizer.pt").string();
@@ -198,7 +290,7 @@ inline double save_load_round_trip(const OptimCase& c, int split = 5, int total 
     at::NoGradGuard no_grad;
     for (auto& item : resumed.named_parameters()) item.value().copy_(b.named_parameters()[item.key()]);
   }
-  OptimizerPtr opt_c = create_optimizer(resumed, resumed.no_weight_decay(), args);
+  OptimizerPtr opt_c = create_optimizer(resumed, resumed.no_weight_decay(), args, resumed.group_matcher());
   {
     torch::serialize::InputArchive archive;
     archive.load_from(path);
@@ -230,12 +322,29 @@ class OptimOracle {
   }
 
   // Checks the case named `name`; returns the largest absolute difference.
-  double check(const std::string& name) {
+  double check(const std::string& name) { return check_all(name).param_abs; }
+
+  // Checks the case named `name`: parameters, groups and state.
+  ParityResult check_all(const std::string& name) {
     if (want_.empty()) want_ = run_optim_oracle(cases_);
     for (std::size_t i = 0; i < cases_.size(); ++i) {
-      if (cases_[i].name == name) return optimizer_parity(cases_[i], want_.at(i));
+      if (cases_[i].name == name) return optimizer_parity_full(cases_[i], want_.at(i));
     }
     throw std::runtime_error("no optimizer case named " + name);
+  }
+
+  // The test of one case with its state: the final parameters within
+  // `tolerance` (absolute) of timm's, every state tensor within
+  // `state_tolerance` relative to its largest magnitude (moments span many
+  // orders of magnitude), the groups as timm's.
+  void expect_parity(const std::string& name, double tolerance, double state_tolerance) {
+    load_builtin_plugins();
+    const ParityResult r = check_all(name);
+    MESSAGE(name << " after " << get(name).steps << " steps: params max abs " << r.param_abs << ", rel " << r.param_rel
+                 << "; state max abs " << r.state_abs << ", rel " << r.state_rel);
+    CHECK(r.param_abs <= tolerance);
+    CHECK(r.state_checked);
+    CHECK(r.state_rel <= state_tolerance);
   }
 
   // The test of one case: loads the built plugins, checks the case named

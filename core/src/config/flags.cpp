@@ -26,6 +26,7 @@ constexpr std::array kImplementedFlags = {
     "device", "amp-dtype", "local_rank",
     // Optimizer.
     "opt", "opt-eps", "opt-betas", "momentum", "weight-decay", "opt-kwargs", "clip-mode",
+    "layer-decay", "layer-decay-min-scale", "layer-decay-no-opt-scale",
     // Schedule.
     "sched", "sched-on-updates", "lr", "lr-base", "lr-base-size", "lr-base-scale", "lr-noise",
     "lr-noise-pct", "lr-noise-std", "lr-cycle-mul", "lr-cycle-decay", "lr-cycle-limit",
@@ -36,7 +37,10 @@ constexpr std::array kImplementedFlags = {
     "recount", "resplit", "aug-splits", "jsd-loss", "mixup-prob", "mixup-switch-prob", "mixup-mode", "mixup-off-epoch", "smoothing",
     "train-interpolation", "drop", "drop-path",
     // Batch norm and EMA.
-    "dist-bn", "model-ema-decay",
+    "dist-bn", "model-ema", "model-ema-decay", "model-ema-warmup", "model-ema-force-cpu",
+    // Training step and loss.
+    "amp", "clip-grad", "grad-accum-steps", "resume", "no-resume-opt", "start-epoch", "checkpoint-hist",
+    "recovery-interval", "auto-resume", "stop-after-epochs", "bce-loss", "bce-sum", "bce-target-thresh", "bce-pos-weight",
     // Miscellaneous.
     "seed", "log-interval", "val-interval", "workers", "no-prefetcher", "output", "experiment",
     "eval-metric",
@@ -44,8 +48,8 @@ constexpr std::array kImplementedFlags = {
     "config", "help", "plugin-dir", "list-models", "list-optimizers", "list-schedulers",
     "list-augmentations",
     // Distributed runtime.
-    "grad-accum-steps", "no-ddp-bb", "dist-backend", "dist-timeout", "ddp-bucket-cap-mb",
-    "ddp-find-unused-parameters",
+    "no-ddp-bb", "dist-backend", "dist-timeout", "ddp-bucket-cap-mb",
+    "ddp-find-unused-parameters", "sync-bn", "split-bn", "aug-repeats",
 };
 
 using Strings = std::vector<std::string>;
@@ -510,6 +514,12 @@ void add_timm_cpp_group(std::vector<FlagSpec>& t) {
       {.name = "list-augmentations", .type = kOptionalString, .default_value = Str("*"),
        .help = "list the augmentations matching PATTERN and exit", .const_value = "*",
        .metavar = "PATTERN", .is_action = true},
+      {.name = "stop-after-epochs", .type = kInt, .default_value = None,
+       .help = "stop after training this many epochs of the schedule in this run (checkpoints written as usual); "
+               "resume later with --resume or --auto-resume, e.g. for time-limited jobs"},
+      {.name = "auto-resume", .type = kSwitch,
+       .help = "resume from the newest checkpoint (last or recovery) in the output folder, if any "
+               "(for restarts under torchrun --max-restarts; needs --experiment)"},
       {.name = "dist-backend", .type = kString, .default_value = Str(""),
        .help = "distributed backend (empty: chosen from the device)"},
       {.name = "dist-timeout", .type = kInt, .default_value = Int(1800),

@@ -33,7 +33,7 @@ void SEModuleImpl::reset() {
                                                   options.rd_divisor(), std::nullopt, /*round_limit=*/0.0);
   namespace nn = torch::nn;
   fc1 = register_module("fc1", nn::Conv2d(nn::Conv2dOptions(channels, rd_channels_, 1).bias(options.bias())));
-  if (options.use_norm()) bn = register_module("bn", nn::BatchNorm2d(rd_channels_));
+  if (options.use_norm()) bn = register_module("bn", BatchNorm2d(rd_channels_));
   act = register_module("act", create_act(options.act_layer()));
   fc2 = register_module("fc2", nn::Conv2d(nn::Conv2dOptions(rd_channels_, channels, 1).bias(options.bias())));
   gate = register_module("gate", create_act(options.gate_layer()));

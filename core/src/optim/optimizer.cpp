@@ -19,6 +19,7 @@
 #include "timm/core/error.hpp"
 #include "timm/core/names.hpp"
 #include "timm/core/registry.hpp"
+#include "timm/optim/param_groups.hpp"
 
 namespace timm {
 
@@ -160,8 +161,7 @@ std::vector<ParamGroup> param_groups_weight_decay(const torch::nn::Module& model
     const std::string& name = item.key();
     const at::Tensor& param = item.value();
     if (!param.requires_grad()) continue;
-    const bool excluded =
-        no_wd || param.dim() <= 1 || ends_with(name, ".bias") || matches_any(name, no_weight_decay);
+    const bool excluded = no_wd || param.dim() <= 1 || ends_with(name, ".bias") || matches_any(name, no_weight_decay);
     ParamGroup& group = excluded ? no_decay : decay;
     group.names.push_back(name);
     group.params.push_back(param);
@@ -202,19 +202,18 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 }  // namespace
 
-OptimizerPtr create_optimizer(const torch::nn::Module& model, const std::vector<std::string>& no_weight_decay,
-                              const OptimizerArgs& args) {
+OptimizerPtr create_optimizer(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
   // timm: parts = opt.lower().split('_'); the optimizer is the last part and a
   // leading "lookahead" wraps it.
   const std::vector<std::string> parts = split(lowercase(args.opt), '_');
   if (parts.size() > 1 && parts.front() == "lookahead") {
-    throw UsageError("--opt " + timm::in_quotes(args.opt) + ": the Lookahead wrapper (lookahead_<opt>) is not implemented yet");
+    throw UsageError("--opt " + timm::in_quotes(args.opt) +
+                     ": the Lookahead wrapper (lookahead_<opt>) is not implemented yet");
   }
   const std::string& name = parts.back();
   const RegistryEntry& entry = Registry::global().get(PluginKind::kOptimizer, name);
   const auto& factory = Registry::global().factory<OptimizerFactory>(PluginKind::kOptimizer, name);
 
-  std::vector<ParamGroup> groups = param_groups_weight_decay(model, args.weight_decay, no_weight_decay);
   OptimizerPtr optimizer;
   try {
     optimizer = factory(std::move(groups), args);
@@ -227,6 +226,33 @@ OptimizerPtr create_optimizer(const torch::nn::Module& model, const std::vector<
   }
   if (!optimizer) throw Error("optimizer '" + name + "' from '" + entry.origin + "': its factory returned nothing");
   return optimizer;
+}
+
+OptimizerPtr create_optimizer(const torch::nn::Module& model, const std::vector<std::string>& no_weight_decay,
+                              const OptimizerArgs& args, const GroupMatcher& group_matcher,
+                              const std::string& model_name) {
+  // The name first: an unknown optimizer is reported before anything else.
+  Registry::global().get(PluginKind::kOptimizer, split(lowercase(args.opt), '_').back());
+  std::vector<ParamGroup> groups;
+  if (args.layer_decay) {
+    if (group_matcher.empty()) {
+      throw UsageError("--layer-decay: model " + timm::in_quotes(model_name) +
+                       " has no group_matcher() to assign its parameters to layers");
+    }
+    LayerDecayOptions options;
+    options.weight_decay = args.weight_decay;
+    options.layer_decay = *args.layer_decay;
+    options.min_scale = args.layer_decay_min_scale;
+    options.no_opt_scale = args.layer_decay_no_opt_scale;
+    groups = param_groups_layer_decay(model, group_matcher, no_weight_decay, options);
+  } else {
+    groups = param_groups_weight_decay(model, args.weight_decay, no_weight_decay);
+  }
+  return create_optimizer(std::move(groups), args);
+}
+
+OptimizerPtr create_optimizer(const ClassifierImpl& model, const std::string& model_name, const OptimizerArgs& args) {
+  return create_optimizer(model, model.no_weight_decay(), args, model.group_matcher(/*coarse=*/false), model_name);
 }
 
 // ---- OptimizerKwargs --------------------------------------------------------

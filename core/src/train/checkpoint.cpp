@@ -1,16 +1,33 @@
 #include "timm/train/checkpoint.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <random>
+#include <system_error>
 
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
+#include <c10/core/GradMode.h>
 #include <torch/serialize/archive.h>
 
+#include "timm/core/error.hpp"
+#include "timm/core/python_repr.hpp"
 #include "timm/io/atomic_file.hpp"
 #include "timm/io/safetensors.hpp"
+#include "timm/log/log.hpp"
 #include "timm/models/state_dict.hpp"
+#include "timm/train/amp.hpp"
+#include "timm/train/model_ema.hpp"
 
 namespace timm {
 namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kWeightsExt = ".safetensors";
+constexpr const char* kStateExt = ".state.pt";
 
 std::string new_checkpoint_id() {
   std::random_device rd;
@@ -18,16 +35,31 @@ std::string new_checkpoint_id() {
   return std::to_string(now) + "-" + std::to_string(rd());
 }
 
-std::string serialize_state(const Optimizer& optimizer, const TrainingState& state, const std::string& id) {
+void write_named_tensors(torch::serialize::OutputArchive& archive, const NamedTensors& tensors) {
+  for (const auto& [name, tensor] : tensors) archive.write(name, tensor.detach().cpu());
+}
+
+std::string serialize_state(const CheckpointParts& parts, const TrainingState& state, const std::string& id) {
   torch::serialize::OutputArchive archive;
   torch::serialize::OutputArchive optimizer_archive;
-  optimizer.save(optimizer_archive);
+  parts.optimizer.save(optimizer_archive);
   archive.write("optimizer", optimizer_archive);
+  if (parts.ema) {
+    torch::serialize::OutputArchive ema_archive;
+    write_named_tensors(ema_archive, state_dict(*parts.ema->module()));
+    archive.write("ema", ema_archive);
+  }
+  if (parts.scaler) {
+    torch::serialize::OutputArchive scaler_archive;
+    parts.scaler->save(scaler_archive);
+    archive.write("scaler", scaler_archive);
+  }
   archive.write("epoch", c10::IValue(state.epoch));
-  archive.write("metric", c10::IValue(state.metric));
+  if (state.metric) archive.write("metric", c10::IValue(*state.metric));
   archive.write("metric_name", c10::IValue(state.metric_name));
   archive.write("config_toml", c10::IValue(state.config_toml));
   archive.write("checkpoint_id", c10::IValue(id));
+  archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
   std::string bytes;
   archive.save_to([&bytes](const void* data, std::size_t size) {
     bytes.append(static_cast<const char*>(data), size);
@@ -36,14 +68,220 @@ std::string serialize_state(const Optimizer& optimizer, const TrainingState& sta
   return bytes;
 }
 
+// Hard-links `from` to `to` (replacing it), falling back to a copy where the
+// file system has no hard links, as timm's saver.
+void link_or_copy(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::remove(to, ec);
+  fs::create_hard_link(from, to, ec);
+  if (ec) fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+}
+
+void link_checkpoint(const fs::path& dir, const std::string& from_stem, const std::string& to_stem) {
+  // State first, as save_checkpoint: the weights name the state they match.
+  link_or_copy(dir / (from_stem + kStateExt), dir / (to_stem + kStateExt));
+  link_or_copy(dir / (from_stem + kWeightsExt), dir / (to_stem + kWeightsExt));
+}
+
+void remove_checkpoint(const fs::path& dir, const std::string& stem) {
+  std::error_code ec;
+  fs::remove(dir / (stem + kWeightsExt), ec);
+  fs::remove(dir / (stem + kStateExt), ec);
+}
+
+// "<dir>/last" from "<dir>/last.safetensors", "<dir>/last.state.pt" or itself.
+fs::path checkpoint_stem(const fs::path& path) {
+  const std::string s = path.string();
+  for (const std::string ext : {kWeightsExt, kStateExt}) {
+    if (s.size() > ext.size() && s.compare(s.size() - ext.size(), ext.size(), ext) == 0) {
+      return s.substr(0, s.size() - ext.size());
+    }
+  }
+  return path;
+}
+
+torch::serialize::InputArchive read_state_archive(const fs::path& file) {
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(file.string());
+  } catch (const std::exception& e) {
+    throw Error(file.string() + ": not a timm-cpp training state file (" + e.what() + ")");
+  }
+  return archive;
+}
+
+std::string state_id(torch::serialize::InputArchive& archive, const fs::path& file) {
+  c10::IValue id;
+  if (!archive.try_read("checkpoint_id", id)) {
+    throw Error(file.string() + ": not a timm-cpp training state file (no checkpoint id)");
+  }
+  return id.toStringRef();
+}
+
+void load_ema(torch::serialize::InputArchive& archive, ModelEma& ema, const fs::path& file) {
+  torch::serialize::InputArchive ema_archive;
+  if (!archive.try_read("ema", ema_archive)) {
+    throw Error(file.string() + ": has no EMA weights to resume --model-ema from");
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& [name, value] : state_dict(*ema.module())) {
+    at::Tensor saved;
+    if (!ema_archive.try_read(name, saved)) throw Error(file.string() + ": EMA weights lack " + in_quotes(name));
+    value.copy_(saved);
+  }
+}
+
+// The state written for checkpoint `id` before its weights; named by the id
+// so that a later save cannot overwrite the state an earlier, interrupted
+// save still needs.
+fs::path pending_state_file(const fs::path& state_file, const std::string& id) {
+  return state_file.string() + "." + id;
+}
+
+// Leftover pending states of saves killed before their last step.
+void remove_pending_states(const fs::path& state_file) {
+  const std::string prefix = state_file.filename().string() + ".";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(state_file.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) fs::remove(entry.path(), ec);
+  }
+}
+
 }  // namespace
 
-void save_checkpoint(const std::filesystem::path& dir, const std::string& stem, const torch::nn::Module& model,
-                     const Optimizer& optimizer, const TrainingState& state) {
+// Three atomic steps, so that a crash at any point leaves a loadable pair:
+// the state goes to <stem>.state.pt.<id>, the weights replace
+// <stem>.safetensors, then the state takes its place. Killed after the
+// weights, the new state is found by the id the weights carry; killed
+// before, the old pair is intact.
+void save_checkpoint(const fs::path& dir, const std::string& stem, const CheckpointParts& parts,
+                     const TrainingState& state) {
   const std::string id = new_checkpoint_id();
-  write_file_atomically(dir / (stem + ".state.pt"), serialize_state(optimizer, state, id));
-  write_safetensors(dir / (stem + ".safetensors"), state_dict(model),
+  const fs::path state_file = dir / (stem + kStateExt);
+  const fs::path pending = pending_state_file(state_file, id);
+  write_file_atomically(pending, serialize_state(parts, state, id));
+  write_safetensors(dir / (stem + kWeightsExt), state_dict(parts.model),
                     {{"format", "pt"}, {"checkpoint_id", id}, {"epoch", std::to_string(state.epoch)}});
+  fs::rename(pending, state_file);
+  remove_pending_states(state_file);
+}
+
+CheckpointSaver::CheckpointSaver(fs::path dir, bool decreasing, int64_t max_history)
+    : dir_(std::move(dir)), decreasing_(decreasing), max_history_(std::max<int64_t>(0, max_history)) {}
+
+std::pair<double, int64_t> CheckpointSaver::save(const CheckpointParts& parts, const TrainingState& state) {
+  if (!state.metric) throw Error("CheckpointSaver::save needs the epoch's metric");
+  const double metric = *state.metric;
+  save_checkpoint(dir_, "last", parts, state);
+  const bool room = static_cast<int64_t>(kept_.size()) < max_history_;
+  if (max_history_ > 0 && (room || better(metric, kept_.back().second))) {
+    if (!room) {
+      remove_checkpoint(dir_, kept_.back().first);
+      kept_.pop_back();
+    }
+    const std::string stem = "checkpoint-" + std::to_string(state.epoch);
+    link_checkpoint(dir_, "last", stem);
+    kept_.emplace_back(stem, metric);
+    std::stable_sort(kept_.begin(), kept_.end(),
+                     [this](const auto& a, const auto& b) { return better(a.second, b.second); });
+    log_checkpoints();
+  }
+  if (!best_ || better(metric, best_->first)) {
+    best_ = {metric, state.epoch};
+    link_checkpoint(dir_, "last", "model_best");
+  }
+  return *best_;
+}
+
+void CheckpointSaver::log_checkpoints() const {
+  std::string text = "Current checkpoints:\n";
+  for (const auto& [stem, metric] : kept_) {
+    text += " ('" + (dir_ / (stem + kWeightsExt)).string() + "', " + python_float_repr(metric) + ")\n";
+  }
+  log_info(text);
+}
+
+void CheckpointSaver::save_recovery(const CheckpointParts& parts, const TrainingState& state, int64_t batch_idx) {
+  const std::string stem = "recovery-" + std::to_string(state.epoch) + "-" + std::to_string(batch_idx);
+  save_checkpoint(dir_, stem, parts, state);
+  recovery_stems_.push_back(stem);
+  if (recovery_stems_.size() > 2) {
+    remove_checkpoint(dir_, recovery_stems_.front());
+    recovery_stems_.erase(recovery_stems_.begin());
+  }
+}
+
+namespace {
+
+// The state file whose checkpoint id is `id`: <stem>.state.pt, or the
+// pending <stem>.state.pt.<id> of a save killed between its last two steps.
+fs::path matching_state_file(const fs::path& state_file, const std::string& id, const fs::path& weights_file) {
+  const fs::path pending = pending_state_file(state_file, id);
+  for (const auto& candidate : {state_file, pending}) {
+    if (!fs::exists(candidate)) continue;
+    torch::serialize::InputArchive archive = read_state_archive(candidate);
+    if (state_id(archive, candidate) == id) return candidate;
+  }
+  throw Error(weights_file.string() + ": no training state file beside it matches it (looked for " +
+              state_file.string() + " and " + pending.string() + ")");
+}
+
+}  // namespace
+
+int64_t resume_checkpoint(const fs::path& path, const ResumeTargets& targets) {
+  const fs::path stem = checkpoint_stem(path);
+  const fs::path weights_file = stem.string() + kWeightsExt;
+  if (!fs::exists(weights_file))
+    throw Error("--resume " + path.string() + ": " + weights_file.string() + " does not exist");
+  const SafetensorsFile weights = read_safetensors_file(weights_file);
+  const auto it = weights.metadata.find("checkpoint_id");
+  if (it == weights.metadata.end()) {
+    throw Error(weights_file.string() + ": not a timm-cpp checkpoint (no checkpoint_id in its metadata)");
+  }
+  const fs::path matching_state = matching_state_file(stem.string() + kStateExt, it->second, weights_file);
+  torch::serialize::InputArchive archive = read_state_archive(matching_state);
+  c10::IValue epoch;
+  if (!archive.try_read("epoch", epoch)) throw Error(matching_state.string() + ": has no epoch");
+  load_state_dict(targets.model, weights.tensors, /*strict=*/true);
+  if (targets.optimizer) {
+    torch::serialize::InputArchive optimizer_archive;
+    archive.read("optimizer", optimizer_archive);
+    targets.optimizer->load(optimizer_archive);
+  }
+  if (targets.ema) load_ema(archive, *targets.ema, matching_state);
+  if (targets.scaler) {
+    torch::serialize::InputArchive scaler_archive;
+    if (archive.try_read("scaler", scaler_archive)) targets.scaler->load(scaler_archive);
+  }
+  at::Tensor rng;
+  if (archive.try_read("rng_cpu", rng)) {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(rng);
+  }
+  const int64_t resume_epoch = epoch.toInt() + 1;
+  log_info(format("Loaded checkpoint '%s' (epoch %lld)", weights_file.string().c_str(),
+                  static_cast<long long>(epoch.toInt())));
+  return resume_epoch;
+}
+
+std::optional<fs::path> newest_checkpoint(const fs::path& dir) {
+  std::optional<fs::path> newest;
+  fs::file_time_type newest_time;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool candidate =
+        name == std::string("last") + kWeightsExt || (name.rfind("recovery-", 0) == 0 && name.ends_with(kWeightsExt));
+    if (!candidate) continue;
+    const auto time = entry.last_write_time(ec);
+    if (!newest || time > newest_time) {
+      newest = entry.path();
+      newest_time = time;
+    }
+  }
+  return newest;
 }
 
 }  // namespace timm

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -22,20 +23,27 @@
 #include "timm/data/loader.hpp"
 #include "timm/data/transform.hpp"
 #include "timm/dist/ddp.hpp"
+#include "timm/dist/distribute_bn.hpp"
+#include "timm/dist/eval.hpp"
 #include "timm/dist/process_group.hpp"
+#include "timm/dist/sampler.hpp"
 #include "timm/dist/setup_check.hpp"
+#include "timm/dist/sync_batchnorm.hpp"
 #include "timm/dist/world.hpp"
 #include "timm/io/atomic_file.hpp"
+#include "timm/layers/split_batchnorm.hpp"
 #include "timm/log/log.hpp"
 #include "timm/models/channels_last.hpp"
 #include "timm/models/load_weights.hpp"
 #include "timm/models/model.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/sched/scheduler.hpp"
+#include "timm/train/amp.hpp"
 #include "timm/train/checkpoint.hpp"
-#include "timm/train/jsd_loss.hpp"
+#include "timm/train/clip_grad.hpp"
 #include "timm/train/losses.hpp"
 #include "timm/train/metrics.hpp"
+#include "timm/train/model_ema.hpp"
 #include "timm/train/summary.hpp"
 
 namespace timm {
@@ -91,33 +99,6 @@ struct Distributed {
   }
 };
 
-// The rank's share of an epoch's order: rank r takes every W-th index from r.
-// Training pads the order to a multiple of W by repeating its head, as
-// torch's DistributedSampler, so every rank runs the same number of steps;
-// evaluation does not pad, so each sample is counted exactly once.
-// (To be replaced by timm::dist's samplers; see issue 3.)
-class RankShardSampler : public Sampler {
- public:
-  RankShardSampler(std::shared_ptr<Sampler> base, int rank, int world_size, bool pad)
-      : base_(std::move(base)), rank_(rank), world_size_(world_size), pad_(pad) {}
-  std::vector<int64_t> indices(int64_t epoch) const override {
-    std::vector<int64_t> all = base_->indices(epoch);
-    if (pad_ && !all.empty()) {
-      const std::size_t total = (all.size() + world_size_ - 1) / world_size_ * world_size_;
-      for (std::size_t i = 0; all.size() < total; ++i) all.push_back(all[i]);
-    }
-    std::vector<int64_t> mine;
-    for (std::size_t i = static_cast<std::size_t>(rank_); i < all.size(); i += world_size_) mine.push_back(all[i]);
-    return mine;
-  }
-
- private:
-  std::shared_ptr<Sampler> base_;
-  int rank_;
-  int world_size_;
-  bool pad_;
-};
-
 // Every rank must end with rank 0's parameters (DDP keeps them in step); a
 // difference means a bug or a rank that trained differently, so it is an
 // error rather than silently saving rank 0's. Each rank logs the checksum.
@@ -138,6 +119,29 @@ void check_identical_parameters(torch::nn::Module& model, const Distributed& dis
     throw Error(format("rank %d: the final parameters differ between ranks (checksum %016llx here)", dist.world.rank,
                        static_cast<unsigned long long>(checksum)));
   }
+}
+
+// TIMM_BENCH_SKIP_ALLREDUCE=1 (bench/distributed.py only): DDP's hooks run
+// but the gradients stay local, to time a step without communication.
+bool bench_skips_allreduce() {
+  const char* skip = std::getenv("TIMM_BENCH_SKIP_ALLREDUCE");
+  return skip != nullptr && std::string(skip) == "1";
+}
+
+// The closing lines of a distributed run: how much of the all-reduce time
+// backward hid, and the check that every rank holds the same parameters.
+void finish_distributed(torch::nn::Module& model, Distributed& dist) {
+  if (!dist.active()) return;
+  if (dist.ddp && dist.ddp->reduced_backwards() > 0) {
+    const double alone = dist.ddp->time_allreduce_alone(3);
+    const double waited = dist.ddp->reduce_wait_seconds() / static_cast<double>(dist.ddp->reduced_backwards());
+    log_info(
+        format("DDP: %.1f ms per step waiting for all-reduces after backward; the same all-reduces alone take "
+               "%.1f ms (%.0f%% hidden behind backward)",
+               1000.0 * waited, 1000.0 * alone, alone > 0 ? 100.0 * std::max(0.0, 1.0 - waited / alone) : 0.0));
+  }
+  if (!bench_skips_allreduce()) check_identical_parameters(model, dist);
+  dist.ddp.reset();  // its hooks live on the model's parameters
 }
 
 void check_stop() {
@@ -226,6 +230,9 @@ OptimizerArgs optimizer_args(const Config& config, double lr) {
   args.eps = config.get_optional<double>("opt_eps");
   args.betas = config.get_optional<std::vector<double>>("opt_betas");
   args.kwargs = config.get_kwargs("opt_kwargs");
+  args.layer_decay = config.get_optional<double>("layer_decay");
+  args.layer_decay_min_scale = config.get_optional<double>("layer_decay_min_scale").value_or(0.0);
+  args.layer_decay_no_opt_scale = config.get_optional<double>("layer_decay_no_opt_scale");
   return args;
 }
 
@@ -302,6 +309,17 @@ at::Tensor prepare_images(const Batch& batch, const TransformPipeline& transform
   return images;
 }
 
+// What a training step uses beside the model and the optimizer.
+struct StepTools {
+  LossFn loss_fn;
+  std::optional<c10::ScalarType> amp_dtype;  // --amp: autocast in this dtype
+  std::unique_ptr<GradScaler> scaler;        // --amp with float16
+  std::optional<double> clip_grad;
+  std::string clip_mode;
+  std::unique_ptr<ModelEma> ema;
+  int64_t grad_accum_steps = 1;
+};
+
 struct TrainContext {
   const Config& config;
   torch::Device device;
@@ -309,37 +327,85 @@ struct TrainContext {
   Optimizer& optimizer;
   Scheduler& scheduler;
   Loader& loader;
-  double smoothing;
+  StepTools& tools;
   int64_t log_interval;
-  const Distributed& dist;
-  int64_t grad_accum_steps = 1;
+  // Saves recovery-<epoch>-<update_idx> (--recovery-interval); may be empty.
+  std::function<void(int64_t epoch, int64_t update_idx)> save_recovery;
+  int64_t recovery_interval = 0;
   bool channels_last = false;
+  const Distributed* dist = nullptr;
   double images_seen = 0;
   double train_seconds = 0;
-  int64_t jsd_splits = 0;  // --jsd-loss with --aug-splits
 };
 
-// train.py's train_one_epoch (no AMP yet): gradients accumulate over
-// --grad-accum-steps batches (the last group of an epoch may be shorter), the
-// loss scaled by 1/accum; under DDP the non-update batches skip the
-// all-reduce (no_sync) and the update batch reduces the accumulated sum.
+// train.py's updates per epoch: ceil(batches / grad_accum_steps).
+int64_t updates_per_epoch(std::size_t num_batches, int64_t grad_accum_steps) {
+  return (static_cast<int64_t>(num_batches) + grad_accum_steps - 1) / grad_accum_steps;
+}
+
+// Forward and loss, under autocast when --amp.
+at::Tensor forward_loss(TrainContext& ctx, const at::Tensor& input, const at::Tensor& target) {
+  std::optional<AutocastGuard> autocast;
+  if (ctx.tools.amp_dtype) autocast.emplace(ctx.device.type(), *ctx.tools.amp_dtype);
+  const at::Tensor output = ctx.model->forward(input);
+  return ctx.tools.loss_fn(output, target);
+}
+
+// Backward of one batch; at an update, clipping and the optimizer step as
+// timm's NativeScaler / plain path. Returns false when the scaler skipped
+// the step for a non-finite gradient.
+bool backward_and_step(TrainContext& ctx, const at::Tensor& loss, bool need_update) {
+  StepTools& tools = ctx.tools;
+  const std::vector<at::Tensor> params = ctx.model->parameters();
+  if (tools.scaler) {
+    tools.scaler->scale(loss).backward();
+    if (!need_update) return true;
+    if (tools.clip_grad) {
+      tools.scaler->unscale_(params);
+      dispatch_clip_grad(clip_parameters(params, tools.clip_mode), *tools.clip_grad, tools.clip_mode);
+    }
+    const bool stepped = tools.scaler->step(ctx.optimizer, params);
+    tools.scaler->update();
+    return stepped;
+  }
+  loss.backward();
+  if (!need_update) return true;
+  if (tools.clip_grad) dispatch_clip_grad(clip_parameters(params, tools.clip_mode), *tools.clip_grad, tools.clip_mode);
+  ctx.optimizer.step();
+  return true;
+}
+
+// A non-finite loss stops the run, naming where, unless the float16 scaler
+// is on: then the step is skipped as torch's GradScaler does, with a warning.
+void check_loss(const TrainContext& ctx, double loss_value, int64_t epoch, int64_t batch_idx) {
+  if (std::isfinite(loss_value)) return;
+  const std::string where = format("loss is %s at epoch %lld, step %lld", python_float_repr(loss_value).c_str(),
+                                   static_cast<long long>(epoch), static_cast<long long>(batch_idx));
+  if (!ctx.tools.scaler) throw Error(where + "; stopping");
+  log_warning(where + "; the gradient scaler skips this step");
+}
+
+// train.py's train_one_epoch, with gradient accumulation (a shorter last
+// accumulation when the batch count is not a multiple), AMP, clipping and
+// the EMA update after each optimizer update.
 double train_one_epoch(TrainContext& ctx, int64_t epoch) {
   ctx.model->train();
   ctx.loader.start_epoch(epoch);
   const int64_t num_batches = static_cast<int64_t>(ctx.loader.num_batches());
-  const int64_t accum_steps = ctx.grad_accum_steps;
+  const int64_t accum_steps = ctx.tools.grad_accum_steps;
+  const int64_t updates = updates_per_epoch(ctx.loader.num_batches(), accum_steps);
   const int64_t last_accum_steps = num_batches % accum_steps;
-  const int64_t updates_per_epoch = (num_batches + accum_steps - 1) / accum_steps;
   const int64_t last_batch_idx_to_accum = num_batches - last_accum_steps;
-  int64_t num_updates = epoch * updates_per_epoch;
+  int64_t num_updates = epoch * updates;
   AverageMeter losses, update_time, data_time;
   Rng batch_rng(static_cast<std::uint64_t>(ctx.config.get<int64_t>("seed")) * 1000003ULL + epoch);
   auto data_start = Clock::now();
   auto update_start = Clock::now();
   int64_t batch_idx = 0;
-  int64_t update_sample_count = 0;
   int64_t accum = accum_steps;
+  int64_t update_sample_count = 0;
   ctx.optimizer.zero_grad();
+  const Distributed& dist = *ctx.dist;
   while (auto batch = ctx.loader.next()) {
     check_stop();
     const bool last_batch = batch_idx == num_batches - 1;
@@ -350,67 +416,64 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
     const at::Tensor target = batch->targets.to(ctx.device);
     data_time.update(static_cast<double>(accum) * seconds_since(data_start));
 
-    {
-      std::optional<dist::DistributedDataParallel::NoSync> no_sync;
-      if (ctx.dist.ddp && !need_update) no_sync.emplace(ctx.dist.ddp->no_sync());
-      if (ctx.dist.ddp) ctx.dist.ddp->before_forward();
-      const at::Tensor output = ctx.model->forward(input);
-      // train.py: JsdCrossEntropy(num_aug_splits, smoothing) with --jsd-loss.
-      at::Tensor loss = ctx.jsd_splits > 1 ? jsd_cross_entropy(output, target, ctx.jsd_splits, 12.0, ctx.smoothing)
-                                           : label_smoothing_cross_entropy(output, target, ctx.smoothing);
-      const double loss_value = loss.item<double>();
-      if (!std::isfinite(loss_value)) {
-        throw Error(format("loss is %s at epoch %lld, step %lld; stopping", python_float_repr(loss_value).c_str(),
-                           static_cast<long long>(epoch), static_cast<long long>(batch_idx)));
-      }
-      if (accum > 1) loss = loss / static_cast<double>(accum);
-      loss.backward();
-      losses.update(loss_value, input.size(0));
-    }
+    // Under DDP, the batches that do not update skip the all-reduce (torch's
+    // no_sync); the update's backward reduces the accumulated gradients.
+    std::optional<dist::DistributedDataParallel::NoSync> no_sync;
+    if (dist.ddp && !need_update) no_sync.emplace(dist.ddp->no_sync());
+    if (dist.ddp) dist.ddp->before_forward();
+    at::Tensor loss = forward_loss(ctx, input, target);
+    if (accum > 1) loss = loss / static_cast<double>(accum);
+    const double loss_value = loss.item<double>() * static_cast<double>(accum);
+    check_loss(ctx, loss_value, epoch, batch_idx);
+    backward_and_step(ctx, loss, need_update);
+    no_sync.reset();
+
     const int64_t batch_size = input.size(0);
-    update_sample_count += batch_size * ctx.dist.size();
-    ctx.images_seen += static_cast<double>(batch_size * ctx.dist.size());
+    if (std::isfinite(loss_value)) losses.update(loss_value, batch_size);
+    update_sample_count += batch_size * dist.size();  // train.py: B x W, a global rate
+    ++batch_idx;
     if (!need_update) {
       data_start = Clock::now();
-      ++batch_idx;
       continue;
     }
-    ctx.optimizer.step();
-    ctx.optimizer.zero_grad();
     ++num_updates;
+    ctx.optimizer.zero_grad();
+    if (ctx.tools.ema) ctx.tools.ema->update(*ctx.model, num_updates);
     update_time.update(seconds_since(update_start));
+    ctx.images_seen += static_cast<double>(update_sample_count);
     ctx.train_seconds += update_time.val();
     update_start = Clock::now();
 
     if (update_idx % ctx.log_interval == 0 || last_batch) {
-      double loss_now = losses.val(), loss_avg = losses.avg();
-      if (ctx.dist.active()) {
-        std::vector<double> values{loss_now, loss_avg};
-        ctx.dist.sum(values, "allreduce of the logged train loss");
-        loss_now = values[0] / ctx.dist.size();
-        loss_avg = values[1] / ctx.dist.size();
-      }
+      // train.py: the logged losses are the means over the ranks.
+      std::vector<double> logged{losses.val(), losses.avg()};
+      dist.sum(logged, "allreduce of the logged train loss");
+      const double loss_now = logged[0] / dist.size(), loss_avg = logged[1] / dist.size();
       log_info(
           format("Train: %lld [%4lld/%lld (%3.0f%%)]  Loss: %#.3g (%#.3g)  Time: %.3fs, %7.2f/s  "
                  "(%.3fs, %7.2f/s)  LR: %.3e  Data: %.3f (%.3f)",
-                 static_cast<long long>(epoch), static_cast<long long>(update_idx),
-                 static_cast<long long>(updates_per_epoch), 100.0 * (update_idx + 1) / updates_per_epoch, loss_now,
-                 loss_avg, update_time.val(), update_sample_count / update_time.val(), update_time.avg(),
-                 update_sample_count / update_time.avg(), ctx.optimizer.mean_lr(), data_time.val(), data_time.avg()));
+                 static_cast<long long>(epoch), static_cast<long long>(update_idx), static_cast<long long>(updates),
+                 100.0 * (update_idx + 1) / updates, loss_now, loss_avg, update_time.val(),
+                 update_sample_count / update_time.val(), update_time.avg(), update_sample_count / update_time.avg(),
+                 ctx.optimizer.mean_lr(), data_time.val(), data_time.avg()));
+    }
+    if (ctx.save_recovery && dist.is_primary() && ctx.recovery_interval > 0 &&
+        (update_idx + 1) % ctx.recovery_interval == 0) {
+      ctx.save_recovery(epoch, update_idx);
     }
     ctx.scheduler.step_update(num_updates, losses.avg());
     update_sample_count = 0;
     data_start = Clock::now();
-    ++batch_idx;
   }
   if (batch_idx == 0) throw Error("the training loader produced no batch; is the dataset smaller than --batch-size?");
-  return ctx.dist.active() ? ctx.dist.mean(losses.avg(), "allreduce of the epoch's train loss") : losses.avg();
+  return dist.active() ? dist.mean(losses.avg(), "allreduce of the epoch's train loss") : losses.avg();
 }
 
 // train.py's validate, but exact: losses and hits are summed over samples
 // and divided once, instead of averaging per-batch percentages.
 EvalMetrics validate(const ModelPtr& model, Loader& loader, const torch::Device& device, int64_t log_interval,
-                     uint64_t seed, bool channels_last, const Distributed& dist) {
+                     uint64_t seed, bool channels_last, std::optional<c10::ScalarType> amp_dtype,
+                     const Distributed& dist, const std::string& log_suffix = "") {
   model->eval();
   torch::NoGradGuard no_grad;
   loader.start_epoch(0);
@@ -424,7 +487,13 @@ EvalMetrics validate(const ModelPtr& model, Loader& loader, const torch::Device&
   while (auto batch = loader.next()) {
     const at::Tensor input = prepare_images(*batch, loader.transform(), device, rng, channels_last);
     const at::Tensor target = batch->targets.to(device);
-    const at::Tensor output = model->forward(input);
+    at::Tensor output;
+    {
+      std::optional<AutocastGuard> autocast;
+      if (amp_dtype) autocast.emplace(device.type(), *amp_dtype);
+      output = model->forward(input);
+    }
+    output = output.to(at::kFloat);
     const double loss = at::cross_entropy_loss(output, target).item<double>();
     const auto correct = correct_topk(output, target, {1, 5});
     const int64_t n = input.size(0);
@@ -436,24 +505,27 @@ EvalMetrics validate(const ModelPtr& model, Loader& loader, const torch::Device&
     start = Clock::now();
     if (batch_idx % log_interval == 0 || batch_idx == last_idx) {
       log_info(
-          format("Test: [%4lld/%lld]  Time: %.3f (%.3f)  Loss: %7.3f (%6.3f)  Acc@1: %7.3f (%7.3f)  "
+          format("Test%s: [%4lld/%lld]  Time: %.3f (%.3f)  Loss: %7.3f (%6.3f)  Acc@1: %7.3f (%7.3f)  "
                  "Acc@5: %7.3f (%7.3f)",
-                 static_cast<long long>(batch_idx), static_cast<long long>(last_idx), batch_time.val(),
-                 batch_time.avg(), loss, loss_sum / samples, 100.0 * correct[0] / n, 100.0 * top1 / samples,
-                 100.0 * correct[1] / n, 100.0 * top5 / samples));
+                 log_suffix.c_str(), static_cast<long long>(batch_idx), static_cast<long long>(last_idx),
+                 batch_time.val(), batch_time.avg(), loss, loss_sum / samples, 100.0 * correct[0] / n,
+                 100.0 * top1 / samples, 100.0 * correct[1] / n, 100.0 * top5 / samples));
     }
     ++batch_idx;
   }
   if (dist.active()) {
-    // Each rank evaluated its own samples, each sample on exactly one rank:
-    // the sums over ranks are the sums over the dataset.
-    std::vector<double> sums{loss_sum, static_cast<double>(top1), static_cast<double>(top5),
-                             static_cast<double>(samples)};
-    dist.sum(sums, "allreduce of the validation metrics");
-    loss_sum = sums[0];
-    top1 = static_cast<int64_t>(sums[1]);
-    top5 = static_cast<int64_t>(sums[2]);
-    samples = static_cast<int64_t>(sums[3]);
+    // Exact: every sample was evaluated on exactly one rank (ShardSampler);
+    // the sums over the ranks are the sums over the dataset.
+    dist::EvalSums local;
+    local.loss_sum = loss_sum;
+    local.top1_correct = top1;
+    local.top5_correct = top5;
+    local.count = samples;
+    const dist::EvalSums total = dist::all_reduce_eval_sums(local, dist.group->comm(), device);
+    loss_sum = total.loss_sum;
+    top1 = total.top1_correct;
+    top5 = total.top5_correct;
+    samples = total.count;
   }
   if (samples == 0) throw Error("the validation loader produced no sample");
   return EvalMetrics{loss_sum / samples, 100.0 * top1 / samples, 100.0 * top5 / samples, samples};
@@ -499,11 +571,121 @@ std::shared_ptr<Loader> make_loader(std::shared_ptr<const Dataset> dataset, bool
   options.drop_last = is_training;
   options.num_workers = config.get<int64_t>("workers");
   options.seed = seed + (is_training ? 0 : 1);
-  std::shared_ptr<Sampler> sampler = make_local_sampler(dataset->size(), /*shuffle=*/is_training, seed);
-  if (dist.active()) {
-    sampler = std::make_shared<RankShardSampler>(std::move(sampler), dist.world.rank, dist.size(), /*pad=*/is_training);
+  std::shared_ptr<Sampler> sampler;
+  const auto size = static_cast<int64_t>(dataset->size());
+  const double aug_repeats = config.get<double>("aug_repeats");
+  if (!dist.active()) {
+    if (is_training && aug_repeats > 0) {
+      throw UsageError("--aug-repeats: RepeatAugment is only supported in distributed training (as timm's)");
+    }
+    sampler = make_local_sampler(dataset->size(), /*shuffle=*/is_training, seed);
+  } else if (!is_training) {
+    // Exact evaluation: every real sample on exactly one rank, no padding.
+    sampler = std::make_shared<dist::ShardSampler>(size, dist.size(), dist.world.rank);
+  } else if (aug_repeats > 0) {
+    dist::RepeatAugSamplerOptions repeat;
+    repeat.num_replicas = dist.size();
+    repeat.rank = dist.world.rank;
+    repeat.num_repeats = aug_repeats;
+    sampler = std::make_shared<dist::RepeatAugSampler>(size, repeat);
+  } else {
+    // torch's DistributedSampler as timm's create_loader makes it (shuffled, seed 0, padded).
+    dist::DistributedSamplerOptions options;
+    options.num_replicas = dist.size();
+    options.rank = dist.world.rank;
+    sampler = std::make_shared<dist::DistributedSampler>(size, options);
   }
   return std::make_shared<Loader>(std::move(dataset), std::move(sampler), std::move(transform), options);
+}
+
+// train.py's loss flags.
+TrainLossArgs train_loss_args(const Config& config) {
+  TrainLossArgs args;
+  args.jsd_loss = config.get<bool>("jsd_loss");
+  args.num_aug_splits = config.get<int64_t>("aug_splits");
+  args.bce_loss = config.get<bool>("bce_loss");
+  args.smoothing = config.get<double>("smoothing");
+  args.bce.target_threshold = config.get_optional<double>("bce_target_thresh");
+  args.bce.pos_weight = config.get_optional<double>("bce_pos_weight");
+  args.bce.sum_classes = config.get<bool>("bce_sum");
+  return args;
+}
+
+// --amp: autocast in --amp-dtype; the float16 gradient scaler on CUDA only,
+// as train.py (bfloat16, and float16 on CPU, train unscaled).
+void setup_amp(const Config& config, const torch::Device& device, StepTools& tools) {
+  if (!config.get<bool>("amp")) {
+    log_info("AMP not enabled. Training in float32.");
+    return;
+  }
+  tools.amp_dtype = parse_amp_dtype(config.get<std::string>("amp_dtype"));
+  if (device.is_cuda() && *tools.amp_dtype == at::kHalf) tools.scaler = std::make_unique<GradScaler>(device);
+  log_info("Using native Torch AMP. Training in mixed precision.");
+}
+
+// --model-ema: ModelEmaV3 over a second instance of the model.
+std::unique_ptr<ModelEma> make_model_ema(const Config& config, const std::string& model_name, const ModelArgs& args,
+                                         const ModelPtr& model) {
+  if (!config.get<bool>("model_ema")) return nullptr;
+  ModelEmaOptions options;
+  options.decay = config.get<double>("model_ema_decay");
+  options.use_warmup = config.get<bool>("model_ema_warmup");
+  if (config.get<bool>("model_ema_force_cpu")) options.device = torch::Device(torch::kCPU);
+  ModelPtr copy = create_model(model_name, args);
+  copy->to(model->parameters().front().device());
+  return std::make_unique<ModelEma>(std::move(copy), *model, options);
+}
+
+// --resume, or with --auto-resume the newest checkpoint in the output
+// folder; the epoch to start at (0 without a checkpoint), as train.py:
+// --start-epoch wins over the checkpoint's.
+int64_t resume_if_asked(const Config& config, const std::filesystem::path& output_dir, torch::nn::Module& model,
+                        Optimizer& optimizer, StepTools& tools) {
+  std::filesystem::path path = config.get<std::string>("resume");
+  if (path.empty() && config.get<bool>("auto_resume")) {
+    if (!config.is_explicit("experiment")) {
+      throw UsageError("--auto-resume needs --experiment: without it every run writes to a new folder");
+    }
+    if (auto newest = newest_checkpoint(output_dir)) path = *newest;
+  }
+  std::optional<int64_t> resume_epoch;
+  if (!path.empty()) {
+    ResumeTargets targets{model};
+    if (!config.get<bool>("no_resume_opt")) {
+      targets.optimizer = &optimizer;
+      targets.scaler = tools.scaler.get();
+    }
+    targets.ema = tools.ema.get();
+    resume_epoch = resume_checkpoint(path, targets);
+  }
+  return config.get_optional<int64_t>("start_epoch").value_or(resume_epoch.value_or(0));
+}
+
+// The epoch after the last one this run trains: the schedule's end, or
+// earlier with --stop-after-epochs.
+int64_t last_epoch_of_run(const Config& config, int64_t start_epoch, int64_t num_epochs) {
+  const auto stop_after = config.get_optional<int64_t>("stop_after_epochs");
+  if (!stop_after) return num_epochs;
+  if (*stop_after < 1) throw UsageError("--stop-after-epochs " + std::to_string(*stop_after) + ": expected 1 or more");
+  if (start_epoch + *stop_after < num_epochs) {
+    log_info(format("Stopping after epoch %lld of %lld (--stop-after-epochs %lld).",
+                    static_cast<long long>(start_epoch + *stop_after - 1), static_cast<long long>(num_epochs),
+                    static_cast<long long>(*stop_after)));
+  }
+  return std::min(num_epochs, start_epoch + *stop_after);
+}
+
+StepTools make_step_tools(const Config& config, const torch::Device& device) {
+  StepTools tools;
+  tools.loss_fn = create_train_loss(train_loss_args(config));
+  setup_amp(config, device, tools);
+  tools.clip_grad = config.get_optional<double>("clip_grad");
+  tools.clip_mode = config.get<std::string>("clip_mode");
+  tools.grad_accum_steps = config.get<int64_t>("grad_accum_steps");
+  if (tools.grad_accum_steps < 1) {
+    throw UsageError("--grad-accum-steps " + std::to_string(tools.grad_accum_steps) + ": expected 1 or more");
+  }
+  return tools;
 }
 
 // --pretrained-path (timm's load_pretrained with head adaptation), then
@@ -544,18 +726,33 @@ TrainResult train(const Config& config, Distributed& dist, const torch::Device& 
 
   const int64_t num_classes = config.get_optional<int64_t>("num_classes").value_or(train_set->num_classes());
   const std::string model_name = config.get<std::string>("model");
-  ModelPtr model = create_model(model_name, model_args(config, num_classes, in_chans));
+  const ModelArgs args_of_model = model_args(config, num_classes, in_chans);
+  ModelPtr model = create_model(model_name, args_of_model);
   log_info(format("Model %s created, param count:%lld", model_name.c_str(),
                   static_cast<long long>(count_parameters(*model))));
   load_initial_weights(config, *model, in_chans);
   const DataConfig data_config = resolve_data_config(config, model->pretrained_cfg(), defaults);
   for (const auto& line : describe_data_config(data_config)) log_info(line);
+  if (config.get<bool>("split_bn")) {
+    // train.py: assert num_aug_splits > 1 or args.resplit.
+    const int64_t splits = config.get<int64_t>("aug_splits");
+    if (splits < 2 && !config.get<bool>("resplit"))
+      throw UsageError("--split-bn needs --aug-splits >= 2 (or --resplit)");
+    layers::convert_splitbn_model(*model, std::max<int64_t>(splits, 2));
+  }
   model->to(device);
+  const bool sync_bn = dist.active() && config.get<bool>("sync_bn");
+  if (sync_bn) {
+    dist::convert_sync_batchnorm(*model, dist.group->comm());
+    log_info(
+        "Converted model to use Synchronized BatchNorm. WARNING: You may have issues if using zero initialized BN "
+        "layers (enabled by default for ResNets) while sync-bn enabled.");
+  }
+  StepTools tools = make_step_tools(config, device);
   const bool channels_last = config.get<bool>("channels_last");
   if (channels_last) to_channels_last(*model);
 
   const int64_t batch_size = config.get<int64_t>("batch_size");
-  const int64_t grad_accum_steps = std::max<int64_t>(1, config.get<int64_t>("grad_accum_steps"));
   auto train_loader = make_loader(train_set, true, create_transform(transform_args(config, data_config, true)), config,
                                   batch_size, dist);
   std::shared_ptr<Loader> eval_loader;
@@ -567,31 +764,35 @@ TrainResult train(const Config& config, Distributed& dist, const torch::Device& 
   log_info("Train transform: " + train_loader->transform().repr());
 
   // train.py: the effective global batch is B x W x A.
-  const double lr = resolve_lr(config, batch_size * dist.size() * grad_accum_steps);
-  OptimizerPtr optimizer = create_optimizer(*model, model->no_weight_decay(), optimizer_args(config, lr));
+  const double lr = resolve_lr(config, batch_size * dist.size() * tools.grad_accum_steps);
+  OptimizerPtr optimizer = create_optimizer(*model, model_name, optimizer_args(config, lr));
   log_info("Created " + optimizer->describe());
-
+  tools.ema = make_model_ema(config, model_name, args_of_model, model);
   if (dist.active()) {
+    // After the EMA, as train.py wraps DDP last.
     dist::DdpOptions ddp_options;
     ddp_options.bucket_cap_bytes = static_cast<int64_t>(config.get<double>("ddp_bucket_cap_mb") * 1024.0 * 1024.0);
     ddp_options.find_unused_parameters = config.get<bool>("ddp_find_unused_parameters");
-    ddp_options.broadcast_buffers = !config.get<bool>("no_ddp_bb");
+    // SyncBatchNorm keeps the statistics in step already.
+    ddp_options.broadcast_buffers = !config.get<bool>("no_ddp_bb") && !sync_bn;
     dist.ddp =
         std::make_unique<dist::DistributedDataParallel>(*model, dist.group->comm(), ddp_options, dist.group.get());
     log_info(format("Using native DDP (our reducer): %zu gradient buckets, %.2f MiB of gradients.",
                     dist.ddp->bucket_parameter_names().size(), dist.ddp->gradient_bytes() / 1048576.0));
     // For bench/distributed.py only: the step time without communication.
-    if (const char* skip = std::getenv("TIMM_BENCH_SKIP_ALLREDUCE"); skip != nullptr && std::string(skip) == "1") {
+    if (bench_skips_allreduce()) {
       log_warning("TIMM_BENCH_SKIP_ALLREDUCE=1: gradients are NOT averaged over ranks (benchmark mode)");
       dist.ddp->set_skip_allreduce(true);
     }
   }
+  // --dist-bn at each epoch end (train.py turns it off under --sync-bn).
+  std::optional<dist::DistBnMode> dist_bn;
+  if (dist.active() && !sync_bn) dist_bn = dist::parse_dist_bn(config.get<std::string>("dist_bn"));
 
   const std::string eval_metric = eval_loader ? config.get<std::string>("eval_metric") : "loss";
   const bool decreasing = eval_metric == "loss";
-  const int64_t updates_per_epoch =
-      (static_cast<int64_t>(train_loader->num_batches()) + grad_accum_steps - 1) / grad_accum_steps;
-  SchedulerPtr scheduler = create_scheduler(*optimizer, scheduler_args(config, decreasing, updates_per_epoch));
+  const int64_t updates = updates_per_epoch(train_loader->num_batches(), tools.grad_accum_steps);
+  SchedulerPtr scheduler = create_scheduler(*optimizer, scheduler_args(config, decreasing, updates));
   const int64_t num_epochs = scheduler->num_epochs();
   log_info(
       format("Scheduled epochs: %lld (epochs + cooldown_epochs). Warmup within epochs when warmup_prefix=False. "
@@ -600,6 +801,10 @@ TrainResult train(const Config& config, Distributed& dist, const torch::Device& 
 
   // Only the primary rank writes (train.py: output_dir and saver on the primary).
   std::filesystem::path output_dir;
+  if (dist.is_primary()) {
+    output_dir = make_output_dir(config.get<std::string>("output"), config.get<std::string>("experiment"), model_name,
+                                 data_config.input_size.back());
+  }
   // What was actually used, as train.py's args.yaml records the computed lr:
   // rerunning with it as --config repeats this run.
   Config effective = config;
@@ -607,60 +812,69 @@ TrainResult train(const Config& config, Distributed& dist, const torch::Device& 
   effective.set("lr", lr);
   effective.set("num_classes", num_classes);
   const std::string config_toml = effective.to_toml();
-  if (dist.is_primary()) {
-    output_dir = make_output_dir(config.get<std::string>("output"), config.get<std::string>("experiment"), model_name,
-                                 data_config.input_size.back());
-    write_file_atomically(output_dir / "config.toml", config_toml);
+  if (dist.is_primary()) write_file_atomically(output_dir / "config.toml", config_toml);
+
+  const int64_t start_epoch = resume_if_asked(config, output_dir, *model, *optimizer, tools);
+  if (start_epoch > 0) {
+    if (config.get<bool>("sched_on_updates")) {
+      scheduler->step_update(start_epoch * updates, std::nullopt);
+    } else {
+      scheduler->step(start_epoch, std::nullopt);
+    }
   }
 
-  TrainContext ctx{config,
-                   device,
-                   model,
-                   *optimizer,
-                   *scheduler,
-                   *train_loader,
-                   config.get<double>("smoothing"),
-                   std::max<int64_t>(1, config.get<int64_t>("log_interval")),
-                   dist,
-                   grad_accum_steps,
-                   channels_last};
-  if (config.get<bool>("jsd_loss")) {
-    // train.py asserts this: JSD only works on aug splits.
-    ctx.jsd_splits = config.get<int64_t>("aug_splits");
-    if (ctx.jsd_splits < 2) throw UsageError("--jsd-loss needs --aug-splits >= 2");
-  }
+  std::optional<CheckpointSaver> saver;
+  if (dist.is_primary()) saver.emplace(output_dir, decreasing, config.get<int64_t>("checkpoint_hist"));
+  const CheckpointParts parts{*model, *optimizer, tools.ema.get(), tools.scaler.get()};
+  TrainContext ctx{config,     device,        model, *optimizer,
+                   *scheduler, *train_loader, tools, std::max<int64_t>(1, config.get<int64_t>("log_interval"))};
+  ctx.channels_last = channels_last;
+  ctx.dist = &dist;
+  ctx.recovery_interval = config.get<int64_t>("recovery_interval");
+  ctx.save_recovery = [&](int64_t epoch, int64_t update_idx) {
+    saver->save_recovery(parts, TrainingState{epoch, std::nullopt, eval_metric, config_toml}, update_idx);
+  };
   TrainResult result;
   result.output_dir = output_dir;
   std::vector<EpochRecord> records;
   std::optional<double> best_metric;
   const int64_t val_interval = std::max<int64_t>(1, config.get<int64_t>("val_interval"));
-  for (int64_t epoch = 0; epoch < num_epochs; ++epoch) {
+  const int64_t end_epoch = last_epoch_of_run(config, start_epoch, num_epochs);
+  for (int64_t epoch = start_epoch; epoch < end_epoch; ++epoch) {
     const double train_loss = train_one_epoch(ctx, epoch);
-    if ((epoch + 1) % val_interval != 0 && epoch + 1 != num_epochs) {
+    if (dist_bn) {
+      log_info("Distributing BatchNorm running means and vars");
+      dist::distribute_bn(*model, dist.group->comm(), *dist_bn);
+      if (tools.ema) dist::distribute_bn(*tools.ema->module(), dist.group->comm(), *dist_bn);
+    }
+    if ((epoch + 1) % val_interval != 0 && epoch + 1 != end_epoch) {
       log_info("Skipping eval and checkpointing ");
       scheduler->step(epoch + 1, std::nullopt);
       continue;
     }
     EpochRecord record{epoch, train_loss, std::nullopt};
     if (eval_loader) {
-      record.eval =
-          validate(model, *eval_loader, device, ctx.log_interval, static_cast<uint64_t>(seed), channels_last, dist);
+      record.eval = validate(model, *eval_loader, device, ctx.log_interval, static_cast<uint64_t>(seed), channels_last,
+                             tools.amp_dtype, dist);
+      // As train.py: with an EMA (not forced to CPU), its metrics are the
+      // epoch's, for the summary, the best checkpoint and the plateau lr.
+      if (tools.ema && !tools.ema->options().device) {
+        record.eval = validate(tools.ema->module(), *eval_loader, device, ctx.log_interval, static_cast<uint64_t>(seed),
+                               channels_last, tools.amp_dtype, dist, " (EMA)");
+      }
     }
     const double metric = record.eval ? metric_of(*record.eval, eval_metric) : train_loss;
-    const bool improved = !best_metric || (decreasing ? metric < *best_metric : metric > *best_metric);
     if (dist.is_primary()) {
       std::vector<std::pair<std::string, double>> eval_columns;
-      if (record.eval) {
+      if (record.eval)
         eval_columns = {{"loss", record.eval->loss}, {"top1", record.eval->top1}, {"top5", record.eval->top5}};
-      }
       update_summary(output_dir / "summary.csv", epoch, {{"loss", train_loss}}, eval_columns, optimizer->mean_lr(),
                      /*write_header=*/!best_metric.has_value());
-      const TrainingState state{epoch, metric, eval_metric, config_toml};
-      save_checkpoint(output_dir, "last", *model, *optimizer, state);
-      if (improved) save_checkpoint(output_dir, "model_best", *model, *optimizer, state);
-    }
-    if (improved) {
-      best_metric = metric;
+      const auto [best, best_epoch] = saver->save(parts, TrainingState{epoch, metric, eval_metric, config_toml});
+      best_metric = best;
+      result.best_epoch = best_epoch;
+    } else if (!best_metric || (decreasing ? metric < *best_metric : metric > *best_metric)) {
+      best_metric = metric;  // the same metric on every rank (reduced eval)
       result.best_epoch = epoch;
     }
     records.push_back(record);
@@ -674,22 +888,11 @@ TrainResult train(const Config& config, Distributed& dist, const torch::Device& 
                     static_cast<long long>(result.best_epoch)));
   }
   if (dist.is_primary()) print_result(records, eval_metric);
-  if (dist.ddp && dist.ddp->reduced_backwards() > 0) {
-    const double alone = dist.ddp->time_allreduce_alone(3);
-    log_info(format(
-        "DDP: %.1f ms per step waiting for all-reduces after backward; the same all-reduces alone take "
-        "%.1f ms (%.0f%% hidden behind backward)",
-        1000.0 * dist.ddp->reduce_wait_seconds() / dist.ddp->reduced_backwards(), 1000.0 * alone,
-        alone > 0 ? 100.0 * std::max(0.0, 1.0 - dist.ddp->reduce_wait_seconds() / dist.ddp->reduced_backwards() / alone)
-                  : 0.0));
-  }
-  if (dist.active() && std::getenv("TIMM_BENCH_SKIP_ALLREDUCE") == nullptr) check_identical_parameters(*model, dist);
-  dist.ddp.reset();  // its hooks live on the model's parameters
+  finish_distributed(*model, dist);
   return result;
 }
 
 }  // namespace
-
 TrainResult run_training(const Config& config, const std::vector<LoadedPlugin>& plugins) {
   check_implemented(config);
   dist::install_stop_handlers();

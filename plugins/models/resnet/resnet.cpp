@@ -31,6 +31,7 @@
 
 #include "timm/core/error.hpp"
 #include "timm/core/plugin.hpp"
+#include "timm/layers/batch_norm.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/squeeze_excite.hpp"
@@ -62,7 +63,7 @@ struct BlockArgs {
 // timm's downsample_avg: "0" AvgPool2d(2, stride, ceil_mode, no padding in the
 // count) or Identity at stride 1, "1" a 1x1 conv, "2" its BatchNorm.
 nn::Sequential make_downsample(int64_t inplanes, int64_t outplanes, int64_t stride, bool avg_down) {
-  if (!avg_down) return nn::Sequential(conv(inplanes, outplanes, 1, stride), nn::BatchNorm2d(outplanes));
+  if (!avg_down) return nn::Sequential(conv(inplanes, outplanes, 1, stride), layers::BatchNorm2d(outplanes));
   nn::Sequential seq;
   if (stride == 1) {
     seq->push_back(nn::Identity());
@@ -70,7 +71,7 @@ nn::Sequential make_downsample(int64_t inplanes, int64_t outplanes, int64_t stri
     seq->push_back(nn::AvgPool2d(nn::AvgPool2dOptions(2).stride(stride).ceil_mode(true).count_include_pad(false)));
   }
   seq->push_back(conv(inplanes, outplanes, 1));
-  seq->push_back(nn::BatchNorm2d(outplanes));
+  seq->push_back(layers::BatchNorm2d(outplanes));
   return seq;
 }
 
@@ -83,10 +84,10 @@ class BasicBlockImpl : public nn::Module {
   explicit BasicBlockImpl(const BlockArgs& a) {
     const int64_t outplanes = a.planes * kExpansion;
     conv1 = register_module("conv1", conv(a.inplanes, a.planes, 3, a.stride));
-    bn1 = register_module("bn1", nn::BatchNorm2d(a.planes));
+    bn1 = register_module("bn1", layers::BatchNorm2d(a.planes));
     act1 = register_module("act1", nn::ReLU());
     conv2 = register_module("conv2", conv(a.planes, outplanes, 3));
-    bn2 = register_module("bn2", nn::BatchNorm2d(outplanes));
+    bn2 = register_module("bn2", layers::BatchNorm2d(outplanes));
     if (a.se) se = register_module("se", layers::SEModule(outplanes));
     act2 = register_module("act2", nn::ReLU());
     if (a.stride != 1 || a.inplanes != outplanes) {
@@ -107,7 +108,7 @@ class BasicBlockImpl : public nn::Module {
   void zero_init_last() { nn::init::zeros_(bn2->weight); }
 
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
-  nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  layers::BatchNorm2d bn1{nullptr}, bn2{nullptr};
   nn::ReLU act1{nullptr}, act2{nullptr};
   layers::SEModule se{nullptr};
   nn::Sequential downsample{nullptr};
@@ -125,13 +126,13 @@ class BottleneckImpl : public nn::Module {
     const int64_t width = a.planes * a.base_width / 64 * a.cardinality;
     const int64_t outplanes = a.planes * kExpansion;
     conv1 = register_module("conv1", conv(a.inplanes, width, 1));
-    bn1 = register_module("bn1", nn::BatchNorm2d(width));
+    bn1 = register_module("bn1", layers::BatchNorm2d(width));
     act1 = register_module("act1", nn::ReLU());
     conv2 = register_module("conv2", conv(width, width, 3, a.stride, a.cardinality));
-    bn2 = register_module("bn2", nn::BatchNorm2d(width));
+    bn2 = register_module("bn2", layers::BatchNorm2d(width));
     act2 = register_module("act2", nn::ReLU());
     conv3 = register_module("conv3", conv(width, outplanes, 1));
-    bn3 = register_module("bn3", nn::BatchNorm2d(outplanes));
+    bn3 = register_module("bn3", layers::BatchNorm2d(outplanes));
     if (a.se) se = register_module("se", layers::SEModule(outplanes));
     act3 = register_module("act3", nn::ReLU());
     if (a.stride != 1 || a.inplanes != outplanes) {
@@ -152,7 +153,7 @@ class BottleneckImpl : public nn::Module {
   void zero_init_last() { nn::init::zeros_(bn3->weight); }
 
   nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
-  nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
+  layers::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
   nn::ReLU act1{nullptr}, act2{nullptr}, act3{nullptr};
   layers::SEModule se{nullptr};
   nn::Sequential downsample{nullptr};
@@ -185,14 +186,14 @@ class ResNetImpl : public ClassifierImpl {
       // timm's stem_type='deep', stem_width=32: three 3x3 convs 32, 32, 64.
       constexpr int64_t kStemWidth = 32;
       conv1_deep = register_module(
-          "conv1", nn::Sequential(conv(args.in_chans, kStemWidth, 3, 2), nn::BatchNorm2d(kStemWidth), nn::ReLU(),
-                                  conv(kStemWidth, kStemWidth, 3), nn::BatchNorm2d(kStemWidth), nn::ReLU(),
+          "conv1", nn::Sequential(conv(args.in_chans, kStemWidth, 3, 2), layers::BatchNorm2d(kStemWidth), nn::ReLU(),
+                                  conv(kStemWidth, kStemWidth, 3), layers::BatchNorm2d(kStemWidth), nn::ReLU(),
                                   conv(kStemWidth, 2 * kStemWidth, 3)));
     } else {
       conv1 = register_module("conv1",
                               nn::Conv2d(nn::Conv2dOptions(args.in_chans, 64, 7).stride(2).padding(3).bias(false)));
     }
-    bn1 = register_module("bn1", nn::BatchNorm2d(64));
+    bn1 = register_module("bn1", layers::BatchNorm2d(64));
     act1 = register_module("act1", nn::ReLU());
     maxpool = register_module("maxpool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
     const int64_t num_features = make_stages(spec, args.drop_path_rate.value_or(0.0));
@@ -227,7 +228,7 @@ class ResNetImpl : public ClassifierImpl {
 
   nn::Conv2d conv1{nullptr};           // the 7x7 stem, or
   nn::Sequential conv1_deep{nullptr};  // the deep stem, also named "conv1"
-  nn::BatchNorm2d bn1{nullptr};
+  layers::BatchNorm2d bn1{nullptr};
   nn::ReLU act1{nullptr};
   nn::MaxPool2d maxpool{nullptr};
   layers::SelectAdaptivePool2d global_pool{nullptr};

@@ -17,6 +17,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "timm/layers/activations.hpp"
+#include "timm/layers/batch_norm.hpp"
 
 namespace timm::layers {
 
@@ -53,7 +54,7 @@ class SEModuleImpl : public torch::nn::Cloneable<SEModuleImpl> {
 
   SEModuleOptions options;
   torch::nn::Conv2d fc1{nullptr};
-  torch::nn::BatchNorm2d bn{nullptr};  // null unless use_norm
+  BatchNorm2d bn{nullptr};  // null unless use_norm
   Activation act{nullptr};
   torch::nn::Conv2d fc2{nullptr};
   Activation gate{nullptr};

@@ -1,9 +1,39 @@
 // The optimizer interface, timm's parameter groups, and creation by name.
 //
 // Optimizer plugins register an OptimizerFactory under timm's names ("sgd",
-// "adamw", ...). create_optimizer() builds timm's parameter groups from a
-// model (no weight decay on biases, 1-D parameters and the model's
-// no_weight_decay list) and calls the factory, as timm's create_optimizer_v2.
+// "adamw", "lion", ...; `timm-run --list-optimizers` lists them).
+// create_optimizer() builds timm's parameter groups from a model (no weight
+// decay on biases, 1-D parameters and the model's no_weight_decay list, or
+// timm's layer-decay groups) and calls the factory, as timm's
+// create_optimizer_v2. docs/optimizers.md lists the names and flags.
+//
+// Creating an optimizer by name outside timm-run, for any parameters:
+//
+//   #include "timm/core/plugin_loader.hpp"   // once: load the optimizer plugins
+//   #include "timm/optim/optimizer.hpp"
+//
+//   timm::PluginLoader(timm::Registry::global()).load_directory(plugin_dir, /*required=*/true);
+//   timm::OptimizerArgs args;                // train.py's flags, same defaults
+//   args.opt = "adamw";
+//   args.lr = 1e-3;
+//   args.weight_decay = 0.05;
+//   args.kwargs = {{"amsgrad", "True"}};      // --opt-kwargs, as typed
+//
+//   // a torch::nn::Module: timm's weight-decay groups
+//   timm::OptimizerPtr opt = timm::create_optimizer(module, /*no_weight_decay=*/{}, args);
+//   // or hand-made groups (each its own weight decay and lr_scale):
+//   timm::ParamGroup group;
+//   group.params = {w, b};
+//   group.weight_decay = 0.0;
+//   timm::OptimizerPtr opt2 = timm::create_optimizer(std::vector<timm::ParamGroup>{group}, args);
+//
+//   loss.backward();
+//   opt->step();
+//   opt->zero_grad();
+//
+// The optimizer keeps the tensors (shared storage), updates them in place and
+// reads their .grad(); a parameter without a gradient is skipped that step.
+// save()/load() write and restore the whole state (lr, step counts, moments).
 #pragma once
 
 #include <cstddef>
@@ -20,11 +50,13 @@
 #include <torch/serialize/archive.h>
 
 #include "timm/core/python_repr.hpp"
+#include "timm/models/model.hpp"
 
 namespace timm {
 
 // One parameter group, as a dict in timm's param_groups.
 struct ParamGroup {
+  std::string name;  // timm's key for layer-decay groups ("layer_3_decay"); empty otherwise
   std::vector<std::string> names;
   std::vector<torch::Tensor> params;
   double weight_decay = 0.0;
@@ -40,6 +72,11 @@ struct OptimizerArgs {
   std::optional<double> eps;                  // --opt-eps; optimizer default when unset
   std::optional<std::vector<double>> betas;   // --opt-betas
   std::map<std::string, std::string> kwargs;  // --opt-kwargs k=v, values unparsed
+  // --layer-decay: timm's param_groups_layer_decay instead of the weight-decay
+  // groups (needs the model's group_matcher()).
+  std::optional<double> layer_decay;
+  double layer_decay_min_scale = 0.0;              // --layer-decay-min-scale
+  std::optional<double> layer_decay_no_opt_scale;  // --layer-decay-no-opt-scale
 };
 
 class Optimizer {
@@ -88,8 +125,7 @@ class Optimizer {
 // ParamGroups in order; a building block for optimizer plugins.
 class TorchOptimizer : public Optimizer {
  public:
-  TorchOptimizer(std::unique_ptr<torch::optim::Optimizer> impl, std::vector<double> lr_scales,
-                 std::string description);
+  TorchOptimizer(std::unique_ptr<torch::optim::Optimizer> impl, std::vector<double> lr_scales, std::string description);
   void step() override;
   void zero_grad() override;
   std::size_t num_groups() const override;
@@ -125,11 +161,24 @@ using OptimizerFactory = std::function<OptimizerPtr(std::vector<ParamGroup>, con
 std::vector<ParamGroup> param_groups_weight_decay(const torch::nn::Module& model, double weight_decay,
                                                   const std::vector<std::string>& no_weight_decay);
 
-// Creates the optimizer named args.opt (case-insensitive, as timm) for
-// `model` with timm's groups. Unknown names throw UsageError with the nearest
-// known names; "lookahead_<opt>" is not implemented yet (UsageError).
+// Creates the optimizer named args.opt (case-insensitive, as timm) for the
+// given parameter groups, passing the flags as timm's create_optimizer_v2
+// does. Unknown names throw UsageError with the nearest known names;
+// "lookahead_<opt>" is not implemented yet (UsageError). args.layer_decay is
+// ignored here (the groups are given).
+OptimizerPtr create_optimizer(std::vector<ParamGroup> groups, const OptimizerArgs& args);
+
+// Creates the optimizer for `model` with timm's groups: the weight-decay
+// groups, or with args.layer_decay set the layer-decay groups of
+// `group_matcher` (timm's model.group_matcher(coarse=False)). With layer
+// decay and an empty group_matcher: UsageError naming `model_name`.
 OptimizerPtr create_optimizer(const torch::nn::Module& model, const std::vector<std::string>& no_weight_decay,
-                              const OptimizerArgs& args);
+                              const OptimizerArgs& args, const GroupMatcher& group_matcher = {},
+                              const std::string& model_name = "the model");
+
+// As train.py: create_optimizer_v2(model, **optimizer_kwargs(args)), with the
+// model's no_weight_decay() and group_matcher(false).
+OptimizerPtr create_optimizer(const ClassifierImpl& model, const std::string& model_name, const OptimizerArgs& args);
 
 // torch param groups from timm's groups: each group gets a copy of `defaults`
 // with its own weight_decay, as torch merges a group dict over the defaults.
@@ -173,7 +222,6 @@ class OptimizerKwargs {
   std::string opt_;
   std::map<std::string, std::string> kwargs_;
 };
-
 
 // The describe() string: "<cls> (<opt>) optimizer: k: v, k: v, ...".
 std::string describe_optimizer(const std::string& cls, const std::string& opt,

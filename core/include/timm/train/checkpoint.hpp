@@ -1,11 +1,26 @@
-// Training checkpoints in our format: the model's weights as safetensors with
-// timm's key names (loadable by Python timm as they are), and the training
-// state (optimizer, epoch, metric, config) beside them in <stem>.state.pt.
+// Training checkpoints in our format, with timm's file names and rules.
+//
+// A checkpoint <stem> is two files, each written atomically:
+//   <stem>.safetensors  the model's weights with timm's key names, loadable by
+//                       Python timm as they are;
+//   <stem>.state.pt     what a resume needs beside them: optimizer, EMA
+//                       weights, gradient scaler, epoch, metric, the torch CPU
+//                       RNG state and the effective config.
+// The state file is written first and the weights name its checkpoint id, so
+// a pair torn by a crash between the two writes is detected on resume.
+//
+// CheckpointSaver keeps timm's CheckpointSaver files: `last`, the best
+// --checkpoint-hist as `checkpoint-<epoch>` (hard links of `last`),
+// `model_best`, and `recovery-<epoch>-<batch>` every --recovery-interval
+// updates (the two newest kept).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <torch/nn/module.h>
 
@@ -13,17 +28,69 @@
 
 namespace timm {
 
+class GradScaler;
+class ModelEma;
+
 struct TrainingState {
   int64_t epoch = 0;
-  double metric = 0.0;
+  std::optional<double> metric;  // none for recovery checkpoints
   std::string metric_name;
   std::string config_toml;
 };
 
-// Writes <dir>/<stem>.state.pt, then <dir>/<stem>.safetensors, each
-// atomically; the weights' metadata names the state file's checkpoint id so
-// a mismatched pair is detected.
-void save_checkpoint(const std::filesystem::path& dir, const std::string& stem, const torch::nn::Module& model,
-                     const Optimizer& optimizer, const TrainingState& state);
+// What a checkpoint holds besides the TrainingState; ema and scaler optional.
+struct CheckpointParts {
+  const torch::nn::Module& model;
+  const Optimizer& optimizer;
+  const ModelEma* ema = nullptr;
+  const GradScaler* scaler = nullptr;
+};
+
+// Writes <dir>/<stem>.state.pt, then <dir>/<stem>.safetensors.
+void save_checkpoint(const std::filesystem::path& dir, const std::string& stem, const CheckpointParts& parts,
+                     const TrainingState& state);
+
+class CheckpointSaver {
+ public:
+  // `decreasing`: a lower metric is better (eval metric "loss").
+  CheckpointSaver(std::filesystem::path dir, bool decreasing, int64_t max_history);
+
+  // Saves `last`; keeps it as checkpoint-<epoch> if it ranks among the best
+  // max_history, and as model_best if it is the best. Returns the best
+  // (metric, epoch) so far.
+  std::pair<double, int64_t> save(const CheckpointParts& parts, const TrainingState& state);
+  // Saves recovery-<epoch>-<batch_idx>, deleting the one from two saves ago.
+  void save_recovery(const CheckpointParts& parts, const TrainingState& state, int64_t batch_idx);
+
+ private:
+  bool better(double a, double b) const { return decreasing_ ? a < b : a > b; }
+  void log_checkpoints() const;
+
+  std::filesystem::path dir_;
+  bool decreasing_;
+  int64_t max_history_;
+  std::vector<std::pair<std::string, double>> kept_;  // (stem, metric), best first
+  std::optional<std::pair<double, int64_t>> best_;
+  std::vector<std::string> recovery_stems_;
+};
+
+// Mutable parts a resume restores; ema and scaler optional, optimizer null
+// with --no-resume-opt.
+struct ResumeTargets {
+  torch::nn::Module& model;
+  Optimizer* optimizer = nullptr;
+  ModelEma* ema = nullptr;
+  GradScaler* scaler = nullptr;
+};
+
+// --resume: restores a checkpoint written by save_checkpoint, given either of
+// its two files (or its path without extension), strictly; restores the
+// torch CPU RNG. Returns the epoch to start at (the saved epoch + 1), as
+// timm's resume_checkpoint. Throws Error naming the file on any mismatch.
+int64_t resume_checkpoint(const std::filesystem::path& path, const ResumeTargets& targets);
+
+// The newest checkpoint (by modification time) among `last` and `recovery-*`
+// in `dir`, for --auto-resume; none if there is none.
+std::optional<std::filesystem::path> newest_checkpoint(const std::filesystem::path& dir);
 
 }  // namespace timm

@@ -1,0 +1,141 @@
+// A base class for optimizers written with ATen's multi-tensor ops, and the
+// argument helpers timm's optimizers share.
+//
+// torch::optim has no NAdam, RAdam, Lion, ... and no per-parameter step
+// counts in the form timm's classes keep them. ForeachOptimizer holds timm's
+// parameter groups (lr, weight decay, lr_scale), a state of named tensors per
+// parameter (created lazily, at the parameter's first step with a gradient,
+// as torch does), and saves and loads both. A subclass implements
+// step_group(), which sees the group's parameters that have a gradient and
+// updates them with at::_foreach_* ops over the whole list:
+//
+//   class MyOpt : public ForeachOptimizer {
+//     void step_group(GroupStep& g) override {
+//       for (State* s : g.states) if (s->empty()) (*s)["exp_avg"] = ...;
+//       std::vector<at::Tensor> exp_avgs = state_list(g, "exp_avg");
+//       at::_foreach_lerp_(exp_avgs, g.grads, 0.1);
+//       at::_foreach_add_(g.params, exp_avgs, -g.lr);
+//     }
+//   };
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "timm/optim/optimizer.hpp"
+
+namespace timm {
+
+class ForeachOptimizer : public Optimizer {
+ public:
+  // One tensor per key ("step", "exp_avg", ...), as torch's optimizer.state[p].
+  using State = std::map<std::string, at::Tensor>;
+
+  // `lr` is the initial lr of every group (timm passes one lr; layer decay's
+  // lr_scale is applied by the scheduler, not here).
+  ForeachOptimizer(std::vector<ParamGroup> groups, double lr, std::string description);
+
+  void step() override;
+  void zero_grad() override;
+  std::size_t num_groups() const override { return groups_.size(); }
+  double lr(std::size_t group) const override;
+  void set_lr(std::size_t group, double lr) override;
+  double lr_scale(std::size_t group) const override;
+  double weight_decay(std::size_t group) const override;
+  // Every group's lr and every parameter's state, keyed by the parameter's
+  // position in the groups; load() checks the layout and shapes.
+  void save(torch::serialize::OutputArchive& archive) const override;
+  void load(torch::serialize::InputArchive& archive) override;
+  std::string describe() const override { return description_; }
+
+  // The state of the j-th parameter of `group` (empty before its first step).
+  const State& state(std::size_t group, std::size_t j) const;
+
+ protected:
+  // The parameters of one group that have a gradient, in group order, with
+  // their gradients and states (a state is empty at a parameter's first step).
+  struct GroupStep {
+    std::size_t index = 0;
+    double lr = 0.0;
+    double weight_decay = 0.0;
+    std::vector<at::Tensor> params;
+    std::vector<at::Tensor> grads;
+    std::vector<State*> states;
+  };
+
+  virtual void step_group(GroupStep& group) = 0;
+
+  // state[key] of every parameter of `group`; the tensors share storage with
+  // the state, so in-place ops update it.
+  static std::vector<at::Tensor> state_list(const GroupStep& group, const std::string& key);
+
+  // Increments state["step"] (a 0-dim CPU tensor of `dtype`, created at 0,
+  // as torch keeps it) and returns each parameter's new step count.
+  static std::vector<double> increment_steps(const GroupStep& group, at::ScalarType dtype = at::kFloat);
+
+ private:
+  struct Group {
+    ParamGroup spec;
+    double lr = 0.0;
+    std::vector<State> states;  // one per spec.params
+  };
+
+  std::vector<Group> groups_;
+  std::string description_;
+};
+
+// ---- Helpers for optimizer plugins -----------------------------------------
+
+// timm's caution (arXiv 2411.16085): each update masked where it disagrees in
+// sign with the gradient, the mask scaled by 1 / max(mean(mask), 1e-3). New
+// tensors; the updates are left as they were.
+std::vector<at::Tensor> cautioned(const std::vector<at::Tensor>& updates, const std::vector<at::Tensor>& grads);
+
+// The tensors of `list` at `indices`.
+std::vector<at::Tensor> select(const std::vector<at::Tensor>& list, const std::vector<std::size_t>& indices);
+
+// The betas an optimizer receives: --opt-betas, else --opt-kwargs betas=...,
+// else `fallback`. Throws UsageError unless there are `count` values in
+// [0, 1), as the optimizers check them.
+std::vector<double> resolve_betas(const OptimizerArgs& args, const OptimizerKwargs& kwargs,
+                                  const std::vector<double>& fallback, std::size_t count = 2);
+
+// The betas as Python prints them in the optimizer's defaults: torch's own
+// optimizers store a tuple; timm's keep what they were given (a list from
+// --opt-betas, the literal's brackets from --opt-kwargs).
+std::string betas_repr(const OptimizerArgs& args, const std::vector<double>& betas, bool always_tuple);
+
+// eps from --opt-eps, else --opt-kwargs eps=..., else `fallback`; with its
+// repr for describe(). Throws UsageError if negative.
+struct EpsArg {
+  double value;
+  std::string repr;
+};
+EpsArg resolve_eps(const OptimizerArgs& args, const OptimizerKwargs& kwargs, double fallback);
+
+// Throws UsageError "optimizer '<opt>': invalid learning rate ..." if lr < 0.
+void check_lr(const OptimizerArgs& args);
+
+// timm's OptimInfo.defaults: `factory` with `defaults` (--opt-kwargs as
+// typed, e.g. {"caution", "True"}) set where --opt-kwargs does not set them,
+// as timm's opt_args.setdefault. For registering variants ("cadopt", ...).
+OptimizerFactory bind_defaults(OptimizerFactory factory, std::map<std::string, std::string> defaults);
+
+// A float argument that may be None ("clip_exp=None"): --opt-kwargs `key`,
+// else `fallback`; with its repr ("None" when unset).
+struct OptionalFloatArg {
+  std::optional<double> value;
+  std::string repr;
+};
+OptionalFloatArg optional_float_kwarg(const OptimizerArgs& args, const OptimizerKwargs& kwargs, const std::string& key,
+                                      std::optional<double> fallback);
+
+// "True" / "False".
+inline std::string py_bool(bool value) { return value ? "True" : "False"; }
+
+}  // namespace timm

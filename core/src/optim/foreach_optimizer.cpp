@@ -1,0 +1,270 @@
+#include "timm/optim/foreach_optimizer.hpp"
+
+#include <algorithm>
+
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include "timm/core/error.hpp"
+#include "timm/core/python_repr.hpp"
+
+namespace timm {
+
+// ---- ForeachOptimizer -------------------------------------------------------
+
+ForeachOptimizer::ForeachOptimizer(std::vector<ParamGroup> groups, double lr, std::string description)
+    : description_(std::move(description)) {
+  groups_.reserve(groups.size());
+  for (ParamGroup& spec : groups) {
+    Group group;
+    group.lr = lr;
+    group.states.resize(spec.params.size());
+    group.spec = std::move(spec);
+    groups_.push_back(std::move(group));
+  }
+}
+
+void ForeachOptimizer::step() {
+  at::NoGradGuard no_grad;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    Group& group = groups_[g];
+    GroupStep step;
+    step.index = g;
+    step.lr = group.lr;
+    step.weight_decay = group.spec.weight_decay;
+    for (std::size_t j = 0; j < group.spec.params.size(); ++j) {
+      const at::Tensor& param = group.spec.params[j];
+      if (!param.grad().defined()) continue;
+      step.params.push_back(param);
+      step.grads.push_back(param.grad());
+      step.states.push_back(&group.states[j]);
+    }
+    // torch runs the functional step with empty lists; nothing happens.
+    if (!step.params.empty()) step_group(step);
+  }
+}
+
+void ForeachOptimizer::zero_grad() {
+  for (Group& group : groups_) {
+    for (at::Tensor& param : group.spec.params) {
+      if (param.grad().defined()) param.mutable_grad() = at::Tensor();
+    }
+  }
+}
+
+double ForeachOptimizer::lr(std::size_t group) const {
+  TORCH_CHECK(group < groups_.size(), "param group ", group, " out of range");
+  return groups_[group].lr;
+}
+
+void ForeachOptimizer::set_lr(std::size_t group, double lr) {
+  TORCH_CHECK(group < groups_.size(), "param group ", group, " out of range");
+  groups_[group].lr = lr;
+}
+
+double ForeachOptimizer::lr_scale(std::size_t group) const {
+  TORCH_CHECK(group < groups_.size(), "param group ", group, " out of range");
+  return groups_[group].spec.lr_scale;
+}
+
+double ForeachOptimizer::weight_decay(std::size_t group) const {
+  TORCH_CHECK(group < groups_.size(), "param group ", group, " out of range");
+  return groups_[group].spec.weight_decay;
+}
+
+const ForeachOptimizer::State& ForeachOptimizer::state(std::size_t group, std::size_t j) const {
+  TORCH_CHECK(group < groups_.size() && j < groups_[group].states.size(), "no parameter ", j, " in group ", group);
+  return groups_[group].states[j];
+}
+
+std::vector<at::Tensor> ForeachOptimizer::state_list(const GroupStep& group, const std::string& key) {
+  std::vector<at::Tensor> out;
+  out.reserve(group.states.size());
+  for (const State* state : group.states) out.push_back(state->at(key));
+  return out;
+}
+
+std::vector<double> ForeachOptimizer::increment_steps(const GroupStep& group, at::ScalarType dtype) {
+  std::vector<double> steps;
+  steps.reserve(group.states.size());
+  for (State* state : group.states) {
+    auto it = state->find("step");
+    if (it == state->end()) it = state->emplace("step", at::zeros({}, at::TensorOptions().dtype(dtype))).first;
+    it->second.add_(1);
+    steps.push_back(it->second.item<double>());
+  }
+  return steps;
+}
+
+namespace {
+
+constexpr const char* kLrKey = "lr";
+constexpr const char* kLayoutKey = "group_sizes";
+
+std::string state_key(std::size_t group, std::size_t j) {
+  return "state_" + std::to_string(group) + "_" + std::to_string(j);
+}
+
+}  // namespace
+
+void ForeachOptimizer::save(torch::serialize::OutputArchive& archive) const {
+  std::vector<double> lrs;
+  std::vector<int64_t> sizes;
+  for (const Group& group : groups_) {
+    lrs.push_back(group.lr);
+    sizes.push_back(static_cast<int64_t>(group.spec.params.size()));
+  }
+  archive.write(kLrKey, at::tensor(lrs, at::kDouble));
+  archive.write(kLayoutKey, at::tensor(sizes, at::kLong));
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    for (std::size_t j = 0; j < groups_[g].states.size(); ++j) {
+      const State& state = groups_[g].states[j];
+      if (state.empty()) continue;
+      torch::serialize::OutputArchive entry;
+      for (const auto& [key, value] : state) entry.write(key, value.detach().cpu());
+      archive.write(state_key(g, j), entry);
+    }
+  }
+  save_initial_lrs(archive);
+}
+
+void ForeachOptimizer::load(torch::serialize::InputArchive& archive) {
+  at::Tensor lrs;
+  at::Tensor sizes;
+  if (!archive.try_read(kLrKey, lrs) || !archive.try_read(kLayoutKey, sizes)) {
+    throw Error("cannot load optimizer state: it was not saved by this kind of optimizer (no '" +
+                std::string(kLayoutKey) + "')");
+  }
+  std::vector<int64_t> want;
+  for (const Group& group : groups_) want.push_back(static_cast<int64_t>(group.spec.params.size()));
+  const at::Tensor have = sizes.to(at::kLong).contiguous();
+  const std::vector<int64_t> got(have.data_ptr<int64_t>(), have.data_ptr<int64_t>() + have.numel());
+  if (got != want) {
+    throw Error(
+        "cannot load optimizer state: its param groups have other sizes than this optimizer's (does it come "
+        "from the same optimizer, model and --layer-decay?)");
+  }
+  std::vector<Group> loaded = groups_;
+  const at::Tensor lr_values = lrs.to(at::kDouble).contiguous();
+  for (std::size_t g = 0; g < loaded.size(); ++g) {
+    loaded[g].lr = lr_values.data_ptr<double>()[g];
+    for (std::size_t j = 0; j < loaded[g].states.size(); ++j) {
+      State& state = loaded[g].states[j];
+      state.clear();
+      torch::serialize::InputArchive entry;
+      if (!archive.try_read(state_key(g, j), entry)) continue;
+      const at::Tensor& param = loaded[g].spec.params[j];
+      for (const std::string& key : entry.keys()) {
+        at::Tensor value;
+        entry.read(key, value);
+        // Tensors shaped as the parameter go to its device; scalars (step
+        // counts) of larger parameters stay on the host, as torch keeps them.
+        if (value.sizes() == param.sizes()) {
+          value = value.to(param.device());
+        } else if (value.dim() != 0) {
+          throw Error("cannot load optimizer state: '" + key + "' of parameter " + std::to_string(j) + " of group " +
+                      std::to_string(g) + " has another shape than the parameter");
+        }
+        state[key] = value;
+      }
+    }
+  }
+  groups_ = std::move(loaded);
+  load_initial_lrs(archive);
+}
+
+// ---- Helpers ----------------------------------------------------------------
+
+std::vector<at::Tensor> cautioned(const std::vector<at::Tensor>& updates, const std::vector<at::Tensor>& grads) {
+  std::vector<at::Tensor> masks = at::_foreach_mul(updates, grads);
+  std::vector<at::Tensor> scales;
+  scales.reserve(masks.size());
+  for (std::size_t i = 0; i < masks.size(); ++i) {
+    masks[i] = masks[i].gt(0).to(grads[i].scalar_type());
+    scales.push_back(masks[i].mean().clamp_min_(1e-3));
+  }
+  at::_foreach_div_(masks, scales);
+  return at::_foreach_mul(updates, masks);
+}
+
+std::vector<at::Tensor> select(const std::vector<at::Tensor>& list, const std::vector<std::size_t>& indices) {
+  std::vector<at::Tensor> out;
+  out.reserve(indices.size());
+  for (std::size_t i : indices) out.push_back(list.at(i));
+  return out;
+}
+
+void check_lr(const OptimizerArgs& args) {
+  if (args.lr < 0) {
+    throw UsageError("optimizer " + in_quotes(args.opt) + ": invalid learning rate " + python_float_repr(args.lr));
+  }
+}
+
+std::vector<double> resolve_betas(const OptimizerArgs& args, const OptimizerKwargs& kwargs,
+                                  const std::vector<double>& fallback, std::size_t count) {
+  const std::vector<double> betas = args.betas ? *args.betas : kwargs.get_doubles("betas", fallback);
+  const std::string opt = in_quotes(args.opt);
+  if (betas.size() != count) {
+    throw UsageError("optimizer " + opt + ": betas needs " + std::to_string(count) + " values, got " +
+                     std::to_string(betas.size()));
+  }
+  for (std::size_t i = 0; i < betas.size(); ++i) {
+    if (betas[i] < 0 || betas[i] >= 1) {
+      throw UsageError("optimizer " + opt + ": invalid beta parameter at index " + std::to_string(i) + ": " +
+                       python_float_repr(betas[i]));
+    }
+  }
+  return betas;
+}
+
+std::string betas_repr(const OptimizerArgs& args, const std::vector<double>& betas, bool always_tuple) {
+  // argparse's nargs='+' gives a list; ast.literal_eval keeps the brackets.
+  bool list = false;
+  if (!always_tuple) {
+    if (args.betas) {
+      list = true;
+    } else if (auto it = args.kwargs.find("betas"); it != args.kwargs.end()) {
+      const auto first = it->second.find_first_not_of(" \t");
+      list = first != std::string::npos && it->second[first] == '[';
+    }
+  }
+  std::string out = list ? "[" : "(";
+  for (std::size_t i = 0; i < betas.size(); ++i) out += (i ? ", " : "") + python_float_repr(betas[i]);
+  if (!list && betas.size() == 1) out += ",";
+  return out + (list ? "]" : ")");
+}
+
+EpsArg resolve_eps(const OptimizerArgs& args, const OptimizerKwargs& kwargs, double fallback) {
+  EpsArg eps{fallback, python_float_repr(fallback)};
+  if (args.eps) {
+    eps = {*args.eps, python_float_repr(*args.eps)};
+  } else if (kwargs.has("eps")) {
+    eps = {kwargs.get_double("eps", fallback), kwargs.repr("eps", "")};
+  }
+  if (eps.value < 0) {
+    throw UsageError("optimizer " + in_quotes(args.opt) + ": invalid epsilon value " + python_float_repr(eps.value));
+  }
+  return eps;
+}
+
+OptimizerFactory bind_defaults(OptimizerFactory factory, std::map<std::string, std::string> defaults) {
+  return [factory = std::move(factory), defaults = std::move(defaults)](std::vector<ParamGroup> groups,
+                                                                        const OptimizerArgs& args) {
+    OptimizerArgs bound = args;
+    for (const auto& [key, value] : defaults) bound.kwargs.emplace(key, value);
+    return factory(std::move(groups), bound);
+  };
+}
+
+OptionalFloatArg optional_float_kwarg(const OptimizerArgs& args, const OptimizerKwargs& kwargs, const std::string& key,
+                                      std::optional<double> fallback) {
+  OptionalFloatArg out{fallback, fallback ? python_float_repr(*fallback) : "None"};
+  if (!kwargs.has(key)) return out;
+  std::string raw = args.kwargs.at(key);
+  raw.erase(0, raw.find_first_not_of(" \t"));
+  raw.erase(raw.find_last_not_of(" \t") + 1);
+  if (raw == "None") return {std::nullopt, "None"};
+  return {kwargs.get_double(key, 0.0), kwargs.repr(key, "")};
+}
+
+}  // namespace timm

@@ -1,0 +1,81 @@
+#include "timm/train/model_ema.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include "timm/core/error.hpp"
+#include "timm/models/state_dict.hpp"
+
+namespace timm {
+namespace {
+
+// The two state_dicts side by side; their keys must agree, as timm zips the
+// two state_dict().values().
+std::vector<std::pair<at::Tensor, at::Tensor>> paired_state(const torch::nn::Module& ema,
+                                                            const torch::nn::Module& model) {
+  const NamedTensors ema_state = state_dict(ema);
+  const NamedTensors model_state = state_dict(model);
+  if (ema_state.size() != model_state.size()) {
+    throw Error("model EMA: the EMA model has " + std::to_string(ema_state.size()) + " state tensors, the model " +
+                std::to_string(model_state.size()));
+  }
+  std::vector<std::pair<at::Tensor, at::Tensor>> pairs;
+  pairs.reserve(ema_state.size());
+  for (std::size_t i = 0; i < ema_state.size(); ++i) {
+    if (ema_state[i].first != model_state[i].first) {
+      throw Error("model EMA: state key " + in_quotes(ema_state[i].first) + " of the EMA model differs from " +
+                  in_quotes(model_state[i].first) + " of the model");
+    }
+    pairs.emplace_back(ema_state[i].second, model_state[i].second);
+  }
+  return pairs;
+}
+
+}  // namespace
+
+ModelEma::ModelEma(ModelPtr ema_model, const torch::nn::Module& model, ModelEmaOptions options)
+    : module_(std::move(ema_model)), options_(options) {
+  if (!module_) throw Error("model EMA: no EMA model given");
+  if (options_.device) module_->to(*options_.device);
+  set(model);
+  module_->eval();
+  for (auto& p : module_->parameters()) p.set_requires_grad(false);
+}
+
+double ModelEma::decay_at(std::optional<int64_t> step) const {
+  if (!step) return options_.decay;
+  const int64_t s = std::max<int64_t>(0, *step - options_.update_after_step - 1);
+  if (s <= 0) return 0.0;
+  if (!options_.use_warmup) return options_.decay;
+  const double ramp = 1.0 - std::pow(1.0 + static_cast<double>(s) / options_.warmup_gamma, -options_.warmup_power);
+  return std::max(std::min(ramp, options_.decay), options_.min_decay);
+}
+
+void ModelEma::update(const torch::nn::Module& model, std::optional<int64_t> step) {
+  torch::NoGradGuard no_grad;
+  const double weight = 1.0 - decay_at(step);
+  std::vector<at::Tensor> ema_values, model_values;
+  for (auto& [ema_v, model_v] : paired_state(*module_, model)) {
+    at::Tensor source = model_v.to(ema_v.device());
+    if (ema_v.is_floating_point()) {
+      ema_values.push_back(ema_v);
+      model_values.push_back(source.to(ema_v.scalar_type()));
+    } else {
+      ema_v.copy_(source);
+    }
+  }
+  if (!ema_values.empty()) at::_foreach_lerp_(ema_values, model_values, weight);
+}
+
+void ModelEma::set(const torch::nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  for (auto& [ema_v, model_v] : paired_state(*module_, model)) ema_v.copy_(model_v);
+}
+
+}  // namespace timm

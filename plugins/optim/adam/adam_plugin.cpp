@@ -1,0 +1,42 @@
+// "adam": the Adam family of timm's registry, each name bound to the class
+// and defaults timm binds it to (timm/optim/_optim_factory.py).
+#include "adam_family.hpp"
+#include "timm/core/plugin.hpp"
+#include "timm/optim/foreach_optimizer.hpp"
+
+TIMM_PLUGIN("adam") {
+  using timm::bind_defaults;
+  namespace adam = timm::adam;
+  registrar.add_optimizer("adam", "torch.optim.Adam, Adaptive Moment Estimation", adam::make_adam);
+  registrar.add_optimizer("nadam", "torch.optim.NAdam, Adam with Nesterov momentum", adam::make_nadam);
+  registrar.add_optimizer("radam", "torch.optim.RAdam, Rectified Adam with variance adaptation", adam::make_radam);
+  registrar.add_optimizer("radamw",
+                          "torch.optim.RAdamW, Rectified Adam with variance adaptation and decoupled weight decay",
+                          bind_defaults(adam::make_radam, {{"decoupled_weight_decay", "True"}}));
+  registrar.add_optimizer(
+      "nadamw", "Adam with Nesterov momentum and decoupled weight decay, mlcommons/algorithmic-efficiency impl",
+      adam::make_nadamw);
+  registrar.add_optimizer("cnadamw", "Cautious NAdamW", bind_defaults(adam::make_nadamw, {{"caution", "True"}}));
+  registrar.add_optimizer("nadamc", "NAdamW with corrected weight decay (lr²/max_lr scaling)",
+                          bind_defaults(adam::make_nadamw, {{"corrected_weight_decay", "True"}}));
+  registrar.add_optimizer("cnadamc", "Cautious NAdamW with corrected weight decay (lr²/max_lr scaling)",
+                          bind_defaults(adam::make_nadamw, {{"caution", "True"}, {"corrected_weight_decay", "True"}}));
+  registrar.add_optimizer("adabelief", "Adapts learning rate based on gradient prediction error",
+                          bind_defaults(adam::make_adabelief, {{"rectify", "False"}}));
+  registrar.add_optimizer("radabelief", "Rectified AdaBelief with variance adaptation",
+                          bind_defaults(adam::make_adabelief, {{"rectify", "True"}}));
+  registrar.add_optimizer("adopt", "Modified Adam that can converge with any β2 with the optimal rate",
+                          adam::make_adopt);
+  registrar.add_optimizer("adoptw",
+                          "Modified AdamW (decoupled decay) that can converge with any β2 with the optimal rate",
+                          bind_defaults(adam::make_adopt, {{"decoupled", "True"}}));
+  registrar.add_optimizer("cadopt", "Cautious Adopt", bind_defaults(adam::make_adopt, {{"caution", "True"}}));
+  registrar.add_optimizer("cadoptw", "Cautious AdoptW (decoupled decay)",
+                          bind_defaults(adam::make_adopt, {{"decoupled", "True"}, {"caution", "True"}}));
+  registrar.add_optimizer("adoptc", "Adopt with corrected decoupled weight decay (lr²/max_lr scaling)",
+                          bind_defaults(adam::make_adopt, {{"decoupled", "True"}, {"corrected_weight_decay", "True"}}));
+  registrar.add_optimizer(
+      "cadoptc", "Cautious Adopt with corrected decoupled weight decay (lr²/max_lr scaling)",
+      bind_defaults(adam::make_adopt,
+                    {{"decoupled", "True"}, {"caution", "True"}, {"corrected_weight_decay", "True"}}));
+}

@@ -1,0 +1,154 @@
+// Parity of the Adam family ("adam", "nadam", "radam", "radamw", "nadamw" and
+// variants, "adabelief", "radabelief", "adopt" and variants) with timm's
+// create_optimizer_v2: 10-12 steps on the same parameters and gradients,
+// weight-decay groups (no decay on 1-D / bias / no_weight_decay), lr changes
+// between steps, a parameter without gradient on some steps, --layer-decay
+// groups; the final parameters, every state tensor, the groups and the log
+// line compared. Then save / load / resume.
+#include <doctest/doctest.h>
+
+#include "optim_parity.hpp"
+#include "test_support.hpp"
+#include "timm/core/error.hpp"
+
+namespace {
+
+using timm::test::OptimCase;
+
+// The same ATen ops in the same order as timm / torch on CPU: the runs agree
+// to a few float32 ulps of the parameters (|p| ~ 1), the states to a few ulps
+// relative to their largest value.
+constexpr double kTolerance = 1e-6;
+constexpr double kStateTolerance = 1e-5;
+
+OptimCase make(const std::string& name, const std::string& opt, double lr, double wd,
+               std::map<std::string, std::string> kwargs = {}, int steps = 10) {
+  OptimCase c(name, opt, lr, wd);
+  c.kwargs = std::move(kwargs);
+  c.steps = steps;
+  return c;
+}
+
+std::vector<OptimCase> make_cases() {
+  std::vector<OptimCase> cases;
+  // torch.optim.Adam
+  cases.push_back(make("adam", "adam", 1e-2, 0.05));
+  cases.push_back(make("adam amsgrad", "adam", 3e-3, 0.1, {{"amsgrad", "True"}}));
+  cases.push_back(make("adam decoupled", "adam", 1e-2, 0.05, {{"decoupled_weight_decay", "True"}}));
+  cases.push_back(make("adam eps+betas", "adam", 1e-2, 0.0));
+  cases.back().eps = 1e-6;
+  cases.back().betas = std::vector<double>{0.8, 0.99};
+  cases.push_back(make("adam layer-decay", "adam", 1e-2, 0.05));
+  cases.back().layer_decay = 0.6;
+  // torch.optim.NAdam
+  cases.push_back(make("nadam", "nadam", 2e-3, 0.05));
+  cases.push_back(make("nadam betas+momentum_decay", "nadam", 1e-2, 0.01, {{"momentum_decay", "0.01"}}));
+  cases.back().betas = std::vector<double>{0.85, 0.99};
+  cases.push_back(make("nadam decoupled", "nadam", 1e-2, 0.05, {{"decoupled_weight_decay", "True"}}));
+  // torch.optim.RAdam: the first steps unrectified, the later rectified.
+  cases.push_back(make("radam", "radam", 1e-2, 0.05, {}, 12));
+  cases.push_back(make("radamw", "radamw", 1e-2, 0.05, {}, 12));
+  cases.push_back(make("radam betas", "radam", 1e-2, 0.0, {{"betas", "[0.9,0.99]"}}, 12));
+  // timm NAdamW
+  cases.push_back(make("nadamw", "nadamw", 1e-2, 0.05));
+  cases.push_back(make("cnadamw", "cnadamw", 1e-2, 0.05));
+  cases.push_back(make("nadamc", "nadamc", 1e-2, 0.05));
+  cases.push_back(make("nadamw clipping", "nadamw", 1e-2, 0.05, {{"clipping_threshold", "1.0"}}));
+  cases.push_back(make("nadamw layer-decay", "nadamw", 1e-2, 0.05));
+  cases.back().layer_decay = 0.75;
+  cases.back().layer_decay_min_scale = 0.5;
+  // timm AdaBelief
+  cases.push_back(make("adabelief", "adabelief", 1e-2, 0.05));
+  cases.push_back(make("adabelief amsgrad", "adabelief", 1e-2, 0.05, {{"amsgrad", "True"}}));
+  cases.push_back(make("adabelief coupled", "adabelief", 1e-2, 0.05, {{"decoupled_decay", "False"}}));
+  cases.push_back(make("adabelief fixed", "adabelief", 1e-2, 0.05, {{"fixed_decay", "True"}}));
+  cases.back().eps = 1e-8;
+  cases.push_back(make("radabelief", "radabelief", 1e-2, 0.05, {}, 12));
+  cases.push_back(make("radabelief no-sgd", "radabelief", 1e-2, 0.05, {{"degenerated_to_sgd", "False"}}, 12));
+  // timm Adopt
+  cases.push_back(make("adopt", "adopt", 1e-2, 0.05));
+  cases.push_back(make("adoptw", "adoptw", 1e-2, 0.05));
+  cases.push_back(make("cadoptw", "cadoptw", 1e-2, 0.05));
+  cases.push_back(make("adoptc", "adoptc", 1e-2, 0.05));
+  cases.push_back(make("adopt clip_exp=None", "adopt", 1e-2, 0.05, {{"clip_exp", "None"}}));
+  cases.back().betas = std::vector<double>{0.9, 0.999};
+  cases.push_back(make("adopt layer-decay", "adopt", 1e-2, 0.05));
+  cases.back().layer_decay = 0.5;
+  return cases;
+}
+
+timm::test::OptimOracle oracle(make_cases());  // runs timm on first use
+
+void check(const std::string& name) { oracle.expect_parity(name, kTolerance, kStateTolerance); }
+
+void check_round_trip(const std::string& name) {
+  timm::test::load_builtin_plugins();
+  const double diff = timm::test::save_load_round_trip(oracle.get(name));
+  MESSAGE(name << " resumed vs uninterrupted: max diff = " << diff);
+  CHECK(diff == 0.0);
+}
+
+}  // namespace
+
+TEST_CASE("adam matches torch.optim.Adam") {
+  for (const char* name : {"adam", "adam amsgrad", "adam decoupled", "adam eps+betas", "adam layer-decay"}) check(name);
+}
+
+TEST_CASE("nadam matches torch.optim.NAdam") {
+  for (const char* name : {"nadam", "nadam betas+momentum_decay", "nadam decoupled"}) check(name);
+}
+
+TEST_CASE("radam and radamw match torch.optim.RAdam") {
+  for (const char* name : {"radam", "radamw", "radam betas"}) check(name);
+}
+
+TEST_CASE("nadamw and its variants match timm's NAdamW") {
+  for (const char* name : {"nadamw", "cnadamw", "nadamc", "nadamw clipping", "nadamw layer-decay"}) check(name);
+}
+
+TEST_CASE("adabelief and radabelief match timm's AdaBelief") {
+  for (const char* name :
+       {"adabelief", "adabelief amsgrad", "adabelief coupled", "adabelief fixed", "radabelief", "radabelief no-sgd"}) {
+    check(name);
+  }
+}
+
+TEST_CASE("adopt and its variants match timm's Adopt") {
+  for (const char* name : {"adopt", "adoptw", "cadoptw", "adoptc", "adopt clip_exp=None", "adopt layer-decay"}) {
+    check(name);
+  }
+}
+
+TEST_CASE("the Adam family's state survives save and load") {
+  for (const char* name : {"adam amsgrad", "nadam", "radam", "cnadamw", "radabelief", "adabelief amsgrad", "cadoptw",
+                           "adopt layer-decay"}) {
+    check_round_trip(name);
+  }
+}
+
+TEST_CASE("the Adam family rejects bad arguments") {
+  timm::test::load_builtin_plugins();
+  timm::test::ParityModel model;
+  timm::OptimizerArgs args;
+  args.opt = "nadamw";
+  args.kwargs = {{"amsgrad", "True"}};
+  CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args), doctest::Contains("'nadamw' has no argument 'amsgrad'"),
+                       timm::UsageError);
+  args.opt = "adam";
+  args.kwargs = {};
+  args.betas = std::vector<double>{0.9, 1.0};
+  CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args), doctest::Contains("invalid beta parameter at index 1"),
+                       timm::UsageError);
+  args.betas.reset();
+  args.eps = -1.0;
+  CHECK_THROWS_AS(timm::create_optimizer(model, {}, args), timm::UsageError);
+  args.eps.reset();
+  args.opt = "adopt";
+  args.kwargs = {{"clip_exp", "abc"}};
+  CHECK_THROWS_AS(timm::create_optimizer(model, {}, args), timm::UsageError);
+  // --layer-decay needs a group_matcher.
+  args.kwargs = {};
+  args.layer_decay = 0.7;
+  CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args, {}, "mymodel"), doctest::Contains("'mymodel'"),
+                       timm::UsageError);
+}

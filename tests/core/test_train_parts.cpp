@@ -1,0 +1,243 @@
+// The training loop's parts against timm and torch (tests/oracle/
+// train_parts_oracle.py): losses, ModelEmaV3, gradient clipping, the
+// float16 gradient scaler and CPU autocast. The oracle draws the inputs and
+// computes its results; we compute ours from the same inputs.
+// Tolerance: |ours - timm| <= kAtol + kRtol * |timm| (float32 maths done in
+// a different order), exact where noted.
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/autocast_mode.h>
+#include <c10/core/GradMode.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+
+#include "test_support.hpp"
+#include "timm/io/safetensors.hpp"
+#include "timm/models/model.hpp"
+#include "timm/models/state_dict.hpp"
+#include "timm/optim/optimizer.hpp"
+#include "timm/train/amp.hpp"
+#include "timm/train/clip_grad.hpp"
+#include "timm/train/jsd_loss.hpp"
+#include "timm/train/losses.hpp"
+#include "timm/train/model_ema.hpp"
+
+// Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
+#include <doctest/doctest.h>
+
+namespace {
+
+constexpr double kAtol = 1e-6;
+constexpr double kRtol = 1e-5;
+
+// The oracle's tensors by name, computed once for the whole file.
+const std::map<std::string, at::Tensor>& oracle() {
+  static const std::map<std::string, at::Tensor> tensors = [] {
+    timm::test::TempDir dir;
+    const auto path = dir / "oracle.safetensors";
+    timm::test::run_oracle("train_parts_oracle.py", {path.string()});
+    std::map<std::string, at::Tensor> out;
+    for (auto& [name, tensor] : timm::read_safetensors(path)) out.emplace(name, tensor.clone());
+    return out;
+  }();
+  return tensors;
+}
+
+const at::Tensor& get(const std::string& name) {
+  const auto it = oracle().find(name);
+  REQUIRE_MESSAGE(it != oracle().end(), "the oracle wrote no tensor " << name);
+  return it->second;
+}
+
+void check_close(const at::Tensor& ours, const at::Tensor& expected, const std::string& what) {
+  INFO(what);
+  REQUIRE(ours.sizes() == expected.sizes());
+  const at::Tensor a = ours.to(at::kDouble), b = expected.to(at::kDouble);
+  const double excess = ((a - b).abs() - (kAtol + kRtol * b.abs())).max().item<double>();
+  CHECK_MESSAGE(excess <= 0.0, what << ": max |diff| " << (a - b).abs().max().item<double>());
+}
+
+// Mirrors the oracle's Tiny: conv, bn, fc.
+class TinyNetImpl : public timm::ClassifierImpl {
+ public:
+  TinyNetImpl() {
+    conv = register_module("conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3).bias(false)));
+    bn = register_module("bn", torch::nn::BatchNorm2d(4));
+    fc = register_module("fc", torch::nn::Linear(4, 3));
+  }
+  at::Tensor forward(at::Tensor x) override {
+    return fc->forward(at::relu(bn->forward(conv->forward(x))).mean({2, 3}));
+  }
+  int64_t num_classes() const override { return 3; }
+  const timm::PretrainedCfg& pretrained_cfg() const override { return cfg_; }
+
+  torch::nn::Conv2d conv{nullptr};
+  torch::nn::BatchNorm2d bn{nullptr};
+  torch::nn::Linear fc{nullptr};
+
+ private:
+  timm::PretrainedCfg cfg_;
+};
+
+timm::BinaryCrossEntropyOptions bce(double smoothing, std::optional<double> threshold = std::nullopt,
+                                    std::optional<double> pos_weight = std::nullopt, bool sum_classes = false) {
+  timm::BinaryCrossEntropyOptions options;
+  options.smoothing = smoothing;
+  options.target_threshold = threshold;
+  options.pos_weight = pos_weight;
+  options.sum_classes = sum_classes;
+  return options;
+}
+
+timm::TrainLossArgs loss_args(double smoothing, bool bce_loss = false, bool mixup = false, int64_t jsd_splits = 0) {
+  timm::TrainLossArgs args;
+  args.smoothing = smoothing;
+  args.bce_loss = bce_loss;
+  args.mixup_active = mixup;
+  args.jsd_loss = jsd_splits != 0;
+  args.num_aug_splits = jsd_splits;
+  return args;
+}
+
+void load_into(torch::nn::Module& module, const std::string& prefix) {
+  torch::NoGradGuard no_grad;
+  for (auto& [name, value] : timm::state_dict(module)) {
+    const at::Tensor& source = get(prefix + name);
+    value.copy_(source);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("losses equal timm's") {
+  const at::Tensor& logits = get("in.logits");
+  const at::Tensor& target = get("in.target");
+  const at::Tensor& dense = get("in.dense");
+  check_close(timm::label_smoothing_cross_entropy(logits, target, 0.1), get("out.ls_ce_0.1"), "label smoothing CE");
+  check_close(timm::soft_target_cross_entropy(logits, dense), get("out.soft_ce"), "soft-target CE");
+  check_close(timm::binary_cross_entropy(logits, target, bce(0.1)), get("out.bce_0.1"), "BCE");
+  check_close(timm::binary_cross_entropy(logits, target, bce(0.1, 0.2)), get("out.bce_thresh"),
+              "BCE, target threshold");
+  check_close(timm::binary_cross_entropy(logits, target, bce(0.0, std::nullopt, 2.0)), get("out.bce_pos"),
+              "BCE, pos weight");
+  check_close(timm::binary_cross_entropy(logits, target, bce(0.1, std::nullopt, std::nullopt, true)),
+              get("out.bce_sum"), "BCE, summed classes");
+  check_close(timm::binary_cross_entropy(logits, dense, bce(0.1, 0.15)), get("out.bce_dense"), "BCE, dense targets");
+  check_close(timm::jsd_cross_entropy(logits, target, 3, 12.0, 0.1), get("out.jsd_0.1"), "JSD, 3 splits");
+  check_close(timm::jsd_cross_entropy(logits, target, 2, 12.0, 0.0), get("out.jsd_0"), "JSD, 2 splits");
+  CHECK_THROWS_WITH(timm::jsd_cross_entropy(logits, target, 5, 12.0, 0.0),
+                    doctest::Contains("does not split into 5 equal augmentation splits"));
+}
+
+TEST_CASE("train.py's loss choice") {
+  const at::Tensor& logits = get("in.logits");
+  const at::Tensor& target = get("in.target");
+  check_close(timm::create_train_loss(loss_args(0.1))(logits, target), get("out.ls_ce_0.1"), "smoothing > 0");
+  check_close(timm::create_train_loss(loss_args(0.1, true))(logits, target), get("out.bce_0.1"), "--bce-loss");
+  check_close(timm::create_train_loss(loss_args(0.1, false, true))(logits, get("in.dense")), get("out.soft_ce"),
+              "mixup active");
+  check_close(timm::create_train_loss(loss_args(0.1, false, false, 3))(logits, target), get("out.jsd_0.1"),
+              "--jsd-loss");
+  CHECK_THROWS_WITH(timm::create_train_loss(loss_args(0.1, false, false, 1)),
+                    doctest::Contains("--jsd-loss needs --aug-splits"));
+}
+
+TEST_CASE("model EMA follows ModelEmaV3 with warmup") {
+  auto model = std::make_shared<TinyNetImpl>();
+  load_into(*model, "in.ema.init.");
+  timm::ModelEmaOptions options;
+  options.decay = 0.99;
+  options.min_decay = 0.1;
+  options.use_warmup = true;
+  timm::ModelEma ema(std::make_shared<TinyNetImpl>(), *model, options);
+  for (int step = 1; step <= 5; ++step) {
+    load_into(*model, "in.ema.step" + std::to_string(step) + ".");
+    ema.update(*model, step);
+  }
+  for (const auto& [name, value] : timm::state_dict(*ema.module())) check_close(value, get("out.ema." + name), name);
+  CHECK_FALSE(ema.module()->is_training());
+  CHECK(ema.decay_at(std::nullopt) == 0.99);
+  CHECK(ema.decay_at(1) == 0.0);
+}
+
+TEST_CASE("gradient clipping equals dispatch_clip_grad") {
+  for (const std::string mode : {"norm", "value", "agc"}) {
+    std::vector<at::Tensor> params;
+    for (int i = 0; i < 4; ++i) {
+      at::Tensor p = get("in.clip." + mode + ".p" + std::to_string(i)).clone().set_requires_grad(true);
+      p.mutable_grad() = get("in.clip." + mode + ".g" + std::to_string(i)).clone();
+      params.push_back(p);
+    }
+    const double value = mode == "norm" ? 1.0 : mode == "value" ? 0.05 : 0.01;
+    timm::dispatch_clip_grad(params, value, mode);
+    for (int i = 0; i < 4; ++i) {
+      check_close(params[i].grad(), get("out.clip." + mode + ".g" + std::to_string(i)),
+                  mode + " g" + std::to_string(i));
+    }
+  }
+  CHECK_THROWS_WITH(timm::dispatch_clip_grad({}, 1.0, "max"),
+                    doctest::Contains("--clip-mode 'max': expected norm, value or agc"));
+}
+
+TEST_CASE("the gradient scaler skips the non-finite step as torch's GradScaler") {
+  timm::test::load_builtin_plugins();
+  // One SGD parameter, as the oracle's torch.optim.SGD([w], lr=0.1).
+  struct Holder : torch::nn::Module {
+    at::Tensor w;
+  };
+  auto holder = std::make_shared<Holder>();
+  holder->w = holder->register_parameter("w", get("in.scaler.w").clone());
+  timm::OptimizerArgs args;
+  args.opt = "momentum";  // timm's plain SGD (its "sgd" is Nesterov)
+  args.lr = 0.1;
+  args.momentum = 0.0;
+  args.weight_decay = 0.0;
+  timm::OptimizerPtr optimizer = timm::create_optimizer(*holder, {}, args);
+  timm::GradScalerOptions scaler_options;
+  scaler_options.init_scale = 1024.0;
+  scaler_options.growth_interval = 2;
+  timm::GradScaler scaler(at::kCPU, scaler_options);
+  const std::vector<at::Tensor> params{holder->w};
+  for (int step = 0; step < 6; ++step) {
+    const at::Tensor x = get("in.scaler.x" + std::to_string(step));
+    const at::Tensor loss = at::matmul(x, holder->w.t()).pow(2).mean();
+    optimizer->zero_grad();
+    scaler.scale(loss).backward();
+    scaler.unscale_(params);
+    timm::dispatch_clip_grad(params, 1.0, "norm");
+    const bool stepped = scaler.step(*optimizer, params);
+    scaler.update();
+    CHECK(stepped == (step != 2));
+    check_close(holder->w.detach(), get("out.scaler.w" + std::to_string(step)), "w after step " + std::to_string(step));
+    CHECK(scaler.current_scale() == get("out.scaler.scale" + std::to_string(step)).item<double>());
+  }
+}
+
+TEST_CASE("CPU bfloat16 autocast gives torch.autocast's output") {
+  at::set_num_threads(1);
+  auto model = std::make_shared<TinyNetImpl>();
+  load_into(*model, "in.amp.");
+  model->eval();
+  torch::NoGradGuard no_grad;
+  at::Tensor y;
+  {
+    timm::AutocastGuard autocast(at::kCPU, timm::parse_amp_dtype("bfloat16"));
+    y = model->forward(get("in.amp.x"));
+  }
+  CHECK(get("out.amp.dtype_is_bf16").item<int64_t>() == 1);
+  const bool is_bf16 = y.scalar_type() == at::kBFloat16;
+  CHECK(is_bf16);
+  // Same kernels on the same bfloat16 casts, one thread as the oracle: exact.
+  const at::Tensor diff = (y.to(at::kFloat) - get("out.amp.y")).abs();
+  CHECK_MESSAGE(diff.max().item<double>() == 0.0, "max |diff| " << diff.max().item<double>());
+  // The guard restores the state it found.
+  CHECK_FALSE(at::autocast::is_autocast_enabled(at::kCPU));
+  CHECK_THROWS_WITH(timm::parse_amp_dtype("fp8"), doctest::Contains("--amp-dtype 'fp8': expected float16 or bfloat16"));
+}

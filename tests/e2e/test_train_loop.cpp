@@ -1,0 +1,155 @@
+// timm-run's training loop end to end on a small Fashion-MNIST subset:
+// exact resume (2 epochs straight == 1 epoch, stop, resume, 1 epoch, on a
+// cosine schedule with warmup, EMA, drop path, gradient accumulation and
+// clipping on), seed determinism,
+// --auto-resume, recovery checkpoints, bfloat16 AMP on CPU and NaN
+// detection.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "e2e_support.hpp"
+#include "test_support.hpp"
+#include "timm/io/safetensors.hpp"
+
+// Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
+#include <doctest/doctest.h>
+
+namespace fs = std::filesystem;
+using timm::test::run_command;
+
+namespace {
+
+// Weights of two runs agree to this (absolute): both are the same float32
+// computation on the same thread count, so in practice bit for bit.
+constexpr double kWeightsAtol = 1e-6;
+
+std::vector<std::string> run_args(const fs::path& out, const std::string& experiment, int epochs,
+                                  const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {(timm::test::bin_dir() / "timm-run").string(),
+                                   "--model",
+                                   "resnet18",
+                                   "--epochs",
+                                   std::to_string(epochs),
+                                   "--train-num-samples",
+                                   "256",
+                                   "--val-num-samples",
+                                   "128",
+                                   "-b",
+                                   "32",
+                                   "--lr",
+                                   "0.05",
+                                   "--sched",
+                                   "cosine",
+                                   "--warmup-epochs",
+                                   "1",
+                                   "-j",
+                                   "1",
+                                   "--seed",
+                                   "3",
+                                   "--output",
+                                   out.string(),
+                                   "--experiment",
+                                   experiment,
+                                   "--log-interval",
+                                   "4"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+const std::vector<std::string> kLoopFlags = {
+    "--model-ema", "--model-ema-decay", "0.9", "--drop-path", "0.1", "--grad-accum-steps", "3", "--clip-grad", "2.0"};
+
+std::vector<std::string> plus(std::vector<std::string> flags, const std::vector<std::string>& more) {
+  flags.insert(flags.end(), more.begin(), more.end());
+  return flags;
+}
+
+timm::test::CommandResult train(const std::vector<std::string>& args) {
+  auto run = run_command(args, std::chrono::seconds(900), {"OMP_NUM_THREADS=1"});
+  REQUIRE_MESSAGE(run.exit_code == 0, run.output);
+  return run;
+}
+
+double max_weight_diff(const fs::path& a, const fs::path& b) {
+  const auto wa = timm::read_safetensors(a), wb = timm::read_safetensors(b);
+  REQUIRE(wa.size() == wb.size());
+  double diff = 0.0;
+  for (std::size_t i = 0; i < wa.size(); ++i) {
+    REQUIRE(wa[i].first == wb[i].first);
+    diff = std::max(diff, (wa[i].second.to(at::kDouble) - wb[i].second.to(at::kDouble)).abs().max().item<double>());
+  }
+  return diff;
+}
+
+std::string last_line(const std::string& text) {
+  const auto end = text.find_last_not_of("\r\n");
+  const auto start = text.rfind('\n', end);
+  return text.substr(start + 1, end - start);
+}
+
+}  // namespace
+
+TEST_CASE("a resumed run ends with the weights of a straight run; the same seed repeats a run") {
+  timm::test::TempDir tmp;
+  train(run_args(tmp.path(), "straight", 2, kLoopFlags));
+  const auto first = train(run_args(tmp.path(), "first", 2, plus(kLoopFlags, {"--stop-after-epochs", "1"})));
+  CHECK(first.output.find("Train: 1 [") == std::string::npos);
+  const auto resumed = train(run_args(tmp.path(), "resumed", 2,
+                                      plus(kLoopFlags, {"--resume", (tmp / "first" / "last.safetensors").string()})));
+  CHECK(resumed.output.find("Loaded checkpoint") != std::string::npos);
+  CHECK(resumed.output.find("Train: 0 [") == std::string::npos);
+  CHECK(resumed.output.find("Test (EMA): ") != std::string::npos);
+
+  const double diff = max_weight_diff(tmp / "straight" / "last.safetensors", tmp / "resumed" / "last.safetensors");
+  MESSAGE("max |straight - resumed| weight difference: " << diff);
+  CHECK(diff <= kWeightsAtol);
+  // Epoch 1's row (EMA metrics, lr) is the same too.
+  CHECK(last_line(timm::test::read_file(tmp / "straight" / "summary.csv")) ==
+        last_line(timm::test::read_file(tmp / "resumed" / "summary.csv")));
+
+  SUBCASE("the same seed gives the same weights, another seed others") {
+    train(run_args(tmp.path(), "again", 2, plus(kLoopFlags, {"--stop-after-epochs", "1"})));
+    CHECK(max_weight_diff(tmp / "first" / "last.safetensors", tmp / "again" / "last.safetensors") == 0.0);
+    train(run_args(tmp.path(), "other-seed", 2, plus(kLoopFlags, {"--stop-after-epochs", "1", "--seed", "4"})));
+    CHECK(max_weight_diff(tmp / "first" / "last.safetensors", tmp / "other-seed" / "last.safetensors") > 1e-3);
+  }
+}
+
+TEST_CASE("--auto-resume continues from the newest checkpoint; recovery checkpoints are written") {
+  timm::test::TempDir tmp;
+  const auto first = train(run_args(tmp.path(), "auto", 1, {"--recovery-interval", "2", "--checkpoint-hist", "1"}));
+  // 8 updates, one recovery every 2 (after updates 1, 3, 5, 7); two kept.
+  CHECK(fs::exists(tmp / "auto" / "recovery-0-5.safetensors"));
+  CHECK(fs::exists(tmp / "auto" / "recovery-0-7.state.pt"));
+  CHECK_FALSE(fs::exists(tmp / "auto" / "recovery-0-3.safetensors"));
+  CHECK(fs::exists(tmp / "auto" / "checkpoint-0.safetensors"));
+  // The newest is the last recovery or last; either resumes at epoch 1.
+  const auto again = train(run_args(tmp.path(), "auto", 2, {"--auto-resume"}));
+  CHECK(again.output.find("Loaded checkpoint") != std::string::npos);
+  CHECK(again.output.find("Train: 0 [") == std::string::npos);
+  CHECK(again.output.find("Train: 1 [") != std::string::npos);
+}
+
+TEST_CASE("bfloat16 AMP trains on CPU") {
+  timm::test::TempDir tmp;
+  auto args = run_args(tmp.path(), "amp", 2, {"--amp", "--amp-dtype", "bfloat16"});
+  args[6] = "1024";  // --train-num-samples
+  const auto run = train(args);
+  CHECK(run.output.find("Using native Torch AMP. Training in mixed precision.") != std::string::npos);
+  // 10 balanced classes: chance is 10%.
+  CHECK(timm::test::number_after(run.output, "Test top-1:") > 30.0);
+}
+
+TEST_CASE("a diverging run stops at the non-finite loss, naming epoch and step") {
+  timm::test::TempDir tmp;
+  auto args = run_args(tmp.path(), "nan", 1, {});
+  args[12] = "1e12";  // --lr
+  const auto run = run_command(args, std::chrono::seconds(600), {"OMP_NUM_THREADS=1"});
+  CHECK(run.exit_code == 1);
+  CHECK(run.output.find("loss is ") != std::string::npos);
+  CHECK(run.output.find(" at epoch 0, step ") != std::string::npos);
+  CHECK(run.output.find("; stopping") != std::string::npos);
+}
