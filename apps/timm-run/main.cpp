@@ -52,14 +52,14 @@ int run(int argc, char** argv) {
   }
   timm::log_info(timm::format("Start-up: %zu plugins, %zu registry entries, config parsed in %.3f s", plugins.size(),
                               timm::Registry::global().size(), startup));
-  const timm::TrainResult result = timm::run_training(command.config);
+  const timm::TrainResult result = timm::run_training(command.config, plugins);
   if (result.last_eval) {
     timm::log_info(timm::format("Test top-1: %.2f%%  top-5: %.2f%%  loss: %.4f  (%lld images)", result.last_eval->top1,
                                 result.last_eval->top5, result.last_eval->loss,
                                 static_cast<long long>(result.last_eval->samples)));
   }
-  timm::log_info(timm::format("Train throughput: %.1f images/s; output in %s", result.train_images_per_second,
-                              result.output_dir.string().c_str()));
+  timm::log_info(timm::format("Train throughput: %.1f images/s%s%s", result.train_images_per_second,
+                              result.output_dir.empty() ? "" : "; output in ", result.output_dir.string().c_str()));
   return 0;
 }
 

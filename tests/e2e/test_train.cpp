@@ -76,10 +76,12 @@ TEST_CASE("bad input fails with a clear message and the right exit code") {
     CHECK(r.exit_code == 2);
     CHECK(r.output.find("not implemented yet") != std::string::npos);
   }
-  SUBCASE("a multi-process launch fails loudly until the distributed runtime lands") {
-    const auto r = run_command({timm_run(), "--epochs", "1"}, std::chrono::seconds(120), {"WORLD_SIZE=2", "RANK=0"});
+  SUBCASE("a rank whose peers never come fails within --dist-timeout, naming the rendezvous") {
+    const auto r = run_command({timm_run(), "--epochs", "1", "--device", "cpu", "--dist-timeout", "3"},
+                               std::chrono::seconds(60), {"WORLD_SIZE=2", "RANK=1", "MASTER_ADDR=127.0.0.1",
+                                                          "MASTER_PORT=9"});
     CHECK(r.exit_code == 1);
-    CHECK(r.output.find("WORLD_SIZE=2") != std::string::npos);
+    CHECK(r.output.find("rank 1: rendezvous at 127.0.0.1:9") != std::string::npos);
   }
   SUBCASE("a missing data folder names the folder") {
     const auto r = run_command({timm_run(), "--data-dir", "/nonexistent/imagenet", "--epochs", "1"});

@@ -48,6 +48,9 @@ constexpr std::array kImplementedFlags = {
     // timm-cpp's own.
     "config", "help", "plugin-dir", "list-models", "list-optimizers", "list-schedulers",
     "list-augmentations",
+    // Distributed runtime.
+    "no-ddp-bb", "dist-backend", "dist-timeout", "ddp-bucket-cap-mb",
+    "ddp-find-unused-parameters", "sync-bn", "split-bn", "aug-repeats",
 };
 
 using Strings = std::vector<std::string>;
@@ -522,6 +525,11 @@ void add_timm_cpp_group(std::vector<FlagSpec>& t) {
        .help = "distributed backend (empty: chosen from the device)"},
       {.name = "dist-timeout", .type = kInt, .default_value = Int(1800),
        .help = "timeout of distributed collectives in seconds"},
+      {.name = "ddp-bucket-cap-mb", .type = kFloat, .default_value = Float(25),
+       .help = "DDP gradient bucket size in MiB (torch's bucket_cap_mb; the first bucket is 1 MiB)"},
+      {.name = "ddp-find-unused-parameters", .type = kSwitch,
+       .help = "allow parameters that get no gradient (torch's find_unused_parameters); "
+               "otherwise they are an error naming them"},
   });
 }
 

@@ -128,7 +128,9 @@ Loader::~Loader() {
 }
 
 std::size_t Loader::num_batches() const {
-  const std::size_t n = dataset_->size();
+  // The sampler's length, not the dataset's: a distributed sampler gives each
+  // rank its share (every epoch the same length).
+  const std::size_t n = sampler_->indices(0).size();
   const std::size_t bs = static_cast<std::size_t>(options_.batch_size);
   return options_.drop_last ? n / bs : (n + bs - 1) / bs;
 }

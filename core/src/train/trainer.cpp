@@ -9,6 +9,7 @@
 #include <optional>
 
 #include <ATen/ATen.h>
+#include <c10/util/Exception.h>
 #include <torch/cuda.h>
 #include <torch/nn/module.h>
 #include <torch/utils.h>
@@ -22,7 +23,16 @@
 #include "timm/data/loader.hpp"
 #include "timm/data/mixup.hpp"
 #include "timm/data/transform.hpp"
+#include "timm/dist/ddp.hpp"
+#include "timm/dist/distribute_bn.hpp"
+#include "timm/dist/eval.hpp"
+#include "timm/dist/process_group.hpp"
+#include "timm/dist/sampler.hpp"
+#include "timm/dist/setup_check.hpp"
+#include "timm/dist/sync_batchnorm.hpp"
+#include "timm/dist/world.hpp"
 #include "timm/io/atomic_file.hpp"
+#include "timm/layers/split_batchnorm.hpp"
 #include "timm/log/log.hpp"
 #include "timm/models/channels_last.hpp"
 #include "timm/models/load_weights.hpp"
@@ -45,17 +55,9 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// Refuses a multi-process launch until the distributed runtime exists, rather
-// than training WORLD_SIZE independent copies.
-void require_single_process() {
-  const char* world = std::getenv("WORLD_SIZE");
-  if (world != nullptr && std::atoi(world) > 1) {
-    throw Error(std::string("WORLD_SIZE=") + world +
-                ": distributed training is not implemented yet; run a single process");
-  }
-}
-
-torch::Device resolve_device(const Config& config) {
+// As timm's init_distributed_device: in a distributed run the CUDA device
+// index is the local rank (a user-given index is dropped).
+torch::Device resolve_device(const Config& config, const dist::WorldInfo& world) {
   const std::string requested = config.get<std::string>("device");
   const torch::Device device(requested);
   if (device.is_cuda() && !torch::cuda::is_available()) {
@@ -64,7 +66,88 @@ torch::Device resolve_device(const Config& config) {
     }
     return torch::Device(torch::kCPU);  // timm's default 'cuda', on a machine without a GPU
   }
+  if (device.is_cuda() && world.distributed()) {
+    if (device.has_index() && device.index() != world.local_rank) {
+      log_warning(
+          format("device index %d removed from specified (%s).", static_cast<int>(device.index()), requested.c_str()));
+    }
+    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank));
+  }
   return device;
+}
+
+// The distributed side of a run; inactive (no group) for a single process.
+struct Distributed {
+  dist::WorldInfo world;
+  std::unique_ptr<dist::ProcessGroup> group;
+  std::unique_ptr<dist::DistributedDataParallel> ddp;
+
+  bool active() const { return group != nullptr; }
+  bool is_primary() const { return world.is_primary(); }
+  int size() const { return world.world_size; }
+
+  // Sums `values` over the ranks (in place); a no-op for a single process.
+  void sum(std::vector<double>& values, const std::string& what) const {
+    if (!active() || values.empty()) return;
+    std::vector<at::Tensor> io{at::tensor(values, at::kDouble)};
+    group->wait(group->comm()->allreduce(io), what);
+    std::copy(io[0].data_ptr<double>(), io[0].data_ptr<double>() + values.size(), values.begin());
+  }
+  // timm's reduce_tensor: the mean over ranks.
+  double mean(double value, const std::string& what) const {
+    std::vector<double> values{value};
+    sum(values, what);
+    return values[0] / static_cast<double>(size());
+  }
+};
+
+// Every rank must end with rank 0's parameters (DDP keeps them in step); a
+// difference means a bug or a rank that trained differently, so it is an
+// error rather than silently saving rank 0's. Each rank logs the checksum.
+void check_identical_parameters(torch::nn::Module& model, const Distributed& dist) {
+  uint64_t checksum = 0;
+  for (const auto& p : model.parameters()) {
+    const at::Tensor bytes = p.detach().to(at::kCPU).contiguous();
+    checksum = checksum * 1099511628211ULL ^
+               dist::fnv1a(std::string_view(static_cast<const char*>(bytes.data_ptr()), bytes.nbytes()));
+  }
+  log_info_all_ranks(
+      format("Rank %d final parameter checksum %016llx", dist.world.rank, static_cast<unsigned long long>(checksum)));
+  // Two halves as doubles compare exactly after a SUM of rank 0 - rank r.
+  std::vector<double> parts{static_cast<double>(checksum >> 32), static_cast<double>(checksum & 0xffffffffULL)};
+  std::vector<double> sums = parts;
+  dist.sum(sums, "allreduce of the final parameter checksums");
+  if (sums[0] != parts[0] * dist.size() || sums[1] != parts[1] * dist.size()) {
+    throw Error(format("rank %d: the final parameters differ between ranks (checksum %016llx here)", dist.world.rank,
+                       static_cast<unsigned long long>(checksum)));
+  }
+}
+
+// TIMM_BENCH_SKIP_ALLREDUCE=1 (bench/distributed.py only): DDP's hooks run
+// but the gradients stay local, to time a step without communication.
+bool bench_skips_allreduce() {
+  const char* skip = std::getenv("TIMM_BENCH_SKIP_ALLREDUCE");
+  return skip != nullptr && std::string(skip) == "1";
+}
+
+// The closing lines of a distributed run: how much of the all-reduce time
+// backward hid, and the check that every rank holds the same parameters.
+void finish_distributed(torch::nn::Module& model, Distributed& dist) {
+  if (!dist.active()) return;
+  if (dist.ddp && dist.ddp->reduced_backwards() > 0) {
+    const double alone = dist.ddp->time_allreduce_alone(3);
+    const double waited = dist.ddp->reduce_wait_seconds() / static_cast<double>(dist.ddp->reduced_backwards());
+    log_info(
+        format("DDP: %.1f ms per step waiting for all-reduces after backward; the same all-reduces alone take "
+               "%.1f ms (%.0f%% hidden behind backward)",
+               1000.0 * waited, 1000.0 * alone, alone > 0 ? 100.0 * std::max(0.0, 1.0 - waited / alone) : 0.0));
+  }
+  if (!bench_skips_allreduce()) check_identical_parameters(model, dist);
+  dist.ddp.reset();  // its hooks live on the model's parameters
+}
+
+void check_stop() {
+  if (const int signal = dist::stop_requested(); signal != 0) throw dist::Interrupted(signal);
 }
 
 std::string dataset_name(const Config& config) {
@@ -254,6 +337,7 @@ struct TrainContext {
   std::function<void(int64_t epoch, int64_t update_idx)> save_recovery;
   int64_t recovery_interval = 0;
   bool channels_last = false;
+  const Distributed* dist = nullptr;
   double images_seen = 0;
   double train_seconds = 0;
 };
@@ -331,7 +415,9 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
   int64_t accum = accum_steps;
   int64_t update_sample_count = 0;
   ctx.optimizer.zero_grad();
+  const Distributed& dist = *ctx.dist;
   while (auto batch = ctx.loader.next()) {
+    check_stop();
     const bool last_batch = batch_idx == num_batches - 1;
     const bool need_update = last_batch || (batch_idx + 1) % accum_steps == 0;
     const int64_t update_idx = batch_idx / accum_steps;
@@ -341,15 +427,21 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
     if (ctx.tools.mixup) target = ctx.tools.mixup->apply(input, target, mixup_rng).targets;
     data_time.update(static_cast<double>(accum) * seconds_since(data_start));
 
+    // Under DDP, the batches that do not update skip the all-reduce (torch's
+    // no_sync); the update's backward reduces the accumulated gradients.
+    std::optional<dist::DistributedDataParallel::NoSync> no_sync;
+    if (dist.ddp && !need_update) no_sync.emplace(dist.ddp->no_sync());
+    if (dist.ddp) dist.ddp->before_forward();
     at::Tensor loss = forward_loss(ctx, input, target);
     if (accum > 1) loss = loss / static_cast<double>(accum);
     const double loss_value = loss.item<double>() * static_cast<double>(accum);
     check_loss(ctx, loss_value, epoch, batch_idx);
     backward_and_step(ctx, loss, need_update);
+    no_sync.reset();
 
     const int64_t batch_size = input.size(0);
     if (std::isfinite(loss_value)) losses.update(loss_value, batch_size);
-    update_sample_count += batch_size;
+    update_sample_count += batch_size * dist.size();  // train.py: B x W, a global rate
     ++batch_idx;
     if (!need_update) {
       data_start = Clock::now();
@@ -364,15 +456,20 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
     update_start = Clock::now();
 
     if (update_idx % ctx.log_interval == 0 || last_batch) {
+      // train.py: the logged losses are the means over the ranks.
+      std::vector<double> logged{losses.val(), losses.avg()};
+      dist.sum(logged, "allreduce of the logged train loss");
+      const double loss_now = logged[0] / dist.size(), loss_avg = logged[1] / dist.size();
       log_info(
           format("Train: %lld [%4lld/%lld (%3.0f%%)]  Loss: %#.3g (%#.3g)  Time: %.3fs, %7.2f/s  "
                  "(%.3fs, %7.2f/s)  LR: %.3e  Data: %.3f (%.3f)",
                  static_cast<long long>(epoch), static_cast<long long>(update_idx), static_cast<long long>(updates),
-                 100.0 * (update_idx + 1) / updates, losses.val(), losses.avg(), update_time.val(),
+                 100.0 * (update_idx + 1) / updates, loss_now, loss_avg, update_time.val(),
                  update_sample_count / update_time.val(), update_time.avg(), update_sample_count / update_time.avg(),
                  ctx.optimizer.mean_lr(), data_time.val(), data_time.avg()));
     }
-    if (ctx.save_recovery && ctx.recovery_interval > 0 && (update_idx + 1) % ctx.recovery_interval == 0) {
+    if (ctx.save_recovery && dist.is_primary() && ctx.recovery_interval > 0 &&
+        (update_idx + 1) % ctx.recovery_interval == 0) {
       ctx.save_recovery(epoch, update_idx);
     }
     ctx.scheduler.step_update(num_updates, losses.avg());
@@ -380,14 +477,14 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
     data_start = Clock::now();
   }
   if (batch_idx == 0) throw Error("the training loader produced no batch; is the dataset smaller than --batch-size?");
-  return losses.avg();
+  return dist.active() ? dist.mean(losses.avg(), "allreduce of the epoch's train loss") : losses.avg();
 }
 
 // train.py's validate, but exact: losses and hits are summed over samples
 // and divided once, instead of averaging per-batch percentages.
 EvalMetrics validate(const ModelPtr& model, Loader& loader, const torch::Device& device, int64_t log_interval,
                      uint64_t seed, bool channels_last, std::optional<c10::ScalarType> amp_dtype,
-                     const std::string& log_suffix = "") {
+                     const Distributed& dist, const std::string& log_suffix = "") {
   model->eval();
   torch::NoGradGuard no_grad;
   loader.start_epoch(0);
@@ -427,6 +524,20 @@ EvalMetrics validate(const ModelPtr& model, Loader& loader, const torch::Device&
     }
     ++batch_idx;
   }
+  if (dist.active()) {
+    // Exact: every sample was evaluated on exactly one rank (ShardSampler);
+    // the sums over the ranks are the sums over the dataset.
+    dist::EvalSums local;
+    local.loss_sum = loss_sum;
+    local.top1_correct = top1;
+    local.top5_correct = top5;
+    local.count = samples;
+    const dist::EvalSums total = dist::all_reduce_eval_sums(local, dist.group->comm(), device);
+    loss_sum = total.loss_sum;
+    top1 = total.top1_correct;
+    top5 = total.top5_correct;
+    samples = total.count;
+  }
   if (samples == 0) throw Error("the validation loader produced no sample");
   return EvalMetrics{loss_sum / samples, 100.0 * top1 / samples, 100.0 * top5 / samples, samples};
 }
@@ -463,14 +574,38 @@ void print_result(std::vector<EpochRecord> records, const std::string& eval_metr
 }
 
 std::shared_ptr<Loader> make_loader(std::shared_ptr<const Dataset> dataset, bool is_training,
-                                    TransformPipeline transform, const Config& config, int64_t batch_size) {
+                                    TransformPipeline transform, const Config& config, int64_t batch_size,
+                                    const Distributed& dist) {
   const auto seed = static_cast<std::uint64_t>(config.get<int64_t>("seed"));
   LoaderOptions options;
   options.batch_size = batch_size;
   options.drop_last = is_training;
   options.num_workers = config.get<int64_t>("workers");
   options.seed = seed + (is_training ? 0 : 1);
-  auto sampler = make_local_sampler(dataset->size(), /*shuffle=*/is_training, seed);
+  std::shared_ptr<Sampler> sampler;
+  const auto size = static_cast<int64_t>(dataset->size());
+  const double aug_repeats = config.get<double>("aug_repeats");
+  if (!dist.active()) {
+    if (is_training && aug_repeats > 0) {
+      throw UsageError("--aug-repeats: RepeatAugment is only supported in distributed training (as timm's)");
+    }
+    sampler = make_local_sampler(dataset->size(), /*shuffle=*/is_training, seed);
+  } else if (!is_training) {
+    // Exact evaluation: every real sample on exactly one rank, no padding.
+    sampler = std::make_shared<dist::ShardSampler>(size, dist.size(), dist.world.rank);
+  } else if (aug_repeats > 0) {
+    dist::RepeatAugSamplerOptions repeat;
+    repeat.num_replicas = dist.size();
+    repeat.rank = dist.world.rank;
+    repeat.num_repeats = aug_repeats;
+    sampler = std::make_shared<dist::RepeatAugSampler>(size, repeat);
+  } else {
+    // torch's DistributedSampler as timm's create_loader makes it (shuffled, seed 0, padded).
+    dist::DistributedSamplerOptions options;
+    options.num_replicas = dist.size();
+    options.rank = dist.world.rank;
+    sampler = std::make_shared<dist::DistributedSampler>(size, options);
+  }
   return std::make_shared<Loader>(std::move(dataset), std::move(sampler), std::move(transform), options);
 }
 
@@ -604,15 +739,12 @@ void load_initial_weights(const Config& config, ClassifierImpl& model, int64_t i
   }
 }
 
-}  // namespace
-
-TrainResult run_training(const Config& config) {
-  check_implemented(config);
-  require_single_process();
-  const torch::Device device = resolve_device(config);
-  log_info("Training with a single process on 1 device (" + device.str() + ").");
+// The training itself, once the world is set up.
+TrainResult train(const Config& config, Distributed& dist, const torch::Device& device) {
   const int64_t seed = config.get<int64_t>("seed");
-  torch::manual_seed(static_cast<uint64_t>(seed));
+  // timm seeds seed + rank: augmentation differs per rank; DDP's start-up
+  // broadcast makes the initial weights rank 0's.
+  torch::manual_seed(static_cast<uint64_t>(seed + dist.world.rank));
 
   // Datasets first: their class count and defaults shape the model.
   const std::string dataset = dataset_name(config);
@@ -637,26 +769,61 @@ TrainResult run_training(const Config& config) {
   load_initial_weights(config, *model, in_chans);
   const DataConfig data_config = resolve_data_config(config, model->pretrained_cfg(), defaults);
   for (const auto& line : describe_data_config(data_config)) log_info(line);
+  if (config.get<bool>("split_bn")) {
+    // train.py: assert num_aug_splits > 1 or args.resplit.
+    const int64_t splits = config.get<int64_t>("aug_splits");
+    if (splits < 2 && !config.get<bool>("resplit"))
+      throw UsageError("--split-bn needs --aug-splits >= 2 (or --resplit)");
+    layers::convert_splitbn_model(*model, std::max<int64_t>(splits, 2));
+  }
   model->to(device);
+  const bool sync_bn = dist.active() && config.get<bool>("sync_bn");
+  if (sync_bn) {
+    dist::convert_sync_batchnorm(*model, dist.group->comm());
+    log_info(
+        "Converted model to use Synchronized BatchNorm. WARNING: You may have issues if using zero initialized BN "
+        "layers (enabled by default for ResNets) while sync-bn enabled.");
+  }
   StepTools tools = make_step_tools(config, device, num_classes);
   const bool channels_last = config.get<bool>("channels_last");
   if (channels_last) to_channels_last(*model);
 
   const int64_t batch_size = config.get<int64_t>("batch_size");
-  auto train_loader =
-      make_loader(train_set, true, create_transform(transform_args(config, data_config, true)), config, batch_size);
+  auto train_loader = make_loader(train_set, true, create_transform(transform_args(config, data_config, true)), config,
+                                  batch_size, dist);
   std::shared_ptr<Loader> eval_loader;
   if (eval_set) {
     const int64_t eval_batch = config.get_optional<int64_t>("validation_batch_size").value_or(batch_size);
-    eval_loader =
-        make_loader(eval_set, false, create_transform(transform_args(config, data_config, false)), config, eval_batch);
+    eval_loader = make_loader(eval_set, false, create_transform(transform_args(config, data_config, false)), config,
+                              eval_batch, dist);
   }
   log_info("Train transform: " + train_loader->transform().repr());
 
-  const double lr = resolve_lr(config, batch_size);
+  // train.py: the effective global batch is B x W x A.
+  const double lr = resolve_lr(config, batch_size * dist.size() * tools.grad_accum_steps);
   OptimizerPtr optimizer = create_optimizer(*model, model_name, optimizer_args(config, lr));
   log_info("Created " + optimizer->describe());
   tools.ema = make_model_ema(config, model_name, args_of_model, model);
+  if (dist.active()) {
+    // After the EMA, as train.py wraps DDP last.
+    dist::DdpOptions ddp_options;
+    ddp_options.bucket_cap_bytes = static_cast<int64_t>(config.get<double>("ddp_bucket_cap_mb") * 1024.0 * 1024.0);
+    ddp_options.find_unused_parameters = config.get<bool>("ddp_find_unused_parameters");
+    // SyncBatchNorm keeps the statistics in step already.
+    ddp_options.broadcast_buffers = !config.get<bool>("no_ddp_bb") && !sync_bn;
+    dist.ddp =
+        std::make_unique<dist::DistributedDataParallel>(*model, dist.group->comm(), ddp_options, dist.group.get());
+    log_info(format("Using native DDP (our reducer): %zu gradient buckets, %.2f MiB of gradients.",
+                    dist.ddp->bucket_parameter_names().size(), dist.ddp->gradient_bytes() / 1048576.0));
+    // For bench/distributed.py only: the step time without communication.
+    if (bench_skips_allreduce()) {
+      log_warning("TIMM_BENCH_SKIP_ALLREDUCE=1: gradients are NOT averaged over ranks (benchmark mode)");
+      dist.ddp->set_skip_allreduce(true);
+    }
+  }
+  // --dist-bn at each epoch end (train.py turns it off under --sync-bn).
+  std::optional<dist::DistBnMode> dist_bn;
+  if (dist.active() && !sync_bn) dist_bn = dist::parse_dist_bn(config.get<std::string>("dist_bn"));
 
   const std::string eval_metric = eval_loader ? config.get<std::string>("eval_metric") : "loss";
   const bool decreasing = eval_metric == "loss";
@@ -668,8 +835,12 @@ TrainResult run_training(const Config& config) {
              "LR stepped per %s.",
              static_cast<long long>(num_epochs), config.get<bool>("sched_on_updates") ? "update" : "epoch"));
 
-  const auto output_dir = make_output_dir(config.get<std::string>("output"), config.get<std::string>("experiment"),
-                                          model_name, data_config.input_size.back());
+  // Only the primary rank writes (train.py: output_dir and saver on the primary).
+  std::filesystem::path output_dir;
+  if (dist.is_primary()) {
+    output_dir = make_output_dir(config.get<std::string>("output"), config.get<std::string>("experiment"), model_name,
+                                 data_config.input_size.back());
+  }
   // What was actually used, as train.py's args.yaml records the computed lr:
   // rerunning with it as --config repeats this run.
   Config effective = config;
@@ -677,7 +848,7 @@ TrainResult run_training(const Config& config) {
   effective.set("lr", lr);
   effective.set("num_classes", num_classes);
   const std::string config_toml = effective.to_toml();
-  write_file_atomically(output_dir / "config.toml", config_toml);
+  if (dist.is_primary()) write_file_atomically(output_dir / "config.toml", config_toml);
 
   const int64_t start_epoch = resume_if_asked(config, output_dir, *model, *optimizer, tools);
   if (start_epoch > 0) {
@@ -688,14 +859,16 @@ TrainResult run_training(const Config& config) {
     }
   }
 
-  CheckpointSaver saver(output_dir, decreasing, config.get<int64_t>("checkpoint_hist"));
+  std::optional<CheckpointSaver> saver;
+  if (dist.is_primary()) saver.emplace(output_dir, decreasing, config.get<int64_t>("checkpoint_hist"));
   const CheckpointParts parts{*model, *optimizer, tools.ema.get(), tools.scaler.get()};
   TrainContext ctx{config,     device,        model, *optimizer,
                    *scheduler, *train_loader, tools, std::max<int64_t>(1, config.get<int64_t>("log_interval"))};
   ctx.channels_last = channels_last;
+  ctx.dist = &dist;
   ctx.recovery_interval = config.get<int64_t>("recovery_interval");
   ctx.save_recovery = [&](int64_t epoch, int64_t update_idx) {
-    saver.save_recovery(parts, TrainingState{epoch, std::nullopt, eval_metric, config_toml}, update_idx);
+    saver->save_recovery(parts, TrainingState{epoch, std::nullopt, eval_metric, config_toml}, update_idx);
   };
   TrainResult result;
   result.output_dir = output_dir;
@@ -705,6 +878,11 @@ TrainResult run_training(const Config& config) {
   const int64_t end_epoch = last_epoch_of_run(config, start_epoch, num_epochs);
   for (int64_t epoch = start_epoch; epoch < end_epoch; ++epoch) {
     const double train_loss = train_one_epoch(ctx, epoch);
+    if (dist_bn) {
+      log_info("Distributing BatchNorm running means and vars");
+      dist::distribute_bn(*model, dist.group->comm(), *dist_bn);
+      if (tools.ema) dist::distribute_bn(*tools.ema->module(), dist.group->comm(), *dist_bn);
+    }
     if ((epoch + 1) % val_interval != 0 && epoch + 1 != end_epoch) {
       log_info("Skipping eval and checkpointing ");
       scheduler->step(epoch + 1, std::nullopt);
@@ -713,24 +891,28 @@ TrainResult run_training(const Config& config) {
     EpochRecord record{epoch, train_loss, std::nullopt};
     if (eval_loader) {
       record.eval = validate(model, *eval_loader, device, ctx.log_interval, static_cast<uint64_t>(seed), channels_last,
-                             tools.amp_dtype);
+                             tools.amp_dtype, dist);
       // As train.py: with an EMA (not forced to CPU), its metrics are the
       // epoch's, for the summary, the best checkpoint and the plateau lr.
       if (tools.ema && !tools.ema->options().device) {
         record.eval = validate(tools.ema->module(), *eval_loader, device, ctx.log_interval, static_cast<uint64_t>(seed),
-                               channels_last, tools.amp_dtype, " (EMA)");
+                               channels_last, tools.amp_dtype, dist, " (EMA)");
       }
     }
     const double metric = record.eval ? metric_of(*record.eval, eval_metric) : train_loss;
-    std::vector<std::pair<std::string, double>> eval_columns;
-    if (record.eval)
-      eval_columns = {{"loss", record.eval->loss}, {"top1", record.eval->top1}, {"top5", record.eval->top5}};
-    update_summary(output_dir / "summary.csv", epoch, {{"loss", train_loss}}, eval_columns, optimizer->mean_lr(),
-                   /*write_header=*/!best_metric.has_value());
-
-    const auto [best, best_epoch] = saver.save(parts, TrainingState{epoch, metric, eval_metric, config_toml});
-    best_metric = best;
-    result.best_epoch = best_epoch;
+    if (dist.is_primary()) {
+      std::vector<std::pair<std::string, double>> eval_columns;
+      if (record.eval)
+        eval_columns = {{"loss", record.eval->loss}, {"top1", record.eval->top1}, {"top5", record.eval->top5}};
+      update_summary(output_dir / "summary.csv", epoch, {{"loss", train_loss}}, eval_columns, optimizer->mean_lr(),
+                     /*write_header=*/!best_metric.has_value());
+      const auto [best, best_epoch] = saver->save(parts, TrainingState{epoch, metric, eval_metric, config_toml});
+      best_metric = best;
+      result.best_epoch = best_epoch;
+    } else if (!best_metric || (decreasing ? metric < *best_metric : metric > *best_metric)) {
+      best_metric = metric;  // the same metric on every rank (reduced eval)
+      result.best_epoch = epoch;
+    }
     records.push_back(record);
     result.last_eval = record.eval;
     scheduler->step(epoch + 1, metric);
@@ -741,12 +923,53 @@ TrainResult run_training(const Config& config) {
     log_info(format("*** Best metric: %s (epoch %lld)", python_float_repr(*best_metric).c_str(),
                     static_cast<long long>(result.best_epoch)));
   }
-  print_result(records, eval_metric);
-  // The run's curves (loss, accuracy, lr) beside its summary.
-  if (std::filesystem::exists(output_dir / "summary.csv")) {
-    plot_summary(output_dir / "summary.csv", output_dir / "summary.svg");
+  if (dist.is_primary()) {
+    print_result(records, eval_metric);
+    // The run's curves (loss, accuracy, lr) beside its summary.
+    if (std::filesystem::exists(output_dir / "summary.csv")) {
+      plot_summary(output_dir / "summary.csv", output_dir / "summary.svg");
+    }
   }
+  finish_distributed(*model, dist);
   return result;
+}
+
+}  // namespace
+TrainResult run_training(const Config& config, const std::vector<LoadedPlugin>& plugins) {
+  check_implemented(config);
+  dist::install_stop_handlers();
+  Distributed dist;
+  dist.world = dist::world_from_env(dist::current_env());
+  const torch::Device device = resolve_device(config, dist.world);
+  if (!dist.world.distributed()) {
+    log_info("Training with a single process on 1 device (" + device.str() + ").");
+    return train(config, dist, device);
+  }
+  setup_logging(dist.world.rank, dist.world.world_size);
+  dist.group = dist::ProcessGroup::create(
+      dist.world, device,
+      {config.get<std::string>("dist_backend"), std::chrono::seconds(config.get<int64_t>("dist_timeout"))});
+  log_info_all_ranks(
+      format("Training in distributed mode with multiple processes, 1 device per process.Process %d, "
+             "total %d, device %s.",
+             dist.world.rank, dist.world.world_size, device.str().c_str()));
+  try {
+    dist::check_same_setup(*dist.group, dist::describe_plugins(plugins), dist::describe_config(config));
+    return train(config, dist, device);
+  } catch (const dist::Interrupted&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (const int signal = dist::stop_requested(); signal != 0) throw dist::Interrupted(signal);
+    // Tell the peers why this rank stops, then leave through the destructors
+    // (the DDP hooks first, then the communicator).
+    const Error* error = dynamic_cast<const Error*>(&e);
+    const c10::Error* c10_error = dynamic_cast<const c10::Error*>(&e);
+    const std::string message = c10_error != nullptr ? std::string(c10_error->what_without_backtrace()) : e.what();
+    dist.group->publish_failure(message);
+    if (error != nullptr) throw;
+    // A collective outside our waits (e.g. a layer's own) failed: name the rank.
+    throw Error(dist.group->explain_failure("a collective in the training step", message));
+  }
 }
 
 }  // namespace timm

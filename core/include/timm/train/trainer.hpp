@@ -1,5 +1,6 @@
 // The training run of timm-run: timm's train.py main(), train_one_epoch()
-// and validate(), single process.
+// and validate(), on one process or, launched by torchrun, Slurm or MPI, on
+// many (timm::dist: DDP, rank 0 writes the outputs).
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <optional>
 
 #include "timm/config/config.hpp"
+#include "timm/core/plugin_loader.hpp"
 
 namespace timm {
 
@@ -26,7 +28,9 @@ struct TrainResult {
 };
 
 // Runs the whole training described by `config` (already parsed; plugins
-// already loaded). Throws Error/UsageError on bad input.
-TrainResult run_training(const Config& config);
+// already loaded, `plugins` lists them for the distributed start-up check that
+// every rank loaded the same). Throws Error/UsageError on bad input, and
+// dist::Interrupted on SIGINT/SIGTERM.
+TrainResult run_training(const Config& config, const std::vector<LoadedPlugin>& plugins = {});
 
 }  // namespace timm

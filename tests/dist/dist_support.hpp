@@ -1,0 +1,46 @@
+// Helpers for the multi-process tests: free loopback ports picked at test
+// time and the environment torchrun would give a rank.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace timm::test {
+
+// A TCP port free right now on 127.0.0.1 (the kernel picks it).
+inline int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    if (fd >= 0) close(fd);
+    throw std::runtime_error("cannot find a free port");
+  }
+  const int port = ntohs(address.sin_port);
+  close(fd);
+  return port;
+}
+
+// torchrun's variables for one rank of a one-machine job.
+inline std::vector<std::string> rank_env(int rank, int world, int port) {
+  return {"RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(world), "LOCAL_RANK=" + std::to_string(rank),
+          "MASTER_ADDR=127.0.0.1",        "MASTER_PORT=" + std::to_string(port), "OMP_NUM_THREADS=1"};
+}
+
+// The same as "VAR=value ..." words for a shell command line.
+inline std::string env_words(const std::vector<std::string>& env) {
+  std::string words;
+  for (const auto& e : env) words += e + " ";
+  return words;
+}
+
+}  // namespace timm::test
