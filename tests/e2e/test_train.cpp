@@ -72,9 +72,9 @@ TEST_CASE("bad input fails with a clear message and the right exit code") {
     CHECK(r.output.find("did you mean 'resnet18'") != std::string::npos);
   }
   SUBCASE("a flag not implemented yet fails loudly") {
-    const auto r = run_command({timm_run(), "--model-ema", "--epochs", "1"});
+    const auto r = run_command({timm_run(), "--torchscript", "--epochs", "1"});
     CHECK(r.exit_code == 2);
-    CHECK(r.output.find("not implemented yet") != std::string::npos);
+    CHECK(r.output.find("--torchscript is not implemented yet") != std::string::npos);
   }
   SUBCASE("a rank whose peers never come fails within --dist-timeout, naming the rendezvous") {
     const auto r = run_command({timm_run(), "--epochs", "1", "--device", "cpu", "--dist-timeout", "3"},
