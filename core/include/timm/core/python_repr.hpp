@@ -10,4 +10,7 @@ namespace timm {
 // for whole numbers, exponent form below 1e-4 and from 1e16 ("1e-05").
 std::string python_float_repr(double value);
 
+// Python's repr of a bool: "True" or "False".
+inline std::string py_bool(bool value) { return value ? "True" : "False"; }
+
 }  // namespace timm

@@ -27,6 +27,7 @@
 
 #include <ATen/ATen.h>
 
+#include "timm/core/python_repr.hpp"
 #include "timm/optim/optimizer.hpp"
 
 namespace timm {
@@ -135,7 +136,5 @@ struct OptionalFloatArg {
 OptionalFloatArg optional_float_kwarg(const OptimizerArgs& args, const OptimizerKwargs& kwargs, const std::string& key,
                                       std::optional<double> fallback);
 
-// "True" / "False".
-inline std::string py_bool(bool value) { return value ? "True" : "False"; }
 
 }  // namespace timm

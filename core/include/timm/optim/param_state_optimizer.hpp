@@ -11,6 +11,7 @@
 
 #include <ATen/ATen.h>
 
+#include "timm/core/python_repr.hpp"
 #include "timm/optim/optimizer.hpp"
 
 namespace timm {
@@ -83,7 +84,5 @@ std::vector<at::Tensor> cautious(const std::vector<at::Tensor>& updates, const s
 // else the optimizer's default tuple `fallback`.
 std::string betas_repr(const OptimizerArgs& args, const OptimizerKwargs& kwargs, const std::vector<double>& fallback);
 
-// Python's repr of a bool.
-inline std::string py_bool(bool value) { return value ? "True" : "False"; }
 
 }  // namespace timm
