@@ -133,7 +133,7 @@ TEST_CASE("losses equal timm's") {
   check_close(timm::jsd_cross_entropy(logits, target, 3, 12.0, 0.1), get("out.jsd_0.1"), "JSD, 3 splits");
   check_close(timm::jsd_cross_entropy(logits, target, 2, 12.0, 0.0), get("out.jsd_0"), "JSD, 2 splits");
   CHECK_THROWS_WITH(timm::jsd_cross_entropy(logits, target, 5, 12.0, 0.0),
-                    doctest::Contains("does not split into 5 equal augmentation splits"));
+                    doctest::Contains("does not split into 5 equal parts"));
 }
 
 TEST_CASE("train.py's loss choice") {
