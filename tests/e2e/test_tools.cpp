@@ -137,7 +137,7 @@ TEST_CASE("timm-validate on a folder of checkpoints writes one CSV row per check
                                    "32", "-j", "1", "--results-file", (tmp / "val.csv").string()});
   REQUIRE_MESSAGE(result.exit_code == 0, result.output);
   const json parsed = json::parse(run_oracle("tools_oracle.py", {"parse", (tmp / "val.csv").string()}));
-  CHECK(parsed["rows"] == 2);  // last and model_best
+  CHECK(parsed["rows"] == 3);  // last, checkpoint-0 and model_best
   CHECK(parsed["columns"] == json({"model", "top1", "top1_err", "top5", "top5_err", "loss", "param_count", "img_size",
                                    "crop_pct", "interpolation", "checkpoint"}));
 

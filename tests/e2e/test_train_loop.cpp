@@ -136,7 +136,7 @@ TEST_CASE("--auto-resume continues from the newest checkpoint; recovery checkpoi
 
 TEST_CASE("bfloat16 AMP trains on CPU") {
   timm::test::TempDir tmp;
-  auto args = run_args(tmp.path(), "amp", 2, {"--amp", "--amp-dtype", "bfloat16"});
+  auto args = run_args(tmp.path(), "amp", 2, {"--amp", "--amp-dtype", "bfloat16", "--warmup-epochs", "0"});
   args[6] = "1024";  // --train-num-samples
   const auto run = train(args);
   CHECK(run.output.find("Using native Torch AMP. Training in mixed precision.") != std::string::npos);
@@ -146,7 +146,7 @@ TEST_CASE("bfloat16 AMP trains on CPU") {
 
 TEST_CASE("a diverging run stops at the non-finite loss, naming epoch and step") {
   timm::test::TempDir tmp;
-  auto args = run_args(tmp.path(), "nan", 1, {});
+  auto args = run_args(tmp.path(), "nan", 1, {"--warmup-epochs", "0"});
   args[12] = "1e12";  // --lr
   const auto run = run_command(args, std::chrono::seconds(600), {"OMP_NUM_THREADS=1"});
   CHECK(run.exit_code == 1);
