@@ -2,6 +2,9 @@
 # Idempotent set-up: Debian packages, the pinned Python environment (torch for
 # LibTorch, timm as the test oracle), CMake configure and build.
 # Each step is skipped when already done, so a second run costs seconds.
+#
+# Usage: setup.sh [TARGET...]   builds only those CMake targets (default: all),
+# e.g. `setup.sh timm_runtime` for timm-run and the plugins alone.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
@@ -42,10 +45,12 @@ configure_and_build() {
       -DTIMM_PYTHON="$TIMM_CPP_VENV/bin/python" \
       -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >&2
   fi
-  log "building"
-  cmake --build "$TIMM_CPP_BUILD" -j "$(nproc)" >&2
+  local targets=()
+  [ $# -gt 0 ] && targets=(--target "$@")
+  log "building ${*:-everything}"
+  cmake --build "$TIMM_CPP_BUILD" -j "$(nproc)" "${targets[@]}" >&2
 }
 
 install_apt_packages
 create_venv
-configure_and_build
+configure_and_build "$@"

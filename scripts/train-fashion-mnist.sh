@@ -10,7 +10,7 @@
 # or colour jitter (at 28 pixels they cost several points in one epoch).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
-"$TIMM_CPP_ROOT/scripts/setup.sh"
+"$TIMM_CPP_ROOT/scripts/setup.sh" timm_runtime  # timm-run and the plugins, not the tests
 recipe=(--model resnet18 --epochs 1 -b 64 --lr 0.1 --warmup-epochs 0 --sched-on-updates --no-aug -j 2
         --log-interval 100 --output "$TIMM_CPP_ROOT/output/train")
 echo "timm-run ${recipe[*]} $*" >&2

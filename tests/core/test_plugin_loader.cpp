@@ -18,7 +18,7 @@ using timm::Registry;
 
 namespace {
 
-fs::path fixture(const std::string& name) { return fs::path(TIMM_TEST_FIXTURE_DIR) / name; }
+fs::path fixture(const std::string& name) { return timm::test::fixture_dir() / name; }
 fs::path fixture_so(const std::string& name) { return fixture(name) / (name + ".so"); }
 
 // The message of the timm::Error that `f` throws; fails the test if none.

@@ -97,7 +97,7 @@ double seconds_in(const std::string& output) {
 
 TEST_CASE("a rank that loaded a different plugin set stops every rank at start-up, naming it") {
   timm::test::TempDir tmp;
-  const std::string extra_plugins = std::string(TIMM_TEST_FIXTURE_DIR) + "/fixture_good";
+  const std::string extra_plugins = (timm::test::fixture_dir() / "fixture_good").string();
   const auto args = run_args(tmp / "out", 30);
   const auto results = run_pair({{}, {"TIMM_PLUGIN_PATH=" + extra_plugins}}, {args, args});
   for (const auto& r : results) {

@@ -138,3 +138,42 @@ TEST_CASE("npy round trip and malformed npy files") {
   timm::write_file_atomically(dir / "short.npy", bytes.substr(0, bytes.size() - 4));
   CHECK_THROWS_WITH_AS(timm::read_npy(dir / "short.npy"), doctest::Contains("needs 96"), timm::Error);
 }
+
+namespace {
+
+// A version 1.0 .npy file with `header` as its dict and `payload` bytes after it.
+std::string npy_with_header(const std::string& header, size_t payload) {
+  std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+  bytes += static_cast<char>(header.size() & 0xff);
+  bytes += static_cast<char>(header.size() >> 8);
+  return bytes + header + std::string(payload, '\0');
+}
+
+}  // namespace
+
+TEST_CASE("hostile npy headers fail naming the problem, before any allocation") {
+  timm::test::TempDir dir;
+  const auto read = [&](const std::string& header, size_t payload) {
+    timm::write_file_atomically(dir / "h.npy", npy_with_header(header, payload));
+    return timm::read_npy(dir / "h.npy");
+  };
+  CHECK(at::equal(read("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 24), at::zeros({2, 3})));
+  CHECK(read("{\"descr\":'<i8','fortran_order':False,'shape':()}", 8).dim() == 0);
+  // 2^40 x 2^30 elements: refused from the file size, never allocated.
+  CHECK_THROWS_WITH_AS(read("{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 1073741824), }", 8),
+                       doctest::Contains("needs more"), timm::Error);
+  CHECK_THROWS_WITH_AS(read("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", 8),
+                       doctest::Contains("bad shape"), timm::Error);
+  CHECK_THROWS_WITH_AS(read("{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3), }", 8),
+                       doctest::Contains("bad shape"), timm::Error);
+  CHECK_THROWS_WITH_AS(read("{'descr': '<f4', 'fortran_order': False, 'shape': 6, }", 8),
+                       doctest::Contains("expected a tuple"), timm::Error);
+  CHECK_THROWS_WITH_AS(read("{'descr': '<f4', 'fortran_order': False, }", 8), doctest::Contains("no valid 'shape'"),
+                       timm::Error);
+  CHECK_THROWS_WITH_AS(read("{'descr': '<f4', 'fortran_order': False, 'shape': (2,", 8),
+                       doctest::Contains("no valid 'shape'"), timm::Error);
+  CHECK_THROWS_WITH_AS(read("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", 8),
+                       doctest::Contains("unsupported dtype"), timm::Error);
+  CHECK_THROWS_WITH_AS(read("{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }", 8),
+                       doctest::Contains("Fortran-order"), timm::Error);
+}

@@ -26,6 +26,7 @@ std::filesystem::path plugin_dir() { return TIMM_TEST_PLUGIN_DIR; }
 std::filesystem::path bin_dir() { return TIMM_TEST_BIN_DIR; }
 std::filesystem::path source_dir() { return TIMM_TEST_SOURCE_DIR; }
 std::filesystem::path build_dir() { return TIMM_TEST_BUILD_DIR; }
+std::filesystem::path fixture_dir() { return TIMM_TEST_FIXTURE_DIR; }
 std::string python() { return TIMM_TEST_PYTHON; }
 
 void load_builtin_plugins() {

@@ -19,6 +19,10 @@ std::filesystem::path bin_dir();
 std::filesystem::path source_dir();
 std::filesystem::path build_dir();
 
+// The folder of the loader's fixture plugins (tests/fixtures/plugins), one
+// sub-folder per fixture.
+std::filesystem::path fixture_dir();
+
 // Loads every built plugin into Registry::global(), once per process.
 void load_builtin_plugins();
 

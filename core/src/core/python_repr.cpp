@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <string_view>
 
 namespace timm {
 
@@ -26,7 +27,12 @@ std::string python_float_repr(double value) {
   std::string out;
   if (exponent < -4 || exponent >= 16) {
     out = digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
+    // Appended piece by piece: g++ 12 warns falsely (-Wstringop-overflow) on
+    // "literal" + std::string&& here.
+    if (digits.size() > 1) {
+      out += '.';
+      out += std::string_view(digits).substr(1);
+    }
     out += exponent < 0 ? "e-" : "e+";
     const int magnitude = std::abs(exponent);
     out += (magnitude < 10 ? "0" : "") + std::to_string(magnitude);

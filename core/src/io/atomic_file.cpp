@@ -18,7 +18,12 @@ fs::path folder_of(const fs::path& path) { return path.parent_path().empty() ? f
 }  // namespace
 
 AtomicFile::AtomicFile(const fs::path& path, std::string what) : path_(path), what_(std::move(what)) {
-  std::string pattern = (folder_of(path) / ("." + path.filename().string() + ".tmp-XXXXXX")).string();
+  // Built by appending: g++ 12 warns falsely (-Wstringop-overflow) on
+  // "literal" + std::string&&.
+  std::string temp_name = ".";
+  temp_name += path.filename().string();
+  temp_name += ".tmp-XXXXXX";
+  std::string pattern = (folder_of(path) / temp_name).string();
   fd_ = ::mkstemp(pattern.data());
   if (fd_ < 0) fail("cannot create a temporary file in '" + folder_of(path).string() + "': " + std::strerror(errno));
   temp_path_ = pattern;

@@ -1,7 +1,8 @@
 #include "timm/io/npy.hpp"
 
 #include <cstring>
-#include <regex>
+#include <cctype>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,13 +44,70 @@ std::string read_all(const std::filesystem::path& path) {
   return {bytes.begin(), bytes.end()};
 }
 
-// The value of 'key' in the header dict literal, as raw text.
-std::string header_field(const std::filesystem::path& path, const std::string& header, const std::string& key,
-                         const std::string& value_pattern) {
-  const std::regex pattern("['\"]" + key + "['\"]\\s*:\\s*(" + value_pattern + ")");
-  std::smatch match;
-  if (!std::regex_search(header, match, pattern)) fail(path, "header has no valid '" + key + "': " + header);
-  return match[1].str();
+// The value of 'key' in the header's dict literal, as raw text: a quoted
+// string with its quotes, a parenthesised tuple with its parentheses, or a
+// bare word (True, False). Hand-parsed: the header is file content.
+std::string header_field(const std::filesystem::path& path, const std::string& header, const std::string& key) {
+  const auto missing = [&]() { fail(path, "header has no valid '" + key + "': " + header); };
+  size_t pos = std::string::npos;
+  for (const char quote : {'\'', '"'}) {
+    const std::string quoted_key = std::string(1, quote) + key + quote;
+    pos = header.find(quoted_key);
+    if (pos != std::string::npos) {
+      pos += quoted_key.size();
+      break;
+    }
+  }
+  if (pos == std::string::npos) missing();
+  const auto skip_spaces = [&]() {
+    while (pos < header.size() && (header[pos] == ' ' || header[pos] == '\t')) ++pos;
+  };
+  skip_spaces();
+  if (pos >= header.size() || header[pos] != ':') missing();
+  ++pos;
+  skip_spaces();
+  if (pos >= header.size()) missing();
+  const char first = header[pos];
+  size_t end = std::string::npos;
+  if (first == '\'' || first == '"') {
+    end = header.find(first, pos + 1);
+  } else if (first == '(') {
+    end = header.find(')', pos + 1);
+  } else {
+    end = pos;
+    while (end < header.size() && std::isalnum(static_cast<unsigned char>(header[end]))) ++end;
+    if (end == pos) missing();
+    return header.substr(pos, end - pos);
+  }
+  if (end == std::string::npos) missing();
+  return header.substr(pos, end + 1 - pos);
+}
+
+// The dimensions of a shape tuple such as "(3, 224, 224)" or "(10,)", each
+// checked so that the element count cannot overflow.
+std::vector<int64_t> parse_shape(const std::filesystem::path& path, const std::string& text) {
+  std::vector<int64_t> shape;
+  const auto bad = [&]() { fail(path, "bad shape " + text + " (expected a tuple of non-negative integers)"); };
+  int64_t numel = 1;
+  size_t pos = 1;  // after '('
+  while (pos + 1 < text.size()) {
+    const char c = text[pos];
+    if (c == ' ' || c == ',') {
+      ++pos;
+      continue;
+    }
+    if (!std::isdigit(static_cast<unsigned char>(c))) bad();
+    int64_t dim = 0;
+    while (pos + 1 < text.size() && std::isdigit(static_cast<unsigned char>(text[pos]))) {
+      if (dim > (std::numeric_limits<int64_t>::max() - 9) / 10) bad();
+      dim = dim * 10 + (text[pos] - '0');
+      ++pos;
+    }
+    if (dim > 0 && numel > std::numeric_limits<int64_t>::max() / dim) bad();
+    numel *= dim;
+    shape.push_back(dim);
+  }
+  return shape;
 }
 
 }  // namespace
@@ -74,7 +132,7 @@ at::Tensor read_npy(const std::filesystem::path& path) {
   const std::string header = data.substr(offset, header_len);
   offset += header_len;
 
-  const std::string descr = header_field(path, header, "descr", "'[^']*'|\"[^\"]*\"");
+  const std::string descr = header_field(path, header, "descr");
   const std::string code = descr.substr(1, descr.size() - 2);
   if (code.size() != 3 || (code[0] != '<' && code[0] != '|' && code[0] != '=')) {
     fail(path, "unsupported dtype " + descr + " (expected a little-endian numeric type such as '<f4')");
@@ -84,22 +142,24 @@ at::Tensor read_npy(const std::filesystem::path& path) {
     if (t.code == std::string_view(code).substr(1)) type = &t;
   }
   if (type == nullptr) fail(path, "unsupported dtype " + descr);
-  if (header_field(path, header, "fortran_order", "True|False") == "True") {
+  if (header_field(path, header, "fortran_order") == "True") {
     fail(path, "Fortran-order arrays are not supported; save with np.ascontiguousarray");
   }
-  const std::string shape_text = header_field(path, header, "shape", "\\([^)]*\\)");
-  std::vector<int64_t> shape;
-  const std::regex number("\\d+");
-  for (auto it = std::sregex_iterator(shape_text.begin(), shape_text.end(), number); it != std::sregex_iterator();
-       ++it) {
-    shape.push_back(std::stoll(it->str()));
+  const std::string shape_text = header_field(path, header, "shape");
+  if (shape_text.front() != '(') fail(path, "bad shape " + shape_text + " (expected a tuple)");
+  const std::vector<int64_t> shape = parse_shape(path, shape_text);
+  // The size is checked against the file before anything is allocated.
+  const size_t available = data.size() - offset;
+  const size_t element_size = c10::elementSize(type->dtype);
+  size_t numel = 1;
+  for (const int64_t dim : shape) numel *= static_cast<size_t>(dim);
+  if (numel > available / element_size || numel * element_size != available) {
+    const std::string needed = numel > available / element_size ? "more" : std::to_string(numel * element_size);
+    fail(path, "data holds " + std::to_string(available) + " bytes, the shape " + shape_text + " of " + descr +
+                   " needs " + needed);
   }
   at::Tensor out = at::empty(shape, at::TensorOptions().dtype(type->dtype));
-  const size_t nbytes = static_cast<size_t>(out.numel()) * out.element_size();
-  if (data.size() - offset != nbytes) {
-    fail(path, "data holds " + std::to_string(data.size() - offset) + " bytes, the shape " + shape_text + " of " +
-                   descr + " needs " + std::to_string(nbytes));
-  }
+  const size_t nbytes = available;
   if (nbytes > 0) std::memcpy(out.data_ptr(), data.data() + offset, nbytes);
   return out;
 }
