@@ -24,6 +24,7 @@
 #include "test_support.hpp"
 #include "timm/core/registry.hpp"
 #include "timm/io/safetensors.hpp"
+#include "timm/layers/drop_path.hpp"
 #include "timm/models/model.hpp"
 #include "timm/models/state_dict.hpp"
 
@@ -121,6 +122,23 @@ inline std::string dtype_name(at::ScalarType type) {
     default:
       return c10::toString(type);
   }
+}
+
+// A registered model with `in_chans` input channels and `num_classes` classes.
+inline ModelPtr make_model(const std::string& name, int64_t in_chans = 3, int64_t num_classes = kParityNumClasses) {
+  load_builtin_plugins();
+  ModelArgs args;
+  args.num_classes = num_classes;
+  args.in_chans = in_chans;
+  return create_model(name, args);
+}
+
+// The drop_prob of `block`'s DropPath child named `child`, 0 where it has none.
+inline double drop_prob(const torch::nn::Module& block, const std::string& child) {
+  for (const auto& item : block.named_children()) {
+    if (item.key() == child) return item.value()->as<layers::DropPath>()->options.drop_prob();
+  }
+  return 0.0;
 }
 
 // Our drop-path rates at drop_path_rate 0.2 against timm's.

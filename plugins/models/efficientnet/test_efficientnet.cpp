@@ -34,6 +34,7 @@
 
 namespace {
 
+using timm::test::make_model;
 using timm::test::ParityCase;
 using timm::test::ThreadCount;
 
@@ -61,24 +62,12 @@ const std::vector<ParityCase> kCases = {
     {"mobilenetv2_110d", "mobilenetv2_110d", 3, 64, 2},
 };
 
-timm::ModelPtr make(const std::string& name, int64_t in_chans = 3, int64_t num_classes = kNumClasses) {
-  timm::test::load_builtin_plugins();
-  timm::ModelArgs args;
-  args.num_classes = num_classes;
-  args.in_chans = in_chans;
-  return timm::create_model(name, args);
-}
-
 // The drop_prob of each block's drop_path (0 where it has none), in block order.
 std::vector<double> block_drop_path_rates(const torch::nn::Module& model) {
   std::vector<double> rates;
   for (const auto& stage : model.named_children()["blocks"]->children()) {
     for (const auto& block : stage->children()) {
-      double rate = 0.0;
-      for (const auto& child : block->named_children()) {
-        if (child.key() == "drop_path") rate = child.value()->as<timm::layers::DropPath>()->options.drop_prob();
-      }
-      rates.push_back(rate);
+      rates.push_back(timm::test::drop_prob(*block, "drop_path"));
     }
   }
   return rates;
@@ -120,7 +109,7 @@ TEST_CASE("efficientnet / mobilenet match timm both ways: logits, gradients, BN 
 TEST_CASE("efficientnet init follows timm's _init_weight_goog") {
   const ThreadCount one_thread(1);  // 2 cores shared: OpenMP's spinning threads only slow it down
   at::manual_seed(0);
-  timm::ModelPtr model = make("efficientnet_b0", 3, 1000);
+  timm::ModelPtr model = make_model("efficientnet_b0", 3, 1000);
   const auto params = model->named_parameters();
   // Dense 1x1 conv: normal(0, sqrt(2 / (k * k * out))).
   const at::Tensor pwl = params["blocks.5.0.conv_pwl.weight"];  // 192 x 672 x 1 x 1
@@ -135,7 +124,7 @@ TEST_CASE("efficientnet init follows timm's _init_weight_goog") {
   CHECK(fc.abs().max().item<double>() <= 1.0 / std::sqrt(1000.0));
   CHECK(fc.abs().max().item<double>() > 0.9 / std::sqrt(1000.0));
   CHECK(params["classifier.bias"].abs().max().item<double>() == 0.0);
-  timm::ModelPtr mnv3 = make("mobilenetv3_small_050");
+  timm::ModelPtr mnv3 = make_model("mobilenetv3_small_050");
   CHECK(mnv3->named_parameters()["conv_head.bias"].abs().max().item<double>() == 0.0);
 }
 
@@ -145,7 +134,7 @@ TEST_CASE("efficientnet head options: num_classes 0, global_pool, drop_rate; bad
   const at::Tensor x = at::randn({2, 3, 64, 64});
   for (const auto* name : {"efficientnet_b0", "mobilenetv3_small_100"}) {
     CAPTURE(name);
-    timm::ModelPtr features = make(name, 3, 0);
+    timm::ModelPtr features = make_model(name, 3, 0);
     features->eval();
     const int64_t num_features = std::string(name).starts_with("efficientnet") ? 1280 : 1024;
     CHECK((features->forward(x).sizes() == at::IntArrayRef{2, num_features}));
@@ -189,7 +178,7 @@ TEST_CASE("efficientnet head options: num_classes 0, global_pool, drop_rate; bad
   CHECK(tf_norms == 49);  // bn1, 16 blocks (DS: 2 norms, IR: 3), bn2
 
   // Every BN of the net is a BatchNormAct2d, so a SyncBatchNorm conversion reaches them all.
-  timm::ModelPtr model = make("mobilenetv3_small_050");
+  timm::ModelPtr model = make_model("mobilenetv3_small_050");
   int64_t norm_acts = 0;
   timm::layers::for_each_batch_norm_act(*model,
                                         [&](const std::string&, timm::layers::BatchNormAct2dImpl&) { ++norm_acts; });

@@ -30,6 +30,7 @@
 
 namespace {
 
+using timm::test::make_model;
 using timm::test::ParityCase;
 
 constexpr int64_t kNumClasses = timm::test::kParityNumClasses;
@@ -51,24 +52,12 @@ const std::vector<std::string> kNames = {
     "regnety_064", "regnety_080", "regnety_080_tv", "regnety_120",    "regnety_160", "regnety_320"};
 const std::vector<std::string> kNotRegistered = {"regnety_040_sgn", "regnety_640", "regnety_1280", "regnety_2560"};
 
-timm::ModelPtr make(const std::string& name, int64_t in_chans = 3, int64_t num_classes = kNumClasses) {
-  timm::test::load_builtin_plugins();
-  timm::ModelArgs args;
-  args.num_classes = num_classes;
-  args.in_chans = in_chans;
-  return timm::create_model(name, args);
-}
-
 // The drop_prob of each block's drop_path (0 where it has none), in block order.
 std::vector<double> block_drop_path_rates(const torch::nn::Module& model) {
   std::vector<double> rates;
   for (const auto* stage : {"s1", "s2", "s3", "s4"}) {
     for (const auto& block : model.named_children()[stage]->children()) {
-      double rate = 0.0;
-      for (const auto& child : block->named_children()) {
-        if (child.key() == "drop_path") rate = child.value()->as<timm::layers::DropPath>()->options.drop_prob();
-      }
-      rates.push_back(rate);
+      rates.push_back(timm::test::drop_prob(*block, "drop_path"));
     }
   }
   return rates;
@@ -104,7 +93,7 @@ TEST_CASE("regnet matches timm both ways: logits, train-mode gradients, weights 
 
 TEST_CASE("regnet init follows timm: conv normal(0, sqrt(2 / fan_out)), zero biases, fc std 0.01, last BN zero") {
   at::manual_seed(0);
-  timm::ModelPtr model = make("regnety_016");
+  timm::ModelPtr model = make_model("regnety_016");
   const auto params = model->named_parameters();
   // s3.b2.conv2: 336 x 14 x 3 x 3 (group width 24): fan_out = 9 * 336 / 14.
   const at::Tensor w = params["s3.b2.conv2.conv.weight"];
@@ -122,7 +111,7 @@ TEST_CASE("regnet init follows timm: conv normal(0, sqrt(2 / fan_out)), zero bia
 TEST_CASE("regnet head options, group_matcher and bad input") {
   c10::NoGradGuard no_grad;
   const at::Tensor x = at::randn({2, 3, 64, 64});
-  timm::ModelPtr features = make("regnetx_002", 3, 0);
+  timm::ModelPtr features = make_model("regnetx_002", 3, 0);
   features->eval();
   CHECK((features->forward(x).sizes() == at::IntArrayRef{2, 368}));
 

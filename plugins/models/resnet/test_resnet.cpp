@@ -34,6 +34,7 @@
 
 namespace {
 
+using timm::test::make_model;
 using timm::test::ParityCase;
 
 constexpr int64_t kNumClasses = timm::test::kParityNumClasses;
@@ -57,24 +58,12 @@ const std::vector<std::string> kVariants = {"resnet18d",  "resnet34d",       "re
                                             "resnet152d", "resnext50_32x4d", "resnext101_32x8d",   "seresnet18",
                                             "seresnet34", "seresnet50",      "seresnext26d_32x4d", "seresnext50_32x4d"};
 
-timm::ModelPtr make(const std::string& name, int64_t in_chans = 3, int64_t num_classes = kNumClasses) {
-  timm::test::load_builtin_plugins();
-  timm::ModelArgs args;
-  args.num_classes = num_classes;
-  args.in_chans = in_chans;
-  return timm::create_model(name, args);
-}
-
 // The drop_prob of each block's drop_path (0 where it has none), in block order.
 std::vector<double> block_drop_path_rates(const torch::nn::Module& model) {
   std::vector<double> rates;
   for (const auto& stage : {"layer1", "layer2", "layer3", "layer4"}) {
     for (const auto& block : model.named_children()[stage]->children()) {
-      double rate = 0.0;
-      for (const auto& child : block->named_children()) {
-        if (child.key() == "drop_path") rate = child.value()->as<timm::layers::DropPath>()->options.drop_prob();
-      }
-      rates.push_back(rate);
+      rates.push_back(timm::test::drop_prob(*block, "drop_path"));
     }
   }
   return rates;
@@ -94,7 +83,7 @@ TEST_CASE("resnet matches timm both ways: structure, logits, gradients, weights"
 
 TEST_CASE("resnet init follows timm: kaiming fan_out convs, last BN of each block zero") {
   at::manual_seed(0);
-  timm::ModelPtr model = make("resnet50");
+  timm::ModelPtr model = make_model("resnet50");
   const auto params = model->named_parameters();
   // kaiming_normal_(fan_out, relu): std = sqrt(2 / (out * kh * kw)).
   const at::Tensor w = params["layer3.0.conv2.weight"];  // 256 x 256 x 3 x 3
@@ -105,7 +94,7 @@ TEST_CASE("resnet init follows timm: kaiming fan_out convs, last BN of each bloc
   CHECK(params["layer3.0.bn1.bias"].abs().max().item<double>() == 0.0);
   CHECK(params["fc.weight"].abs().max().item<double>() <= 1.0 / std::sqrt(2048.0));
 
-  timm::ModelPtr basic = make("resnet18");
+  timm::ModelPtr basic = make_model("resnet18");
   CHECK(basic->named_parameters()["layer2.1.bn2.weight"].abs().max().item<double>() == 0.0);
 }
 
@@ -116,7 +105,7 @@ TEST_CASE("resnet registry entries, parameter counts and pretrained_cfg match ti
       {"resnet18", 11'689'512, 122}, {"resnet34", 21'797'672, 218}, {"resnet50", 25'557'032, 320}};
   for (const auto& [name, params, entries] : expected) {
     CAPTURE(name);
-    timm::ModelPtr model = make(name, 3, 1000);
+    timm::ModelPtr model = make_model(name, 3, 1000);
     CHECK(timm::count_parameters(*model) == params);
     CHECK(timm::state_dict(*model).size() == entries);
     CHECK(model->num_classes() == 1000);
@@ -128,7 +117,7 @@ TEST_CASE("resnet registry entries, parameter counts and pretrained_cfg match ti
     CHECK(cfg.classifier == "fc");
     CHECK(model->no_weight_decay().empty());
   }
-  CHECK(make("resnet26")->pretrained_cfg().crop_pct == 0.875);
+  CHECK(make_model("resnet26")->pretrained_cfg().crop_pct == 0.875);
   for (const auto* name : {"resnet26", "resnet101", "resnet152"}) {
     CHECK(timm::Registry::global().find(timm::PluginKind::kModel, name) != nullptr);
   }
@@ -138,7 +127,7 @@ TEST_CASE("resnet head options: num_classes 0, global_pool, drop_rate") {
   c10::NoGradGuard no_grad;
   const at::Tensor x = at::randn({2, 3, 64, 64});
 
-  timm::ModelPtr features = make("resnet18", 3, 0);
+  timm::ModelPtr features = make_model("resnet18", 3, 0);
   features->eval();
   CHECK((features->forward(x).sizes() == at::IntArrayRef{2, 512}));
   CHECK(timm::state_dict(*features).size() == 120);  // no fc.weight, fc.bias
@@ -182,8 +171,8 @@ TEST_CASE("resnet rejects what it does not support") {
 }
 
 TEST_CASE("load_state_dict on a resnet names every missing, unexpected and mis-shaped key") {
-  timm::ModelPtr model = make("resnet18");
-  timm::NamedTensors state = timm::state_dict(*make("resnet18"));
+  timm::ModelPtr model = make_model("resnet18");
+  timm::NamedTensors state = timm::state_dict(*make_model("resnet18"));
   state.erase(state.begin());                         // conv1.weight missing
   state.emplace_back("head.weight", at::zeros({1}));  // unexpected
   try {
@@ -197,7 +186,7 @@ TEST_CASE("load_state_dict on a resnet names every missing, unexpected and mis-s
   CHECK(result.missing_keys == std::vector<std::string>{"conv1.weight"});
   CHECK(result.unexpected_keys == std::vector<std::string>{"head.weight"});
 
-  timm::NamedTensors wrong = timm::state_dict(*make("resnet18", 3, 7));
+  timm::NamedTensors wrong = timm::state_dict(*make_model("resnet18", 3, 7));
   CHECK_THROWS_WITH_AS(timm::load_state_dict(*model, wrong, /*strict=*/false),
                        doctest::Contains("'fc.weight': checkpoint has [7, 512], model has [10, 512]"), timm::Error);
 }
@@ -220,7 +209,7 @@ TEST_CASE("resnet variants: parameter counts, state_dict sizes, pretrained_cfg a
 
 TEST_CASE("resnet variant init follows timm: SE convs kaiming fan_out, last BN zero with SE, deep stem and avg-down") {
   at::manual_seed(0);
-  timm::ModelPtr model = make("seresnext26d_32x4d");
+  timm::ModelPtr model = make_model("seresnext26d_32x4d");
   const auto params = model->named_parameters();
   // SE of layer3 (1024 channels): fc1 1024 -> 64, fc2 64 -> 1024, kaiming_normal_(fan_out).
   const at::Tensor fc1 = params["layer3.0.se.fc1.weight"];
@@ -242,7 +231,7 @@ TEST_CASE("resnet variant init follows timm: SE convs kaiming fan_out, last BN z
   CHECK((params["layer1.0.downsample.1.weight"].sizes() == at::IntArrayRef{256, 64, 1, 1}));
   CHECK((params["layer2.0.downsample.2.weight"].sizes() == at::IntArrayRef{512}));
 
-  timm::ModelPtr basic = make("seresnet18");
+  timm::ModelPtr basic = make_model("seresnet18");
   const auto basic_params = basic->named_parameters();
   CHECK(basic_params["layer2.1.bn2.weight"].abs().max().item<double>() == 0.0);
   CHECK((basic_params["layer1.0.se.fc1.weight"].sizes() == at::IntArrayRef{8, 64, 1, 1}));
