@@ -1,25 +1,32 @@
-"""Shared oracle for the model-plugin parity tests (vit_oracle.py, convnext_oracle.py).
+"""Shared oracle for the model-plugin parity tests (resnet_oracle.py, regnet_oracle.py,
+efficientnet_oracle.py, vit_oracle.py, convnext_oracle.py; the C++ side is
+tests/support/model_parity.hpp).
 
-A case is a JSON object {"id", "name", "in_chans", "img_size", "batch", "kwargs"}:
-the model name, timm.create_model keyword arguments besides num_classes=10 and
-in_chans (e.g. {"global_pool": "avg"}), and the input size. Modes:
+A case is a JSON object {"id", "name", "in_chans", "img_size", "batch", "kwargs",
+"after_buffers"}: the model name, timm.create_model keyword arguments besides
+num_classes=10 and in_chans (e.g. {"global_pool": "avg"}), the input size, and
+the buffers (BatchNorm running statistics) to record after the train step. Modes:
 
 generate --dir D --cases JSON
     For each case writes D/<id>.expected.safetensors: the model's state_dict
-    ("model.<key>", random weights: timm's init with the norm affines, biases
-    and layer-scale factors perturbed so nothing sits at an identity), an input,
-    eval logits, train-mode logits, the cross-entropy loss and the gradients of
-    the parameters listed in the metadata ("grad.<key>"), plus as metadata the
-    state_dict key order, the parameter count and the per-block drop-path rates
-    for drop_path_rate=0.2.
+    ("model.<key>", random weights: timm's init with the norm affines, biases,
+    layer-scale factors and BatchNorm running statistics perturbed so nothing
+    sits at an identity), an input, eval logits, train-mode logits, the
+    cross-entropy loss and the gradients of the parameters listed in the
+    metadata ("grad.<key>"), the case's "after_buffers" after that train step
+    ("after.<key>"), plus as metadata the state_dict key order, the parameter
+    count and the per-block drop-path rates for drop_path_rate=0.2.
 check --dir D --cases JSON
     Loads D/<id>.cpp.safetensors with model.load_state_dict(load_file(...))
     (strict) and compares its eval logits on D/<id>.probe.safetensors' input
     with the C++ logits there. Exits 1 on a mismatch.
-info --names a,b,...
+info --names a,b,... [--patterns p,q,...]
     One JSON object: for each name at timm's defaults (num_classes=1000,
-    pretrained=False) its state_dict keys and shapes, parameter count and
-    default pretrained cfg; and the names timm.list_models(PATTERN) gives.
+    pretrained=False) but drop_path_rate=0.2, which adds no state, built on
+    the meta device (shapes only, no memory), its state_dict keys, shapes and
+    dtypes, parameter count, default pretrained cfg, no_weight_decay,
+    group_matcher, drop_rate and per-block drop-path rates ("models"); and the
+    names timm.list_models(PATTERN) gives ("list").
 initstats --names a,b,...
     One JSON object: for each name, per state_dict entry of a freshly
     initialised model (num_classes=1000): numel, mean, std, min, max.
@@ -49,6 +56,12 @@ def create(case, **extra):
                              **case.get("kwargs", {}), **extra)
 
 
+def create_meta(case, **extra):
+    # Structure only (no memory, no init time): enough for the drop-path rates.
+    with torch.device("meta"):
+        return create(case, **extra)
+
+
 def perturb(model, generator):
     # timm's init leaves norm weights at one, biases at zero and layer-scale
     # factors at ~1e-6, which would hide parts of the network from a
@@ -64,6 +77,12 @@ def perturb(model, generator):
                 p.copy_(torch.randn(p.shape, generator=generator) * 0.02)
             elif leaf in ("cls_token", "dist_token", "reg_token"):
                 p.copy_(torch.randn(p.shape, generator=generator) * 0.02)
+        # BatchNorm's running statistics start at (0, 1): eval mode would be an
+        # identity there.
+        for m in model.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.running_mean is not None:
+                m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=generator) * 0.1)
+                m.running_var.copy_(torch.rand(m.running_var.shape, generator=generator) * 0.5 + 0.75)
 
 
 def generate(directory, case, grad_keys_fn, drop_path_rates_fn):
@@ -87,6 +106,9 @@ def generate(directory, case, grad_keys_fn, drop_path_rates_fn):
     keys = grad_keys_fn(model)
     for k in keys:
         out[f"grad.{k}"] = params[k].grad.detach().clone()
+    buffers = dict(model.named_buffers())
+    for k in case.get("after_buffers", []):
+        out[f"after.{k}"] = buffers[k].detach().clone()
     out["input"] = x
     out["target"] = target
     out["logits_train"] = logits_train.detach()
@@ -95,7 +117,7 @@ def generate(directory, case, grad_keys_fn, drop_path_rates_fn):
         "state_dict_keys": json.dumps(list(model.state_dict().keys())),
         "param_count": str(sum(p.numel() for p in model.parameters())),
         "grad_keys": json.dumps(keys),
-        "drop_path_rates": json.dumps(drop_path_rates_fn(create(case, drop_path_rate=0.2))),
+        "drop_path_rates": json.dumps(drop_path_rates_fn(create_meta(case, drop_path_rate=0.2))),
     }
     save_file(out, stem(directory, case) + ".expected.safetensors", metadata=metadata)
     print(f"{case['id']}: logits_eval max |.| {out['logits_eval'].abs().max().item():.4g}, loss {loss.item():.6g}")
@@ -116,15 +138,18 @@ def check(directory, case):
     return ok
 
 
-def info(names, patterns):
+def info(names, patterns, drop_path_rates_fn):
     models = {}
     for name in names:
-        model = timm.create_model(name, pretrained=False)
+        with torch.device("meta"):
+            model = timm.create_model(name, pretrained=False, drop_path_rate=0.2)
         cfg = model.pretrained_cfg
         classifier = cfg["classifier"]
-        models[name] = {
-            "keys": list(model.state_dict().keys()),
-            "shapes": [list(v.shape) for v in model.state_dict().values()],
+        state = model.state_dict()
+        entry = {
+            "keys": list(state.keys()),
+            "shapes": [list(v.shape) for v in state.values()],
+            "dtypes": [str(v.dtype).replace("torch.", "") for v in state.values()],
             "param_count": sum(p.numel() for p in model.parameters()),
             "input_size": list(cfg["input_size"]),
             "crop_pct": cfg["crop_pct"],
@@ -136,7 +161,12 @@ def info(names, patterns):
             "classifier": classifier if isinstance(classifier, str) else classifier[0],
             "no_weight_decay": sorted(model.no_weight_decay()) if hasattr(model, "no_weight_decay") else [],
             "group_matcher": {c: model.group_matcher(coarse=c == "coarse") for c in ("fine", "coarse")},
+            "drop_path_rates": drop_path_rates_fn(model),
         }
+        if hasattr(model, "drop_rate"):
+            entry["drop_rate"] = model.drop_rate
+        models[name] = entry
+        del model
     listed = {p: timm.list_models(p) for p in patterns}
     print(json.dumps({"models": models, "list": listed}))
 
@@ -165,7 +195,7 @@ def main(grad_keys_fn, drop_path_rates_fn, doc):
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.mode == "info":
-        info(args.names.split(","), [p for p in args.patterns.split(",") if p])
+        info(args.names.split(","), [p for p in args.patterns.split(",") if p], drop_path_rates_fn)
         return 0
     if args.mode == "initstats":
         initstats(args.names.split(","))

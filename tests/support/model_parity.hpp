@@ -1,26 +1,30 @@
 // Parity checks of a model plugin against Python timm, shared by the model
 // plugin tests (the oracle side is tests/oracle/model_parity.py). Header-only.
 //
-// Float comparisons: |ours - timm| <= atol + rtol * |timm|, each test states its
-// tolerance. Parity cases run on one thread, as the oracle does (summation
-// order).
+// Float comparisons: same shape and |ours - timm| <= atol + rtol * |timm|
+// (false on NaN), each test states its tolerance. Parity cases run on one
+// thread, as the oracle does: train-mode gradients through BatchNorm over few
+// values per channel are ill-conditioned and depend on the summation order.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
 #include "timm/core/registry.hpp"
 #include "timm/io/safetensors.hpp"
+#include "timm/layers/drop_path.hpp"
 #include "timm/models/model.hpp"
 #include "timm/models/state_dict.hpp"
 
@@ -46,7 +50,23 @@ struct Tolerance {
   double rtol = 1e-4;
 };
 
-inline nlohmann::json cases_json(const std::vector<ParityCase>& cases) {
+// A model family's drop_prob per block (0 where a block has none), in block order.
+using BlockRates = std::function<std::vector<double>(torch::nn::Module&)>;
+
+// What a family's parity checks need besides its cases.
+struct ParityOptions {
+  Tolerance tol = {};
+  BlockRates block_rates = {};
+  // Relative tolerance (doctest epsilon) of the drop-path rates: 1e-12 where
+  // both sides compute in double, looser where timm's come from a float32 linspace.
+  double rates_epsilon = 1e-12;
+  // Buffers (BatchNorm running statistics) compared after the train step.
+  std::vector<std::string> after_buffers = {};
+  // The fewest gradients the oracle must have written.
+  size_t min_grad_keys = 1;
+};
+
+inline nlohmann::json cases_json(const std::vector<ParityCase>& cases, const ParityOptions& opts = {}) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& c : cases) {
     out.push_back({{"id", c.id},
@@ -54,7 +74,8 @@ inline nlohmann::json cases_json(const std::vector<ParityCase>& cases) {
                    {"in_chans", c.in_chans},
                    {"img_size", c.img_size},
                    {"batch", c.batch},
-                   {"kwargs", c.kwargs}});
+                   {"kwargs", c.kwargs},
+                   {"after_buffers", opts.after_buffers}});
   }
   return out;
 }
@@ -83,14 +104,51 @@ inline double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
 }
 
+// Same shape (allclose alone would broadcast) and close; false on NaN.
 inline bool all_close(const at::Tensor& ours, const at::Tensor& expected, const Tolerance& tol) {
-  return at::allclose(ours.to(at::kDouble), expected.to(at::kDouble), tol.rtol, tol.atol);
+  return ours.sizes() == expected.sizes() &&
+         at::allclose(ours.to(at::kDouble), expected.to(at::kDouble), tol.rtol, tol.atol);
 }
 
-inline int64_t param_count(const torch::nn::Module& model) {
-  int64_t n = 0;
-  for (const auto& p : model.parameters()) n += p.numel();
-  return n;
+// torch's dtype names as Python prints them without "torch.".
+inline std::string dtype_name(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat:
+      return "float32";
+    case at::kDouble:
+      return "float64";
+    case at::kLong:
+      return "int64";
+    default:
+      return c10::toString(type);
+  }
+}
+
+// A registered model with `in_chans` input channels and `num_classes` classes.
+inline ModelPtr make_model(const std::string& name, int64_t in_chans = 3, int64_t num_classes = kParityNumClasses) {
+  load_builtin_plugins();
+  ModelArgs args;
+  args.num_classes = num_classes;
+  args.in_chans = in_chans;
+  return create_model(name, args);
+}
+
+// The drop_prob of `block`'s DropPath child named `child`, 0 where it has none.
+inline double drop_prob(const torch::nn::Module& block, const std::string& child) {
+  for (const auto& item : block.named_children()) {
+    if (item.key() == child) return item.value()->as<layers::DropPath>()->options.drop_prob();
+  }
+  return 0.0;
+}
+
+// Our drop-path rates at drop_path_rate 0.2 against timm's.
+inline void check_drop_path_rates(torch::nn::Module& model, const std::vector<double>& timm_rates,
+                                  const ParityOptions& opts) {
+  const auto our_rates = opts.block_rates(model);
+  REQUIRE(our_rates.size() == timm_rates.size());
+  for (size_t i = 0; i < our_rates.size(); ++i) {
+    CHECK(our_rates[i] == doctest::Approx(timm_rates[i]).epsilon(opts.rates_epsilon));
+  }
 }
 
 // Sets ATen's intra-op thread count for a scope.
@@ -110,11 +168,12 @@ struct ParityDiffs {
   double grad = 0.0;  // max over the compared gradients
 };
 
-// Structure, then timm's weights give timm's eval and train logits, loss and
-// gradients here, and the per-block drop-path rates for drop_path_rate 0.2
-// equal timm's (`block_rates` lists ours).
-inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile& file, const Tolerance& tol,
-                                     const std::function<std::vector<double>(torch::nn::Module&)>& block_rates) {
+// Structure (state_dict keys in order, shapes, dtypes, parameter count), then
+// timm's weights give timm's eval and train logits, loss, gradients and
+// `after_buffers` here, and the per-block drop-path rates for drop_path_rate
+// 0.2 equal timm's.
+inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile& file, const ParityOptions& opts) {
+  const Tolerance& tol = opts.tol;
   std::map<std::string, at::Tensor> expected(file.tensors.begin(), file.tensors.end());
   const auto& meta = file.metadata;
   load_builtin_plugins();
@@ -128,7 +187,14 @@ inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile&
   for (const auto& [key, tensor] : file.tensors) {
     if (key.rfind("model.", 0) == 0) timm_state.emplace_back(key.substr(6), tensor);
   }
-  CHECK(param_count(*model) == std::stoll(meta.at("param_count")));
+  const std::map<std::string, at::Tensor> timm_state_map(timm_state.begin(), timm_state.end());
+  for (const auto& [key, tensor] : ours) {
+    const auto it = timm_state_map.find(key);
+    REQUIRE_MESSAGE(it != timm_state_map.end(), key);
+    CHECK_MESSAGE((tensor.sizes() == it->second.sizes()), key);
+    CHECK_MESSAGE((tensor.scalar_type() == it->second.scalar_type()), key);
+  }
+  CHECK(count_parameters(*model) == std::stoll(meta.at("param_count")));
   load_state_dict(*model, timm_state, /*strict=*/true);  // throws naming any key or shape mismatch
   const at::Tensor input = expected.at("input");
 
@@ -150,6 +216,7 @@ inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile&
   const auto params = model->named_parameters();
   const auto grad_keys = nlohmann::json::parse(meta.at("grad_keys")).get<std::vector<std::string>>();
   REQUIRE(!grad_keys.empty());
+  REQUIRE(grad_keys.size() >= opts.min_grad_keys);
   for (const auto& key : grad_keys) {
     REQUIRE_MESSAGE(params.contains(key), key);
     const at::Tensor grad = params[key].grad();
@@ -157,23 +224,29 @@ inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile&
     const at::Tensor& timm_grad = expected.at("grad." + key);
     const double d = max_abs_diff(grad, timm_grad);
     diffs.grad = std::max(diffs.grad, d);
-    CHECK_MESSAGE(all_close(grad, timm_grad, tol), c.id << " grad " << key << " max abs diff " << d);
+    CHECK_MESSAGE(all_close(grad, timm_grad, tol), c.id << " grad " << key << " max abs diff " << d << " (max |grad| "
+                                                        << timm_grad.abs().max().item<double>() << ")");
+  }
+  // BatchNorm's running statistics moved as in timm (momentum, unbiased var).
+  const auto buffers = model->named_buffers();
+  for (const auto& key : opts.after_buffers) {
+    REQUIRE_MESSAGE(buffers.contains(key), key);
+    CHECK_MESSAGE(all_close(buffers[key], expected.at("after." + key), tol), key);
   }
 
   ModelArgs dp_args = parity_args(c);
   dp_args.drop_path_rate = 0.2;
   ModelPtr dp_model = create_model(c.name, dp_args);
-  const auto timm_rates = nlohmann::json::parse(meta.at("drop_path_rates")).get<std::vector<double>>();
-  const auto our_rates = block_rates(*dp_model);
-  REQUIRE(our_rates.size() == timm_rates.size());
-  for (size_t i = 0; i < our_rates.size(); ++i) CHECK(our_rates[i] == doctest::Approx(timm_rates[i]).epsilon(1e-12));
+  check_drop_path_rates(*dp_model, nlohmann::json::parse(meta.at("drop_path_rates")).get<std::vector<double>>(), opts);
   MESSAGE(c.id << ": eval logits max abs diff " << diffs.eval << ", train " << diffs.train << ", grads " << diffs.grad
                << " (" << grad_keys.size() << " tensors)");
   return diffs;
 }
 
 // A model of ours with perturbed norm/bias parameters (so none is at its
-// identity init), written for timm to load, with its eval logits as the probe.
+// identity init) and, after one train-mode forward, BatchNorm running
+// statistics away from (0, 1), written for timm to load, with its eval logits
+// as the probe.
 inline void write_cpp_model(const ParityCase& c, const std::string& file_stem) {
   at::manual_seed(123);
   load_builtin_plugins();
@@ -183,6 +256,8 @@ inline void write_cpp_model(const ParityCase& c, const std::string& file_stem) {
     if (p.dim() <= 1) p.add_(at::randn_like(p) * 0.1);
   }
   const at::Tensor input = at::randn({c.batch, c.in_chans, c.img_size, c.img_size});
+  model->train();
+  model->forward(input);  // moves any BatchNorm's running statistics
   model->eval();
   const at::Tensor logits = model->forward(input);
   write_safetensors(file_stem + ".cpp.safetensors", state_dict(*model));
@@ -191,15 +266,16 @@ inline void write_cpp_model(const ParityCase& c, const std::string& file_stem) {
 
 // Both ways for every case: timm -> here (check_timm_to_cpp), here -> timm
 // (the oracle's check mode fails the test on a mismatch).
-inline void run_parity(const std::string& oracle, const std::vector<ParityCase>& cases, const Tolerance& tol,
-                       const std::function<std::vector<double>(torch::nn::Module&)>& block_rates) {
+inline void run_parity(const std::string& oracle, const std::vector<ParityCase>& cases, const ParityOptions& opts) {
   const ThreadCount one_thread(1);
   TempDir dir;
-  const std::string cases_arg = cases_json(cases).dump();
+  const std::string cases_arg = cases_json(cases, opts).dump();
   MESSAGE(run_oracle(oracle, {"generate", "--dir", dir.path().string(), "--cases", cases_arg}));
   for (const auto& c : cases) {
     CAPTURE(c.id);
-    check_timm_to_cpp(c, read_safetensors_file((dir / (c.id + ".expected.safetensors")).string()), tol, block_rates);
+    const std::filesystem::path expected = dir / (c.id + ".expected.safetensors");
+    check_timm_to_cpp(c, read_safetensors_file(expected.string()), opts);
+    std::filesystem::remove(expected);  // a large model's weights are hundreds of MB
     write_cpp_model(c, (dir / c.id).string());
   }
   MESSAGE(run_oracle(oracle, {"check", "--dir", dir.path().string(), "--cases", cases_arg}));
@@ -236,28 +312,35 @@ inline void check_group_matcher(const GroupMatcher& ours, const nlohmann::json& 
   }
 }
 
-// Every name at timm's defaults: same state_dict keys in order, same shapes,
-// same parameter count, same default pretrained cfg, no_weight_decay and
-// group_matcher. Returns the oracle's JSON (its "list" has list_models results).
+// Every name at timm's defaults but drop_path_rate 0.2 (which adds no state):
+// same state_dict keys in order, same shapes and dtypes, same parameter count,
+// same default pretrained cfg, no_weight_decay, group_matcher, default
+// drop_rate and per-block drop-path rates. Returns the oracle's JSON (its
+// "list" has list_models results for `patterns`).
 inline nlohmann::json check_registered(const std::string& oracle, const std::vector<std::string>& names,
-                                       const std::vector<std::string>& patterns) {
+                                       const std::vector<std::string>& patterns, const ParityOptions& opts) {
   load_builtin_plugins();
   const auto info =
       nlohmann::json::parse(run_oracle(oracle, {"info", "--names", join(names), "--patterns", join(patterns)}));
   for (const auto& name : names) {
     CAPTURE(name);
     const auto& e = info.at("models").at(name);
-    ModelPtr model = create_model(name, ModelArgs{});
+    ModelArgs args;
+    args.drop_path_rate = 0.2;
+    ModelPtr model = create_model(name, args);
     const NamedTensors ours = state_dict(*model);
     std::vector<std::string> keys;
     std::vector<std::vector<int64_t>> shapes;
+    std::vector<std::string> dtypes;
     for (const auto& [key, tensor] : ours) {
       keys.push_back(key);
       shapes.emplace_back(tensor.sizes().begin(), tensor.sizes().end());
+      dtypes.push_back(dtype_name(tensor.scalar_type()));
     }
     CHECK(keys == e.at("keys").get<std::vector<std::string>>());
     CHECK(shapes == e.at("shapes").get<std::vector<std::vector<int64_t>>>());
-    CHECK(param_count(*model) == e.at("param_count").get<int64_t>());
+    CHECK(dtypes == e.at("dtypes").get<std::vector<std::string>>());
+    CHECK(count_parameters(*model) == e.at("param_count").get<int64_t>());
     const auto& cfg = model->pretrained_cfg();
     CHECK(cfg.input_size == e.at("input_size").get<std::vector<int64_t>>());
     CHECK(cfg.crop_pct == e.at("crop_pct").get<double>());
@@ -272,6 +355,9 @@ inline nlohmann::json check_registered(const std::string& oracle, const std::vec
     CHECK(nwd == e.at("no_weight_decay").get<std::vector<std::string>>());
     check_group_matcher(model->group_matcher(false), e.at("group_matcher").at("fine"));
     check_group_matcher(model->group_matcher(true), e.at("group_matcher").at("coarse"));
+    // timm's default: no dropout unless --drop (not every timm model keeps the attribute).
+    if (e.contains("drop_rate")) CHECK(e.at("drop_rate").get<double>() == ModelArgs{}.drop_rate);
+    check_drop_path_rates(*model, e.at("drop_path_rates").get<std::vector<double>>(), opts);
   }
   return info;
 }

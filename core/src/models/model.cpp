@@ -25,4 +25,10 @@ void check_model_kwargs(const std::string& model, const ModelArgs& args, const s
   }
 }
 
+int64_t count_parameters(const torch::nn::Module& model) {
+  int64_t n = 0;
+  for (const auto& p : model.parameters()) n += p.numel();
+  return n;
+}
+
 }  // namespace timm

@@ -126,12 +126,6 @@ CheckpointShape checkpoint_shape(const std::filesystem::path& checkpoint, const 
   return shape;
 }
 
-int64_t count_parameters(const torch::nn::Module& model) {
-  int64_t n = 0;
-  for (const auto& p : model.parameters()) n += p.numel();
-  return n;
-}
-
 std::shared_ptr<Loader> make_eval_loader(std::shared_ptr<const Dataset> dataset, const DataConfig& data_config,
                                          int64_t batch_size, int64_t workers) {
   TransformArgs targs;

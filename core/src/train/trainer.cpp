@@ -196,12 +196,6 @@ ModelArgs model_args(const Config& config, int64_t num_classes, int64_t in_chans
   return args;
 }
 
-int64_t count_parameters(const torch::nn::Module& model) {
-  int64_t n = 0;
-  for (const auto& p : model.parameters()) n += p.numel();
-  return n;
-}
-
 // train.py's lr scaling (§1.3): only when --lr is not given (or 0).
 double resolve_lr(const Config& config, int64_t global_batch) {
   const auto lr = config.get_optional<double>("lr");

@@ -51,6 +51,8 @@ std::vector<double> block_drop_path_rates(torch::nn::Module& model) {
   return rates;
 }
 
+const timm::test::ParityOptions kParity = {.tol = {1e-4, 1e-4}, .block_rates = block_drop_path_rates};
+
 timm::ModelPtr make(const std::string& name, timm::ModelArgs args = {}) {
   timm::test::load_builtin_plugins();
   return timm::create_model(name, args);
@@ -59,11 +61,11 @@ timm::ModelPtr make(const std::string& name, timm::ModelArgs args = {}) {
 }  // namespace
 
 TEST_CASE("convnext matches timm both ways: structure, eval and train logits, gradients, weights") {
-  timm::test::run_parity("convnext_oracle.py", kCases, timm::test::Tolerance{1e-4, 1e-4}, block_drop_path_rates);
+  timm::test::run_parity("convnext_oracle.py", kCases, kParity);
 }
 
 TEST_CASE("every registered convnext has timm's state_dict, parameter count, pretrained cfg, no_weight_decay, groups") {
-  const auto info = timm::test::check_registered("convnext_oracle.py", kNames, {"convnext_*"});
+  const auto info = timm::test::check_registered("convnext_oracle.py", kNames, {"convnext_*"}, kParity);
   std::vector<std::string> timm_listed;
   for (const auto& name : info.at("list").at("convnext_*").get<std::vector<std::string>>()) {
     if (timm::Registry::global().find(timm::PluginKind::kModel, name) != nullptr) timm_listed.push_back(name);

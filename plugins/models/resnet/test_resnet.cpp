@@ -1,7 +1,8 @@
-// ResNet plugin against timm (tests/oracle/resnet_oracle.py), both ways:
-// timm's weights load here and give timm's logits and gradients; our weights
+// ResNet plugin against timm (tests/oracle/resnet_oracle.py) through the
+// shared harness (tests/support/model_parity.hpp), both ways: timm's weights
+// load here and give timm's logits, gradients and BN statistics; our weights
 // load in timm and give our logits. Tolerance for every float comparison:
-// |ours - timm| <= kAtol + kRtol * |timm|.
+// |ours - timm| <= 1e-4 + 1e-4 * |timm|.
 //
 // The parity case runs on one thread, as the oracle does: train-mode
 // gradients through BatchNorm over few values per channel (8 in resnet50's
@@ -10,7 +11,6 @@
 // timm's agree bit for bit.
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -20,10 +20,10 @@
 #include <torch/nn/modules/linear.h>
 #include <nlohmann/json.hpp>
 
+#include "model_parity.hpp"
 #include "test_support.hpp"
 #include "timm/core/error.hpp"
 #include "timm/core/registry.hpp"
-#include "timm/io/safetensors.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/squeeze_excite.hpp"
 #include "timm/models/model.hpp"
@@ -34,193 +34,56 @@
 
 namespace {
 
-constexpr double kAtol = 1e-4;
-constexpr double kRtol = 1e-4;
-constexpr int64_t kNumClasses = 10;
+using timm::test::make_model;
+using timm::test::ParityCase;
 
-struct Case {
-  std::string name;
-  int64_t in_chans;
-};
+constexpr int64_t kNumClasses = timm::test::kParityNumClasses;
+
 // One model per block kind: plain basic / bottleneck, SE basic (seresnet18),
 // deep stem + avg-down + grouped conv + SE bottleneck (seresnext26d_32x4d),
 // grouped conv with the plain stem (resnext50_32x4d), deep stem + avg-down
-// without SE, basic blocks (resnet18d, 1 channel).
-const std::vector<Case> kCases = {{"resnet18", 3},           {"resnet34", 1},        {"resnet50", 3}, {"seresnet18", 3},
-                                  {"seresnext26d_32x4d", 3}, {"resnext50_32x4d", 3}, {"resnet18d", 1}};
+// without SE, basic blocks (resnet18d, 1 channel). 64x64 inputs, batch 2.
+const std::vector<ParityCase> kCases = {
+    {"resnet18", "resnet18", 3, 64, 2},
+    {"resnet34_c1", "resnet34", 1, 64, 2},
+    {"resnet50", "resnet50", 3, 64, 2},
+    {"seresnet18", "seresnet18", 3, 64, 2},
+    {"seresnext26d_32x4d", "seresnext26d_32x4d", 3, 64, 2},
+    {"resnext50_32x4d", "resnext50_32x4d", 3, 64, 2},
+    {"resnet18d_c1", "resnet18d", 1, 64, 2},
+};
 
 // Every variant registered besides the plain ResNets.
 const std::vector<std::string> kVariants = {"resnet18d",  "resnet34d",       "resnet50d",          "resnet101d",
                                             "resnet152d", "resnext50_32x4d", "resnext101_32x8d",   "seresnet18",
                                             "seresnet34", "seresnet50",      "seresnext26d_32x4d", "seresnext50_32x4d"};
 
-std::string cases_arg() {
-  std::string out;
-  for (const auto& c : kCases) out += (out.empty() ? "" : ",") + c.name + ":" + std::to_string(c.in_chans);
-  return out;
-}
-
-std::string stem(const timm::test::TempDir& dir, const Case& c) {
-  return (dir / (c.name + "_c" + std::to_string(c.in_chans))).string();
-}
-
-timm::ModelPtr make(const std::string& name, int64_t in_chans = 3, int64_t num_classes = kNumClasses) {
-  timm::test::load_builtin_plugins();
-  timm::ModelArgs args;
-  args.num_classes = num_classes;
-  args.in_chans = in_chans;
-  return timm::create_model(name, args);
-}
-
-double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
-}
-
-bool close(const at::Tensor& ours, const at::Tensor& expected) {
-  return at::allclose(ours.to(at::kDouble), expected.to(at::kDouble), kRtol, kAtol);
-}
-
-// Tensors under "prefix." with the prefix removed.
-timm::NamedTensors with_prefix(const timm::NamedTensors& all, const std::string& prefix) {
-  timm::NamedTensors out;
-  for (const auto& [key, tensor] : all) {
-    if (key.rfind(prefix, 0) == 0) out.emplace_back(key.substr(prefix.size()), tensor);
-  }
-  return out;
-}
-
-std::map<std::string, at::Tensor> as_map(const timm::NamedTensors& tensors) { return {tensors.begin(), tensors.end()}; }
-
-int64_t param_count(const torch::nn::Module& model) {
-  int64_t n = 0;
-  for (const auto& p : model.parameters()) n += p.numel();
-  return n;
-}
-
 // The drop_prob of each block's drop_path (0 where it has none), in block order.
 std::vector<double> block_drop_path_rates(const torch::nn::Module& model) {
   std::vector<double> rates;
   for (const auto& stage : {"layer1", "layer2", "layer3", "layer4"}) {
     for (const auto& block : model.named_children()[stage]->children()) {
-      double rate = 0.0;
-      for (const auto& child : block->named_children()) {
-        if (child.key() == "drop_path") rate = child.value()->as<timm::layers::DropPath>()->options.drop_prob();
-      }
-      rates.push_back(rate);
+      rates.push_back(timm::test::drop_prob(*block, "drop_path"));
     }
   }
   return rates;
 }
 
-// Structure, then timm's weights give timm's outputs here.
-void check_timm_to_cpp(const Case& c, const timm::SafetensorsFile& expected_file) {
-  const auto expected = as_map(expected_file.tensors);
-  const auto& meta = expected_file.metadata;
-  timm::ModelPtr model = make(c.name, c.in_chans);
-
-  // Same keys, same order, same shapes, same parameter count.
-  const timm::NamedTensors ours = timm::state_dict(*model);
-  std::vector<std::string> our_keys;
-  for (const auto& [key, tensor] : ours) our_keys.push_back(key);
-  const auto timm_keys = nlohmann::json::parse(meta.at("state_dict_keys")).get<std::vector<std::string>>();
-  CHECK(our_keys == timm_keys);
-  const timm::NamedTensors timm_state = with_prefix(expected_file.tensors, "model.");
-  const auto timm_state_map = as_map(timm_state);
-  for (const auto& [key, tensor] : ours) {
-    auto it = timm_state_map.find(key);
-    REQUIRE_MESSAGE(it != timm_state_map.end(), key);
-    CHECK_MESSAGE((tensor.sizes() == it->second.sizes()), key);
-    CHECK_MESSAGE((tensor.scalar_type() == it->second.scalar_type()), key);
-  }
-  CHECK(param_count(*model) == std::stoll(meta.at("param_count")));
-
-  timm::load_state_dict(*model, timm_state, /*strict=*/true);
-  const at::Tensor input = expected.at("input");
-
-  model->eval();
-  {
-    c10::NoGradGuard no_grad;
-    const at::Tensor logits = model->forward(input);
-    MESSAGE(c.name << " eval logits max abs diff " << max_abs_diff(logits, expected.at("logits_eval")));
-    CHECK(close(logits, expected.at("logits_eval")));
-  }
-
-  model->train();
-  const at::Tensor logits = model->forward(input);
-  MESSAGE(c.name << " train logits max abs diff " << max_abs_diff(logits, expected.at("logits_train")));
-  CHECK(close(logits, expected.at("logits_train")));
-  const at::Tensor loss = at::nll_loss(at::log_softmax(logits, 1), expected.at("target"));
-  CHECK(close(loss, expected.at("loss")));
-  loss.backward();
-  const auto params = model->named_parameters();
-  for (const auto& key : nlohmann::json::parse(meta.at("grad_keys")).get<std::vector<std::string>>()) {
-    const at::Tensor grad = params[key].grad();
-    const at::Tensor& timm_grad = expected.at("grad." + key);
-    MESSAGE(c.name << " grad " << key << " max abs diff " << max_abs_diff(grad, timm_grad) << " (max |grad| "
-                   << timm_grad.abs().max().item<double>() << ")");
-    CHECK_MESSAGE(close(grad, timm_grad), key);
-  }
-  // BatchNorm's running statistics moved as in timm (momentum, unbiased var).
-  const auto buffers = model->named_buffers();
-  for (const auto* key : {"bn1.running_mean", "bn1.running_var", "bn1.num_batches_tracked"}) {
-    CHECK_MESSAGE(close(buffers[key], expected.at(std::string("after.") + key)), key);
-  }
-
-  // timm's per-block stochastic-depth schedule.
-  timm::ModelArgs args;
-  args.num_classes = kNumClasses;
-  args.in_chans = c.in_chans;
-  args.drop_path_rate = 0.2;
-  const auto timm_rates = nlohmann::json::parse(meta.at("drop_path_rates")).get<std::vector<double>>();
-  const auto our_rates = block_drop_path_rates(*timm::create_model(c.name, args));
-  REQUIRE(our_rates.size() == timm_rates.size());
-  for (size_t i = 0; i < our_rates.size(); ++i) CHECK(our_rates[i] == doctest::Approx(timm_rates[i]).epsilon(1e-12));
-}
-
-// A fresh model of ours, after one train-mode step of BN statistics, written
-// for timm to load; its eval logits go along as the probe.
-void write_cpp_model(const Case& c, const std::string& file_stem) {
-  at::manual_seed(123);
-  timm::ModelPtr model = make(c.name, c.in_chans);
-  const at::Tensor input = at::randn({2, c.in_chans, 64, 64});
-  c10::NoGradGuard no_grad;
-  model->train();
-  model->forward(input);  // moves the running statistics away from (0, 1)
-  model->eval();
-  const at::Tensor logits = model->forward(input);
-  timm::write_safetensors(file_stem + ".cpp.safetensors", timm::state_dict(*model));
-  timm::write_safetensors(file_stem + ".probe.safetensors", {{"input", input}, {"logits_eval", logits}});
-}
-
-// Sets ATen's intra-op thread count for a scope.
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : saved_(at::get_num_threads()) { at::set_num_threads(n); }
-  ~ThreadCount() { at::set_num_threads(saved_); }
-
- private:
-  int saved_;
+const timm::test::ParityOptions kParity = {
+    .tol = {1e-4, 1e-4},
+    .block_rates = block_drop_path_rates,
+    .after_buffers = {"bn1.running_mean", "bn1.running_var", "bn1.num_batches_tracked"},
 };
 
 }  // namespace
 
 TEST_CASE("resnet matches timm both ways: structure, logits, gradients, weights") {
-  const ThreadCount one_thread(1);
-  timm::test::TempDir dir;
-  const std::string generated =
-      timm::test::run_oracle("resnet_oracle.py", {"generate", "--dir", dir.path().string(), "--cases", cases_arg()});
-  MESSAGE(generated);
-  for (const auto& c : kCases) {
-    CAPTURE(c.name);
-    check_timm_to_cpp(c, timm::read_safetensors_file(stem(dir, c) + ".expected.safetensors"));
-    write_cpp_model(c, stem(dir, c));
-  }
-  MESSAGE(timm::test::run_oracle("resnet_oracle.py", {"check", "--dir", dir.path().string(), "--cases", cases_arg()}));
+  timm::test::run_parity("resnet_oracle.py", kCases, kParity);
 }
 
 TEST_CASE("resnet init follows timm: kaiming fan_out convs, last BN of each block zero") {
   at::manual_seed(0);
-  timm::ModelPtr model = make("resnet50");
+  timm::ModelPtr model = make_model("resnet50");
   const auto params = model->named_parameters();
   // kaiming_normal_(fan_out, relu): std = sqrt(2 / (out * kh * kw)).
   const at::Tensor w = params["layer3.0.conv2.weight"];  // 256 x 256 x 3 x 3
@@ -231,7 +94,7 @@ TEST_CASE("resnet init follows timm: kaiming fan_out convs, last BN of each bloc
   CHECK(params["layer3.0.bn1.bias"].abs().max().item<double>() == 0.0);
   CHECK(params["fc.weight"].abs().max().item<double>() <= 1.0 / std::sqrt(2048.0));
 
-  timm::ModelPtr basic = make("resnet18");
+  timm::ModelPtr basic = make_model("resnet18");
   CHECK(basic->named_parameters()["layer2.1.bn2.weight"].abs().max().item<double>() == 0.0);
 }
 
@@ -242,8 +105,8 @@ TEST_CASE("resnet registry entries, parameter counts and pretrained_cfg match ti
       {"resnet18", 11'689'512, 122}, {"resnet34", 21'797'672, 218}, {"resnet50", 25'557'032, 320}};
   for (const auto& [name, params, entries] : expected) {
     CAPTURE(name);
-    timm::ModelPtr model = make(name, 3, 1000);
-    CHECK(param_count(*model) == params);
+    timm::ModelPtr model = make_model(name, 3, 1000);
+    CHECK(timm::count_parameters(*model) == params);
     CHECK(timm::state_dict(*model).size() == entries);
     CHECK(model->num_classes() == 1000);
     const auto& cfg = model->pretrained_cfg();
@@ -254,7 +117,7 @@ TEST_CASE("resnet registry entries, parameter counts and pretrained_cfg match ti
     CHECK(cfg.classifier == "fc");
     CHECK(model->no_weight_decay().empty());
   }
-  CHECK(make("resnet26")->pretrained_cfg().crop_pct == 0.875);
+  CHECK(make_model("resnet26")->pretrained_cfg().crop_pct == 0.875);
   for (const auto* name : {"resnet26", "resnet101", "resnet152"}) {
     CHECK(timm::Registry::global().find(timm::PluginKind::kModel, name) != nullptr);
   }
@@ -264,7 +127,7 @@ TEST_CASE("resnet head options: num_classes 0, global_pool, drop_rate") {
   c10::NoGradGuard no_grad;
   const at::Tensor x = at::randn({2, 3, 64, 64});
 
-  timm::ModelPtr features = make("resnet18", 3, 0);
+  timm::ModelPtr features = make_model("resnet18", 3, 0);
   features->eval();
   CHECK((features->forward(x).sizes() == at::IntArrayRef{2, 512}));
   CHECK(timm::state_dict(*features).size() == 120);  // no fc.weight, fc.bias
@@ -308,8 +171,8 @@ TEST_CASE("resnet rejects what it does not support") {
 }
 
 TEST_CASE("load_state_dict on a resnet names every missing, unexpected and mis-shaped key") {
-  timm::ModelPtr model = make("resnet18");
-  timm::NamedTensors state = timm::state_dict(*make("resnet18"));
+  timm::ModelPtr model = make_model("resnet18");
+  timm::NamedTensors state = timm::state_dict(*make_model("resnet18"));
   state.erase(state.begin());                         // conv1.weight missing
   state.emplace_back("head.weight", at::zeros({1}));  // unexpected
   try {
@@ -323,35 +186,18 @@ TEST_CASE("load_state_dict on a resnet names every missing, unexpected and mis-s
   CHECK(result.missing_keys == std::vector<std::string>{"conv1.weight"});
   CHECK(result.unexpected_keys == std::vector<std::string>{"head.weight"});
 
-  timm::NamedTensors wrong = timm::state_dict(*make("resnet18", 3, 7));
+  timm::NamedTensors wrong = timm::state_dict(*make_model("resnet18", 3, 7));
   CHECK_THROWS_WITH_AS(timm::load_state_dict(*model, wrong, /*strict=*/false),
                        doctest::Contains("'fc.weight': checkpoint has [7, 512], model has [10, 512]"), timm::Error);
 }
 
 TEST_CASE("resnet variants: parameter counts, state_dict sizes, pretrained_cfg and --list-models 'se*' match timm") {
-  timm::test::load_builtin_plugins();
-  std::string names;
-  for (const auto& name : kVariants) names += (names.empty() ? "" : ",") + name;
-  const auto info = nlohmann::json::parse(timm::test::run_oracle("resnet_oracle.py", {"info", "--names", names}));
-  for (const auto& name : kVariants) {
-    CAPTURE(name);
-    const auto& e = info.at("models").at(name);
-    timm::ModelPtr model = make(name, 3, 1000);
-    CHECK(param_count(*model) == e.at("param_count").get<int64_t>());
-    CHECK(timm::state_dict(*model).size() == e.at("state_dict_size").get<size_t>());
-    const auto& cfg = model->pretrained_cfg();
-    CHECK(cfg.input_size == e.at("input_size").get<std::vector<int64_t>>());
-    CHECK(cfg.crop_pct == e.at("crop_pct").get<double>());
-    CHECK(cfg.interpolation == e.at("interpolation").get<std::string>());
-    CHECK(cfg.mean == e.at("mean").get<std::vector<double>>());
-    CHECK(cfg.std == e.at("std").get<std::vector<double>>());
-    CHECK(cfg.crop_mode == e.at("crop_mode").get<std::string>());
-    CHECK(cfg.first_conv == e.at("first_conv").get<std::string>());
-    CHECK(cfg.classifier == e.at("classifier").get<std::string>());
-  }
+  // The state_dict's keys in order (so its size), shapes and dtypes, no_weight_decay, group_matcher and drop-path
+  // rates too.
+  const auto info = timm::test::check_registered("resnet_oracle.py", kVariants, {"se*"}, kParity);
   // --list-models 'se*' goes through Registry::list: ours are timm's SE-ResNets, in timm's order.
   std::vector<std::string> timm_se;
-  for (const auto& name : info.at("list_se").get<std::vector<std::string>>()) {
+  for (const auto& name : info.at("list").at("se*").get<std::vector<std::string>>()) {
     if (timm::Registry::global().find(timm::PluginKind::kModel, name) != nullptr) timm_se.push_back(name);
   }
   const auto ours = timm::Registry::global().list(timm::PluginKind::kModel, "se*");
@@ -363,7 +209,7 @@ TEST_CASE("resnet variants: parameter counts, state_dict sizes, pretrained_cfg a
 
 TEST_CASE("resnet variant init follows timm: SE convs kaiming fan_out, last BN zero with SE, deep stem and avg-down") {
   at::manual_seed(0);
-  timm::ModelPtr model = make("seresnext26d_32x4d");
+  timm::ModelPtr model = make_model("seresnext26d_32x4d");
   const auto params = model->named_parameters();
   // SE of layer3 (1024 channels): fc1 1024 -> 64, fc2 64 -> 1024, kaiming_normal_(fan_out).
   const at::Tensor fc1 = params["layer3.0.se.fc1.weight"];
@@ -385,7 +231,7 @@ TEST_CASE("resnet variant init follows timm: SE convs kaiming fan_out, last BN z
   CHECK((params["layer1.0.downsample.1.weight"].sizes() == at::IntArrayRef{256, 64, 1, 1}));
   CHECK((params["layer2.0.downsample.2.weight"].sizes() == at::IntArrayRef{512}));
 
-  timm::ModelPtr basic = make("seresnet18");
+  timm::ModelPtr basic = make_model("seresnet18");
   const auto basic_params = basic->named_parameters();
   CHECK(basic_params["layer2.1.bn2.weight"].abs().max().item<double>() == 0.0);
   CHECK((basic_params["layer1.0.se.fc1.weight"].sizes() == at::IntArrayRef{8, 64, 1, 1}));

@@ -68,6 +68,8 @@ std::vector<double> block_drop_path_rates(torch::nn::Module& model) {
   return rates;
 }
 
+const timm::test::ParityOptions kParity = {.tol = {1e-4, 1e-4}, .block_rates = block_drop_path_rates};
+
 timm::ModelPtr make(const std::string& name, timm::ModelArgs args = {}) {
   timm::test::load_builtin_plugins();
   return timm::create_model(name, args);
@@ -76,11 +78,11 @@ timm::ModelPtr make(const std::string& name, timm::ModelArgs args = {}) {
 }  // namespace
 
 TEST_CASE("vit matches timm both ways: structure, eval and train logits, gradients, weights") {
-  timm::test::run_parity("vit_oracle.py", kCases, timm::test::Tolerance{1e-4, 1e-4}, block_drop_path_rates);
+  timm::test::run_parity("vit_oracle.py", kCases, kParity);
 }
 
 TEST_CASE("every registered vit/deit has timm's state_dict, parameter count, pretrained cfg, no_weight_decay, groups") {
-  const auto info = timm::test::check_registered("vit_oracle.py", kNames, {"vit_*", "deit_*"});
+  const auto info = timm::test::check_registered("vit_oracle.py", kNames, {"vit_*", "deit_*"}, kParity);
   // Our names are timm's names, and --list-models 'deit_*' lists them in timm's order.
   for (const auto& name : kNames) {
     const auto& listed = info.at("list").at(name.rfind("vit_", 0) == 0 ? "vit_*" : "deit_*");

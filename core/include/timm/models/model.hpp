@@ -86,7 +86,10 @@ using ModelFactory = std::function<ModelPtr(const ModelArgs&)>;
 ModelPtr create_model(const std::string& name, const ModelArgs& args);
 
 // Throws UsageError if `args.kwargs` has a key not in `known`.
-void check_model_kwargs(const std::string& model, const ModelArgs& args,
-                        const std::vector<std::string>& known);
+void check_model_kwargs(const std::string& model, const ModelArgs& args, const std::vector<std::string>& known);
+
+// The number of parameter values (sum of numel over model.parameters()), as
+// timm's param_count: every tool and test counts through this.
+int64_t count_parameters(const torch::nn::Module& model);
 
 }  // namespace timm

@@ -59,8 +59,6 @@ struct CheckpointShape {
 };
 CheckpointShape checkpoint_shape(const std::filesystem::path& checkpoint, const std::string& model_name);
 
-int64_t count_parameters(const torch::nn::Module& model);
-
 // An in-order eval loader over `dataset` with create_transform(is_training
 // false) of `data_config`.
 std::shared_ptr<Loader> make_eval_loader(std::shared_ptr<const Dataset> dataset, const DataConfig& data_config,
