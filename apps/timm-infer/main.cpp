@@ -45,7 +45,7 @@ timm::ToolArgs make_args() {
   args.add_switch("results-separate-col", "", "one column per rank (index_0, prob_0, ...) instead of lists");
   args.add("results-file", "", "", "output CSV or JSON file");
   args.add("results-format", "", "", "csv or json (default: from the file's extension)");
-  args.add_list("plugin-dir", "", "extra folders to load plugins from");
+  args.add_list("plugin-dir", "", "extra folders to load plugins from (repeatable)", /*accumulate=*/true);
   return args;
 }
 

@@ -32,7 +32,7 @@ timm::ToolArgs make_args() {
   args.add("checkpoint", "", "", "a .safetensors checkpoint, or a folder: validate each *.safetensors in it");
   args.add("results-file", "", "", "output CSV or JSON file for validation results");
   args.add("results-format", "", "", "csv or json (default: from the file's extension)");
-  args.add_list("plugin-dir", "", "extra folders to load plugins from");
+  args.add_list("plugin-dir", "", "extra folders to load plugins from (repeatable)", /*accumulate=*/true);
   return args;
 }
 
