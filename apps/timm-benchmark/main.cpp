@@ -193,10 +193,10 @@ int run(int argc, char** argv) {
   if (bench != "both" && bench != "inference" && bench != "train" && bench != "fwd-bwd") {
     throw timm::UsageError("--bench " + timm::in_quotes(bench) + ": expected inference, train, both or fwd-bwd");
   }
-  for (const char* flag : {"num-bench-iter", "batch-size"}) {
-    if (args.get_int(flag) <= 0) throw timm::UsageError(std::string("--") + flag + ": expected a positive integer");
-  }
-  if (args.get_int("num-warm-iter") < 0) throw timm::UsageError("--num-warm-iter: expected 0 or more");
+  // Checked before the model is built.
+  args.get_int_at_least("num-bench-iter", 1);
+  args.get_int_at_least("batch-size", 1);
+  args.get_int_at_least("num-warm-iter", 0);
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
   const bool amp = args.get_switch("amp");
   const at::ScalarType dtype = timm::parse_amp_dtype(args.get("amp-dtype"));
