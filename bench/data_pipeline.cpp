@@ -1,6 +1,6 @@
 // timm-bench-data: images/s of the C++ input pipeline alone.
 //
-//   timm-bench-data train <image folder> [threads] [batch size]
+//   timm-bench-data train <image folder> [--workers 2] [--batch-size 64]
 //       the train loader: decode, create_transform(is_training) stages
 //       (RandomResizedCrop 224, flip), uint8 batches, float + normalise
 //   timm-bench-data decode <image folder>
@@ -9,29 +9,30 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
 
+#include "timm/core/app_main.hpp"
+#include "timm/core/error.hpp"
 #include "timm/core/plugin_loader.hpp"
 #include "timm/core/registry.hpp"
+#include "timm/core/stopwatch.hpp"
 #include "timm/data/dataset.hpp"
 #include "timm/data/image.hpp"
 #include "timm/data/loader.hpp"
 #include "timm/data/transform.hpp"
+#include "timm/tools/tool_args.hpp"
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 int bench_train(const fs::path& folder, int64_t threads, int64_t batch_size) {
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path({}));
@@ -48,15 +49,16 @@ int bench_train(const fs::path& folder, int64_t threads, int64_t batch_size) {
   timm::Rng rng(0);
   for (int64_t epoch = 0; epoch < 2; ++epoch) {  // epoch 0 warms the page cache
     loader.start_epoch(epoch);
-    const auto start = Clock::now();
+    const timm::Stopwatch watch;
     int64_t images = 0;
     while (auto batch = loader.next()) {
       at::Tensor x = batch->images.to(at::kFloat);
       pipeline.apply(x, rng);
       images += x.size(0);
     }
+    const double seconds = watch.seconds();
     std::printf("epoch %ld images %ld seconds %.3f images/s %.1f\n", static_cast<long>(epoch),
-                static_cast<long>(images), seconds_since(start), images / seconds_since(start));
+                static_cast<long>(images), seconds, images / seconds);
   }
   return 0;
 }
@@ -73,9 +75,9 @@ int bench_decode(const fs::path& folder) {
   auto rate = [&](const char* name, auto&& decode) {
     double best = 1e30;
     for (int pass = 0; pass < 3; ++pass) {
-      const auto start = Clock::now();
+      const timm::Stopwatch watch;
       for (const auto& f : files) decode(f);
-      best = std::min(best, seconds_since(start));
+      best = std::min(best, watch.seconds());
     }
     std::printf("decode %s images %zu images/s %.1f\n", name, files.size(), files.size() / best);
   };
@@ -94,22 +96,25 @@ int bench_decode(const fs::path& folder) {
   return 0;
 }
 
+int run(int argc, char** argv) {
+  timm::ToolArgs args("timm-bench-data", "Images/s of the C++ input pipeline alone (bench/data_pipeline.py runs it).");
+  args.add_positional("MODE", "train (the train loader and transforms) or decode (single-thread decode rates)");
+  args.add_positional("FOLDER", "the image folder (train: class sub-folders, as ImageFolder)");
+  args.add("workers", "j", "2", "train: loader threads");
+  args.add("batch-size", "b", "64", "train: batch size");
+  args.parse(argc, argv);
+  if (args.help_requested()) {
+    std::cout << args.help();
+    return 0;
+  }
+  const std::string mode = args.get("MODE");
+  if (mode == "train") {
+    return bench_train(args.get("FOLDER"), args.get_int_at_least("workers", 0), args.get_int_at_least("batch-size", 1));
+  }
+  if (mode == "decode") return bench_decode(args.get("FOLDER"));
+  throw timm::UsageError("MODE " + timm::in_quotes(mode) + ": expected train or decode");
+}
+
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc < 3) {
-    std::fprintf(stderr, "usage: timm-bench-data train|decode <image folder> [threads] [batch size]\n");
-    return 2;
-  }
-  const std::string mode = argv[1];
-  try {
-    if (mode == "train")
-      return bench_train(argv[2], argc > 3 ? std::stol(argv[3]) : 2, argc > 4 ? std::stol(argv[4]) : 64);
-    if (mode == "decode") return bench_decode(argv[2]);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "timm-bench-data: %s\n", e.what());
-    return 1;
-  }
-  std::fprintf(stderr, "timm-bench-data: unknown mode '%s'; expected train or decode\n", mode.c_str());
-  return 2;
-}
+int main(int argc, char** argv) { return timm::run_app("timm-bench-data", argc, argv, run); }

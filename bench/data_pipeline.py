@@ -91,7 +91,7 @@ def main():
     files = sorted(os.path.join(d, f) for d, _, fs in os.walk(train) for f in fs if f.endswith('.jpg'))
     print(f'{len(files)} JPEGs under {train}')
 
-    cpp = run_cpp(a.bench_exe, ['train', a.images, str(a.threads), str(a.batch_size)])
+    cpp = run_cpp(a.bench_exe, ['train', a.images, '--workers', str(a.threads), '--batch-size', str(a.batch_size)])
     stages = re.search(r'^stages (.*)$', cpp, re.M).group(1)
     with_aa = 'RandAugment' in stages and 'RandomErasing' in stages
     cpp_rate = float(re.findall(r'images/s ([\d.]+)', cpp)[-1])

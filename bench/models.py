@@ -2,16 +2,18 @@
 
 For each model name, both sides build the model (train mode, 1000 classes),
 draw a random batch (default 32 x 3 x 224 x 224) and time iterations of
-zero_grad, forward, cross-entropy, backward on CPU with the same torch thread
-count, one after the other in this run: build/bin/timm-bench for timm-cpp,
-timm.create_model for Python. Prints images/s of each and the ratio
-timm-cpp / timm (the issue's target: >= 1.0).
+zero_grad, forward, cross-entropy, backward (no optimizer step) on CPU with
+the same torch thread count, one after the other in this run:
+`timm-benchmark --bench fwd-bwd` for timm-cpp, timm.create_model for Python.
+Both count images/s as benchmark.py does: batch x iterations / wall time of
+the timed iterations, after the untimed warm-up ones. Prints images/s of each
+and the ratio timm-cpp / timm (the issue's target: >= 1.0).
 
 A name timm-cpp does not register (its plugin not merged yet, say) is
 skipped with a note; so is a name Python timm does not know.
 
 Usage: bench/models.py [MODEL ...] [-b 32] [--img-size 224] [--threads N]
-         [--warmup 2] [--iters 5] [--channels-last] [--timm-bench PATH] [--timm-run PATH]
+         [--warmup 2] [--iters 5] [--channels-last] [--timm-benchmark PATH] [--timm-run PATH]
 Default models: resnet50 efficientnet_b2 vit_small_patch16_224 convnext_tiny.
 """
 import argparse
@@ -20,6 +22,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 DEFAULT_MODELS = ["resnet50", "efficientnet_b2", "vit_small_patch16_224", "convnext_tiny"]
@@ -31,14 +34,18 @@ def registered_in_cpp(timm_run, name):
 
 
 def bench_cpp(args, name):
-    cmd = [args.timm_bench, "--model", name, "--batch-size", str(args.batch_size), "--img-size", str(args.img_size),
-           "--warmup", str(args.warmup), "--iters", str(args.iters), "--threads", str(args.threads)]
-    if args.channels_last:
-        cmd.append("--channels-last")
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"timm-bench failed for {name}: {proc.stderr.strip()}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])["images_per_second"]
+    with tempfile.TemporaryDirectory() as tmp:
+        results = os.path.join(tmp, "bench.json")
+        cmd = [args.timm_benchmark, "--model", name, "--bench", "fwd-bwd", "--batch-size", str(args.batch_size),
+               "--img-size", str(args.img_size), "--num-classes", "1000", "--num-warm-iter", str(args.warmup),
+               "--num-bench-iter", str(args.iters), "--threads", str(args.threads), "--results-file", results]
+        if args.channels_last:
+            cmd.append("--channels-last")
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"timm-benchmark failed for {name}: {proc.stderr.strip()}")
+        with open(results) as f:
+            return json.load(f)["fwd_bwd_samples_per_sec"]
 
 
 def bench_python(args, name):
@@ -56,15 +63,15 @@ def bench_python(args, name):
         x = x.contiguous(memory_format=torch.channels_last)
 
     def step():
-        start = time.perf_counter()
-        model.zero_grad(set_to_none=False)
+        model.zero_grad()
         F.cross_entropy(model(x), target).backward()
-        return time.perf_counter() - start
 
     for _ in range(args.warmup):
         step()
-    times = sorted(step() for _ in range(args.iters))
-    return args.batch_size / times[len(times) // 2]
+    start = time.perf_counter()
+    for _ in range(args.iters):
+        step()
+    return args.batch_size * args.iters / (time.perf_counter() - start)
 
 
 def main():
@@ -77,13 +84,13 @@ def main():
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--channels-last", action="store_true")
-    parser.add_argument("--timm-bench", default=os.path.join(here, "..", "build", "bin", "timm-bench"))
+    parser.add_argument("--timm-benchmark", default=os.path.join(here, "..", "build", "bin", "timm-benchmark"))
     parser.add_argument("--timm-run", default=os.path.join(here, "..", "build", "bin", "timm-run"))
     args = parser.parse_args()
 
     import timm
     print(f"forward+backward, batch {args.batch_size}, {args.img_size} px, {args.threads} threads, "
-          f"median of {args.iters} iterations after {args.warmup} warm-up"
+          f"{args.iters} timed iterations after {args.warmup} warm-up"
           f"{', channels_last' if args.channels_last else ''}")
     print(f"{'model':28s} {'timm-cpp img/s':>15s} {'timm img/s':>12s} {'ratio':>7s}")
     ratios = []

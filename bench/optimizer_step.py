@@ -8,7 +8,7 @@ a shared machine), and the ratios timm-cpp / timm (below 1: timm-cpp faster).
 
 Usage: bench/optimizer_step.py [--threads 1] [--steps 10] [--warmup 2]
            [--models resnet50 vit_base_patch16_224] [--opts sgd adamw lamb rmsproptf ...]
-           [--timm-optim-bench build/bin/timm-optim-bench]
+           [--timm-bench-optim build/bin/timm-bench-optim]
 """
 import argparse
 import json
@@ -60,9 +60,10 @@ def time_cpp(exe, params, opts, threads, warmup, steps):
         path = os.path.join(tmp, 'params.json')
         with open(path, 'w') as f:
             json.dump(params, f)
-        out = subprocess.run([exe, path, str(threads), str(warmup), str(steps), *opts],
-                             check=True, capture_output=True, text=True).stdout
-    return {line.split()[0]: (float(line.split()[1]), float(line.split()[2])) for line in out.splitlines() if line.strip()}
+        out = subprocess.run([exe, path, '--threads', str(threads), '--warmup', str(warmup), '--steps', str(steps),
+                              '--opts', *opts], check=True, capture_output=True, text=True).stdout
+    rows = [line.split() for line in out.splitlines()]
+    return {row[0]: (float(row[1]), float(row[2])) for row in rows if len(row) == 3 and row[0] in opts}
 
 
 def main():
@@ -73,7 +74,7 @@ def main():
     parser.add_argument('--warmup', type=int, default=2)
     parser.add_argument('--models', nargs='+', default=['resnet50', 'vit_base_patch16_224'])
     parser.add_argument('--opts', nargs='+', default=['sgd', 'adamw', 'lamb', 'rmsproptf'])
-    parser.add_argument('--timm-optim-bench', default=os.path.join(here, '..', 'build', 'bin', 'timm-optim-bench'))
+    parser.add_argument('--timm-bench-optim', default=os.path.join(here, '..', 'build', 'bin', 'timm-bench-optim'))
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -84,7 +85,7 @@ def main():
           f' {"timm cpu":>10} {"cpp cpu":>10} {"ratio":>6}   (ms per step)')
     for name in args.models:
         params = model_params(name)
-        cpp = time_cpp(args.timm_optim_bench, params, args.opts, args.threads, args.warmup, args.steps)
+        cpp = time_cpp(args.timm_bench_optim, params, args.opts, args.threads, args.warmup, args.steps)
         for opt in args.opts:
             (py_wall, py_cpu), (cpp_wall, cpp_cpu) = time_python(params, opt, args.warmup, args.steps), cpp[opt]
             print(f'{name:<22} {opt:<10} {py_wall:10.1f} {cpp_wall:10.1f} {cpp_wall / py_wall:6.2f}'

@@ -1,15 +1,18 @@
 // timm-benchmark: inference and training throughput of a model at a batch
 // size on synthetic input, as timm's benchmark.py measures it: warm-up
 // steps, then timed steps; samples/s = samples / wall time of the timed steps.
+// Besides benchmark.py's modes, `--bench fwd-bwd` times forward + backward
+// in train mode without an optimizer (what bench/models.py compares against
+// Python timm).
 #include <ATen/Parallel.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
-#include <chrono>
 #include <cmath>
 #include <iostream>
 
@@ -17,6 +20,7 @@
 #include "timm/core/error.hpp"
 #include "timm/core/plugin_loader.hpp"
 #include "timm/core/registry.hpp"
+#include "timm/core/stopwatch.hpp"
 #include "timm/log/log.hpp"
 #include "timm/models/channels_last.hpp"
 #include "timm/optim/optimizer.hpp"
@@ -27,13 +31,12 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 timm::ToolArgs make_args() {
   timm::ToolArgs args("timm-benchmark", "Benchmarks a model's inference and training throughput (benchmark.py).");
   timm::add_model_data_flags(args, "resnet50");
   args.add("batch-size", "b", "256", "mini-batch size");
-  args.add("bench", "", "both", "benchmark mode: inference, train or both");
+  args.add("bench", "", "both",
+           "benchmark mode: inference, train, both, or fwd-bwd (forward + backward in train mode, no optimizer step)");
   args.add("num-warm-iter", "", "10", "number of warmup iterations");
   args.add("num-bench-iter", "", "40", "number of benchmark iterations");
   args.add_switch("amp", "", "use automatic mixed precision (autocast)");
@@ -47,7 +50,7 @@ timm::ToolArgs make_args() {
   args.add("threads", "", "", "intra-op threads (default: torch's)");
   args.add("results-file", "", "", "output CSV or JSON file for the results");
   args.add("results-format", "", "", "csv or json (default: from the file's extension)");
-  args.add_list("plugin-dir", "", "extra folders to load plugins from");
+  args.add_list("plugin-dir", "", "extra folders to load plugins from (repeatable)", /*accumulate=*/true);
   return args;
 }
 
@@ -70,21 +73,21 @@ double ms_per_step(double total_seconds, int64_t steps) { return 1000.0 * total_
 template <class Step>
 std::pair<double, double> time_steps(const char* label, int64_t warm, int64_t iters, int64_t batch, Step step) {
   for (int64_t i = 0; i < warm; ++i) step();
-  const auto start = Clock::now();
+  const timm::Stopwatch total_watch;
   double step_sum = 0.0;
   const int64_t log_every = std::max<int64_t>(1, iters / 5);
   for (int64_t i = 0; i < iters; ++i) {
-    const auto t0 = Clock::now();
+    const timm::Stopwatch step_watch;
     step();
-    step_sum += std::chrono::duration<double>(Clock::now() - t0).count();
+    step_sum += step_watch.seconds();
     if ((i + 1) % log_every == 0) {
-      const double total = std::chrono::duration<double>(Clock::now() - start).count();
+      const double total = total_watch.seconds();
       timm::log_info(timm::format("%s [%lld/%lld]. %0.2f samples/sec. %0.3f ms/step.", label,
                                   static_cast<long long>(i + 1), static_cast<long long>(iters), batch * (i + 1) / total,
                                   ms_per_step(total, i + 1)));
     }
   }
-  const double total = std::chrono::duration<double>(Clock::now() - start).count();
+  const double total = total_watch.seconds();
   return {batch * iters / total, ms_per_step(step_sum, iters)};
 }
 
@@ -106,39 +109,55 @@ void bench_inference(const timm::ToolArgs& args, Setup& setup, bool amp, at::Sca
   row.emplace_back("infer_img_size", setup.input_shape.back());
 }
 
-void bench_train(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarType dtype, timm::ResultRow& row) {
+// The train benchmark (zero_grad, forward, loss, backward, optimizer step)
+// or, without `optimizer_step`, forward + backward alone (--bench fwd-bwd).
+void bench_train(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarType dtype, bool optimizer_step,
+                 timm::ResultRow& row) {
   setup.model->train();
-  timm::OptimizerArgs opt;
-  opt.opt = args.get("opt");
-  opt.lr = args.get_double("lr");
-  opt.momentum = args.get_double("momentum");
-  opt.weight_decay = args.get_double("weight-decay");
-  timm::OptimizerPtr optimizer = timm::create_optimizer(*setup.model, setup.model->no_weight_decay(), opt);
-  timm::log_info("Created " + optimizer->describe());
+  timm::OptimizerPtr optimizer;
+  if (optimizer_step) {
+    timm::OptimizerArgs opt;
+    opt.opt = args.get("opt");
+    opt.lr = args.get_double("lr");
+    opt.momentum = args.get_double("momentum");
+    opt.weight_decay = args.get_double("weight-decay");
+    optimizer = timm::create_optimizer(*setup.model, setup.model->no_weight_decay(), opt);
+    timm::log_info("Created " + optimizer->describe());
+  }
+  const char* label = optimizer_step ? "Train" : "FwdBwd";
+  const char* what = optimizer_step ? "train" : "forward + backward";
+  const std::string key = optimizer_step ? "train" : "fwd_bwd";
   const double smoothing = args.get_double("smoothing");
   const at::Tensor x = make_input(setup);
   const at::Tensor target = at::randint(setup.num_classes, {setup.input_shape[0]}, at::kLong);
-  timm::log_info(timm::format("Running train benchmark on %s for %lld steps w/ input size %s and batch size %lld.",
+  timm::log_info(timm::format("Running %s benchmark on %s for %lld steps w/ input size %s and batch size %lld.", what,
                               args.get("model").c_str(), static_cast<long long>(args.get_int("num-bench-iter")),
                               c10::str(setup.input_shape).c_str(), static_cast<long long>(setup.input_shape[0])));
   auto step = [&] {
-    optimizer->zero_grad();
+    if (optimizer) {
+      optimizer->zero_grad();
+    } else {
+      setup.model->zero_grad();
+    }
     at::Tensor loss;
     {
       timm::AutocastGuard autocast(at::kCPU, dtype, amp);
-      loss = timm::label_smoothing_cross_entropy(setup.model->forward(x).to(at::kFloat), target, smoothing);
+      const at::Tensor logits = setup.model->forward(x).to(at::kFloat);
+      // benchmark.py's nn.CrossEntropyLoss unless --smoothing is set.
+      loss = smoothing > 0.0 ? timm::label_smoothing_cross_entropy(logits, target, smoothing)
+                             : at::cross_entropy_loss(logits, target);
     }
     loss.backward();
-    optimizer->step();
+    if (optimizer) optimizer->step();
   };
   const auto [rate, step_ms] =
-      time_steps("Train", args.get_int("num-warm-iter"), args.get_int("num-bench-iter"), setup.input_shape[0], step);
-  timm::log_info(timm::format("Train benchmark of %s done. %.2f samples/sec, %.2f ms/sample", args.get("model").c_str(),
-                              rate, 1000.0 / rate));
-  row.emplace_back("train_samples_per_sec", std::round(rate * 100) / 100);
-  row.emplace_back("train_step_time", std::round(step_ms * 1000) / 1000);
-  row.emplace_back("train_batch_size", setup.input_shape[0]);
-  row.emplace_back("train_img_size", setup.input_shape.back());
+      time_steps(label, args.get_int("num-warm-iter"), args.get_int("num-bench-iter"), setup.input_shape[0], step);
+  timm::log_info(timm::format("%s benchmark of %s done. %.2f samples/sec, %.2f ms/sample", label,
+                              args.get("model").c_str(), rate, 1000.0 / rate));
+  row.emplace_back(key + "_samples_per_sec", std::round(rate * 100) / 100);
+  row.emplace_back(key + "_step_time", std::round(step_ms * 1000) / 1000);
+  row.emplace_back(key + "_batch_size", setup.input_shape[0]);
+  row.emplace_back(key + "_img_size", setup.input_shape.back());
 }
 
 Setup make_setup(const timm::ToolArgs& args) {
@@ -171,13 +190,13 @@ int run(int argc, char** argv) {
   }
   if (auto threads = args.get_optional_int("threads")) at::set_num_threads(static_cast<int>(*threads));
   const std::string bench = args.get("bench");
-  if (bench != "both" && bench != "inference" && bench != "train") {
-    throw timm::UsageError("--bench " + timm::in_quotes(bench) + ": expected inference, train or both");
+  if (bench != "both" && bench != "inference" && bench != "train" && bench != "fwd-bwd") {
+    throw timm::UsageError("--bench " + timm::in_quotes(bench) + ": expected inference, train, both or fwd-bwd");
   }
-  for (const char* flag : {"num-bench-iter", "batch-size"}) {
-    if (args.get_int(flag) <= 0) throw timm::UsageError(std::string("--") + flag + ": expected a positive integer");
-  }
-  if (args.get_int("num-warm-iter") < 0) throw timm::UsageError("--num-warm-iter: expected 0 or more");
+  // Checked before the model is built.
+  args.get_int_at_least("num-bench-iter", 1);
+  args.get_int_at_least("batch-size", 1);
+  args.get_int_at_least("num-warm-iter", 0);
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
   const bool amp = args.get_switch("amp");
   const at::ScalarType dtype = timm::parse_amp_dtype(args.get("amp-dtype"));
@@ -185,11 +204,10 @@ int run(int argc, char** argv) {
 
   timm::ResultRow row{{"model", args.get("model")}};
   Setup setup = make_setup(args);
-  if (bench != "train") bench_inference(args, setup, amp, dtype, row);
-  if (bench != "inference") {
-    setup = make_setup(args);  // fresh weights, as benchmark.py builds a new runner
-    bench_train(args, setup, amp, dtype, row);
-  }
+  if (bench == "inference" || bench == "both") bench_inference(args, setup, amp, dtype, row);
+  if (bench == "both") setup = make_setup(args);  // fresh weights, as benchmark.py builds a new runner
+  if (bench == "train" || bench == "both") bench_train(args, setup, amp, dtype, /*optimizer_step=*/true, row);
+  if (bench == "fwd-bwd") bench_train(args, setup, amp, dtype, /*optimizer_step=*/false, row);
   row.emplace_back("param_count", std::round(setup.param_count / 1e4) / 100);
   std::cout << "--result\n" << timm::results_json(row) << "\n" << std::flush;
   if (args.has("results-file"))

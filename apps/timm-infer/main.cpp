@@ -5,13 +5,13 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
-#include <chrono>
 #include <iostream>
 
 #include "timm/core/app_main.hpp"
 #include "timm/core/error.hpp"
 #include "timm/core/plugin_loader.hpp"
 #include "timm/core/registry.hpp"
+#include "timm/core/stopwatch.hpp"
 #include "timm/log/log.hpp"
 #include "timm/tools/eval_setup.hpp"
 #include "timm/tools/progress.hpp"
@@ -19,8 +19,6 @@
 #include "timm/train/metrics.hpp"
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // Fashion-MNIST's class names: (name, description) by index.
 const std::vector<std::pair<std::string, std::string>> kFashionMnistLabels = {{"t_shirt_top", "T-shirt/top"},
@@ -47,7 +45,7 @@ timm::ToolArgs make_args() {
   args.add_switch("results-separate-col", "", "one column per rank (index_0, prob_0, ...) instead of lists");
   args.add("results-file", "", "", "output CSV or JSON file");
   args.add("results-format", "", "", "csv or json (default: from the file's extension)");
-  args.add_list("plugin-dir", "", "extra folders to load plugins from");
+  args.add_list("plugin-dir", "", "extra folders to load plugins from (repeatable)", /*accumulate=*/true);
   return args;
 }
 
@@ -81,7 +79,7 @@ std::vector<timm::ResultRow> predict(timm::ClassifierImpl& model, timm::Loader& 
   timm::Progress progress("Predict", num_batches, log_freq);
   timm::AverageMeter batch_time;
   std::vector<timm::ResultRow> rows;
-  auto start = Clock::now();
+  timm::Stopwatch batch_watch;
   int64_t index = 0;
   while (auto batch = loader.next()) {
     at::Tensor output = model.forward(timm::prepare_eval_images(*batch, loader.transform()));
@@ -107,8 +105,7 @@ std::vector<timm::ResultRow> predict(timm::ClassifierImpl& model, timm::Loader& 
       add_ranked(row, opt.prob ? "prob" : "logit", out, opt.separate);
       rows.push_back(std::move(row));
     }
-    batch_time.update(std::chrono::duration<double>(Clock::now() - start).count());
-    start = Clock::now();
+    batch_time.update(batch_watch.lap());
     progress.step(index, timm::format("%zu images", rows.size()),
                   timm::format("Predict: [%lld/%lld] Time %.3f (%.3f)", static_cast<long long>(index),
                                static_cast<long long>(num_batches), batch_time.val(), batch_time.avg()));

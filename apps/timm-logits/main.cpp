@@ -38,36 +38,34 @@
 #include "timm/models/channels_last.hpp"
 #include "timm/models/load_weights.hpp"
 #include "timm/models/model.hpp"
+#include "timm/tools/tool_args.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: timm-logits --model NAME --weights FILE --input PATH --output FILE [options]
-
-Writes the logits of model NAME with the weights in FILE for the input PATH.
-
-required:
-  --model NAME          a registered model (timm-run --list-models)
-  --weights FILE        .safetensors or a torch.save'd .pth / .pth.tar (state_dict or
-                        timm training checkpoint; EMA weights preferred as timm's load_checkpoint)
-  --input PATH          a folder of JPEG/PNG images (eval transform of the model's
-                        pretrained_cfg), or an (N, C, H, W) tensor file: .safetensors
-                        (tensor 'input' or the only one) or .npy, used as it is
-  --output FILE         .safetensors (tensor 'logits') or .npy
-
-options:
-  --csv FILE            also write the logits as CSV: name (file name or row index), then one
-                        column per class
-  --num-classes N       classifier size (default: the weights file's classifier rows)
-  --in-chans C          input channels (default 3)
-  --batch-size B        images per forward (default 32)
-  --no-ema              take 'state_dict' even when a checkpoint has 'state_dict_ema'
-  --channels-last       run in channels_last memory format
-  --input-key KEY       the tensor to read from a .safetensors input (default 'input')
-  --plugin-dir DIR      also load plugins from DIR (repeatable)
-  -h, --help            this text
-)";
+timm::ToolArgs make_args() {
+  timm::ToolArgs args("timm-logits",
+                      "Writes the logits of model --model with the weights in --weights for the input --input.\n"
+                      "Required: --model, --weights, --input, --output.");
+  args.add("model", "", "", "a registered model (timm-run --list-models)");
+  args.add("weights", "", "",
+           ".safetensors or a torch.save'd .pth / .pth.tar (state_dict or timm training checkpoint; EMA weights "
+           "preferred as timm's load_checkpoint)");
+  args.add("input", "", "",
+           "a folder of JPEG/PNG images (eval transform of the model's pretrained_cfg), or an (N, C, H, W) tensor "
+           "file: .safetensors (tensor 'input' or the only one) or .npy, used as it is");
+  args.add("output", "", "", ".safetensors (tensor 'logits') or .npy");
+  args.add("csv", "", "", "also write the logits as CSV: name (file name or row index), then one column per class");
+  args.add("num-classes", "", "", "classifier size (default: the weights file's classifier rows)");
+  args.add("in-chans", "", "3", "input channels");
+  args.add("batch-size", "", "32", "images per forward");
+  args.add_switch("no-ema", "", "take 'state_dict' even when a checkpoint has 'state_dict_ema'");
+  args.add_switch("channels-last", "", "run in channels_last memory format");
+  args.add("input-key", "", "", "the tensor to read from a .safetensors input (default 'input')");
+  args.add_list("plugin-dir", "", "also load plugins from these folders (repeatable)", /*accumulate=*/true);
+  return args;
+}
 
 struct Options {
   std::string model, weights, input, output, csv, input_key;
@@ -76,7 +74,6 @@ struct Options {
   int64_t batch_size = 32;
   bool use_ema = true;
   bool channels_last = false;
-  bool help = false;
   std::vector<std::string> plugin_dirs;
 };
 
@@ -84,61 +81,20 @@ bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-int64_t parse_int(const std::string& flag, const std::string& value) {
-  try {
-    size_t used = 0;
-    const int64_t v = std::stoll(value, &used);
-    if (used == value.size() && v > 0) return v;
-  } catch (const std::exception&) {
-  }
-  throw timm::UsageError(flag + " " + timm::in_quotes(value) + ": expected a positive integer");
-}
-
-Options parse(int argc, char** argv) {
+Options options(const timm::ToolArgs& args) {
   Options o;
-  const std::vector<std::string> args(argv + 1, argv + argc);
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& flag = args[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw timm::UsageError(flag + ": expected a value");
-      return args[++i];
-    };
-    if (flag == "-h" || flag == "--help")
-      o.help = true;
-    else if (flag == "--model")
-      o.model = value();
-    else if (flag == "--weights")
-      o.weights = value();
-    else if (flag == "--input")
-      o.input = value();
-    else if (flag == "--output")
-      o.output = value();
-    else if (flag == "--csv")
-      o.csv = value();
-    else if (flag == "--input-key")
-      o.input_key = value();
-    else if (flag == "--num-classes")
-      o.num_classes = parse_int(flag, value());
-    else if (flag == "--in-chans")
-      o.in_chans = parse_int(flag, value());
-    else if (flag == "--batch-size")
-      o.batch_size = parse_int(flag, value());
-    else if (flag == "--no-ema")
-      o.use_ema = false;
-    else if (flag == "--channels-last")
-      o.channels_last = true;
-    else if (flag == "--plugin-dir")
-      o.plugin_dirs.push_back(value());
-    else
-      throw timm::UsageError("unknown argument " + timm::in_quotes(flag) + " (see timm-logits --help)");
-  }
-  if (o.help) return o;
-  for (const auto& [flag, v] : {std::pair<const char*, const std::string*>{"--model", &o.model},
-                                {"--weights", &o.weights},
-                                {"--input", &o.input},
-                                {"--output", &o.output}}) {
-    if (v->empty()) throw timm::UsageError(std::string(flag) + " is required (see timm-logits --help)");
-  }
+  o.model = args.get_required("model");
+  o.weights = args.get_required("weights");
+  o.input = args.get_required("input");
+  o.output = args.get_required("output");
+  o.csv = args.get("csv");
+  o.input_key = args.get("input-key");
+  if (args.has("num-classes")) o.num_classes = args.get_int_at_least("num-classes", 1);
+  o.in_chans = args.get_int_at_least("in-chans", 1);
+  o.batch_size = args.get_int_at_least("batch-size", 1);
+  o.use_ema = !args.get_switch("no-ema");
+  o.channels_last = args.get_switch("channels-last");
+  o.plugin_dirs = args.get_list("plugin-dir");
   if (!ends_with(o.output, ".npy") && !ends_with(o.output, ".safetensors")) {
     throw timm::UsageError("--output " + timm::in_quotes(o.output) + ": expected a .safetensors or .npy file name");
   }
@@ -240,11 +196,13 @@ void write_csv(const fs::path& path, const at::Tensor& logits, const std::vector
 }
 
 int run(int argc, char** argv) {
-  const Options o = parse(argc, argv);
-  if (o.help) {
-    std::cout << kUsage;
+  timm::ToolArgs tool_args = make_args();
+  tool_args.parse(argc, argv);
+  if (tool_args.help_requested()) {
+    std::cout << tool_args.help();
     return 0;
   }
+  const Options o = options(tool_args);
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(o.plugin_dirs));
 
   const timm::NamedTensors state = timm::load_state_dict_file(o.weights, o.use_ema);

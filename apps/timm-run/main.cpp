@@ -3,7 +3,6 @@
 // Parses timm's flags (and --config FILE.toml), loads the plugins, then lists
 // registry entries or trains. User errors print one line and exit 2 (usage)
 // or 1 (runtime).
-#include <chrono>
 #include <iostream>
 
 #include <c10/util/Exception.h>
@@ -13,6 +12,7 @@
 #include "timm/core/error.hpp"
 #include "timm/core/plugin_loader.hpp"
 #include "timm/core/registry.hpp"
+#include "timm/core/stopwatch.hpp"
 #include "timm/log/log.hpp"
 #include "timm/train/trainer.hpp"
 
@@ -26,14 +26,14 @@ void print_list(timm::PluginKind kind, const std::string& pattern) {
 }
 
 int run(int argc, char** argv) {
-  const auto start = std::chrono::steady_clock::now();
+  const timm::Stopwatch startup_watch;
   timm::CommandLine command = timm::parse_train_command_line(argc, argv);
   if (command.action == timm::Action::kHelp) {
     std::cout << command.help_text;
     return 0;
   }
   const auto plugins = timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(command.plugin_dirs));
-  const double startup = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double startup = startup_watch.seconds();
   switch (command.action) {
     case timm::Action::kListModels:
       print_list(timm::PluginKind::kModel, command.list_pattern);

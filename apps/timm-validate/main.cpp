@@ -4,7 +4,6 @@
 //
 // Metrics are exact: the loss and the hits are summed over samples and divided
 // once, so the numbers equal timm-run's eval of the same weights and data.
-#include <chrono>
 #include <cmath>
 #include <iostream>
 
@@ -17,6 +16,7 @@
 #include "timm/core/error.hpp"
 #include "timm/core/plugin_loader.hpp"
 #include "timm/core/registry.hpp"
+#include "timm/core/stopwatch.hpp"
 #include "timm/log/log.hpp"
 #include "timm/tools/eval_setup.hpp"
 #include "timm/tools/progress.hpp"
@@ -25,8 +25,6 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 timm::ToolArgs make_args() {
   timm::ToolArgs args("timm-validate", "Validates timm-cpp checkpoints on a dataset (timm's validate.py).");
   timm::add_model_data_flags(args, "resnet18");
@@ -34,7 +32,7 @@ timm::ToolArgs make_args() {
   args.add("checkpoint", "", "", "a .safetensors checkpoint, or a folder: validate each *.safetensors in it");
   args.add("results-file", "", "", "output CSV or JSON file for validation results");
   args.add("results-format", "", "", "csv or json (default: from the file's extension)");
-  args.add_list("plugin-dir", "", "extra folders to load plugins from");
+  args.add_list("plugin-dir", "", "extra folders to load plugins from (repeatable)", /*accumulate=*/true);
   return args;
 }
 
@@ -54,7 +52,7 @@ Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, int64_t log_
   double loss_sum = 0.0;
   int64_t top1 = 0, top5 = 0, samples = 0;
   timm::AverageMeter batch_time;
-  auto start = Clock::now();
+  timm::Stopwatch batch_watch;
   int64_t index = 0;
   while (auto batch = loader.next()) {
     const at::Tensor input = timm::prepare_eval_images(*batch, loader.transform());
@@ -66,8 +64,7 @@ Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, int64_t log_
     top1 += correct[0];
     top5 += correct[1];
     samples += n;
-    batch_time.update(std::chrono::duration<double>(Clock::now() - start).count());
-    start = Clock::now();
+    batch_time.update(batch_watch.lap());
     const double avg_top1 = 100.0 * top1 / samples;
     progress.step(
         index, timm::format("Loss %.4f  Acc@1 %.3f  Acc@5 %.3f", loss_sum / samples, avg_top1, 100.0 * top5 / samples),

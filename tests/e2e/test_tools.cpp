@@ -1,6 +1,7 @@
 // The tools beside timm-run on Fashion-MNIST, against timm-run itself and
-// Python timm at test time: timm-validate, timm-infer, timm-benchmark and
-// timm-plot, with one tiny checkpoint trained once and shared by the cases.
+// Python timm at test time: timm-validate, timm-infer, timm-benchmark (also
+// its --bench fwd-bwd) and timm-plot, with one tiny checkpoint trained once
+// and shared by the cases.
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -261,6 +262,31 @@ TEST_CASE("timm-benchmark measures inference and training and writes its results
     CHECK(row["infer_samples_per_sec"].get<double>() > 0.0);
     CHECK(row["train_samples_per_sec"].get<double>() > 0.0);
   }
+}
+
+TEST_CASE("timm-benchmark --bench fwd-bwd times forward + backward alone; bad arguments exit 2") {
+  timm::test::TempDir tmp;
+  const auto result =
+      run_command({tool("timm-benchmark"), "--model", "resnet18", "-b", "2", "--img-size", "64", "--num-warm-iter", "1",
+                   "--num-bench-iter", "2", "--bench", "fwd-bwd", "--results-file", (tmp / "fb.json").string()});
+  REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+  CHECK(result.output.find("FwdBwd [2/2]. ") != std::string::npos);
+  CHECK(result.output.find("Created ") == std::string::npos);  // no optimizer
+  const json row = parse_json_file(tmp / "fb.json");
+  CHECK(row["fwd_bwd_samples_per_sec"].get<double>() > 0.0);
+  CHECK(row["fwd_bwd_img_size"].get<double>() == 64);
+  CHECK_FALSE(row.contains("train_samples_per_sec"));
+  CHECK_FALSE(row.contains("infer_samples_per_sec"));
+
+  const auto mode = run_command({tool("timm-benchmark"), "--bench", "fast"});
+  CHECK(mode.exit_code == 2);
+  CHECK(mode.output.find("expected inference, train, both or fwd-bwd") != std::string::npos);
+  const auto iters = run_command({tool("timm-benchmark"), "--num-bench-iter", "0"});
+  CHECK(iters.exit_code == 2);
+  CHECK(iters.output.find("--num-bench-iter '0': expected a positive integer") != std::string::npos);
+  const auto unknown = run_command({tool("timm-benchmark"), "--iters", "3"});
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.output.find("unrecognized argument '--iters'") != std::string::npos);
 }
 
 TEST_CASE("timm-plot renders summary.csv into a well-formed SVG with the CSV's points") {

@@ -1,6 +1,5 @@
 #include "timm/dist/ddp.hpp"
 
-#include <chrono>
 #include <map>
 #include <tuple>
 
@@ -12,6 +11,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include "timm/core/error.hpp"
+#include "timm/core/stopwatch.hpp"
 #include "timm/log/log.hpp"
 
 namespace timm::dist {
@@ -254,7 +254,7 @@ void DistributedDataParallel::finalize_backward() {
     reset_backward_state();
     return;
   }
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch wait_watch;
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     wait(buckets_[b]->work, format("allreduce of gradient bucket %zu/%zu", b + 1, buckets_.size()));
   }
@@ -263,7 +263,7 @@ void DistributedDataParallel::finalize_backward() {
     wait(comm_->allreduce(io), "allreduce of the used-parameter mask");
     used = used.cpu();
   }
-  reduce_wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  reduce_wait_seconds_ += wait_watch.seconds();
   ++reduced_backwards_;
 
   torch::NoGradGuard no_grad;
@@ -284,11 +284,11 @@ void DistributedDataParallel::finalize_backward() {
 double DistributedDataParallel::time_allreduce_alone(int repeats) {
   double total = 0.0;
   for (int i = 0; i < repeats; ++i) {
-    const auto start = std::chrono::steady_clock::now();
+    const Stopwatch watch;
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
     for (auto& bucket : buckets_) works.push_back(comm_->allreduce(bucket->io));
     for (std::size_t b = 0; b < works.size(); ++b) wait(works[b], format("timing all-reduce of bucket %zu", b + 1));
-    total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    total += watch.seconds();
   }
   return repeats > 0 ? total / repeats : 0.0;
 }

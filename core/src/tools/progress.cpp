@@ -28,8 +28,7 @@ Progress::Progress(std::string label, int64_t total, int64_t log_freq, bool term
     : label_(std::move(label)),
       total_(std::max<int64_t>(total, 1)),
       log_freq_(std::max<int64_t>(log_freq, 1)),
-      terminal_(terminal),
-      start_(std::chrono::steady_clock::now()) {}
+      terminal_(terminal) {}
 
 Progress::~Progress() { finish(); }
 
@@ -46,7 +45,7 @@ void Progress::step(int64_t index, const std::string& status, const std::string&
     if (index % log_freq_ == 0 || last) log_info(line);
     return;
   }
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double elapsed = watch_.seconds();
   const int64_t done = index + 1;
   const double eta = done > 0 ? elapsed / done * static_cast<double>(total_ - done) : 0.0;
   std::fprintf(stderr, "\r%s %s %lld/%lld  %s  %.0fs elapsed, ~%.0fs left\033[K", label_.c_str(),

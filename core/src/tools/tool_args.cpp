@@ -12,15 +12,16 @@ ToolArgs::ToolArgs(std::string program, std::string description)
 
 void ToolArgs::add(const std::string& name, const std::string& short_name, const std::string& default_value,
                    const std::string& help) {
-  specs_.push_back({name, short_name, default_value, help, Kind::kValue});
+  specs_.push_back({name, short_name, default_value, help, Kind::kValue, false});
 }
 
-void ToolArgs::add_list(const std::string& name, const std::string& short_name, const std::string& help) {
-  specs_.push_back({name, short_name, "", help, Kind::kList});
+void ToolArgs::add_list(const std::string& name, const std::string& short_name, const std::string& help,
+                        bool accumulate) {
+  specs_.push_back({name, short_name, "", help, Kind::kList, accumulate});
 }
 
 void ToolArgs::add_switch(const std::string& name, const std::string& short_name, const std::string& help) {
-  specs_.push_back({name, short_name, "", help, Kind::kSwitch});
+  specs_.push_back({name, short_name, "", help, Kind::kSwitch, false});
 }
 
 void ToolArgs::add_positional(const std::string& name, const std::string& help) {
@@ -84,7 +85,8 @@ void ToolArgs::parse(int argc, const char* const* argv) {
     }
     if (s == nullptr) throw UsageError(program_ + ": unrecognized argument '" + token + "' (see --help)");
     std::vector<std::string>& slot = values_[s->name];
-    slot.clear();
+    const std::size_t kept = s->accumulate ? slot.size() : 0;
+    slot.resize(kept);
     if (s->kind == Kind::kSwitch) {
       if (inline_value) throw UsageError("--" + s->name + " takes no value");
       slot.push_back("1");
@@ -103,7 +105,7 @@ void ToolArgs::parse(int argc, const char* const* argv) {
         if (s->kind == Kind::kValue) break;
       }
     }
-    if (slot.empty()) throw UsageError("--" + s->name + ": expected a value");
+    if (slot.size() == kept) throw UsageError("--" + s->name + ": expected a value");
   }
   if (positional_values.size() != positionals_.size()) {
     std::string names;
@@ -152,6 +154,11 @@ std::string ToolArgs::get(const std::string& name) const {
   return spec(name).default_value;
 }
 
+std::string ToolArgs::get_required(const std::string& name) const {
+  if (!has(name)) throw UsageError("--" + name + " is required (see " + program_ + " --help)");
+  return get(name);
+}
+
 std::optional<std::string> ToolArgs::get_optional(const std::string& name) const {
   if (!has(name)) return std::nullopt;
   return get(name);
@@ -182,6 +189,15 @@ double to_double(const std::string& flag, const std::string& text) {
 }  // namespace
 
 int64_t ToolArgs::get_int(const std::string& name) const { return to_int(name, get(name)); }
+
+int64_t ToolArgs::get_int_at_least(const std::string& name, int64_t minimum) const {
+  const int64_t value = get_int(name);
+  if (value >= minimum) return value;
+  const std::string expected = minimum == 1   ? "a positive integer"
+                               : minimum == 0 ? "0 or more"
+                                              : "an integer >= " + std::to_string(minimum);
+  throw UsageError("--" + name + " '" + get(name) + "': expected " + expected);
+}
 
 std::optional<int64_t> ToolArgs::get_optional_int(const std::string& name) const {
   if (!has(name)) return std::nullopt;

@@ -18,6 +18,7 @@
 
 #include "timm/core/error.hpp"
 #include "timm/core/python_repr.hpp"
+#include "timm/core/stopwatch.hpp"
 #include "timm/data/data_config.hpp"
 #include "timm/data/dataset.hpp"
 #include "timm/data/loader.hpp"
@@ -50,10 +51,6 @@
 
 namespace timm {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // As timm's init_distributed_device: in a distributed run the CUDA device
 // index is the local rank (a user-given index is dropped).
@@ -399,8 +396,8 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
   int64_t num_updates = epoch * updates;
   AverageMeter losses, update_time, data_time;
   Rng batch_rng(static_cast<std::uint64_t>(ctx.config.get<int64_t>("seed")) * 1000003ULL + epoch);
-  auto data_start = Clock::now();
-  auto update_start = Clock::now();
+  Stopwatch data_watch;
+  Stopwatch update_watch;
   if (ctx.tools.mixup && ctx.tools.mixup_off_epoch > 0 && epoch >= ctx.tools.mixup_off_epoch) {
     ctx.tools.mixup->set_enabled(false);
   }
@@ -419,7 +416,7 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
     at::Tensor input = prepare_images(*batch, ctx.loader.transform(), ctx.device, batch_rng, ctx.channels_last);
     at::Tensor target = batch->targets.to(ctx.device);
     if (ctx.tools.mixup) target = ctx.tools.mixup->apply(input, target, mixup_rng).targets;
-    data_time.update(static_cast<double>(accum) * seconds_since(data_start));
+    data_time.update(static_cast<double>(accum) * data_watch.seconds());
 
     // Under DDP, the batches that do not update skip the all-reduce (torch's
     // no_sync); the update's backward reduces the accumulated gradients.
@@ -438,16 +435,15 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
     update_sample_count += batch_size * dist.size();  // train.py: B x W, a global rate
     ++batch_idx;
     if (!need_update) {
-      data_start = Clock::now();
+      data_watch.restart();
       continue;
     }
     ++num_updates;
     ctx.optimizer.zero_grad();
     if (ctx.tools.ema) ctx.tools.ema->update(*ctx.model, num_updates);
-    update_time.update(seconds_since(update_start));
+    update_time.update(update_watch.lap());
     ctx.images_seen += static_cast<double>(update_sample_count);
     ctx.train_seconds += update_time.val();
-    update_start = Clock::now();
 
     if (update_idx % ctx.log_interval == 0 || last_batch) {
       // train.py: the logged losses are the means over the ranks.
@@ -468,7 +464,7 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
     }
     ctx.scheduler.step_update(num_updates, losses.avg());
     update_sample_count = 0;
-    data_start = Clock::now();
+    data_watch.restart();
   }
   if (batch_idx == 0) throw Error("the training loader produced no batch; is the dataset smaller than --batch-size?");
   return dist.active() ? dist.mean(losses.avg(), "allreduce of the epoch's train loss") : losses.avg();
@@ -487,7 +483,7 @@ EvalMetrics validate(const ModelPtr& model, Loader& loader, const torch::Device&
   int64_t top1 = 0, top5 = 0, samples = 0;
   AverageMeter batch_time;
   Rng rng(seed);
-  auto start = Clock::now();
+  Stopwatch batch_watch;
   int64_t batch_idx = 0;
   while (auto batch = loader.next()) {
     const at::Tensor input = prepare_images(*batch, loader.transform(), device, rng, channels_last);
@@ -506,8 +502,7 @@ EvalMetrics validate(const ModelPtr& model, Loader& loader, const torch::Device&
     top1 += correct[0];
     top5 += correct[1];
     samples += n;
-    batch_time.update(seconds_since(start));
-    start = Clock::now();
+    batch_time.update(batch_watch.lap());
     if (batch_idx % log_interval == 0 || batch_idx == last_idx) {
       log_info(
           format("Test%s: [%4lld/%lld]  Time: %.3f (%.3f)  Loss: %7.3f (%6.3f)  Acc@1: %7.3f (%7.3f)  "

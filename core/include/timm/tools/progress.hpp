@@ -3,9 +3,10 @@
 // `log_freq` steps and at the last step, as timm's scripts print them.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <string>
+
+#include "timm/core/stopwatch.hpp"
 
 namespace timm {
 
@@ -34,7 +35,7 @@ class Progress {
   int64_t log_freq_;
   bool terminal_;
   bool open_ = false;
-  std::chrono::steady_clock::time_point start_;
+  Stopwatch watch_;
 };
 
 }  // namespace timm

@@ -1,5 +1,6 @@
-// A small argparse for the tools beside timm-run (timm-validate,
-// timm-benchmark, timm-infer): long flags with optional short names,
+// The one argparse of the tools beside timm-run (timm-validate,
+// timm-benchmark, timm-infer, timm-logits, timm-plot) and of the bench
+// executables: long flags with optional short names,
 // `--flag value`, `--flag=value`, `-b64`, switches and nargs='+' lists, the
 // way timm's validate.py / benchmark.py / inference.py declare theirs.
 //
@@ -26,8 +27,11 @@ class ToolArgs {
   // A flag taking one value; `default_value` "" means unset (None).
   void add(const std::string& name, const std::string& short_name, const std::string& default_value,
            const std::string& help);
-  // A flag taking one or more values (nargs='+').
-  void add_list(const std::string& name, const std::string& short_name, const std::string& help);
+  // A flag taking one or more values (nargs='+'). A repeated flag replaces
+  // the earlier values, or with `accumulate` adds to them (argparse's
+  // action='extend': --plugin-dir a --plugin-dir b).
+  void add_list(const std::string& name, const std::string& short_name, const std::string& help,
+                bool accumulate = false);
   // store_true.
   void add_switch(const std::string& name, const std::string& short_name, const std::string& help);
   // Positional arguments, in order; all required.
@@ -44,8 +48,12 @@ class ToolArgs {
   bool has(const std::string& name) const;
   bool given(const std::string& name) const;
   std::string get(const std::string& name) const;  // "" when unset
+  // The value; throws UsageError "--NAME is required" when unset.
+  std::string get_required(const std::string& name) const;
   std::optional<std::string> get_optional(const std::string& name) const;
   int64_t get_int(const std::string& name) const;  // throws UsageError when not an integer
+  // get_int, and throws UsageError when the value is below `minimum`.
+  int64_t get_int_at_least(const std::string& name, int64_t minimum) const;
   std::optional<int64_t> get_optional_int(const std::string& name) const;
   double get_double(const std::string& name) const;
   std::optional<double> get_optional_double(const std::string& name) const;
@@ -60,6 +68,7 @@ class ToolArgs {
   struct Spec {
     std::string name, short_name, default_value, help;
     Kind kind = Kind::kValue;
+    bool accumulate = false;
   };
   const Spec& spec(const std::string& name) const;
   const Spec* find_long(const std::string& name) const;

@@ -1,0 +1,105 @@
+// timm-bench-optim: optimizer step time for bench/optimizer_step.py. Builds a
+// module with the parameters (names and shapes) of a model from a JSON file,
+// gives them fixed random gradients, and times optimizer.step() for each
+// optimizer named.
+//
+//   timm-bench-optim PARAMS.json --opts OPT [OPT ...] [--threads 1] [--warmup 2] [--steps 10]
+//     PARAMS.json: [{"name": "layer1.0.conv1.weight", "shape": [64, 64, 1, 1]}, ...]
+//     prints one line per optimizer: "<opt> <wall ms per step> <process CPU ms per step>"
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/nn/module.h>
+#include <nlohmann/json.hpp>
+
+#include "timm/core/app_main.hpp"
+#include "timm/core/error.hpp"
+#include "timm/core/plugin_loader.hpp"
+#include "timm/core/registry.hpp"
+#include "timm/core/stopwatch.hpp"
+#include "timm/optim/optimizer.hpp"
+#include "timm/tools/tool_args.hpp"
+
+namespace {
+
+// Registers `shape` under the dotted `name`, creating the submodules.
+void add_parameter(torch::nn::Module& root, const std::string& name, const std::vector<int64_t>& shape) {
+  torch::nn::Module* module = &root;
+  std::size_t start = 0;
+  for (std::size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', start)) {
+    const std::string part = name.substr(start, dot - start);
+    auto children = module->named_children();
+    if (!children.contains(part)) module->register_module(part, std::make_shared<torch::nn::Module>());
+    module = module->named_children()[part].get();
+    start = dot + 1;
+  }
+  module->register_parameter(name.substr(start), at::randn(shape) * 0.02);
+}
+
+struct StepTime {
+  double wall_ms;
+  double cpu_ms;  // process CPU time: steadier than wall time on a shared machine
+};
+
+StepTime time_steps(torch::nn::Module& model, const std::string& opt, int64_t warmup, int64_t steps) {
+  timm::OptimizerArgs args;
+  args.opt = opt;
+  args.lr = 1e-3;
+  args.weight_decay = 0.05;
+  timm::OptimizerPtr optimizer = timm::create_optimizer(model, {}, args);
+  for (auto& p : model.parameters()) p.mutable_grad() = at::randn_like(p) * 0.01;
+  for (int64_t i = 0; i < warmup; ++i) optimizer->step();
+  const timm::Stopwatch wall;
+  const std::clock_t cpu_start = std::clock();
+  for (int64_t i = 0; i < steps; ++i) optimizer->step();
+  const double cpu_ms = 1000.0 * static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+  const double wall_ms = 1000.0 * wall.seconds();
+  return {wall_ms / static_cast<double>(steps), cpu_ms / static_cast<double>(steps)};
+}
+
+int run(int argc, char** argv) {
+  timm::ToolArgs args("timm-bench-optim",
+                      "Times optimizer.step() on a model's parameters (bench/optimizer_step.py runs it).");
+  args.add_positional("PARAMS.json",
+                      "the parameters: [{\"name\": \"layer1.0.conv1.weight\", \"shape\": [64, 64, 1, 1]}, ...]");
+  args.add_list("opts", "", "the optimizers to time, one after the other (from the registry)");
+  args.add("threads", "", "1", "intra-op threads");
+  args.add("warmup", "", "2", "untimed steps");
+  args.add("steps", "", "10", "timed steps");
+  args.add_list("plugin-dir", "", "extra folders to load plugins from (repeatable)", /*accumulate=*/true);
+  args.parse(argc, argv);
+  if (args.help_requested()) {
+    std::cout << args.help();
+    return 0;
+  }
+  const std::vector<std::string> opts = args.get_list("opts");
+  if (opts.empty()) throw timm::UsageError("--opts is required (see timm-bench-optim --help)");
+  at::set_num_threads(static_cast<int>(args.get_int_at_least("threads", 1)));
+  const int64_t warmup = args.get_int_at_least("warmup", 0);
+  const int64_t steps = args.get_int_at_least("steps", 1);
+  timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
+  const std::string params_file = args.get("PARAMS.json");
+  std::ifstream in(params_file);
+  if (!in) throw timm::Error("cannot read " + timm::in_quotes(params_file));
+  const nlohmann::json params = nlohmann::json::parse(in);
+  at::manual_seed(0);
+  for (const std::string& opt : opts) {
+    torch::nn::Module model;  // fresh parameters per optimizer, as the Python side
+    for (const auto& p : params) add_parameter(model, p.at("name"), p.at("shape").get<std::vector<int64_t>>());
+    const StepTime t = time_steps(model, opt, warmup, steps);
+    std::printf("%s %.4f %.4f\n", opt.c_str(), t.wall_ms, t.cpu_ms);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return timm::run_app("timm-bench-optim", argc, argv, run); }
