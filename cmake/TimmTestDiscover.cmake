@@ -55,9 +55,9 @@ function(xml_unescape out text)
 endfunction()
 
 function(restore out text)
-  string(REPLACE "<SEMICOLON>" ";" text "${text}")
-  string(REPLACE "<LBRACKET>" "[" text "${text}")
-  string(REPLACE "<RBRACKET>" "]" text "${text}")
+  string(REPLACE "@SEMICOLON@" ";" text "${text}")
+  string(REPLACE "@LBRACKET@" "[" text "${text}")
+  string(REPLACE "@RBRACKET@" "]" text "${text}")
   xml_unescape(text "${text}")
   set(${out} "${text}" PARENT_SCOPE)
 endfunction()
@@ -73,10 +73,12 @@ endfunction()
 
 # Semicolons and square brackets would split or join CMake list elements:
 # protect them while parsing.
-string(REPLACE ";" "<SEMICOLON>" listing "${listing}")
-string(REPLACE "[" "<LBRACKET>" listing "${listing}")
-string(REPLACE "]" "<RBRACKET>" listing "${listing}")
-string(REGEX MATCHALL "<TestCase [^>]*>" cases "${listing}")
+string(REPLACE ";" "@SEMICOLON@" listing "${listing}")
+string(REPLACE "[" "@LBRACKET@" listing "${listing}")
+string(REPLACE "]" "@RBRACKET@" listing "${listing}")
+# Attribute values are quoted (a quote inside is &quot;), but a '>' may stand
+# unescaped inside one: match attribute by attribute.
+string(REGEX MATCHALL "<TestCase( [a-z_]+=\"[^\"]*\")+" cases "${listing}")
 set(script "")
 set(count 0)
 set(seen)

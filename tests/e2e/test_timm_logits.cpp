@@ -159,9 +159,12 @@ TEST_CASE("hostile npy headers fail naming the problem, before any allocation") 
   };
   CHECK(at::equal(read("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 24), at::zeros({2, 3})));
   CHECK(read("{\"descr\":'<i8','fortran_order':False,'shape':()}", 8).dim() == 0);
-  // 2^40 x 2^30 elements: refused from the file size, never allocated.
+  // 2^40 x 2^10 float32 (4 PiB): refused from the file size, never allocated.
+  CHECK_THROWS_WITH_AS(read("{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 1024), }", 8),
+                       doctest::Contains("needs 4503599627370496"), timm::Error);
+  // 2^40 x 2^30 elements overflow int64: a bad shape.
   CHECK_THROWS_WITH_AS(read("{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 1073741824), }", 8),
-                       doctest::Contains("needs more"), timm::Error);
+                       doctest::Contains("bad shape"), timm::Error);
   CHECK_THROWS_WITH_AS(read("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", 8),
                        doctest::Contains("bad shape"), timm::Error);
   CHECK_THROWS_WITH_AS(read("{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3), }", 8),

@@ -151,10 +151,11 @@ at::Tensor read_npy(const std::filesystem::path& path) {
   // The size is checked against the file before anything is allocated.
   const size_t available = data.size() - offset;
   const size_t element_size = c10::elementSize(type->dtype);
-  size_t numel = 1;
+  size_t numel = 1;  // parse_shape keeps it within int64_t
   for (const int64_t dim : shape) numel *= static_cast<size_t>(dim);
-  if (numel > available / element_size || numel * element_size != available) {
-    const std::string needed = numel > available / element_size ? "more" : std::to_string(numel * element_size);
+  const bool overflows = numel > std::numeric_limits<size_t>::max() / element_size;
+  if (overflows || numel * element_size != available) {
+    const std::string needed = overflows ? "more than 2^64" : std::to_string(numel * element_size);
     fail(path, "data holds " + std::to_string(available) + " bytes, the shape " + shape_text + " of " + descr +
                    " needs " + needed);
   }
