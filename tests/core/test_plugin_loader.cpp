@@ -137,7 +137,8 @@ TEST_CASE("listing uses timm's wildcards and natural order") {
   Registry registry;
   PluginLoader loader(registry);
   loader.load_directory(fixture("fixture_good"), true);
-  CHECK(registry.list(PluginKind::kModel, "fixture_tiny*") == std::vector<std::string>{"fixture_tiny", "fixture_tiny2"});
+  CHECK(registry.list(PluginKind::kModel, "fixture_tiny*") ==
+        std::vector<std::string>{"fixture_tiny", "fixture_tiny2"});
   CHECK(registry.list(PluginKind::kModel, "fixture_tiny?") == std::vector<std::string>{"fixture_tiny2"});
   CHECK(registry.list(PluginKind::kModel, "nothing*").empty());
 }

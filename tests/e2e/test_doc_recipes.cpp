@@ -1,11 +1,13 @@
 // The training command lines of timm's documentation (hfdocs
 // training_script.mdx) run through timm-run and write timm's lr column.
 //
-// Each line is run as the docs give it, with three changes that only shrink
+// Each line is run as the docs give it, with four changes that only shrink
 // the data: the ImageNet folder is replaced by the built-in Fashion-MNIST
-// (32 training images, no validation split), the batch size by 16, and
-// --stop-after-epochs ends the run after the first epochs of the schedule
-// (450 and 150 epochs in the docs). One process runs what
+// (32 training images, no validation split), the batch size by 16, the
+// images by 32x32 (--img-size: the lr column does not depend on it, and at
+// the models' 256 and 224 pixels the two runs took 226 s and 185 s of the
+// suite), and --stop-after-epochs ends the run after the first epochs of the
+// schedule (450 and 150 epochs in the docs). One process runs what
 // distributed_train.sh spreads over 2 or 4: the lr schedule does not depend
 // on the world size when --lr is given. The expected lr per epoch comes from
 // timm's scheduler_kwargs() and create_scheduler_v2() at test time.
@@ -25,7 +27,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kEpochs = 6;  // the 5 warmup epochs, then the schedule proper
+constexpr int kEpochs = 6;        // the 5 warmup epochs, then the schedule proper
 constexpr double kLrRtol = 1e-9;  // summary.csv holds Python's repr of the lr
 
 std::vector<std::string> split_words(const std::string& line) {
@@ -54,14 +56,14 @@ void check_recipe(const std::string& doc_args) {
   timm::test::TempDir tmp;
   std::vector<std::string> argv = {(timm::test::bin_dir() / "timm-run").string()};
   argv.insert(argv.end(), doc.begin(), doc.end());
-  argv.insert(argv.end(), {"--train-num-samples", "32", "--val-split", "", "-b", "16", "--stop-after-epochs",
-                           std::to_string(kEpochs), "--output", tmp.path().string(), "--experiment", "recipe"});
+  argv.insert(argv.end(),
+              {"--train-num-samples", "32", "--val-split", "", "-b", "16", "--img-size", "32", "--stop-after-epochs",
+               std::to_string(kEpochs), "--output", tmp.path().string(), "--experiment", "recipe"});
   const auto run = timm::test::run_command(argv, std::chrono::seconds(1200));
   REQUIRE_MESSAGE(run.exit_code == 0, run.output);
 
-  const auto expected =
-      nlohmann::json::parse(timm::test::run_oracle("recipe_lr_oracle.py", {nlohmann::json(doc).dump(),
-                                                                           std::to_string(kEpochs)}));
+  const auto expected = nlohmann::json::parse(
+      timm::test::run_oracle("recipe_lr_oracle.py", {nlohmann::json(doc).dump(), std::to_string(kEpochs)}));
   const std::vector<double> lrs = lr_column(tmp / "recipe" / "summary.csv");
   REQUIRE(lrs.size() == static_cast<std::size_t>(kEpochs));
   for (int epoch = 0; epoch < kEpochs; ++epoch) {

@@ -92,8 +92,7 @@ CommandResult run_command(const std::vector<std::string>& argv, std::chrono::sec
   return result;
 }
 
-std::string run_oracle(const std::string& script, const std::vector<std::string>& args,
-                       std::chrono::seconds timeout) {
+std::string run_oracle(const std::string& script, const std::vector<std::string>& args, std::chrono::seconds timeout) {
   std::vector<std::string> argv{python(), (source_dir() / "tests" / "oracle" / script).string()};
   argv.insert(argv.end(), args.begin(), args.end());
   CommandResult r = run_command(argv, timeout, {"PYTHONHASHSEED=0", "OMP_NUM_THREADS=1"});

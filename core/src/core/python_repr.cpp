@@ -35,7 +35,8 @@ std::string python_float_repr(double value) {
     }
     out += exponent < 0 ? "e-" : "e+";
     const int magnitude = std::abs(exponent);
-    out += (magnitude < 10 ? "0" : "") + std::to_string(magnitude);
+    if (magnitude < 10) out += '0';
+    out += std::to_string(magnitude);
   } else if (exponent < 0) {
     out = "0." + std::string(static_cast<std::size_t>(-exponent - 1), '0') + digits;
   } else {

@@ -1,7 +1,7 @@
 #include "timm/io/npy.hpp"
 
-#include <cstring>
 #include <cctype>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -169,8 +169,10 @@ void write_npy(const std::filesystem::path& path, const at::Tensor& tensor) {
   const at::Tensor t = tensor.detach().to(at::kCPU).contiguous();
   std::string descr;
   for (const auto& type : kTypes) {
-    if (type.dtype == t.scalar_type())
-      descr = std::string(type.dtype == at::kBool || type.code[1] == '1' ? "|" : "<") + std::string(type.code);
+    if (type.dtype == t.scalar_type()) {
+      descr.assign(1, type.dtype == at::kBool || type.code[1] == '1' ? '|' : '<');
+      descr.append(type.code);
+    }
   }
   if (descr.empty())
     throw Error("npy file " + in_quotes(path.string()) + ": cannot write dtype " +

@@ -36,7 +36,11 @@ std::string Progress::render_bar(int64_t done, int64_t total, int width) {
   total = std::max<int64_t>(total, 1);
   done = std::clamp<int64_t>(done, 0, total);
   const auto filled = static_cast<int>(done * width / total);
-  return "[" + std::string(filled, '#') + std::string(width - filled, '.') + "]";
+  std::string bar = "[";
+  bar.append(filled, '#');
+  bar.append(width - filled, '.');
+  bar += ']';
+  return bar;
 }
 
 void Progress::step(int64_t index, const std::string& status, const std::string& line) {

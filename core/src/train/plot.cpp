@@ -122,7 +122,10 @@ void render_panel(std::ostringstream& svg, const SummaryTable& table, const Pane
     std::string points;
     for (std::size_t i = 0; i < values.size(); ++i) {
       if (std::isnan(values[i])) continue;
-      points += (points.empty() ? "" : " ") + num(px(epochs[i])) + "," + num(py(values[i]));
+      if (!points.empty()) points += ' ';
+      points += num(px(epochs[i]));
+      points += ',';
+      points += num(py(values[i]));
     }
     svg << "<polyline class=\"series\" data-series=\"" << escape_xml(present[s]) << "\" data-x-range=\""
         << python_float_repr(xr.lo) << " " << python_float_repr(xr.hi) << "\" data-y-range=\""

@@ -45,8 +45,10 @@ void update_summary(const fs::path& csv_path, int64_t epoch,
   std::string header = "epoch";
   std::string row = std::to_string(epoch);
   auto add = [&](const std::string& key, double value) {
-    header += "," + key;
-    row += "," + python_float_repr(value);
+    header += ',';
+    header += key;
+    row += ',';
+    row += python_float_repr(value);
   };
   for (const auto& [key, value] : train_metrics) add("train_" + key, value);
   for (const auto& [key, value] : eval_metrics) add("eval_" + key, value);

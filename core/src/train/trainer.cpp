@@ -325,7 +325,7 @@ struct TrainContext {
   StepTools& tools;
   int64_t log_interval;
   // Saves recovery-<epoch>-<update_idx> (--recovery-interval); may be empty.
-  std::function<void(int64_t epoch, int64_t update_idx)> save_recovery;
+  std::function<void(int64_t epoch, int64_t update_idx)> save_recovery{};
   int64_t recovery_interval = 0;
   bool channels_last = false;
   const Distributed* dist = nullptr;
@@ -851,8 +851,14 @@ TrainResult train(const Config& config, Distributed& dist, const torch::Device& 
   std::optional<CheckpointSaver> saver;
   if (dist.is_primary()) saver.emplace(output_dir, decreasing, config.get<int64_t>("checkpoint_hist"));
   const CheckpointParts parts{*model, *optimizer, tools.ema.get(), tools.scaler.get()};
-  TrainContext ctx{config,     device,        model, *optimizer,
-                   *scheduler, *train_loader, tools, std::max<int64_t>(1, config.get<int64_t>("log_interval"))};
+  TrainContext ctx{.config = config,
+                   .device = device,
+                   .model = model,
+                   .optimizer = *optimizer,
+                   .scheduler = *scheduler,
+                   .loader = *train_loader,
+                   .tools = tools,
+                   .log_interval = std::max<int64_t>(1, config.get<int64_t>("log_interval"))};
   ctx.channels_last = channels_last;
   ctx.dist = &dist;
   ctx.recovery_interval = config.get<int64_t>("recovery_interval");

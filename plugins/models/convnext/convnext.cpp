@@ -216,9 +216,15 @@ std::vector<ConvNeXtSpec> convnext_specs() {
 
 std::string describe(const ConvNeXtSpec& spec) {
   std::string text = "ConvNeXt (depths ";
-  for (size_t i = 0; i < spec.depths.size(); ++i) text += (i ? "-" : "") + std::to_string(spec.depths[i]);
+  for (size_t i = 0; i < spec.depths.size(); ++i) {
+    if (i > 0) text += '-';
+    text += std::to_string(spec.depths[i]);
+  }
   text += ", dims ";
-  for (size_t i = 0; i < spec.dims.size(); ++i) text += (i ? "-" : "") + std::to_string(spec.dims[i]);
+  for (size_t i = 0; i < spec.dims.size(); ++i) {
+    if (i > 0) text += '-';
+    text += std::to_string(spec.dims[i]);
+  }
   return text + (spec.conv_mlp ? ", conv mlp)" : ")");
 }
 

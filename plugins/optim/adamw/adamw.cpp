@@ -37,19 +37,22 @@ OptimizerPtr make_adamw(std::vector<ParamGroup> groups, const OptimizerArgs& arg
   const std::vector<double> scales = lr_scales(groups);
   auto impl = std::make_unique<torch::optim::AdamW>(torch_param_groups(groups, defaults), defaults);
 
-  const std::string description = describe_optimizer(
-      "AdamW", args.opt,
-      {{"lr", python_float_repr(args.lr)},
-       {"betas", "(" + python_float_repr(betas[0]) + ", " + python_float_repr(betas[1]) + ")"},
-       {"eps", python_float_repr(eps)},
-       {"weight_decay", python_float_repr(args.weight_decay)},
-       {"amsgrad", py_bool(amsgrad)},
-       {"maximize", "False"},
-       {"foreach", kwargs.repr("foreach", "None")},
-       {"capturable", "False"},
-       {"differentiable", "False"},
-       {"fused", "None"},
-       {"decoupled_weight_decay", "True"}});
+  const std::string description = describe_optimizer("AdamW", args.opt,
+                                                     {{"lr", python_float_repr(args.lr)},
+                                                      {"betas", std::string("(")
+                                                                    .append(python_float_repr(betas[0]))
+                                                                    .append(", ")
+                                                                    .append(python_float_repr(betas[1]))
+                                                                    .append(")")},
+                                                      {"eps", python_float_repr(eps)},
+                                                      {"weight_decay", python_float_repr(args.weight_decay)},
+                                                      {"amsgrad", py_bool(amsgrad)},
+                                                      {"maximize", "False"},
+                                                      {"foreach", kwargs.repr("foreach", "None")},
+                                                      {"capturable", "False"},
+                                                      {"differentiable", "False"},
+                                                      {"fused", "None"},
+                                                      {"decoupled_weight_decay", "True"}});
   return std::make_unique<TorchOptimizer>(std::move(impl), scales, description);
 }
 
