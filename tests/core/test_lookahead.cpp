@@ -3,31 +3,31 @@
 // optimizers through TorchOptimizer, timm-cpp's own ParamStateOptimizer
 // ones, a second order one): 12 steps (two slow-weight syncs), parameters
 // and state (slow weights included) compared; and resume from a checkpoint.
-#include <doctest/doctest.h>
-
-#include "optim_parity_more.hpp"
+#include "optim_parity.hpp"
 #include "test_support.hpp"
 #include "timm/core/error.hpp"
 #include "timm/optim/lookahead.hpp"
 
+#include <doctest/doctest.h>
+
 namespace {
 
-using timm::test::MoreCase;
 using timm::test::OptimCase;
+using timm::test::StateCase;
 
 // Measured 0 for timm-cpp's optimizers (the same CPU kernels as timm's
 // per-tensor path) and 3e-8 for LibTorch's AdamW (mul/add where Python uses
 // lerp, see its test). 1e-6 leaves room for float32 rounding on other builds.
 constexpr double kTolerance = 1e-6;
 
-MoreCase make(const std::string& name, const std::string& opt, double lr, double wd) {
-  MoreCase m{OptimCase(name, opt, lr, wd)};
+StateCase make(const std::string& name, const std::string& opt, double lr, double wd) {
+  StateCase m{OptimCase(name, opt, lr, wd)};
   m.c.steps = 12;
   return m;
 }
 
-std::vector<MoreCase> make_cases() {
-  std::vector<MoreCase> cases;
+std::vector<StateCase> make_cases() {
+  std::vector<StateCase> cases;
   cases.push_back(make("lookahead_sgd", "lookahead_sgd", 0.1, 0.05));
   cases.push_back(make("Lookahead_AdamW", "Lookahead_AdamW", 1e-2, 0.05));
   cases.back().c.kwargs = {{"amsgrad", "True"}};
@@ -39,7 +39,7 @@ std::vector<MoreCase> make_cases() {
   return cases;
 }
 
-timm::test::MoreOracle oracle(make_cases());
+timm::test::StateOracle oracle(make_cases());
 
 }  // namespace
 
@@ -58,7 +58,7 @@ TEST_CASE("lookahead state survives save and load") {
   timm::test::load_builtin_plugins();
   for (const char* name : {"lookahead_sgd", "lookahead_lamb", "lookahead_adahessian"}) {
     // Split after the first sync so the slow weights are in the checkpoint.
-    const double diff = timm::test::save_load_round_trip_more(oracle.get(name), 7, 12);
+    const double diff = timm::test::save_load_round_trip_state(oracle.get(name), 7, 12);
     MESSAGE(std::string(name) << " resumed vs uninterrupted: max diff = " << diff);
     CHECK(diff == 0.0);
   }

@@ -1,4 +1,4 @@
-"""Oracle for timm-cpp's optimizer tests: timm's parameter groups and torch's
+"""Oracle for timm-cpp's optimizer tests (and lookahead's): timm's parameter groups and torch's
 optimizer steps on a small model that tests/support/optim_parity.hpp mirrors.
 
   optim_oracle.py groups WEIGHT_DECAY...
@@ -13,6 +13,15 @@ optimizer steps on a small model that tests/support/optim_parity.hpp mirrors.
          step, the lr factor of every step, the final parameters, the groups'
          lr_scale / weight_decay / parameter names and the optimizer state
          per parameter name ({key: number or flat list}) to OUT.json
+      A case with the keys "model" and "loss" (optim_parity.hpp's
+      StateCase runs) is run on "model": "small" (Small) or "big" (Small
+      with parameters large enough for Adafactor's factored moments), with
+      "loss": false random gradients as above, or true the gradients of
+      loss() (below) with create_graph, as train.py's backward for second
+      order optimizers (the coefficients of each step are written out); it
+      writes instead of the groups "state" (per parameter name, the base
+      optimizer's state[p] as flat lists, spaces in keys replaced by "_")
+      and "group_state" (per group, its tensors such as LAMB's step).
   optim_oracle.py layer_groups MODEL WEIGHT_DECAY LAYER_DECAY MIN_SCALE
       -> JSON {"layers": {name: layer id} (group_parameters of the model's
          group_matcher(coarse=False)), "groups": [{"names", "lr_scale",
@@ -80,6 +89,41 @@ def flat(t):
     return t.detach().reshape(-1).tolist()
 
 
+class Big(Small):
+    def __init__(self):
+        super().__init__()
+        self.wide = nn.Parameter(torch.zeros(20, 18))        # factored on dims 0, 1
+        self.kernel = nn.Parameter(torch.zeros(20, 17, 3, 3))  # a conv weight: dims 0, 1
+        self.tall = nn.Parameter(torch.zeros(3, 19, 17))     # trailing dims 1, 2
+
+
+def loss(model, coeffs):
+    """sum(a * tanh(p)) + 0.5 * (0.1 * sum(b * p))^2 over the parameters in
+    coeffs: second derivatives on and off the diagonal."""
+    total = torch.zeros(())
+    s = torch.zeros(())
+    for n, q in model.named_parameters():
+        if n not in coeffs:
+            continue
+        a, b = coeffs[n]
+        total = total + (a * torch.tanh(q)).sum()
+        s = s + (b * q).sum()
+    s = s * 0.1
+    return total + 0.5 * s * s
+
+
+def as_list(v):
+    if torch.is_tensor(v):
+        return flat(v) if v.dim() > 0 else [v.item()]
+    if isinstance(v, (int, float)):
+        return [float(v)]
+    return None
+
+
+def base_of(optimizer):
+    return getattr(optimizer, '_base_optimizer', optimizer)
+
+
 def groups(wd):
     model = Small()
     names = {id(p): n for n, p in model.named_parameters()}
@@ -105,7 +149,8 @@ def parse_kwargs(tokens):
 
 def steps(case):
     torch.manual_seed(case['seed'])
-    model = Small()
+    state_case = 'model' in case  # a StateCase: flat state lists and group_state, no group_info
+    model = Big() if case.get('model') == 'big' else Small()
     g = torch.Generator().manual_seed(case['seed'])
     with torch.no_grad():
         for _, param in model.named_parameters():
@@ -127,26 +172,41 @@ def steps(case):
     defaults['weight_decay'] = case['weight_decay']
     defaults = ', '.join([f'{k}: {v}' for k, v in defaults.items()])
     describe = f'{type(optimizer).__name__} ({case["opt"]}) optimizer: {defaults}'
+    second_order = getattr(optimizer, 'is_second_order', False)
 
     grads = []
     for k in range(case['steps']):
         for group in optimizer.param_groups:
             group['lr'] = case['lr'] * LR_FACTORS[k]
         step_grads = {}
-        for n, q in model.named_parameters():
-            if not q.requires_grad:
-                continue
-            grad = torch.randn(q.shape, generator=g)
-            if n == 'scale' and k in NO_GRAD_STEPS:
-                q.grad = None
-                step_grads[n] = None
-            else:
-                q.grad = grad
-                step_grads[n] = flat(grad)
+        if case.get('loss'):
+            coeffs = {}
+            for n, q in model.named_parameters():
+                if not q.requires_grad:
+                    continue
+                a = torch.randn(q.shape, generator=g)
+                b = torch.randn(q.shape, generator=g)
+                if n == 'scale' and k in NO_GRAD_STEPS:
+                    continue
+                coeffs[n] = (a, b)
+                step_grads[n] = [flat(a), flat(b)]
+            optimizer.zero_grad()
+            loss(model, coeffs).backward(create_graph=second_order)
+        else:
+            for n, q in model.named_parameters():
+                if not q.requires_grad:
+                    continue
+                grad = torch.randn(q.shape, generator=g)
+                if n == 'scale' and k in NO_GRAD_STEPS:
+                    q.grad = None
+                    step_grads[n] = None
+                else:
+                    q.grad = grad
+                    step_grads[n] = flat(grad)
         optimizer.step()
         grads.append(step_grads)
 
-    return {
+    out = {
         'names': [n for n, _ in model.named_parameters()],
         'groups': [len(gr['params']) for gr in optimizer.param_groups],
         'describe': describe,
@@ -154,9 +214,28 @@ def steps(case):
         'initial': initial,
         'grads': grads,
         'final': {n: flat(q) for n, q in model.named_parameters()},
-        'group_info': group_info(model, optimizer),
-        'state': state_of(model, optimizer),
     }
+    if state_case:
+        out['state'] = state_lists(model, optimizer)
+        out['group_state'] = [{k: as_list(v) for k, v in gr.items() if k == 'step'}
+                              for gr in base_of(optimizer).param_groups]
+    else:
+        out['group_info'] = group_info(model, optimizer)
+        out['state'] = state_of(model, optimizer)
+    return out
+
+
+def state_lists(model, optimizer):
+    base = base_of(optimizer)
+    state = {}
+    for n, q in model.named_parameters():
+        values = {}
+        for key, v in base.state.get(q, {}).items():
+            v = as_list(v)
+            if v is not None:
+                values[key.replace(' ', '_')] = v
+        state[n] = values
+    return state
 
 
 def group_info(model, optimizer):

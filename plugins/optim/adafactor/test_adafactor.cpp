@@ -3,31 +3,27 @@
 // a conv weight, a 3-D tensor factored on its trailing dims) and the small
 // ones (full second moments), weight-decay groups, lr changes and a
 // parameter without gradient on some steps; parameters and state compared.
-#include <doctest/doctest.h>
-
-#include "optim_parity_more.hpp"
+#include "optim_parity.hpp"
 #include "test_support.hpp"
 #include "timm/core/error.hpp"
 
+#include <doctest/doctest.h>
+
 namespace {
 
-using timm::test::MoreCase;
-using timm::test::OptimCase;
+using timm::test::StateCase;
 
-// Measured 0: the same CPU kernels as timm's per-tensor path (the foreach
-// ops run them tensor by tensor on the CPU), in the same order. 1e-6 leaves
-// room for float32 rounding on other builds; parameters are O(1).
-constexpr double kTolerance = 1e-6;
+// Measured 0: timm's per-tensor CPU kernels in timm's order (kSameKernelsTolerance).
+constexpr double kTolerance = timm::test::kSameKernelsTolerance;
 
-MoreCase make(const std::string& name, double lr, double wd, std::map<std::string, std::string> kwargs = {}) {
-  MoreCase m{OptimCase(name, "adafactor", lr, wd)};
-  m.c.kwargs = std::move(kwargs);
+StateCase make(const std::string& name, double lr, double wd, std::map<std::string, std::string> kwargs = {}) {
+  StateCase m = timm::test::state_case(name, "adafactor", lr, wd, std::move(kwargs));
   m.big = true;
   return m;
 }
 
-std::vector<MoreCase> make_cases() {
-  std::vector<MoreCase> cases;
+std::vector<StateCase> make_cases() {
+  std::vector<StateCase> cases;
   cases.push_back(make("adafactor", 1e-2, 0.05));
   cases.push_back(make("adafactor first moment", 1e-2, 0.05));
   cases.back().c.betas = std::vector<double>{0.9, 0.999};
@@ -38,24 +34,17 @@ std::vector<MoreCase> make_cases() {
   return cases;
 }
 
-timm::test::MoreOracle oracle(make_cases());
+timm::test::StateOracle oracle(make_cases());
 
 }  // namespace
 
 TEST_CASE("adafactor matches timm") {
-  oracle.expect_parity("adafactor", kTolerance);
-  oracle.expect_parity("adafactor first moment", kTolerance);
-  oracle.expect_parity("adafactor kwargs", kTolerance);
-  oracle.expect_parity("adafactor caution", kTolerance);
+  oracle.expect_parity_each({"adafactor", "adafactor first moment", "adafactor kwargs", "adafactor caution"},
+                            kTolerance);
 }
 
 TEST_CASE("adafactor state survives save and load") {
-  timm::test::load_builtin_plugins();
-  for (const char* name : {"adafactor", "adafactor first moment"}) {
-    const double diff = timm::test::save_load_round_trip_more(oracle.get(name));
-    MESSAGE(std::string(name) << " resumed vs uninterrupted: max diff = " << diff);
-    CHECK(diff == 0.0);
-  }
+  oracle.expect_round_trips({"adafactor", "adafactor first moment"});
 }
 
 TEST_CASE("adafactor rejects bad arguments") {

@@ -5,11 +5,11 @@
 // between steps, a parameter without gradient on some steps, --layer-decay
 // groups; the final parameters, every state tensor, the groups and the log
 // line compared. Then save / load / resume.
-#include <doctest/doctest.h>
-
 #include "optim_parity.hpp"
 #include "test_support.hpp"
 #include "timm/core/error.hpp"
+
+#include <doctest/doctest.h>
 
 namespace {
 
@@ -23,8 +23,7 @@ constexpr double kStateTolerance = 1e-5;
 
 OptimCase make(const std::string& name, const std::string& opt, double lr, double wd,
                std::map<std::string, std::string> kwargs = {}, int steps = 10) {
-  OptimCase c(name, opt, lr, wd);
-  c.kwargs = std::move(kwargs);
+  OptimCase c = timm::test::optim_case(name, opt, lr, wd, std::move(kwargs));
   c.steps = steps;
   return c;
 }
@@ -79,51 +78,40 @@ std::vector<OptimCase> make_cases() {
 
 timm::test::OptimOracle oracle(make_cases());  // runs timm on first use
 
-void check(const std::string& name) { oracle.expect_parity(name, kTolerance, kStateTolerance); }
-
-void check_round_trip(const std::string& name) {
-  timm::test::load_builtin_plugins();
-  const double diff = timm::test::save_load_round_trip(oracle.get(name));
-  MESSAGE(name << " resumed vs uninterrupted: max diff = " << diff);
-  CHECK(diff == 0.0);
-}
-
 }  // namespace
 
 TEST_CASE("adam matches torch.optim.Adam") {
-  for (const char* name : {"adam", "adam amsgrad", "adam decoupled", "adam eps+betas", "adam layer-decay"}) check(name);
+  oracle.expect_parity_each({"adam", "adam amsgrad", "adam decoupled", "adam eps+betas", "adam layer-decay"},
+                            kTolerance, kStateTolerance);
 }
 
 TEST_CASE("nadam matches torch.optim.NAdam") {
-  for (const char* name : {"nadam", "nadam betas+momentum_decay", "nadam decoupled"}) check(name);
+  oracle.expect_parity_each({"nadam", "nadam betas+momentum_decay", "nadam decoupled"}, kTolerance, kStateTolerance);
 }
 
 TEST_CASE("radam and radamw match torch.optim.RAdam") {
-  for (const char* name : {"radam", "radamw", "radam betas"}) check(name);
+  oracle.expect_parity_each({"radam", "radamw", "radam betas"}, kTolerance, kStateTolerance);
 }
 
 TEST_CASE("nadamw and its variants match timm's NAdamW") {
-  for (const char* name : {"nadamw", "cnadamw", "nadamc", "nadamw clipping", "nadamw layer-decay"}) check(name);
+  oracle.expect_parity_each({"nadamw", "cnadamw", "nadamc", "nadamw clipping", "nadamw layer-decay"}, kTolerance,
+                            kStateTolerance);
 }
 
 TEST_CASE("adabelief and radabelief match timm's AdaBelief") {
-  for (const char* name :
-       {"adabelief", "adabelief amsgrad", "adabelief coupled", "adabelief fixed", "radabelief", "radabelief no-sgd"}) {
-    check(name);
-  }
+  oracle.expect_parity_each(
+      {"adabelief", "adabelief amsgrad", "adabelief coupled", "adabelief fixed", "radabelief", "radabelief no-sgd"},
+      kTolerance, kStateTolerance);
 }
 
 TEST_CASE("adopt and its variants match timm's Adopt") {
-  for (const char* name : {"adopt", "adoptw", "cadoptw", "adoptc", "adopt clip_exp=None", "adopt layer-decay"}) {
-    check(name);
-  }
+  oracle.expect_parity_each({"adopt", "adoptw", "cadoptw", "adoptc", "adopt clip_exp=None", "adopt layer-decay"},
+                            kTolerance, kStateTolerance);
 }
 
 TEST_CASE("the Adam family's state survives save and load") {
-  for (const char* name : {"adam amsgrad", "nadam", "radam", "cnadamw", "radabelief", "adabelief amsgrad", "cadoptw",
-                           "adopt layer-decay"}) {
-    check_round_trip(name);
-  }
+  oracle.expect_round_trips(
+      {"adam amsgrad", "nadam", "radam", "cnadamw", "radabelief", "adabelief amsgrad", "cadoptw", "adopt layer-decay"});
 }
 
 TEST_CASE("the Adam family rejects bad arguments") {

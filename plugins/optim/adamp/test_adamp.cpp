@@ -4,73 +4,60 @@
 // final parameters, the state, the groups and the log line compared. The
 // gradients are random, so some weights take the projected branch and some
 // not (cosine against delta / sqrt(dim)); both are exercised.
-#include <doctest/doctest.h>
-
 #include "optim_parity.hpp"
 #include "test_support.hpp"
 #include "timm/core/error.hpp"
 
+#include <doctest/doctest.h>
+
 namespace {
 
+using timm::test::optim_case;
 using timm::test::OptimCase;
 
 // The same ATen ops in timm's order: a few float32 ulps.
 constexpr double kTolerance = 1e-6;
 constexpr double kStateTolerance = 1e-5;
 
-OptimCase make(const std::string& name, const std::string& opt, double lr, double wd,
-               std::map<std::string, std::string> kwargs = {}) {
-  OptimCase c(name, opt, lr, wd);
-  c.kwargs = std::move(kwargs);
-  return c;
-}
-
 std::vector<OptimCase> make_cases() {
   std::vector<OptimCase> cases;
-  cases.push_back(make("adamp", "adamp", 1e-2, 0.05));
-  cases.push_back(make("cadamp", "cadamp", 1e-2, 0.05));
+  cases.push_back(optim_case("adamp", "adamp", 1e-2, 0.05));
+  cases.push_back(optim_case("cadamp", "cadamp", 1e-2, 0.05));
   // A large delta: every weight takes the projection.
-  cases.push_back(make("adamp delta+wd_ratio", "adamp", 1e-2, 0.1, {{"delta", "10.0"}, {"wd_ratio", "0.5"}}));
-  cases.push_back(make("adamp no nesterov", "adamp", 1e-2, 0.05, {{"nesterov", "False"}, {"delta", "10.0"}}));
+  cases.push_back(optim_case("adamp delta+wd_ratio", "adamp", 1e-2, 0.1, {{"delta", "10.0"}, {"wd_ratio", "0.5"}}));
+  cases.push_back(optim_case("adamp no nesterov", "adamp", 1e-2, 0.05, {{"nesterov", "False"}, {"delta", "10.0"}}));
   cases.back().betas = std::vector<double>{0.8, 0.99};
-  cases.push_back(make("cadamp projected", "cadamp", 1e-2, 0.05, {{"delta", "10.0"}}));
-  cases.push_back(make("adamp layer-decay", "adamp", 1e-2, 0.05));
+  cases.push_back(optim_case("cadamp projected", "cadamp", 1e-2, 0.05, {{"delta", "10.0"}}));
+  cases.push_back(optim_case("adamp layer-decay", "adamp", 1e-2, 0.05));
   cases.back().layer_decay = 0.7;
-  cases.push_back(make("sgdp", "sgdp", 0.1, 1e-4));
-  cases.push_back(make("csgdp", "csgdp", 0.1, 1e-4));
-  cases.push_back(make("sgdp projected", "sgdp", 0.1, 1e-3, {{"delta", "10.0"}}));
+  cases.push_back(optim_case("sgdp", "sgdp", 0.1, 1e-4));
+  cases.push_back(optim_case("csgdp", "csgdp", 0.1, 1e-4));
+  cases.push_back(optim_case("sgdp projected", "sgdp", 0.1, 1e-3, {{"delta", "10.0"}}));
   cases.back().momentum = 0.8;
-  cases.push_back(
-      make("csgdp projected", "csgdp", 0.1, 1e-3, {{"delta", "10.0"}, {"dampening", "0.1"}, {"nesterov", "False"}}));
-  cases.push_back(make("sgdp layer-decay", "sgdp", 0.1, 1e-4));
+  cases.push_back(optim_case("csgdp projected", "csgdp", 0.1, 1e-3,
+                             {{"delta", "10.0"}, {"dampening", "0.1"}, {"nesterov", "False"}}));
+  cases.push_back(optim_case("sgdp layer-decay", "sgdp", 0.1, 1e-4));
   cases.back().layer_decay = 0.5;
   return cases;
 }
 
 timm::test::OptimOracle oracle(make_cases());  // runs timm on first use
 
-void check(const std::string& name) { oracle.expect_parity(name, kTolerance, kStateTolerance); }
-
 }  // namespace
 
 TEST_CASE("adamp and cadamp match timm's AdamP") {
-  for (const char* name :
-       {"adamp", "cadamp", "adamp delta+wd_ratio", "adamp no nesterov", "cadamp projected", "adamp layer-decay"}) {
-    check(name);
-  }
+  oracle.expect_parity_each(
+      {"adamp", "cadamp", "adamp delta+wd_ratio", "adamp no nesterov", "cadamp projected", "adamp layer-decay"},
+      kTolerance, kStateTolerance);
 }
 
 TEST_CASE("sgdp and csgdp match timm's SGDP") {
-  for (const char* name : {"sgdp", "csgdp", "sgdp projected", "csgdp projected", "sgdp layer-decay"}) check(name);
+  oracle.expect_parity_each({"sgdp", "csgdp", "sgdp projected", "csgdp projected", "sgdp layer-decay"}, kTolerance,
+                            kStateTolerance);
 }
 
 TEST_CASE("adamp and sgdp state survives save and load") {
-  timm::test::load_builtin_plugins();
-  for (const char* name : {"cadamp projected", "csgdp projected"}) {
-    const double diff = timm::test::save_load_round_trip(oracle.get(name));
-    MESSAGE(std::string(name) << " resumed vs uninterrupted: max diff = " << diff);
-    CHECK(diff == 0.0);
-  }
+  oracle.expect_round_trips({"cadamp projected", "csgdp projected"});
 }
 
 TEST_CASE("sgdp drops betas as timm does, and rejects unknown arguments") {

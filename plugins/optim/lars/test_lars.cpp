@@ -2,68 +2,46 @@
 // create_optimizer_v2: 10 steps with weight-decay groups (the trust ratio only
 // where there is decay, unless always_adapt), lr changes, a parameter without
 // gradient on some steps; parameters and momentum buffers compared.
-#include <doctest/doctest.h>
-
-#include "optim_parity_more.hpp"
+#include "optim_parity.hpp"
 #include "test_support.hpp"
 #include "timm/core/error.hpp"
 
+#include <doctest/doctest.h>
+
 namespace {
 
-using timm::test::MoreCase;
-using timm::test::OptimCase;
+using timm::test::state_case;
+using timm::test::StateCase;
 
-// Measured 0: the same CPU kernels as timm's per-tensor path (the foreach
-// ops run them tensor by tensor on the CPU), in the same order. 1e-6 leaves
-// room for float32 rounding on other builds; parameters are O(1).
-constexpr double kTolerance = 1e-6;
+// Measured 0: timm's per-tensor CPU kernels in timm's order (kSameKernelsTolerance).
+constexpr double kTolerance = timm::test::kSameKernelsTolerance;
 
-MoreCase make(const std::string& name, const std::string& opt, double lr, double wd,
-              std::map<std::string, std::string> kwargs = {}) {
-  MoreCase m{OptimCase(name, opt, lr, wd)};
-  m.c.kwargs = std::move(kwargs);
-  return m;
-}
-
-std::vector<MoreCase> make_cases() {
-  std::vector<MoreCase> cases;
-  cases.push_back(make("lars", "lars", 1.0, 0.05));
-  cases.push_back(make("lars always adapt", "lars", 0.5, 0.05,
-                       {{"always_adapt", "True"}, {"trust_coeff", "0.02"}, {"dampening", "0.1"}}));
+std::vector<StateCase> make_cases() {
+  std::vector<StateCase> cases;
+  cases.push_back(state_case("lars", "lars", 1.0, 0.05));
+  cases.push_back(state_case("lars always adapt", "lars", 0.5, 0.05,
+                             {{"always_adapt", "True"}, {"trust_coeff", "0.02"}, {"dampening", "0.1"}}));
   cases.back().c.eps = 1e-3;
-  cases.push_back(make("larc", "larc", 0.1, 0.05));
+  cases.push_back(state_case("larc", "larc", 0.1, 0.05));
   cases.back().c.momentum = 0.8;
-  cases.push_back(make("nlars", "nlars", 1.0, 0.05));
-  cases.push_back(make("nlarc", "nlarc", 0.1, 0.1, {{"trust_coeff", "0.01"}}));
-  cases.push_back(make("lars no momentum", "lars", 1.0, 0.05));
+  cases.push_back(state_case("nlars", "nlars", 1.0, 0.05));
+  cases.push_back(state_case("nlarc", "nlarc", 0.1, 0.1, {{"trust_coeff", "0.01"}}));
+  cases.push_back(state_case("lars no momentum", "lars", 1.0, 0.05));
   cases.back().c.momentum = 0.0;
   return cases;
 }
 
-timm::test::MoreOracle oracle(make_cases());
+timm::test::StateOracle oracle(make_cases());
 
 }  // namespace
 
 TEST_CASE("lars and larc match timm") {
-  oracle.expect_parity("lars", kTolerance);
-  oracle.expect_parity("lars always adapt", kTolerance);
-  oracle.expect_parity("lars no momentum", kTolerance);
-  oracle.expect_parity("larc", kTolerance);
+  oracle.expect_parity_each({"lars", "lars always adapt", "lars no momentum", "larc"}, kTolerance);
 }
 
-TEST_CASE("nlars and nlarc match timm") {
-  oracle.expect_parity("nlars", kTolerance);
-  oracle.expect_parity("nlarc", kTolerance);
-}
+TEST_CASE("nlars and nlarc match timm") { oracle.expect_parity_each({"nlars", "nlarc"}, kTolerance); }
 
-TEST_CASE("lars state survives save and load") {
-  timm::test::load_builtin_plugins();
-  for (const char* name : {"lars", "nlarc"}) {
-    const double diff = timm::test::save_load_round_trip_more(oracle.get(name));
-    MESSAGE(std::string(name) << " resumed vs uninterrupted: max diff = " << diff);
-    CHECK(diff == 0.0);
-  }
-}
+TEST_CASE("lars state survives save and load") { oracle.expect_round_trips({"lars", "nlarc"}); }
 
 TEST_CASE("lars rejects bad arguments") {
   timm::test::load_builtin_plugins();

@@ -2,14 +2,15 @@
 // create_optimizer_v2: 10 steps with weight-decay and layer-decay groups, lr
 // changes, a parameter without gradient on some steps; the final
 // parameters, the state, the groups and the log line compared.
-#include <doctest/doctest.h>
-
 #include "optim_parity.hpp"
 #include "test_support.hpp"
 #include "timm/core/error.hpp"
 
+#include <doctest/doctest.h>
+
 namespace {
 
+using timm::test::optim_case;
 using timm::test::OptimCase;
 
 // The same ATen ops in timm's order; the update is a sign, so any
@@ -17,50 +18,33 @@ using timm::test::OptimCase;
 constexpr double kTolerance = 1e-6;
 constexpr double kStateTolerance = 1e-5;
 
-OptimCase make(const std::string& name, const std::string& opt, double lr, double wd,
-               std::map<std::string, std::string> kwargs = {}) {
-  OptimCase c(name, opt, lr, wd);
-  c.kwargs = std::move(kwargs);
-  return c;
-}
-
 std::vector<OptimCase> make_cases() {
   std::vector<OptimCase> cases;
-  cases.push_back(make("lion", "lion", 1e-3, 0.1));
-  cases.push_back(make("clion", "clion", 1e-3, 0.1));
-  cases.push_back(make("lionc", "lionc", 1e-3, 1.0));
-  cases.push_back(make("clionc", "clionc", 1e-3, 1.0));
+  cases.push_back(optim_case("lion", "lion", 1e-3, 0.1));
+  cases.push_back(optim_case("clion", "clion", 1e-3, 0.1));
+  cases.push_back(optim_case("lionc", "lionc", 1e-3, 1.0));
+  cases.push_back(optim_case("clionc", "clionc", 1e-3, 1.0));
   // --opt-eps is dropped (timm: has_eps False); betas from the flag.
-  cases.push_back(make("lion eps+betas", "lion", 3e-4, 0.05));
+  cases.push_back(optim_case("lion eps+betas", "lion", 3e-4, 0.05));
   cases.back().eps = 1e-3;
   cases.back().betas = std::vector<double>{0.95, 0.98};
-  cases.push_back(make("lion kwargs betas", "lion", 3e-4, 0.05, {{"betas", "(0.9,0.999)"}}));
-  cases.push_back(make("lion layer-decay", "lion", 1e-3, 0.1));
+  cases.push_back(optim_case("lion kwargs betas", "lion", 3e-4, 0.05, {{"betas", "(0.9,0.999)"}}));
+  cases.push_back(optim_case("lion layer-decay", "lion", 1e-3, 0.1));
   cases.back().layer_decay = 0.8;
   return cases;
 }
 
 timm::test::OptimOracle oracle(make_cases());  // runs timm on first use
 
-void check(const std::string& name) { oracle.expect_parity(name, kTolerance, kStateTolerance); }
-
 }  // namespace
 
 TEST_CASE("lion and its variants match timm's Lion") {
-  for (const char* name :
-       {"lion", "clion", "lionc", "clionc", "lion eps+betas", "lion kwargs betas", "lion layer-decay"}) {
-    check(name);
-  }
+  oracle.expect_parity_each(
+      {"lion", "clion", "lionc", "clionc", "lion eps+betas", "lion kwargs betas", "lion layer-decay"}, kTolerance,
+      kStateTolerance);
 }
 
-TEST_CASE("lion state survives save and load") {
-  timm::test::load_builtin_plugins();
-  for (const char* name : {"lion", "clionc"}) {
-    const double diff = timm::test::save_load_round_trip(oracle.get(name));
-    MESSAGE(std::string(name) << " resumed vs uninterrupted: max diff = " << diff);
-    CHECK(diff == 0.0);
-  }
-}
+TEST_CASE("lion state survives save and load") { oracle.expect_round_trips({"lion", "clionc"}); }
 
 TEST_CASE("lion rejects bad arguments") {
   timm::test::load_builtin_plugins();
