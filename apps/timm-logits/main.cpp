@@ -183,13 +183,20 @@ std::optional<int64_t> classifier_rows(const timm::NamedTensors& state, const st
 
 void write_csv(const fs::path& path, const at::Tensor& logits, const std::vector<std::string>& names) {
   std::string text = "name";
-  for (int64_t k = 0; k < logits.size(1); ++k) text += "," + std::to_string(k);
+  // Appended piece by piece: g++ 12 warns falsely on "," + std::string&&.
+  for (int64_t k = 0; k < logits.size(1); ++k) {
+    text += ',';
+    text += std::to_string(k);
+  }
   text += "\n";
   const at::Tensor values = logits.to(at::kDouble).contiguous();
   const double* v = values.data_ptr<double>();
   for (int64_t n = 0; n < logits.size(0); ++n) {
     text += names[static_cast<size_t>(n)];
-    for (int64_t k = 0; k < logits.size(1); ++k) text += "," + timm::python_float_repr(v[n * logits.size(1) + k]);
+    for (int64_t k = 0; k < logits.size(1); ++k) {
+      text += ',';
+      text += timm::python_float_repr(v[n * logits.size(1) + k]);
+    }
     text += "\n";
   }
   timm::write_file_atomically(path, text);

@@ -83,7 +83,7 @@ at::Tensor mixup_target(const at::Tensor& target, int64_t num_classes, const at:
 struct MixupOptions {
   double mixup_alpha = 1.0;                                // --mixup
   double cutmix_alpha = 0.0;                               // --cutmix
-  std::optional<std::pair<double, double>> cutmix_minmax;  // --cutmix-minmax
+  std::optional<std::pair<double, double>> cutmix_minmax{};  // --cutmix-minmax
   double prob = 1.0;                                       // --mixup-prob
   double switch_prob = 0.5;                                // --mixup-switch-prob
   std::string mode = "batch";                              // --mixup-mode: batch | pair | elem
