@@ -139,15 +139,21 @@ inline nlohmann::json to_json(const OptimCase& c) {
            c.layer_decay_no_opt_scale ? nlohmann::json(*c.layer_decay_no_opt_scale) : nlohmann::json(nullptr)}};
 }
 
-// timm's runs of all `cases`, in one Python start.
-inline std::vector<nlohmann::json> run_optim_oracle(const std::vector<OptimCase>& cases) {
+// optim_oracle.py's "steps" on a JSON array of cases, in one Python start:
+// timm's run of each case, in order.
+inline std::vector<nlohmann::json> run_steps_oracle(const nlohmann::json& request) {
   TempDir dir;
   const auto out = dir / "optim.json";
-  nlohmann::json request = nlohmann::json::array();
-  for (const auto& c : cases) request.push_back(to_json(c));
   run_oracle("optim_oracle.py", {"steps", out.string(), request.dump()});
   std::ifstream in(out);
   return nlohmann::json::parse(in).get<std::vector<nlohmann::json>>();
+}
+
+// timm's runs of all `cases`, in one Python start.
+inline std::vector<nlohmann::json> run_optim_oracle(const std::vector<OptimCase>& cases) {
+  nlohmann::json request = nlohmann::json::array();
+  for (const auto& c : cases) request.push_back(to_json(c));
+  return run_steps_oracle(request);
 }
 
 inline at::Tensor tensor_from_json(const nlohmann::json& values, at::IntArrayRef shape) {
@@ -427,8 +433,6 @@ struct StateCase {
 };
 
 inline std::vector<nlohmann::json> run_optim_oracle_state(const std::vector<StateCase>& cases) {
-  TempDir dir;
-  const auto out = dir / "optim.json";
   nlohmann::json request = nlohmann::json::array();
   for (const auto& m : cases) {
     nlohmann::json j = to_json(m.c);
@@ -436,9 +440,7 @@ inline std::vector<nlohmann::json> run_optim_oracle_state(const std::vector<Stat
     j["loss"] = m.loss;
     request.push_back(j);
   }
-  run_oracle("optim_oracle.py", {"steps", out.string(), request.dump()});
-  std::ifstream in(out);
-  return nlohmann::json::parse(in).get<std::vector<nlohmann::json>>();
+  return run_steps_oracle(request);
 }
 
 // loss() of optim_oracle.py: sum(a * tanh(p)) + 0.5 * (0.1 * sum(b * p))^2
