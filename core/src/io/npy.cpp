@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <c10/util/accumulate.h>
 
 #include "timm/core/error.hpp"
 #include "timm/io/atomic_file.hpp"
@@ -151,8 +152,7 @@ at::Tensor read_npy(const std::filesystem::path& path) {
   // The size is checked against the file before anything is allocated.
   const size_t available = data.size() - offset;
   const size_t element_size = c10::elementSize(type->dtype);
-  size_t numel = 1;  // parse_shape keeps it within int64_t
-  for (const int64_t dim : shape) numel *= static_cast<size_t>(dim);
+  const auto numel = static_cast<size_t>(c10::multiply_integers(shape));  // parse_shape keeps it within int64_t
   const bool overflows = numel > std::numeric_limits<size_t>::max() / element_size;
   if (overflows || numel * element_size != available) {
     const std::string needed = overflows ? "more than 2^64" : std::to_string(numel * element_size);
@@ -160,8 +160,7 @@ at::Tensor read_npy(const std::filesystem::path& path) {
                    " needs " + needed);
   }
   at::Tensor out = at::empty(shape, at::TensorOptions().dtype(type->dtype));
-  const size_t nbytes = available;
-  if (nbytes > 0) std::memcpy(out.data_ptr(), data.data() + offset, nbytes);
+  if (available > 0) std::memcpy(out.data_ptr(), data.data() + offset, available);
   return out;
 }
 
