@@ -5,15 +5,15 @@
 #   Creates the executable timm_tests_<group> (doctest's main lives in
 #   timm_test_support). Call before any timm_add_test of that group.
 #
-# timm_add_test(<name> GROUP <group> SOURCES <src>... [LABELS <label>...] [NO_TORCH]
+# timm_add_test(<name> GROUP <group> SOURCES <src>... [LABELS <label>...]
 #               [TIMEOUT <seconds>] [PLUGINS <plugin target>...] [DEPENDS <target>...])
 #   Compiles <src> into timm_tests_<group>. Every TEST_CASE of <src> becomes
 #   the ctest test "<name>: <TEST_CASE name>", with the labels and timeout
 #   given here. PLUGINS and DEPENDS are built first (build order only: tests
 #   load plugins at run time and run tools as processes, never link them).
-#   NO_TORCH: the sources include no torch header (directly or through the
-#   test helpers), so they compile without the precompiled header, which
-#   costs seconds to load.
+#   A <name> listed in TIMM_TORCH_FREE_TESTS includes no torch header
+#   (directly or through the test helpers it includes): it compiles without
+#   the precompiled header, which costs seconds to load.
 #
 # Labels: "unit" (fast), "parity" (against the Python oracle), "e2e" (whole
 # runs), "multiprocess" (several processes).
@@ -67,7 +67,7 @@ function(timm_add_test_group group)
 endfunction()
 
 function(timm_add_test name)
-  cmake_parse_arguments(ARG "NO_TORCH" "GROUP;TIMEOUT" "SOURCES;LABELS;PLUGINS;DEPENDS" ${ARGN})
+  cmake_parse_arguments(ARG "" "GROUP;TIMEOUT" "SOURCES;LABELS;PLUGINS;DEPENDS" ${ARGN})
   if(NOT BUILD_TESTING)
     return()
   endif()
@@ -92,7 +92,7 @@ function(timm_add_test name)
     set_property(TARGET ${target} APPEND PROPERTY TIMM_TEST_MANIFEST
                  "${name}\t${file_name}\t${labels}\t${ARG_TIMEOUT}")
     target_sources(${target} PRIVATE "${src}")
-    if(ARG_NO_TORCH)
+    if(name IN_LIST TIMM_TORCH_FREE_TESTS)
       set_source_files_properties("${src}" TARGET_DIRECTORY ${target} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
     endif()
   endforeach()
