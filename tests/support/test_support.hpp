@@ -39,8 +39,10 @@ CommandResult run_command(const std::vector<std::string>& argv,
                           std::chrono::seconds timeout = std::chrono::seconds(600),
                           const std::vector<std::string>& extra_env = {});
 
-// Runs tests/oracle/<script> with the oracle Python; fails the test (throws)
-// on a non-zero exit, with the script's output in the message.
+// Runs tests/oracle/<script> with the oracle Python, through
+// tests/oracle/forkserver.py (TIMM_ORACLE_FORKSERVER=0: a fresh interpreter);
+// fails the test (throws) on a non-zero exit, with the script's output in the
+// message.
 std::string run_oracle(const std::string& script, const std::vector<std::string>& args,
                        std::chrono::seconds timeout = std::chrono::seconds(600));
 
