@@ -1,7 +1,7 @@
 // Lookahead ("lookahead_<opt>") against timm's Lookahead through
 // create_optimizer_v2, wrapping optimizers of several plugins (torch's
-// optimizers through TorchOptimizer, timm-cpp's own ParamStateOptimizer
-// ones, a second order one): 12 steps (two slow-weight syncs), parameters
+// optimizers through TorchOptimizer, timm-cpp's own ForeachOptimizer ones,
+// a second order one): 12 steps (two slow-weight syncs), parameters
 // and state (slow weights included) compared; and resume from a checkpoint.
 #include "optim_parity.hpp"
 #include "test_support.hpp"

@@ -2,9 +2,9 @@
 // tests/oracle/optim_oracle.py (same parameter names, incl. ".bias", BN
 // weights, a 1-D parameter, a frozen one and a no_weight_decay pattern), and
 // runners that compare our optimizers with timm's step by step: OptimOracle
-// (ForeachOptimizer state, groups, layer decay) and StateOracle (a larger
-// model for Adafactor's factored moments, gradients of a loss with second
-// derivatives for AdaHessian, ParamStateOptimizer and Lookahead state).
+// (state, groups, layer decay) and StateOracle (a larger model for
+// Adafactor's factored moments, gradients of a loss with second derivatives
+// for AdaHessian, group-level state such as LAMB's step, Lookahead state).
 #pragma once
 
 #include <algorithm>
@@ -33,7 +33,6 @@
 #include "timm/optim/lookahead.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/optim/param_groups.hpp"
-#include "timm/optim/param_state_optimizer.hpp"
 
 #include <doctest/doctest.h>  // last: c10 defines a CHECK of its own
 
@@ -423,9 +422,9 @@ inline std::unique_ptr<ParityModel> make_parity_model(bool big) {
   return std::make_unique<ParityModel>();
 }
 
-// A case whose optimizer state is compared per parameter (ParamStateOptimizer
-// based optimizers and Lookahead); optim_oracle.py runs it with "model" and
-// "loss" set.
+// A case whose optimizer state is compared per parameter name, with the
+// group-level state (ForeachOptimizer based optimizers, possibly wrapped in
+// Lookahead); optim_oracle.py runs it with "model" and "loss" set.
 struct StateCase {
   OptimCase c;
   bool big = false;   // BigParityModel
@@ -496,21 +495,20 @@ struct StateResult {
   double state_diff = 0.0;  // max |state - timm| / max(1, max |timm|), per tensor
 };
 
-// Compares the state of our optimizer (a ParamStateOptimizer, possibly
-// wrapped in Lookahead) with timm's; keys of timm's state that we lack fail.
+// Compares the state of our optimizer (a ForeachOptimizer, possibly wrapped
+// in Lookahead) with timm's; keys of timm's state that we lack fail.
 inline double state_diff(const Optimizer& optimizer, const nlohmann::json& o) {
   double diff = 0.0;
   const auto* lookahead = dynamic_cast<const Lookahead*>(&optimizer);
   const Optimizer& base = lookahead ? lookahead->base() : optimizer;
-  const auto* ours = dynamic_cast<const ParamStateOptimizer*>(&base);
-  std::map<std::string, ParamStateOptimizer::State> by_name;
+  const auto* ours = dynamic_cast<const ForeachOptimizer*>(&base);
+  std::map<std::string, ForeachOptimizer::State> by_name;
   if (ours != nullptr) {
-    for (const auto& group : ours->groups()) {
-      for (std::size_t i = 0; i < group.names.size(); ++i) by_name[group.names[i]] = group.states[i];
-    }
-    for (std::size_t g = 0; g < ours->groups().size(); ++g) {
+    for (std::size_t g = 0; g < ours->num_groups(); ++g) {
+      const std::vector<std::string>& names = ours->param_group(g).names;
+      for (std::size_t i = 0; i < names.size(); ++i) by_name[names[i]] = ours->state(g, i);
       for (const auto& [key, value] : o.at("group_state").at(g).items()) {
-        const auto& state = ours->groups()[g].state;
+        const ForeachOptimizer::State& state = ours->group_state(g);
         INFO("group " << g << " state " << key);
         REQUIRE(state.count(key) == 1);
         diff = std::max(diff, max_rel_diff(state.at(key), value.get<std::vector<double>>()));
@@ -519,11 +517,12 @@ inline double state_diff(const Optimizer& optimizer, const nlohmann::json& o) {
   }
   if (lookahead != nullptr && ours != nullptr) {
     // timm keeps the slow weights in the base's state.
-    for (std::size_t g = 0; g < ours->groups().size(); ++g) {
-      for (std::size_t i = 0; i < ours->groups()[g].names.size(); ++i) {
-        const nlohmann::json& want = o.at("state").at(ours->groups()[g].names[i]);
+    for (std::size_t g = 0; g < ours->num_groups(); ++g) {
+      const std::vector<std::string>& names = ours->param_group(g).names;
+      for (std::size_t i = 0; i < names.size(); ++i) {
+        const nlohmann::json& want = o.at("state").at(names[i]);
         const at::Tensor& slow = lookahead->slow_weights(g, i);
-        INFO("lookahead_slow_buff of " << ours->groups()[g].names[i]);
+        INFO("lookahead_slow_buff of " << names[i]);
         REQUIRE(want.contains("lookahead_slow_buff") == slow.defined());
         if (slow.defined()) {
           diff = std::max(diff, max_rel_diff(slow, want.at("lookahead_slow_buff").get<std::vector<double>>()));

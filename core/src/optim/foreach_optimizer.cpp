@@ -1,6 +1,10 @@
 #include "timm/optim/foreach_optimizer.hpp"
 
 #include <algorithm>
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
@@ -72,9 +76,60 @@ double ForeachOptimizer::weight_decay(std::size_t group) const {
   return groups_[group].spec.weight_decay;
 }
 
+const ParamGroup& ForeachOptimizer::param_group(std::size_t group) const {
+  TORCH_CHECK(group < groups_.size(), "param group ", group, " out of range");
+  return groups_[group].spec;
+}
+
 const ForeachOptimizer::State& ForeachOptimizer::state(std::size_t group, std::size_t j) const {
   TORCH_CHECK(group < groups_.size() && j < groups_[group].states.size(), "no parameter ", j, " in group ", group);
   return groups_[group].states[j];
+}
+
+ForeachOptimizer::State& ForeachOptimizer::mutable_state(std::size_t group, std::size_t j) {
+  TORCH_CHECK(group < groups_.size() && j < groups_[group].states.size(), "no parameter ", j, " in group ", group);
+  return groups_[group].states[j];
+}
+
+const ForeachOptimizer::State& ForeachOptimizer::group_state(std::size_t group) const {
+  TORCH_CHECK(group < groups_.size(), "param group ", group, " out of range");
+  return groups_[group].state;
+}
+
+ForeachOptimizer::State& ForeachOptimizer::mutable_group_state(std::size_t group) {
+  TORCH_CHECK(group < groups_.size(), "param group ", group, " out of range");
+  return groups_[group].state;
+}
+
+ForeachOptimizer::GroupStep ForeachOptimizer::GroupStep::subset(const std::vector<std::size_t>& indices) const {
+  GroupStep out;
+  out.index = index;
+  out.lr = lr;
+  out.weight_decay = weight_decay;
+  for (std::size_t i : indices) {
+    out.params.push_back(params.at(i));
+    out.grads.push_back(grads.at(i));
+    out.states.push_back(states.at(i));
+  }
+  return out;
+}
+
+std::vector<ForeachOptimizer::GroupStep> ForeachOptimizer::chunks(const GroupStep& group, int64_t max_numel) {
+  std::vector<GroupStep> out;
+  std::vector<std::size_t> run;
+  int64_t total = 0;
+  for (std::size_t i = 0; i < group.params.size(); ++i) {
+    const int64_t numel = group.params[i].numel();
+    if (!run.empty() && total + numel > max_numel) {
+      out.push_back(group.subset(run));
+      run.clear();
+      total = 0;
+    }
+    run.push_back(i);
+    total += numel;
+  }
+  if (!run.empty()) out.push_back(group.subset(run));
+  return out;
 }
 
 std::vector<at::Tensor> ForeachOptimizer::state_list(const GroupStep& group, const std::string& key) {
@@ -105,6 +160,30 @@ std::string state_key(std::size_t group, std::size_t j) {
   return "state_" + std::to_string(group) + "_" + std::to_string(j);
 }
 
+std::string group_state_key(std::size_t group) { return "group_state_" + std::to_string(group); }
+
+void write_state(torch::serialize::OutputArchive& archive, const std::string& key,
+                 const ForeachOptimizer::State& state) {
+  if (state.empty()) return;
+  torch::serialize::OutputArchive entry;
+  for (const auto& [name, value] : state) entry.write(name, value.detach().cpu());
+  archive.write(key, entry);
+}
+
+// A state tensor is shaped as its parameter, or as the parameter reduced over
+// one of two or more dims (factored second moments: Adafactor's rows and
+// columns); not a scalar, which stays on the host.
+bool fits(at::IntArrayRef value, at::IntArrayRef param) {
+  if (value == param) return true;
+  if (value.empty() || value.size() + 1 != param.size()) return false;
+  for (std::size_t d = 0; d < param.size(); ++d) {
+    std::vector<int64_t> reduced(param.begin(), param.end());
+    reduced.erase(reduced.begin() + static_cast<std::ptrdiff_t>(d));
+    if (value == at::IntArrayRef(reduced)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void ForeachOptimizer::save(torch::serialize::OutputArchive& archive) const {
@@ -117,12 +196,9 @@ void ForeachOptimizer::save(torch::serialize::OutputArchive& archive) const {
   archive.write(kLrKey, at::tensor(lrs, at::kDouble));
   archive.write(kLayoutKey, at::tensor(sizes, at::kLong));
   for (std::size_t g = 0; g < groups_.size(); ++g) {
+    write_state(archive, group_state_key(g), groups_[g].state);
     for (std::size_t j = 0; j < groups_[g].states.size(); ++j) {
-      const State& state = groups_[g].states[j];
-      if (state.empty()) continue;
-      torch::serialize::OutputArchive entry;
-      for (const auto& [key, value] : state) entry.write(key, value.detach().cpu());
-      archive.write(state_key(g, j), entry);
+      write_state(archive, state_key(g, j), groups_[g].states[j]);
     }
   }
   save_initial_lrs(archive);
@@ -148,6 +224,11 @@ void ForeachOptimizer::load(torch::serialize::InputArchive& archive) {
   const at::Tensor lr_values = lrs.to(at::kDouble).contiguous();
   for (std::size_t g = 0; g < loaded.size(); ++g) {
     loaded[g].lr = lr_values.data_ptr<double>()[g];
+    loaded[g].state.clear();
+    torch::serialize::InputArchive group_entry;
+    if (archive.try_read(group_state_key(g), group_entry)) {
+      for (const std::string& key : group_entry.keys()) group_entry.read(key, loaded[g].state[key]);
+    }
     for (std::size_t j = 0; j < loaded[g].states.size(); ++j) {
       State& state = loaded[g].states[j];
       state.clear();
@@ -157,9 +238,10 @@ void ForeachOptimizer::load(torch::serialize::InputArchive& archive) {
       for (const std::string& key : entry.keys()) {
         at::Tensor value;
         entry.read(key, value);
-        // Tensors shaped as the parameter go to its device; scalars (step
-        // counts) of larger parameters stay on the host, as torch keeps them.
-        if (value.sizes() == param.sizes()) {
+        // Tensors shaped as the parameter (or factored from it) go to its
+        // device; scalars (step counts) of larger parameters stay on the
+        // host, as torch keeps them.
+        if (fits(value.sizes(), param.sizes())) {
           value = value.to(param.device());
         } else if (value.dim() != 0) {
           throw Error("cannot load optimizer state: '" + key + "' of parameter " + std::to_string(j) + " of group " +

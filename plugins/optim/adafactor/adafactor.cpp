@@ -15,8 +15,8 @@
 
 #include "timm/core/error.hpp"
 #include "timm/core/plugin.hpp"
+#include "timm/optim/foreach_optimizer.hpp"
 #include "timm/optim/optimizer.hpp"
-#include "timm/optim/param_state_optimizer.hpp"
 
 namespace timm {
 namespace {
@@ -42,20 +42,18 @@ std::optional<std::pair<int64_t, int64_t>> factored_dims(at::IntArrayRef shape, 
 
 at::Tensor rms(const at::Tensor& t) { return t.norm(2) / std::pow(static_cast<double>(t.numel()), 0.5); }
 
-class Adafactor : public ParamStateOptimizer {
+class Adafactor : public ForeachOptimizer {
  public:
   Adafactor(std::vector<ParamGroup> groups, double lr, std::string description, AdafactorSettings settings)
-      : ParamStateOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {}
+      : ForeachOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {}
 
-  void step() override {
-    at::NoGradGuard no_grad;
-    for (Group& group : mutable_groups()) {
-      Active a = active(group);
-      for (std::size_t i = 0; i < a.params.size(); ++i) step_param(group, a.params[i], a.grads[i], *a.states[i]);
+ private:
+  void step_group(GroupStep& group) override {
+    for (std::size_t i = 0; i < group.params.size(); ++i) {
+      step_param(group, group.params[i], group.grads[i], *group.states[i]);
     }
   }
 
- private:
   void init_state(State& state, const at::Tensor& grad, const std::optional<std::pair<int64_t, int64_t>>& dims) {
     state["step"] = at::zeros({}, at::kLong);
     if (s_.beta1) state["exp_avg"] = at::zeros_like(grad);
@@ -67,7 +65,7 @@ class Adafactor : public ParamStateOptimizer {
     }
   }
 
-  void step_param(const Group& group, at::Tensor param, at::Tensor grad, State& state) {
+  void step_param(const GroupStep& group, at::Tensor param, at::Tensor grad, State& state) {
     const bool low_precision = param.scalar_type() == at::kHalf || param.scalar_type() == at::kBFloat16;
     if (grad.scalar_type() == at::kHalf || grad.scalar_type() == at::kBFloat16) grad = grad.to(at::kFloat);
     const auto dims = factored_dims(grad.sizes(), s_.min_dim_size_to_factor);
@@ -100,7 +98,7 @@ class Adafactor : public ParamStateOptimizer {
     if (s_.beta1) {
       at::Tensor& exp_avg = state["exp_avg"];
       exp_avg.lerp_(update, 1 - *s_.beta1);
-      update = s_.caution ? cautious({exp_avg}, {grad}).front() : exp_avg;
+      update = s_.caution ? cautioned({exp_avg}, {grad}).front() : exp_avg;
     }
     if (group.weight_decay != 0) p.add_(p, -group.weight_decay * lr_t);
     p.add_(-update);

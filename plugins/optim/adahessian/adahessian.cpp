@@ -19,8 +19,8 @@
 
 #include "timm/core/error.hpp"
 #include "timm/core/plugin.hpp"
+#include "timm/optim/foreach_optimizer.hpp"
 #include "timm/optim/optimizer.hpp"
-#include "timm/optim/param_state_optimizer.hpp"
 
 namespace timm {
 namespace {
@@ -47,10 +47,10 @@ at::Generator make_generator(const at::Device& device) {
   return gen;
 }
 
-class Adahessian : public ParamStateOptimizer {
+class Adahessian : public ForeachOptimizer {
  public:
   Adahessian(std::vector<ParamGroup> groups, double lr, std::string description, AdahessianSettings settings)
-      : ParamStateOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {
+      : ForeachOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {
     init_hessian_steps();
   }
 
@@ -60,11 +60,11 @@ class Adahessian : public ParamStateOptimizer {
     at::NoGradGuard no_grad;
     zero_hessian();
     set_hessian();
-    for (Group& group : mutable_groups()) step_group(group);
+    ForeachOptimizer::step();
   }
 
   void save(torch::serialize::OutputArchive& archive) const override {
-    ParamStateOptimizer::save(archive);
+    ForeachOptimizer::save(archive);
     if (generator_.defined()) {
       std::lock_guard<std::mutex> lock(generator_.mutex());
       archive.write(kGeneratorKey, generator_.get_state(), /*is_buffer=*/true);
@@ -72,7 +72,7 @@ class Adahessian : public ParamStateOptimizer {
   }
 
   void load(torch::serialize::InputArchive& archive) override {
-    ParamStateOptimizer::load(archive);
+    ForeachOptimizer::load(archive);
     init_hessian_steps();
     at::Tensor state;
     if (archive.try_read(kGeneratorKey, state, /*is_buffer=*/true)) {
@@ -85,16 +85,17 @@ class Adahessian : public ParamStateOptimizer {
  private:
   // timm sets state[p]["hessian step"] = 0 for every parameter at creation.
   void init_hessian_steps() {
-    for (Group& group : mutable_groups()) {
-      for (State& state : group.states) {
+    for (std::size_t g = 0; g < num_groups(); ++g) {
+      for (std::size_t j = 0; j < param_group(g).params.size(); ++j) {
+        State& state = mutable_state(g, j);
         if (state.count("hessian_step") == 0) state["hessian_step"] = at::zeros({}, at::kLong);
       }
     }
   }
 
-  const at::Tensor& first_param() {
-    for (const Group& group : groups()) {
-      if (!group.params.empty()) return group.params.front();
+  const at::Tensor& first_param() const {
+    for (std::size_t g = 0; g < num_groups(); ++g) {
+      if (!param_group(g).params.empty()) return param_group(g).params.front();
     }
     throw Error("adahessian: no parameters");
   }
@@ -103,8 +104,9 @@ class Adahessian : public ParamStateOptimizer {
 
   // Zeros the Hessian estimates due to be recomputed this step.
   void zero_hessian() {
-    for (Group& group : mutable_groups()) {
-      for (State& state : group.states) {
+    for (std::size_t g = 0; g < num_groups(); ++g) {
+      for (std::size_t j = 0; j < param_group(g).params.size(); ++j) {
+        State& state = mutable_state(g, j);
         if (state.count("hess") != 0 && due(state)) state["hess"].zero_();
       }
     }
@@ -115,13 +117,14 @@ class Adahessian : public ParamStateOptimizer {
     Tensors params;
     Tensors grads;
     std::vector<State*> states;
-    for (Group& group : mutable_groups()) {
-      for (std::size_t i = 0; i < group.params.size(); ++i) {
-        if (!group.params[i].grad().defined()) continue;
-        State& state = group.states[i];
+    for (std::size_t g = 0; g < num_groups(); ++g) {
+      const std::vector<at::Tensor>& group_params = param_group(g).params;
+      for (std::size_t j = 0; j < group_params.size(); ++j) {
+        if (!group_params[j].grad().defined()) continue;
+        State& state = mutable_state(g, j);
         if (due(state) || state.count("hess") == 0) {
-          params.push_back(group.params[i]);
-          grads.push_back(group.params[i].grad());
+          params.push_back(group_params[j]);
+          grads.push_back(group_params[j].grad());
           states.push_back(&state);
         }
         state["hessian_step"].add_(1);
@@ -156,43 +159,33 @@ class Adahessian : public ParamStateOptimizer {
     }
   }
 
-  void step_group(Group& group) {
-    Active a = active(group);
+  void step_group(GroupStep& group) override {
     std::map<int64_t, std::vector<std::size_t>> by_step;  // one foreach pass per step count
-    for (std::size_t i = 0; i < a.params.size(); ++i) {
-      State& state = *a.states[i];
+    for (std::size_t i = 0; i < group.params.size(); ++i) {
+      State& state = *group.states[i];
       if (state.count("hess") == 0) continue;
-      if (s_.avg_conv_kernel && a.params[i].dim() == 4) {
+      if (s_.avg_conv_kernel && group.params[i].dim() == 4) {
         state["hess"] = state["hess"].abs().mean({2, 3}, /*keepdim=*/true).expand_as(state["hess"]).clone();
       }
       if (state.count("step") == 0) {
         state["step"] = at::zeros({}, at::kLong);
-        state["exp_avg"] = at::zeros_like(a.params[i]);
-        state["exp_hessian_diag_sq"] = at::zeros_like(a.params[i]);
+        state["exp_avg"] = at::zeros_like(group.params[i]);
+        state["exp_hessian_diag_sq"] = at::zeros_like(group.params[i]);
       }
       state["step"].add_(1);
       by_step[state["step"].item<int64_t>()].push_back(i);
     }
-    for (const auto& [step, indices] : by_step) {
-      Tensors params;
-      Tensors grads;
-      std::vector<State*> states;
-      for (std::size_t i : indices) {
-        params.push_back(a.params[i]);
-        grads.push_back(a.grads[i]);
-        states.push_back(a.states[i]);
-      }
-      update(group, params, grads, states, step);
-    }
+    for (const auto& [step, indices] : by_step) update(group.subset(indices), step);
   }
 
-  void update(const Group& group, const Tensors& params, const Tensors& grads, const std::vector<State*>& states,
-              int64_t step) {
+  void update(const GroupStep& group, int64_t step) {
+    const Tensors& params = group.params;
+    const Tensors& grads = group.grads;
     // Decoupled weight decay, as AdamW.
     at::_foreach_mul_(params, 1 - group.lr * group.weight_decay);
-    const Tensors exp_avgs = state_list(states, "exp_avg");
-    const Tensors exp_hessian_diag_sqs = state_list(states, "exp_hessian_diag_sq");
-    const Tensors hess = state_list(states, "hess");
+    const Tensors exp_avgs = state_list(group, "exp_avg");
+    const Tensors exp_hessian_diag_sqs = state_list(group, "exp_hessian_diag_sq");
+    const Tensors hess = state_list(group, "hess");
     at::_foreach_mul_(exp_avgs, s_.beta1);
     at::_foreach_add_(exp_avgs, grads, 1 - s_.beta1);
     at::_foreach_mul_(exp_hessian_diag_sqs, s_.beta2);
@@ -224,7 +217,7 @@ OptimizerPtr make_adahessian(std::vector<ParamGroup> groups, const OptimizerArgs
   s.update_each = static_cast<int64_t>(kwargs.get_double("update_each", 1));
   s.n_samples = static_cast<int64_t>(kwargs.get_double("n_samples", 1));
   s.avg_conv_kernel = kwargs.get_bool("avg_conv_kernel", false);
-  if (args.lr < 0) throw UsageError("optimizer " + opt + ": invalid learning rate " + python_float_repr(args.lr));
+  check_lr(args);
   if (s.eps < 0) throw UsageError("optimizer " + opt + ": invalid epsilon value " + python_float_repr(s.eps));
   for (std::size_t i = 0; i < 2; ++i) {
     if (betas[i] < 0 || betas[i] >= 1) {
@@ -241,7 +234,7 @@ OptimizerPtr make_adahessian(std::vector<ParamGroup> groups, const OptimizerArgs
   const std::string description =
       describe_optimizer("Adahessian", args.opt,
                          {{"lr", python_float_repr(args.lr)},
-                          {"betas", betas_repr(args, kwargs, {0.9, 0.999})},
+                          {"betas", betas_repr(args, betas, /*always_tuple=*/false)},
                           {"eps", args.eps ? python_float_repr(*args.eps) : kwargs.repr("eps", "1e-08")},
                           {"weight_decay", python_float_repr(args.weight_decay)},
                           {"hessian_power", kwargs.repr("hessian_power", "1.0")}});

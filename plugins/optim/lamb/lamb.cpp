@@ -11,8 +11,8 @@
 
 #include "timm/core/error.hpp"
 #include "timm/core/plugin.hpp"
+#include "timm/optim/foreach_optimizer.hpp"
 #include "timm/optim/optimizer.hpp"
-#include "timm/optim/param_state_optimizer.hpp"
 
 namespace timm {
 namespace {
@@ -44,24 +44,31 @@ Tensors trust_ratios(const Tensors& params, const Tensors& updates, bool trust_c
   return ratio.unbind(0);
 }
 
-class Lamb : public ParamStateOptimizer {
+class Lamb : public ForeachOptimizer {
  public:
   Lamb(std::vector<ParamGroup> groups, double lr, std::string description, LambSettings settings)
-      : ParamStateOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {}
+      : ForeachOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {}
 
   void step() override {
     at::NoGradGuard no_grad;
-    const std::optional<at::Tensor> clip = clip_grad_norm();
-    for (Group& group : mutable_groups()) step_group(group, clip);
+    clip_ = clip_grad_norm();
+    // The step is the group's, counted even when no parameter has a gradient.
+    for (std::size_t g = 0; g < num_groups(); ++g) {
+      State& state = mutable_group_state(g);
+      if (state.count("step") == 0) state["step"] = at::zeros({}, at::kFloat);
+      state["step"].add_(1);
+    }
+    ForeachOptimizer::step();
+    clip_.reset();
   }
 
  private:
   // max(global grad norm / max_grad_norm, 1) over all groups.
-  std::optional<at::Tensor> clip_grad_norm() {
+  std::optional<at::Tensor> clip_grad_norm() const {
     if (!s_.max_grad_norm) return std::nullopt;
     Tensors grads;
-    for (Group& group : mutable_groups()) {
-      for (const at::Tensor& param : group.params) {
+    for (std::size_t g = 0; g < num_groups(); ++g) {
+      for (const at::Tensor& param : param_group(g).params) {
         if (param.grad().defined()) grads.push_back(param.grad());
       }
     }
@@ -70,32 +77,24 @@ class Lamb : public ParamStateOptimizer {
     return (global_norm / *s_.max_grad_norm).clamp_(1.0);
   }
 
-  void step_group(Group& group, const std::optional<at::Tensor>& clip) {
-    // The step is the group's, counted even when no parameter has a gradient.
-    if (group.state.count("step") == 0) group.state["step"] = at::zeros({}, at::kFloat);
-    group.state["step"].add_(1);
-    Active a = active(group);
-    if (a.empty()) return;
-    const double step = group.state["step"].item<double>();
+  void step_group(GroupStep& group) override {
+    const double step = group_state(group.index).at("step").item<double>();
     const double bias_correction1 = s_.bias_correction ? 1 - std::pow(s_.beta1, step) : 1.0;
     const double bias_correction2 = s_.bias_correction ? 1 - std::pow(s_.beta2, step) : 1.0;
     const double beta3 = s_.grad_averaging ? 1 - s_.beta1 : 1.0;
-    for (std::size_t i = 0; i < a.params.size(); ++i) {
-      if (!a.states[i]->empty()) continue;
-      (*a.states[i])["exp_avg"] = at::zeros_like(a.params[i]);
-      (*a.states[i])["exp_avg_sq"] = at::zeros_like(a.params[i]);
+    for (std::size_t i = 0; i < group.params.size(); ++i) {
+      if (!group.states[i]->empty()) continue;
+      (*group.states[i])["exp_avg"] = at::zeros_like(group.params[i]);
+      (*group.states[i])["exp_avg_sq"] = at::zeros_like(group.params[i]);
     }
     // Each tensor's update is its own (the clip factor is global): in chunks.
-    for (const Active& chunk : chunks(a)) {
-      update(group, chunk, clip, bias_correction1, bias_correction2, beta3);
-    }
+    for (const GroupStep& chunk : chunks(group)) update(chunk, bias_correction1, bias_correction2, beta3);
   }
 
-  void update(const Group& group, const Active& a, const std::optional<at::Tensor>& clip, double bias_correction1,
-              double bias_correction2, double beta3) {
-    const Tensors grads = clip ? at::_foreach_div(a.grads, *clip) : a.grads;  // p.grad left unmodified
-    const Tensors exp_avgs = state_list(a.states, "exp_avg");
-    const Tensors exp_avg_sqs = state_list(a.states, "exp_avg_sq");
+  void update(const GroupStep& a, double bias_correction1, double bias_correction2, double beta3) {
+    const Tensors grads = clip_ ? at::_foreach_div(a.grads, *clip_) : a.grads;  // p.grad left unmodified
+    const Tensors exp_avgs = state_list(a, "exp_avg");
+    const Tensors exp_avg_sqs = state_list(a, "exp_avg_sq");
     if (beta3 == 1 - s_.beta1) {
       at::_foreach_lerp_(exp_avgs, grads, beta3);
     } else {
@@ -110,10 +109,10 @@ class Lamb : public ParamStateOptimizer {
     at::_foreach_add_(denom, s_.eps);
     Tensors updates = at::_foreach_div(exp_avgs, bias_correction1);
     at::_foreach_div_(updates, denom);
-    if (s_.caution) updates = cautious(updates, grads);
+    if (s_.caution) updates = cautioned(updates, grads);
 
-    const double lr = group.lr;
-    const double wd = group.weight_decay;
+    const double lr = a.lr;
+    const double wd = a.weight_decay;
     if (wd != 0) {
       if (s_.decoupled_decay) {
         const double wd_scale = s_.corrected_weight_decay ? lr * lr / s_.max_lr : lr;
@@ -128,6 +127,7 @@ class Lamb : public ParamStateOptimizer {
   }
 
   LambSettings s_;
+  std::optional<at::Tensor> clip_;  // clip_grad_norm() of the step in progress
 };
 
 OptimizerPtr make_lamb(std::vector<ParamGroup> groups, const OptimizerArgs& args, bool trust_clip_default,
@@ -154,7 +154,7 @@ OptimizerPtr make_lamb(std::vector<ParamGroup> groups, const OptimizerArgs& args
   s.decoupled_decay = kwargs.get_bool("decoupled_decay", decoupled_default);
   s.corrected_weight_decay = kwargs.get_bool("corrected_weight_decay", false);
   s.max_lr = args.lr;
-  if (args.lr < 0) throw UsageError("optimizer " + opt + ": invalid learning rate " + python_float_repr(args.lr));
+  check_lr(args);
   if (s.eps < 0) throw UsageError("optimizer " + opt + ": invalid epsilon " + python_float_repr(s.eps));
   if (args.weight_decay < 0) {
     throw UsageError("optimizer " + opt + ": invalid --weight-decay " + python_float_repr(args.weight_decay));
@@ -167,7 +167,7 @@ OptimizerPtr make_lamb(std::vector<ParamGroup> groups, const OptimizerArgs& args
       describe_optimizer("Lamb", args.opt,
                          {{"lr", python_float_repr(args.lr)},
                           {"bias_correction", kwargs.repr("bias_correction", "True")},
-                          {"betas", betas_repr(args, kwargs, {0.9, 0.999})},
+                          {"betas", betas_repr(args, betas, /*always_tuple=*/false)},
                           {"eps", args.eps ? python_float_repr(*args.eps) : kwargs.repr("eps", "1e-06")},
                           {"weight_decay", python_float_repr(args.weight_decay)},
                           {"grad_averaging", kwargs.repr("grad_averaging", "True")},

@@ -6,8 +6,8 @@
 
 #include "timm/core/error.hpp"
 #include "timm/core/plugin.hpp"
+#include "timm/optim/foreach_optimizer.hpp"
 #include "timm/optim/optimizer.hpp"
-#include "timm/optim/param_state_optimizer.hpp"
 
 namespace timm {
 namespace {
@@ -24,15 +24,10 @@ struct LarsSettings {
   bool always_adapt = false;
 };
 
-class Lars : public ParamStateOptimizer {
+class Lars : public ForeachOptimizer {
  public:
   Lars(std::vector<ParamGroup> groups, double lr, std::string description, LarsSettings settings)
-      : ParamStateOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {}
-
-  void step() override {
-    at::NoGradGuard no_grad;
-    for (Group& group : mutable_groups()) step_group(group);
-  }
+      : ForeachOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {}
 
  private:
   // timm's _lars_trust_ratio per tensor, in one stacked op.
@@ -45,11 +40,9 @@ class Lars : public ParamStateOptimizer {
     return ratio.unbind(0);
   }
 
-  void step_group(Group& group) {
-    Active a = active(group);
-    if (a.empty()) return;
-    const double wd = group.weight_decay;
-    const double lr = group.lr;
+  void step_group(GroupStep& a) override {
+    const double wd = a.weight_decay;
+    const double lr = a.lr;
     Tensors grads = a.grads;
     if (wd != 0 || s_.always_adapt) {
       const Tensors ratios = trust_ratios(a.params, a.grads, wd, lr);
@@ -73,7 +66,7 @@ class Lars : public ParamStateOptimizer {
       for (std::size_t i = 0; i < a.params.size(); ++i) {
         if (a.states[i]->count("momentum_buffer") == 0) (*a.states[i])["momentum_buffer"] = grads[i].clone();
       }
-      const Tensors bufs = state_list(a.states, "momentum_buffer");
+      const Tensors bufs = state_list(a, "momentum_buffer");
       grads = s_.nesterov ? at::_foreach_add(grads, bufs, s_.momentum) : bufs;
     }
     at::_foreach_add_(a.params, grads, -lr);
@@ -95,7 +88,7 @@ OptimizerPtr make_lars(std::vector<ParamGroup> groups, const OptimizerArgs& args
   s.eps = args.eps ? *args.eps : kwargs.get_double("eps", 1e-8);
   s.trust_clip = kwargs.get_bool("trust_clip", trust_clip_default);
   s.always_adapt = kwargs.get_bool("always_adapt", false);
-  if (args.lr < 0) throw UsageError("optimizer " + opt + ": invalid learning rate " + python_float_repr(args.lr));
+  check_lr(args);
   if (s.momentum < 0) throw UsageError("optimizer " + opt + ": invalid --momentum " + python_float_repr(s.momentum));
   if (args.weight_decay < 0) {
     throw UsageError("optimizer " + opt + ": invalid --weight-decay " + python_float_repr(args.weight_decay));

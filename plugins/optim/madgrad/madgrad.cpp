@@ -9,8 +9,8 @@
 
 #include "timm/core/error.hpp"
 #include "timm/core/plugin.hpp"
+#include "timm/optim/foreach_optimizer.hpp"
 #include "timm/optim/optimizer.hpp"
-#include "timm/optim/param_state_optimizer.hpp"
 
 namespace timm {
 namespace {
@@ -23,49 +23,35 @@ struct MadgradSettings {
   bool decoupled_decay = false;
 };
 
-class Madgrad : public ParamStateOptimizer {
+class Madgrad : public ForeachOptimizer {
  public:
   Madgrad(std::vector<ParamGroup> groups, double lr, std::string description, MadgradSettings settings)
-      : ParamStateOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {}
-
-  void step() override {
-    at::NoGradGuard no_grad;
-    for (Group& group : mutable_groups()) step_group(group);
-  }
+      : ForeachOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {}
 
  private:
-  void step_group(Group& group) {
-    Active a = active(group);
-    if (a.empty()) return;
-    for (std::size_t i = 0; i < a.params.size(); ++i) {
-      State& state = *a.states[i];
+  void step_group(GroupStep& group) override {
+    for (std::size_t i = 0; i < group.params.size(); ++i) {
+      State& state = *group.states[i];
       if (state.empty()) {
         state["step"] = at::zeros({}, at::kLong);
-        state["grad_sum_sq"] = at::zeros_like(a.params[i]);
-        state["s"] = at::zeros_like(a.params[i]);
-        if (s_.momentum != 0) state["x0"] = a.params[i].detach().clone();
+        state["grad_sum_sq"] = at::zeros_like(group.params[i]);
+        state["s"] = at::zeros_like(group.params[i]);
+        if (s_.momentum != 0) state["x0"] = group.params[i].detach().clone();
       }
       state["step"].add_(1);
     }
     // Parameters skipped on some steps have their own step count, hence
     // their own lamb: one foreach pass per distinct step.
     std::map<int64_t, std::vector<std::size_t>> by_step;
-    for (std::size_t i = 0; i < a.params.size(); ++i) by_step[a.states[i]->at("step").item<int64_t>()].push_back(i);
-    for (const auto& [step, indices] : by_step) {
-      Tensors params;
-      Tensors grads;
-      std::vector<State*> states;
-      for (std::size_t i : indices) {
-        params.push_back(a.params[i]);
-        grads.push_back(a.grads[i]);
-        states.push_back(a.states[i]);
-      }
-      update(group, params, grads, states, step);
+    for (std::size_t i = 0; i < group.params.size(); ++i) {
+      by_step[group.states[i]->at("step").item<int64_t>()].push_back(i);
     }
+    for (const auto& [step, indices] : by_step) update(group.subset(indices), step);
   }
 
-  void update(const Group& group, const Tensors& params, Tensors grads, const std::vector<State*>& states,
-              int64_t step) {
+  void update(const GroupStep& group, int64_t step) {
+    const Tensors& params = group.params;
+    Tensors grads = group.grads;
     const double eps = s_.eps;
     const double lr = group.lr + eps;
     const double wd = group.weight_decay;
@@ -78,8 +64,8 @@ class Madgrad : public ParamStateOptimizer {
         grads = at::_foreach_add(grads, params, wd);  // p.grad left unmodified
       }
     }
-    const Tensors grad_sum_sq = state_list(states, "grad_sum_sq");
-    const Tensors s = state_list(states, "s");
+    const Tensors grad_sum_sq = state_list(group, "grad_sum_sq");
+    const Tensors s = state_list(group, "s");
     Tensors x0;
     if (s_.momentum == 0) {
       // x0 from the other known quantities.
@@ -87,7 +73,7 @@ class Madgrad : public ParamStateOptimizer {
       at::_foreach_add_(rms, eps);
       x0 = at::_foreach_addcdiv(params, s, rms, 1);
     } else {
-      x0 = state_list(states, "x0");
+      x0 = state_list(group, "x0");
     }
     at::_foreach_addcmul_(grad_sum_sq, grads, grads, lamb);
     Tensors rms = at::_foreach_pow(grad_sum_sq, 1.0 / 3);

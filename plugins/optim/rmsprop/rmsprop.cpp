@@ -6,8 +6,8 @@
 
 #include "timm/core/error.hpp"
 #include "timm/core/plugin.hpp"
+#include "timm/optim/foreach_optimizer.hpp"
 #include "timm/optim/optimizer.hpp"
-#include "timm/optim/param_state_optimizer.hpp"
 
 namespace timm {
 namespace {
@@ -29,7 +29,7 @@ struct RmspropSettings {
 
 void check_common(const OptimizerArgs& args, const RmspropSettings& s) {
   const std::string opt = timm::in_quotes(args.opt);
-  if (args.lr < 0) throw UsageError("optimizer " + opt + ": invalid learning rate " + python_float_repr(args.lr));
+  check_lr(args);
   if (s.eps < 0) throw UsageError("optimizer " + opt + ": invalid epsilon value " + python_float_repr(s.eps));
   if (s.momentum < 0) throw UsageError("optimizer " + opt + ": invalid --momentum " + python_float_repr(s.momentum));
   if (args.weight_decay < 0) {
@@ -39,7 +39,7 @@ void check_common(const OptimizerArgs& args, const RmspropSettings& s) {
 }
 
 // The state of a parameter's first step.
-void init_state(ParamStateOptimizer::State& state, const at::Tensor& param, const RmspropSettings& s,
+void init_state(ForeachOptimizer::State& state, const at::Tensor& param, const RmspropSettings& s,
                 bool square_avg_ones) {
   if (!state.empty()) return;
   state["step"] = at::zeros({}, at::kFloat);
@@ -49,34 +49,27 @@ void init_state(ParamStateOptimizer::State& state, const at::Tensor& param, cons
 }
 
 // torch.optim.RMSprop's _single_tensor_rmsprop, with foreach ops.
-class RMSprop : public ParamStateOptimizer {
+class RMSprop : public ForeachOptimizer {
  public:
   RMSprop(std::vector<ParamGroup> groups, double lr, std::string description, RmspropSettings settings)
-      : ParamStateOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {}
-
-  void step() override {
-    at::NoGradGuard no_grad;
-    for (Group& group : mutable_groups()) step_group(group);
-  }
+      : ForeachOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {}
 
  private:
-  void step_group(Group& group) {
-    Active a = active(group);
-    if (a.empty()) return;
-    for (std::size_t i = 0; i < a.params.size(); ++i) init_state(*a.states[i], a.params[i], s_, false);
-    for (const Active& chunk : chunks(a)) update(group, chunk);
+  void step_group(GroupStep& group) override {
+    for (std::size_t i = 0; i < group.params.size(); ++i) init_state(*group.states[i], group.params[i], s_, false);
+    for (const GroupStep& chunk : chunks(group)) update(chunk);
   }
 
-  void update(const Group& group, const Active& a) {
-    at::_foreach_add_(state_list(a.states, "step"), 1);
+  void update(const GroupStep& a) {
+    at::_foreach_add_(state_list(a, "step"), 1);
     Tensors grads = s_.maximize ? at::_foreach_neg(a.grads) : a.grads;
-    if (group.weight_decay != 0) grads = at::_foreach_add(grads, a.params, group.weight_decay);
-    const Tensors square_avgs = state_list(a.states, "square_avg");
+    if (a.weight_decay != 0) grads = at::_foreach_add(grads, a.params, a.weight_decay);
+    const Tensors square_avgs = state_list(a, "square_avg");
     at::_foreach_mul_(square_avgs, s_.alpha);
     at::_foreach_addcmul_(square_avgs, grads, grads, 1 - s_.alpha);
     Tensors avg;
     if (s_.centered) {
-      const Tensors grad_avgs = state_list(a.states, "grad_avg");
+      const Tensors grad_avgs = state_list(a, "grad_avg");
       at::_foreach_lerp_(grad_avgs, grads, 1 - s_.alpha);
       avg = at::_foreach_addcmul(square_avgs, grad_avgs, grad_avgs, -1);
       at::_foreach_sqrt_(avg);
@@ -85,12 +78,12 @@ class RMSprop : public ParamStateOptimizer {
     }
     at::_foreach_add_(avg, s_.eps);
     if (s_.momentum > 0) {
-      const Tensors bufs = state_list(a.states, "momentum_buffer");
+      const Tensors bufs = state_list(a, "momentum_buffer");
       at::_foreach_mul_(bufs, s_.momentum);
       at::_foreach_addcdiv_(bufs, grads, avg);
-      at::_foreach_add_(a.params, bufs, -group.lr);
+      at::_foreach_add_(a.params, bufs, -a.lr);
     } else {
-      at::_foreach_addcdiv_(a.params, grads, avg, -group.lr);
+      at::_foreach_addcdiv_(a.params, grads, avg, -a.lr);
     }
   }
 
@@ -98,44 +91,37 @@ class RMSprop : public ParamStateOptimizer {
 };
 
 // timm's RMSpropTF (_single_tensor_rmsprop_tf), with foreach ops.
-class RMSpropTF : public ParamStateOptimizer {
+class RMSpropTF : public ForeachOptimizer {
  public:
   RMSpropTF(std::vector<ParamGroup> groups, double lr, std::string description, RmspropSettings settings)
-      : ParamStateOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {}
-
-  void step() override {
-    at::NoGradGuard no_grad;
-    for (Group& group : mutable_groups()) step_group(group);
-  }
+      : ForeachOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {}
 
  private:
-  void step_group(Group& group) {
-    Active a = active(group);
-    if (a.empty()) return;
-    for (std::size_t i = 0; i < a.params.size(); ++i) init_state(*a.states[i], a.params[i], s_, true);
-    for (const Active& chunk : chunks(a)) update(group, chunk);
+  void step_group(GroupStep& group) override {
+    for (std::size_t i = 0; i < group.params.size(); ++i) init_state(*group.states[i], group.params[i], s_, true);
+    for (const GroupStep& chunk : chunks(group)) update(chunk);
   }
 
-  void update(const Group& group, const Active& a) {
-    at::_foreach_add_(state_list(a.states, "step"), 1);
-    const double lr = group.lr;
+  void update(const GroupStep& a) {
+    at::_foreach_add_(state_list(a, "step"), 1);
+    const double lr = a.lr;
     Tensors grads = a.grads;
-    if (group.weight_decay != 0) {
+    if (a.weight_decay != 0) {
       if (s_.decoupled_decay) {
         const double wd_scale = s_.corrected_weight_decay ? lr * lr / s_.max_lr : lr;
-        at::_foreach_mul_(a.params, 1. - wd_scale * group.weight_decay);
+        at::_foreach_mul_(a.params, 1. - wd_scale * a.weight_decay);
       } else {
-        grads = at::_foreach_add(grads, a.params, group.weight_decay);
+        grads = at::_foreach_add(grads, a.params, a.weight_decay);
       }
     }
     const double one_minus_alpha = 1. - s_.alpha;
-    const Tensors square_avgs = state_list(a.states, "square_avg");
+    const Tensors square_avgs = state_list(a, "square_avg");
     Tensors delta = at::_foreach_mul(grads, grads);
     at::_foreach_sub_(delta, square_avgs);
     at::_foreach_add_(square_avgs, delta, one_minus_alpha);
     Tensors avg;
     if (s_.centered) {
-      const Tensors grad_avgs = state_list(a.states, "grad_avg");
+      const Tensors grad_avgs = state_list(a, "grad_avg");
       const Tensors grad_delta = at::_foreach_sub(grads, grad_avgs);
       at::_foreach_add_(grad_avgs, grad_delta, one_minus_alpha);
       avg = at::_foreach_addcmul(square_avgs, grad_avgs, grad_avgs, -1);
@@ -145,14 +131,14 @@ class RMSpropTF : public ParamStateOptimizer {
     }
     at::_foreach_sqrt_(avg);  // eps inside the square root
     if (s_.momentum > 0) {
-      const Tensors bufs = state_list(a.states, "momentum_buffer");
+      const Tensors bufs = state_list(a, "momentum_buffer");
       at::_foreach_mul_(bufs, s_.momentum);
       if (s_.lr_in_momentum) {
         at::_foreach_addcdiv_(bufs, grads, avg, lr);
-        at::_foreach_sub_(a.params, s_.caution ? cautious(bufs, grads) : bufs);
+        at::_foreach_sub_(a.params, s_.caution ? cautioned(bufs, grads) : bufs);
       } else {
         at::_foreach_addcdiv_(bufs, grads, avg);
-        at::_foreach_add_(a.params, s_.caution ? cautious(bufs, grads) : bufs, -lr);
+        at::_foreach_add_(a.params, s_.caution ? cautioned(bufs, grads) : bufs, -lr);
       }
     } else {
       at::_foreach_addcdiv_(a.params, grads, avg, -lr);

@@ -5,9 +5,9 @@
 // counts in the form timm's classes keep them. ForeachOptimizer holds timm's
 // parameter groups (lr, weight decay, lr_scale), a state of named tensors per
 // parameter (created lazily, at the parameter's first step with a gradient,
-// as torch does), and saves and loads both. A subclass implements
-// step_group(), which sees the group's parameters that have a gradient and
-// updates them with at::_foreach_* ops over the whole list:
+// as torch does) and per group, and saves and loads them. A subclass
+// implements step_group(), which sees the group's parameters that have a
+// gradient and updates them with at::_foreach_* ops over the whole list:
 //
 //   class MyOpt : public ForeachOptimizer {
 //     void step_group(GroupStep& g) override {
@@ -17,9 +17,14 @@
 //       at::_foreach_add_(g.params, exp_avgs, -g.lr);
 //     }
 //   };
+//
+// An optimizer whose step needs all groups at once (LAMB's global grad norm,
+// AdaHessian's Hessian estimates) overrides step() too, does that part, and
+// calls ForeachOptimizer::step() for the per-group updates.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -48,14 +53,23 @@ class ForeachOptimizer : public Optimizer {
   void set_lr(std::size_t group, double lr) override;
   double lr_scale(std::size_t group) const override;
   double weight_decay(std::size_t group) const override;
-  // Every group's lr and every parameter's state, keyed by the parameter's
-  // position in the groups; load() checks the layout and shapes.
+  // Every group's lr and state and every parameter's state, keyed by the
+  // parameter's position in the groups; load() checks the layout and shapes.
   void save(torch::serialize::OutputArchive& archive) const override;
   void load(torch::serialize::InputArchive& archive) override;
   std::string describe() const override { return description_; }
 
+  // The parameters of `group` (names, tensors, weight decay, lr_scale) as
+  // given at creation.
+  const ParamGroup& param_group(std::size_t group) const;
+
   // The state of the j-th parameter of `group` (empty before its first step).
   const State& state(std::size_t group, std::size_t j) const;
+
+  // State that timm keeps in the param group rather than per parameter
+  // (LAMB's step); empty unless a subclass sets it. Saved and loaded; it
+  // stays on the host.
+  const State& group_state(std::size_t group) const;
 
  protected:
   // The parameters of one group that have a gradient, in group order, with
@@ -67,9 +81,24 @@ class ForeachOptimizer : public Optimizer {
     std::vector<at::Tensor> params;
     std::vector<at::Tensor> grads;
     std::vector<State*> states;
+
+    // The parameters at `indices` (positions in this step's lists), for
+    // updates that differ between them, e.g. by their own step counts.
+    GroupStep subset(const std::vector<std::size_t>& indices) const;
   };
 
   virtual void step_group(GroupStep& group) = 0;
+
+  // For steps that also touch parameters without a gradient or other groups
+  // (an overridden step()); the state is created lazily as in step_group().
+  State& mutable_state(std::size_t group, std::size_t j);
+  State& mutable_group_state(std::size_t group);
+
+  // `group` split into runs of consecutive parameters of at most `max_numel`
+  // elements in all (a larger tensor alone), so that the foreach ops'
+  // temporaries stay small and cache-resident on the CPU, as timm chunks its
+  // foreach steps on CUDA. Each run carries the group's index, lr and decay.
+  static std::vector<GroupStep> chunks(const GroupStep& group, int64_t max_numel = int64_t{1} << 20);
 
   // state[key] of every parameter of `group`; the tensors share storage with
   // the state, so in-place ops update it.
@@ -84,6 +113,7 @@ class ForeachOptimizer : public Optimizer {
     ParamGroup spec;
     double lr = 0.0;
     std::vector<State> states;  // one per spec.params
+    State state;                // group_state()
   };
 
   std::vector<Group> groups_;
@@ -92,9 +122,10 @@ class ForeachOptimizer : public Optimizer {
 
 // ---- Helpers for optimizer plugins -----------------------------------------
 
-// timm's caution (arXiv 2411.16085): each update masked where it disagrees in
-// sign with the gradient, the mask scaled by 1 / max(mean(mask), 1e-3). New
-// tensors; the updates are left as they were.
+// timm's caution ('Cautious Optimizers', arXiv 2411.16085): each update
+// masked where it disagrees in sign with the gradient (update * grad <= 0),
+// the mask scaled by 1 / max(mean(mask), 1e-3). New tensors; the updates are
+// left as they were.
 std::vector<at::Tensor> cautioned(const std::vector<at::Tensor>& updates, const std::vector<at::Tensor>& grads);
 
 // The tensors of `list` at `indices`.
@@ -108,7 +139,8 @@ std::vector<double> resolve_betas(const OptimizerArgs& args, const OptimizerKwar
 
 // The betas as Python prints them in the optimizer's defaults: torch's own
 // optimizers store a tuple; timm's keep what they were given (a list from
-// --opt-betas, the literal's brackets from --opt-kwargs).
+// --opt-betas, the literal's brackets from --opt-kwargs, else the default
+// tuple).
 std::string betas_repr(const OptimizerArgs& args, const std::vector<double>& betas, bool always_tuple);
 
 // eps from --opt-eps, else --opt-kwargs eps=..., else `fallback`; with its
@@ -135,6 +167,5 @@ struct OptionalFloatArg {
 };
 OptionalFloatArg optional_float_kwarg(const OptimizerArgs& args, const OptimizerKwargs& kwargs, const std::string& key,
                                       std::optional<double> fallback);
-
 
 }  // namespace timm
