@@ -6,11 +6,15 @@
 #   timm_test_support). Call before any timm_add_test of that group.
 #
 # timm_add_test(<name> GROUP <group> SOURCES <src>... [LABELS <label>...]
-#               [TIMEOUT <seconds>] [PLUGINS <plugin target>...] [DEPENDS <target>...])
+#               [TIMEOUT <seconds>] [PLUGINS <plugin target>...] [DEPENDS <target>...]
+#               [OBJECTS <object library>...])
 #   Compiles <src> into timm_tests_<group>. Every TEST_CASE of <src> becomes
 #   the ctest test "<name>: <TEST_CASE name>", with the labels and timeout
 #   given here. PLUGINS and DEPENDS are built first (build order only: tests
 #   load plugins at run time and run tools as processes, never link them).
+#   OBJECTS links object libraries into timm_tests_<group> (once per group):
+#   code private to a plugin that its test checks directly, which the plugin
+#   links as well (plugins/aug/autoaugment).
 #   A <name> listed in TIMM_TORCH_FREE_TESTS includes no torch header
 #   (directly or through the test helpers it includes): it compiles without
 #   the precompiled header, which costs seconds to load.
@@ -67,7 +71,7 @@ function(timm_add_test_group group)
 endfunction()
 
 function(timm_add_test name)
-  cmake_parse_arguments(ARG "" "GROUP;TIMEOUT" "SOURCES;LABELS;PLUGINS;DEPENDS" ${ARGN})
+  cmake_parse_arguments(ARG "" "GROUP;TIMEOUT" "SOURCES;LABELS;PLUGINS;DEPENDS;OBJECTS" ${ARGN})
   if(NOT BUILD_TESTING)
     return()
   endif()
@@ -99,6 +103,15 @@ function(timm_add_test name)
   if(ARG_PLUGINS OR ARG_DEPENDS)
     add_dependencies(${target} ${ARG_PLUGINS} ${ARG_DEPENDS})
   endif()
+  foreach(objects ${ARG_OBJECTS})
+    # Several tests of a group may need the same objects; linked twice they
+    # would define every symbol twice.
+    get_property(linked TARGET ${target} PROPERTY TIMM_TEST_OBJECTS)
+    if(NOT objects IN_LIST linked)
+      set_property(TARGET ${target} APPEND PROPERTY TIMM_TEST_OBJECTS ${objects})
+      target_link_libraries(${target} PRIVATE ${objects})
+    endif()
+  endforeach()
 endfunction()
 
 # timm_use_test_pch(<target>): the shared precompiled header, with the test

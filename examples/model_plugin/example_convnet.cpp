@@ -48,7 +48,7 @@ class ConvNetImpl : public timm::ClassifierImpl {
 };
 
 timm::ModelPtr make_convnet(const timm::ModelArgs& args) {
-  timm::check_model_kwargs("example_convnet", args, {});
+  timm::validate_model_args("example_convnet", args);
   return std::make_shared<ConvNetImpl>(ConvNetOptions().num_classes(args.num_classes).in_chans(args.in_chans));
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "timm/core/error.hpp"
+#include "timm/core/python_repr.hpp"
 #include "timm/core/registry.hpp"
 
 namespace timm {
@@ -23,6 +24,27 @@ void check_model_kwargs(const std::string& model, const ModelArgs& args, const s
                        (expected.empty() ? " (it takes none)" : " (expected one of: " + expected + ")"));
     }
   }
+}
+
+namespace {
+
+void check_probability(const std::string& model, const char* name, double value) {
+  if (!(value >= 0.0 && value <= 1.0)) {
+    throw UsageError(model + ": " + name + " must be in [0, 1], got " + python_float_repr(value));
+  }
+}
+
+}  // namespace
+
+void validate_model_args(const std::string& model, const ModelArgs& args,
+                         const std::vector<std::string>& known_kwargs) {
+  check_model_kwargs(model, args, known_kwargs);
+  if (args.num_classes < 0) {
+    throw UsageError(model + ": num_classes must be >= 0, got " + std::to_string(args.num_classes));
+  }
+  if (args.in_chans < 1) throw UsageError(model + ": in_chans must be >= 1, got " + std::to_string(args.in_chans));
+  check_probability(model, "drop_rate", args.drop_rate);
+  if (args.drop_path_rate) check_probability(model, "drop_path_rate", *args.drop_path_rate);
 }
 
 int64_t count_parameters(const torch::nn::Module& model) {

@@ -11,16 +11,17 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "auto_augment.hpp"
 #include "test_support.hpp"
 #include "timm/core/error.hpp"
 #include "timm/core/python_repr.hpp"
 #include "timm/core/registry.hpp"
-#include "timm/data/auto_augment.hpp"
 #include "timm/data/dataset.hpp"
 #include "timm/data/loader.hpp"
 #include "timm/data/transform.hpp"
 
 using namespace timm;
+using namespace timm::autoaugment;
 
 namespace {
 

@@ -122,7 +122,7 @@ struct ConvNeXtSpec {
 class ConvNeXtImpl : public ClassifierImpl {
  public:
   ConvNeXtImpl(const ConvNeXtSpec& spec, const ModelArgs& args) : num_classes_(args.num_classes) {
-    validate(spec.name, args);
+    validate_model_args(spec.name, args);
     cfg_.crop_pct = spec.crop_pct;
     cfg_.first_conv = "stem.0";
     cfg_.classifier = "head.fc";
@@ -164,18 +164,6 @@ class ConvNeXtImpl : public ClassifierImpl {
   layers::NormMlpClassifierHead head{nullptr};
 
  private:
-  static void validate(const std::string& name, const ModelArgs& args) {
-    check_model_kwargs(name, args, {});
-    if (args.num_classes < 0)
-      throw UsageError(name + ": num_classes must be >= 0, got " + std::to_string(args.num_classes));
-    if (args.in_chans < 1) throw UsageError(name + ": in_chans must be >= 1, got " + std::to_string(args.in_chans));
-    if (args.drop_rate < 0.0 || args.drop_rate > 1.0)
-      throw UsageError(name + ": drop_rate must be in [0, 1], got " + std::to_string(args.drop_rate));
-    const double dpr = args.drop_path_rate.value_or(0.0);
-    if (dpr < 0.0 || dpr > 1.0)
-      throw UsageError(name + ": drop_path_rate must be in [0, 1], got " + std::to_string(dpr));
-  }
-
   // timm's _init_weights: every Conv2d and Linear trunc_normal(.02) with zero
   // bias (head_init_scale 1); norms ones / zeros, gamma 1e-6 as built.
   void init_weights() {

@@ -63,18 +63,6 @@ struct Spec {
   PretrainedCfg cfg;
 };
 
-void validate(const std::string& name, const ModelArgs& args) {
-  check_model_kwargs(name, args, {"bn_eps", "bn_momentum"});
-  if (args.num_classes < 0)
-    throw UsageError(name + ": num_classes must be >= 0, got " + std::to_string(args.num_classes));
-  if (args.in_chans < 1) throw UsageError(name + ": in_chans must be >= 1, got " + std::to_string(args.in_chans));
-  if (args.drop_rate < 0.0 || args.drop_rate > 1.0) {
-    throw UsageError(name + ": drop_rate must be in [0, 1], got " + std::to_string(args.drop_rate));
-  }
-  const double dpr = args.drop_path_rate.value_or(0.0);
-  if (dpr < 0.0 || dpr > 1.0) throw UsageError(name + ": drop_path_rate must be in [0, 1], got " + std::to_string(dpr));
-}
-
 double kwarg_number(const std::string& model, const ModelArgs& args, const std::string& key, double fallback) {
   auto it = args.kwargs.find(key);
   if (it == args.kwargs.end()) return fallback;
@@ -124,7 +112,7 @@ class EfficientNetImpl : public ClassifierImpl {
  public:
   EfficientNetImpl(const Spec& spec, const ModelArgs& args)
       : family_(spec.family), cfg_(spec.cfg), num_classes_(args.num_classes), drop_rate_(args.drop_rate) {
-    validate(spec.name, args);
+    validate_model_args(spec.name, args, {"bn_eps", "bn_momentum"});
     const NormArgs norm = norm_args(spec.name, args);
     const double multiplier = spec.channel_multiplier;
     RoundChsFn round_chs = [multiplier](int64_t chs) { return round_channels(static_cast<double>(chs), multiplier); };

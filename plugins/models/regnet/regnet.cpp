@@ -198,7 +198,7 @@ struct RegNetSpec {
 class RegNetImpl : public ClassifierImpl {
  public:
   RegNetImpl(const RegNetSpec& spec, const ModelArgs& args) : cfg_(spec.pretrained), num_classes_(args.num_classes) {
-    validate(spec.name, args);
+    validate_model_args(spec.name, args);
     const RegNetCfg& cfg = spec.cfg;
     stem = register_module("stem", conv_norm_act(args.in_chans, cfg.stem_width, 3, 2));
     int64_t prev_width = cfg.stem_width;
@@ -245,19 +245,6 @@ class RegNetImpl : public ClassifierImpl {
   Head head{nullptr};
 
  private:
-  static void validate(const std::string& name, const ModelArgs& args) {
-    check_model_kwargs(name, args, {});
-    if (args.num_classes < 0)
-      throw UsageError(name + ": num_classes must be >= 0, got " + std::to_string(args.num_classes));
-    if (args.in_chans < 1) throw UsageError(name + ": in_chans must be >= 1, got " + std::to_string(args.in_chans));
-    if (args.drop_rate < 0.0 || args.drop_rate > 1.0) {
-      throw UsageError(name + ": drop_rate must be in [0, 1], got " + std::to_string(args.drop_rate));
-    }
-    const double dpr = args.drop_path_rate.value_or(0.0);
-    if (dpr < 0.0 || dpr > 1.0)
-      throw UsageError(name + ": drop_path_rate must be in [0, 1], got " + std::to_string(dpr));
-  }
-
   // timm's regnet _init_weights: every conv (the SE's included) normal with
   // std sqrt(2 / fan_out), fan_out = k * k * out / groups, bias zero; the fc
   // normal std 0.01, bias zero; BN weight 1 / bias 0 (the modules' default);

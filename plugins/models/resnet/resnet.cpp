@@ -181,7 +181,7 @@ class ResNetImpl : public ClassifierImpl {
 
   ResNetImpl(const ResNetSpec& spec, const ModelArgs& args)
       : cfg_(spec.cfg), num_classes_(args.num_classes), drop_rate_(args.drop_rate) {
-    validate(spec.name, args);
+    validate_model_args(spec.name, args);
     if (spec.deep_stem) {
       // timm's stem_type='deep', stem_width=32: three 3x3 convs 32, 32, 64.
       constexpr int64_t kStemWidth = 32;
@@ -235,19 +235,6 @@ class ResNetImpl : public ClassifierImpl {
   nn::AnyModule fc;
 
  private:
-  static void validate(const std::string& name, const ModelArgs& args) {
-    check_model_kwargs(name, args, {});
-    if (args.num_classes < 0)
-      throw UsageError(name + ": num_classes must be >= 0, got " + std::to_string(args.num_classes));
-    if (args.in_chans < 1) throw UsageError(name + ": in_chans must be >= 1, got " + std::to_string(args.in_chans));
-    if (args.drop_rate < 0.0 || args.drop_rate > 1.0) {
-      throw UsageError(name + ": drop_rate must be in [0, 1], got " + std::to_string(args.drop_rate));
-    }
-    const double dpr = args.drop_path_rate.value_or(0.0);
-    if (dpr < 0.0 || dpr > 1.0)
-      throw UsageError(name + ": drop_path_rate must be in [0, 1], got " + std::to_string(dpr));
-  }
-
   // layer1..layer4; returns the channels of the last stage. Block k of K over
   // the whole net gets drop path rate * k / (K - 1), timm's make_blocks rule.
   int64_t make_stages(const ResNetSpec& spec, double drop_path_rate) {

@@ -11,6 +11,7 @@
 // timm's agree bit for bit.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -161,13 +162,28 @@ TEST_CASE("resnet rejects what it does not support") {
   timm::test::load_builtin_plugins();
   timm::ModelArgs args;
   args.kwargs["output_stride"] = "16";
-  CHECK_THROWS_AS(timm::create_model("resnet50", args), timm::UsageError);
+  CHECK_THROWS_WITH_AS(timm::create_model("resnet50", args),
+                       doctest::Contains("model 'resnet50' has no argument 'output_stride'"), timm::UsageError);
   args.kwargs.clear();
   args.global_pool = "median";
   CHECK_THROWS_WITH_AS(timm::create_model("resnet50", args), doctest::Contains("'median'"), timm::UsageError);
   args.global_pool = std::nullopt;
+  // The common checks (timm::validate_model_args) name the model, the argument, the value and the range.
   args.drop_path_rate = 1.5;
-  CHECK_THROWS_AS(timm::create_model("resnet50", args), timm::UsageError);
+  CHECK_THROWS_WITH_AS(timm::create_model("resnet50", args),
+                       doctest::Contains("resnet50: drop_path_rate must be in [0, 1], got 1.5"), timm::UsageError);
+  args.drop_path_rate = std::nullopt;
+  args.drop_rate = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_WITH_AS(timm::create_model("resnet50", args),
+                       doctest::Contains("resnet50: drop_rate must be in [0, 1], got nan"), timm::UsageError);
+  args.drop_rate = 0.0;
+  args.num_classes = -1;
+  CHECK_THROWS_WITH_AS(timm::create_model("resnet50", args),
+                       doctest::Contains("resnet50: num_classes must be >= 0, got -1"), timm::UsageError);
+  args.num_classes = 10;
+  args.in_chans = 0;
+  CHECK_THROWS_WITH_AS(timm::create_model("resnet50", args),
+                       doctest::Contains("resnet50: in_chans must be >= 1, got 0"), timm::UsageError);
 }
 
 TEST_CASE("load_state_dict on a resnet names every missing, unexpected and mis-shaped key") {

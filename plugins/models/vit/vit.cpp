@@ -221,15 +221,7 @@ class VisionTransformerImpl : public ClassifierImpl {
  private:
   void validate(const VitSpec& spec, const ModelArgs& args) const {
     const std::string& name = spec.name;
-    check_model_kwargs(name, args, {"init_values", "qk_norm"});
-    if (args.num_classes < 0)
-      throw UsageError(name + ": num_classes must be >= 0, got " + std::to_string(args.num_classes));
-    if (args.in_chans < 1) throw UsageError(name + ": in_chans must be >= 1, got " + std::to_string(args.in_chans));
-    if (args.drop_rate < 0.0 || args.drop_rate > 1.0)
-      throw UsageError(name + ": drop_rate must be in [0, 1], got " + std::to_string(args.drop_rate));
-    const double dpr = args.drop_path_rate.value_or(0.0);
-    if (dpr < 0.0 || dpr > 1.0)
-      throw UsageError(name + ": drop_path_rate must be in [0, 1], got " + std::to_string(dpr));
+    validate_model_args(name, args, {"init_values", "qk_norm"});
     if (std::find(kPoolTypes.begin(), kPoolTypes.end(), global_pool_) == kPoolTypes.end()) {
       throw UsageError("global_pool " + in_quotes(global_pool_) + ": " + name +
                        " supports 'token', 'avg', 'avgmax', 'max' or '' (none)");

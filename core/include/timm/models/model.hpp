@@ -88,6 +88,16 @@ ModelPtr create_model(const std::string& name, const ModelArgs& args);
 // Throws UsageError if `args.kwargs` has a key not in `known`.
 void check_model_kwargs(const std::string& model, const ModelArgs& args, const std::vector<std::string>& known);
 
+// The checks every model makes of its ModelArgs, for a model's constructor
+// to call first: num_classes >= 0 (0: no classifier), in_chans >= 1,
+// drop_rate and drop_path_rate (when set) in [0, 1] (NaN rejected), and no
+// --model-kwargs key outside `known_kwargs` (check_model_kwargs). Throws
+// UsageError naming the model, the argument, its value and what was
+// expected, e.g. "resnet50: drop_rate must be in [0, 1], got 1.5".
+// global_pool and the kwargs' values are the model's to check.
+void validate_model_args(const std::string& model, const ModelArgs& args,
+                         const std::vector<std::string>& known_kwargs = {});
+
 // The number of parameter values (sum of numel over model.parameters()), as
 // timm's param_count: every tool and test counts through this.
 int64_t count_parameters(const torch::nn::Module& model);

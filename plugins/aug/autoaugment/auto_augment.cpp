@@ -1,4 +1,4 @@
-#include "timm/data/auto_augment.hpp"
+#include "auto_augment.hpp"
 
 #include <c10/util/Exception.h>
 
@@ -8,11 +8,11 @@
 #include <random>
 #include <utility>
 
+#include "pil_ops.hpp"
 #include "timm/core/error.hpp"
 #include "timm/core/python_repr.hpp"
-#include "timm/data/pil_ops.hpp"
 
-namespace timm {
+namespace timm::autoaugment {
 namespace {
 
 constexpr double kLevelDenom = 10.0;  // _LEVEL_DENOM
@@ -809,4 +809,4 @@ std::shared_ptr<ImageTransform> auto_augment_from_args(const TransformArgs& args
   return auto_augment_transform(aa, augment_hparams(args, false));
 }
 
-}  // namespace timm
+}  // namespace timm::autoaugment

@@ -6,6 +6,9 @@
 // Randomness comes from the per-sample Rng; the draws follow timm's (the
 // probability test, the magnitude noise, the sign, the resampling choice),
 // so the distributions are timm's while the streams differ.
+//
+// Private to the autoaugment plugin (its test links it too); built on the
+// SDK's image, image ops and transform headers.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +22,7 @@
 #include "timm/data/image_ops.hpp"
 #include "timm/data/transform.hpp"
 
-namespace timm {
+namespace timm::autoaugment {
 
 // The hparams dict of auto_augment.py.
 struct AugmentHparams {
@@ -143,4 +146,4 @@ std::shared_ptr<AugMixAugment> augment_and_mix_transform(std::string_view config
 // with hparams from `args`.
 std::shared_ptr<ImageTransform> auto_augment_from_args(const TransformArgs& args);
 
-}  // namespace timm
+}  // namespace timm::autoaugment

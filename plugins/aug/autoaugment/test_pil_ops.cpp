@@ -8,12 +8,13 @@
 #include <map>
 #include <sstream>
 
+#include "pil_ops.hpp"
 #include "test_support.hpp"
 #include "timm/core/error.hpp"
 #include "timm/data/image_ops.hpp"
-#include "timm/data/pil_ops.hpp"
 
 using namespace timm;
+using namespace timm::autoaugment;
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "timm/data/pil_ops.hpp"
+#include "pil_ops.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 
 #include "timm/core/error.hpp"
 
-namespace timm {
+namespace timm::autoaugment {
 namespace {
 
 // ---- Geometry (libImaging/Geometry.c) --------------------------------------
@@ -537,4 +537,4 @@ Image gaussian_blur(const Image& src, double radius) {
   return transpose(t);
 }
 
-}  // namespace timm
+}  // namespace timm::autoaugment

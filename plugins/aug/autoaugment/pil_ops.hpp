@@ -6,6 +6,8 @@
 // nearest uses the 16.16 fixed-point path); pixels that map outside the image
 // keep `fill`. Point ops follow ImageOps (lookup tables built as PIL builds
 // them), Sharpness and GaussianBlur follow Filter.c and BoxBlur.c.
+//
+// Private to the autoaugment plugin: no other code applies these ops.
 #pragma once
 
 #include <array>
@@ -15,7 +17,7 @@
 #include "timm/data/image.hpp"
 #include "timm/data/image_ops.hpp"
 
-namespace timm {
+namespace timm::autoaugment {
 
 // The coefficients (a, b, c, d, e, f) of Image.transform(size, AFFINE, ...):
 // output pixel (x, y) takes the input at (a x + b y + c, d x + e y + f).
@@ -63,4 +65,4 @@ Image smooth_filter(const Image& src);
 // img.filter(ImageFilter.GaussianBlur(radius)): three box blurs per axis.
 Image gaussian_blur(const Image& src, double radius);
 
-}  // namespace timm
+}  // namespace timm::autoaugment
