@@ -214,7 +214,30 @@ void check_channels(int64_t channels) {
 
 bool is_train_split(const std::string& split) { return split == "train" || split == "training"; }
 
+// A view of a dataset's leading samples; the base checks the indices.
+class FirstSamples final : public Dataset {
+ public:
+  FirstSamples(std::shared_ptr<const Dataset> base, std::size_t count) : base_(std::move(base)), count_(count) {}
+  std::size_t size() const override { return count_; }
+  Image image(std::size_t index) const override { return base_->image(index); }
+  int64_t target(std::size_t index) const override { return base_->target(index); }
+  int64_t num_classes() const override { return base_->num_classes(); }
+  std::string describe(std::size_t index) const override { return base_->describe(index); }
+
+ private:
+  std::shared_ptr<const Dataset> base_;
+  std::size_t count_;
+};
+
 }  // namespace
+
+std::shared_ptr<const Dataset> first_samples(std::shared_ptr<const Dataset> dataset, std::optional<int64_t> count,
+                                             const std::string& flag) {
+  if (!count) return dataset;
+  if (*count <= 0) throw UsageError("--" + flag + " " + std::to_string(*count) + ": expected a positive count");
+  if (static_cast<std::size_t>(*count) >= dataset->size()) return dataset;
+  return std::make_shared<FirstSamples>(std::move(dataset), static_cast<std::size_t>(*count));
+}
 
 std::unique_ptr<Dataset> make_image_folder(const fs::path& root, int64_t channels) {
   check_channels(channels);

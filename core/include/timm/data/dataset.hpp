@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,14 @@ class Dataset {
   // A name for messages: the file path or "fashion-mnist[123]".
   virtual std::string describe(std::size_t index) const = 0;
 };
+
+// The first `count` samples of `dataset`, in its order, for quick runs on a
+// part of the data (timm-run's --train-num-samples and --val-num-samples, the
+// tools' --num-samples): `dataset` itself when `count` is unset or not below
+// its size. A count below 1 throws UsageError "--<flag> <count>: expected a
+// positive count"; `flag` is the flag's name without dashes.
+std::shared_ptr<const Dataset> first_samples(std::shared_ptr<const Dataset> dataset, std::optional<int64_t> count,
+                                             const std::string& flag);
 
 // timm's ImageFolder: class = sub-folder, classes in timm's case-insensitive
 // natural order, .png/.jpg/.jpeg (any case), samples in natural path order.
