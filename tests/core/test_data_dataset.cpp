@@ -1,5 +1,5 @@
 // Datasets: ImageFolder order against timm's ReaderImageFolder, Fashion-MNIST
-// against numpy, split search, create_dataset and first_samples.
+// against numpy, split search, create_dataset, first_samples and class_to_idx.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -149,4 +149,11 @@ TEST_CASE("first_samples keeps the leading samples and names the flag of a bad c
                        UsageError);
   CHECK_THROWS_WITH_AS(first_samples(all, -2, "num-samples"), "--num-samples -2: expected a positive count",
                        UsageError);
+}
+
+TEST_CASE("class_to_idx orders class names as timm's natural_key") {
+  const std::map<std::string, int64_t> index = class_to_idx({"c1", "b10", "a", "B2", "A"});
+  const std::map<std::string, int64_t> want = {{"A", 0}, {"a", 1}, {"B2", 2}, {"b10", 3}, {"c1", 4}};
+  CHECK(index == want);
+  CHECK(class_to_idx({}).empty());
 }

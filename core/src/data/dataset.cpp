@@ -74,21 +74,14 @@ class ImageFolderDataset final : public Dataset {
                   ": found no images; expected class sub-folders with .png, .jpg or .jpeg files");
     }
     // timm: sorted(set(labels), key=natural_key), then samples by natural path.
-    const std::set<std::string> unique_labels = [&] {
-      std::set<std::string> s;
-      for (const FoundFile& f : found) s.insert(f.label);
-      return s;
-    }();
-    std::vector<std::string> classes(unique_labels.begin(), unique_labels.end());
-    std::stable_sort(classes.begin(), classes.end(),
-                     [](const std::string& a, const std::string& b) { return natural_less(a, b); });
-    std::map<std::string, int64_t> class_index;
-    for (std::size_t i = 0; i < classes.size(); ++i) class_index[classes[i]] = static_cast<int64_t>(i);
+    std::set<std::string> labels;
+    for (const FoundFile& f : found) labels.insert(f.label);
+    const std::map<std::string, int64_t> class_index = class_to_idx(labels);
     std::stable_sort(found.begin(), found.end(),
                      [](const FoundFile& a, const FoundFile& b) { return natural_less(a.path, b.path); });
     samples_.reserve(found.size());
     for (FoundFile& f : found) samples_.push_back({std::move(f.path), class_index.at(f.label)});
-    num_classes_ = static_cast<int64_t>(classes.size());
+    num_classes_ = static_cast<int64_t>(class_index.size());
   }
 
   std::size_t size() const override { return samples_.size(); }
@@ -230,6 +223,15 @@ class FirstSamples final : public Dataset {
 };
 
 }  // namespace
+
+std::map<std::string, int64_t> class_to_idx(const std::set<std::string>& labels) {
+  std::vector<std::string> classes(labels.begin(), labels.end());
+  std::stable_sort(classes.begin(), classes.end(),
+                   [](const std::string& a, const std::string& b) { return natural_less(a, b); });
+  std::map<std::string, int64_t> index;
+  for (std::size_t i = 0; i < classes.size(); ++i) index[classes[i]] = static_cast<int64_t>(i);
+  return index;
+}
 
 std::shared_ptr<const Dataset> first_samples(std::shared_ptr<const Dataset> dataset, std::optional<int64_t> count,
                                              const std::string& flag) {

@@ -3,8 +3,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,13 @@ class Dataset {
 // positive count"; `flag` is the flag's name without dashes.
 std::shared_ptr<const Dataset> first_samples(std::shared_ptr<const Dataset> dataset, std::optional<int64_t> count,
                                              const std::string& flag);
+
+// timm's class index of the folder and tar readers (class_to_idx): the
+// distinct class names `labels` in timm's natural_key order (natural_less),
+// each mapped to its position; its size is the class count. Names that order
+// ties ("a" and "A") keep their byte order (timm's order for them follows
+// Python's set).
+std::map<std::string, int64_t> class_to_idx(const std::set<std::string>& labels);
 
 // timm's ImageFolder: class = sub-folder, classes in timm's case-insensitive
 // natural order, .png/.jpg/.jpeg (any case), samples in natural path order.
