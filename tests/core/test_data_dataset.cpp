@@ -1,5 +1,6 @@
 // Datasets: ImageFolder order against timm's ReaderImageFolder, Fashion-MNIST
-// against numpy, split search, create_dataset, first_samples and class_to_idx.
+// against numpy, split search, create_dataset, first_samples, class_to_idx and
+// has_image_extension.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -156,4 +157,11 @@ TEST_CASE("class_to_idx orders class names as timm's natural_key") {
   const std::map<std::string, int64_t> want = {{"A", 0}, {"a", 1}, {"B2", 2}, {"b10", 3}, {"c1", 4}};
   CHECK(index == want);
   CHECK(class_to_idx({}).empty());
+}
+
+TEST_CASE("has_image_extension follows os.path.splitext, in any case") {
+  for (const char* name : {"a.png", "b.JPG", "c.d.Jpeg", "..x.png", ".hidden.jpg"})
+    CHECK_MESSAGE(has_image_extension(name), name);
+  for (const char* name : {".png", "..jpg", "png", "a.gif", "a.png.txt", "a.", ""})
+    CHECK_MESSAGE(!has_image_extension(name), name);
 }

@@ -21,16 +21,6 @@ namespace {
 
 // ---- ImageFolder -----------------------------------------------------------
 
-bool has_image_extension(const std::string& name) {
-  // os.path.splitext: the extension starts at the last dot that is not the
-  // first character of the name (".png" alone is a hidden file, no extension).
-  const std::size_t dot = name.rfind('.');
-  if (dot == std::string::npos || name.find_first_not_of('.') > dot) return false;
-  std::string ext = name.substr(dot);
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
-}
-
 struct FoundFile {
   std::string path;
   std::string label;
@@ -223,6 +213,14 @@ class FirstSamples final : public Dataset {
 };
 
 }  // namespace
+
+bool has_image_extension(std::string_view name) {
+  const std::size_t dot = name.rfind('.');
+  if (dot == std::string_view::npos || name.find_first_not_of('.') > dot) return false;
+  std::string ext(name.substr(dot));
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
+}
 
 std::map<std::string, int64_t> class_to_idx(const std::set<std::string>& labels) {
   std::vector<std::string> classes(labels.begin(), labels.end());

@@ -223,10 +223,7 @@ class ImageInTarDataset final : public Dataset {
     int64_t target;
   };
 
-  static bool is_image(const std::string& path) {
-    const std::string ext = lower(split_ext(split_path(path).second).second);
-    return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
-  }
+  static bool is_image(const std::string& path) { return has_image_extension(split_path(path).second); }
 
   // _extract_tarinfo and _add_samples: children's samples before the tar's
   // own; tars nested deeper than one level are ignored, as timm's flattening.

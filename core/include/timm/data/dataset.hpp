@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "timm/data/image.hpp"
@@ -40,6 +41,12 @@ std::shared_ptr<const Dataset> first_samples(std::shared_ptr<const Dataset> data
 // ties ("a" and "A") keep their byte order (timm's order for them follows
 // Python's set).
 std::map<std::string, int64_t> class_to_idx(const std::set<std::string>& labels);
+
+// timm's image test of its folder and tar readers (IMG_EXTENSIONS): the
+// extension of the file name `name` as os.path.splitext finds it (from the
+// last dot; none for a name whose only dots lead it, such as ".png"), in any
+// case, is .png, .jpg or .jpeg.
+bool has_image_extension(std::string_view name);
 
 // timm's ImageFolder: class = sub-folder, classes in timm's case-insensitive
 // natural order, .png/.jpg/.jpeg (any case), samples in natural path order.
