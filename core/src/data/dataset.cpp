@@ -8,6 +8,7 @@
 #include <cctype>
 #include <map>
 #include <set>
+#include <span>
 #include <system_error>
 
 #include "timm/core/error.hpp"
@@ -195,7 +196,15 @@ void check_channels(int64_t channels) {
   }
 }
 
-bool is_train_split(const std::string& split) { return split == "train" || split == "training"; }
+// timm's split synonyms; a split's name is what precedes its "[...]" slice.
+constexpr std::array<std::string_view, 2> kTrainSplits = {"train", "training"};
+constexpr std::array<std::string_view, 5> kEvalSplits = {"val", "valid", "validation", "eval", "evaluation"};
+
+std::string split_name(const std::string& split) { return split.substr(0, split.find('[')); }
+
+bool is_one_of(std::span<const std::string_view> names, std::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
 
 // A view of a dataset's leading samples; the base checks the indices.
 class FirstSamples final : public Dataset {
@@ -246,23 +255,19 @@ std::unique_ptr<Dataset> make_image_folder(const fs::path& root, int64_t channel
 
 std::unique_ptr<Dataset> make_fashion_mnist(const fs::path& root, const std::string& split, int64_t channels) {
   check_channels(channels);
-  const std::string name = split.substr(0, split.find('['));
-  return std::make_unique<FashionMnistDataset>(root, is_train_split(name) ? "train" : "t10k", channels);
+  const bool train = is_one_of(kTrainSplits, split_name(split));
+  return std::make_unique<FashionMnistDataset>(root, train ? "train" : "t10k", channels);
 }
 
 fs::path find_split_folder(const fs::path& root, const std::string& split) {
-  const std::string name = split.substr(0, split.find('['));
+  const std::string name = split_name(split);
   std::error_code ec;
   if (!name.empty() && fs::exists(root / name, ec)) return root / name;
-  static const std::vector<std::string> kTrain = {"train", "training"};
-  static const std::vector<std::string> kEval = {"val", "valid", "validation", "eval", "evaluation"};
-  const std::vector<std::string>* synonyms = nullptr;
-  if (std::find(kTrain.begin(), kTrain.end(), name) != kTrain.end()) synonyms = &kTrain;
-  if (std::find(kEval.begin(), kEval.end(), name) != kEval.end()) synonyms = &kEval;
-  if (synonyms != nullptr) {
-    for (const std::string& s : *synonyms) {
-      if (fs::exists(root / s, ec)) return root / s;
-    }
+  std::span<const std::string_view> synonyms;
+  if (is_one_of(kTrainSplits, name)) synonyms = kTrainSplits;
+  if (is_one_of(kEvalSplits, name)) synonyms = kEvalSplits;
+  for (const std::string_view s : synonyms) {
+    if (fs::exists(root / s, ec)) return root / s;
   }
   return root;
 }
