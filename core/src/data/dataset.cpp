@@ -259,6 +259,10 @@ std::unique_ptr<Dataset> make_fashion_mnist(const fs::path& root, const std::str
   return std::make_unique<FashionMnistDataset>(root, train ? "train" : "t10k", channels);
 }
 
+bool is_fashion_mnist(std::string_view name) {
+  return name == "fashion-mnist" || name == "fashion_mnist" || name == "torch/fashion_mnist";
+}
+
 fs::path find_split_folder(const fs::path& root, const std::string& split) {
   const std::string name = split_name(split);
   std::error_code ec;
@@ -286,7 +290,7 @@ std::unique_ptr<Dataset> create_dataset(const std::string& name, const fs::path&
     std::error_code ec;
     return make_image_in_tar(fs::is_directory(root, ec) ? find_split_folder(root, split) : root, channels);
   }
-  if (name == "fashion-mnist" || name == "fashion_mnist" || name == "torch/fashion_mnist") {
+  if (is_fashion_mnist(name)) {
     return make_fashion_mnist(root.empty() ? kFashionMnistDir : root, split, channels);
   }
   throw UsageError("unknown dataset " + in_quotes(name) +

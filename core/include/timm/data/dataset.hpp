@@ -69,6 +69,10 @@ std::unique_ptr<Dataset> make_fashion_mnist(const std::filesystem::path& root, c
 // The folder the Debian package dataset-fashion-mnist installs.
 inline const std::filesystem::path kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
+// Whether `name` is one of create_dataset's names of Fashion-MNIST:
+// "fashion-mnist", "fashion_mnist" or "torch/fashion_mnist".
+bool is_fashion_mnist(std::string_view name);
+
 // timm's split folder search: root/<split>, else the synonyms of train
 // (train, training) or eval (val, valid, validation, eval, evaluation), else
 // root itself.
