@@ -165,7 +165,7 @@ int run(int argc, char** argv) {
   // A flat folder of images is its own split; otherwise timm's split search.
   auto dataset =
       timm::first_samples(timm::create_dataset(dataset_name, args.get("data-dir"), args.get("split"), in_chans),
-                          args.get_optional_int("num-samples"));
+                          args.get_optional_int("num-samples"), "num-samples");
 
   timm::ModelArgs model_args;
   model_args.in_chans = in_chans;

@@ -166,7 +166,7 @@ int run(int argc, char** argv) {
   }
   auto dataset =
       timm::first_samples(timm::create_dataset(dataset_name, args.get("data-dir"), args.get("split"), in_chans),
-                          args.get_optional_int("num-samples"));
+                          args.get_optional_int("num-samples"), "num-samples");
 
   std::vector<timm::ResultRow> rows;
   for (const auto& checkpoint : checkpoints)

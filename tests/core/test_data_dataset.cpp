@@ -1,5 +1,6 @@
 // Datasets: ImageFolder order against timm's ReaderImageFolder, Fashion-MNIST
-// against numpy, split search and create_dataset.
+// against numpy, split search, create_dataset, first_samples, class_to_idx and
+// has_image_extension.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -11,6 +12,20 @@
 
 namespace fs = std::filesystem;
 using namespace timm;
+
+namespace {
+
+// Five samples whose target is their index.
+class CountingDataset final : public Dataset {
+ public:
+  std::size_t size() const override { return 5; }
+  Image image(std::size_t) const override { return Image(1, 1, 1); }
+  int64_t target(std::size_t index) const override { return static_cast<int64_t>(index); }
+  int64_t num_classes() const override { return 5; }
+  std::string describe(std::size_t index) const override { return "sample " + std::to_string(index); }
+};
+
+}  // namespace
 
 TEST_CASE("ImageFolder samples and classes match timm's ReaderImageFolder") {
   test::TempDir dir;
@@ -119,4 +134,34 @@ TEST_CASE("split folders and create_dataset") {
   CHECK_THROWS_AS(create_dataset("cifar10", dir.path(), "train", 3), UsageError);
   CHECK_THROWS_AS(create_dataset("", dir.path(), "train", 3), Error);  // no images
   CHECK_THROWS_AS(create_dataset("", dir.path(), "train", 2), UsageError);
+}
+
+TEST_CASE("first_samples keeps the leading samples and names the flag of a bad count") {
+  const std::shared_ptr<const Dataset> all = std::make_shared<CountingDataset>();
+  CHECK(first_samples(all, std::nullopt, "num-samples") == all);
+  CHECK(first_samples(all, 5, "num-samples") == all);
+  CHECK(first_samples(all, 9, "num-samples") == all);
+  const auto head = first_samples(all, 3, "num-samples");
+  REQUIRE(head->size() == 3);
+  CHECK(head->target(2) == 2);
+  CHECK(head->describe(1) == "sample 1");
+  CHECK(head->num_classes() == 5);
+  CHECK_THROWS_WITH_AS(first_samples(all, 0, "val-num-samples"), "--val-num-samples 0: expected a positive count",
+                       UsageError);
+  CHECK_THROWS_WITH_AS(first_samples(all, -2, "num-samples"), "--num-samples -2: expected a positive count",
+                       UsageError);
+}
+
+TEST_CASE("class_to_idx orders class names as timm's natural_key") {
+  const std::map<std::string, int64_t> index = class_to_idx({"c1", "b10", "a", "B2", "A"});
+  const std::map<std::string, int64_t> want = {{"A", 0}, {"a", 1}, {"B2", 2}, {"b10", 3}, {"c1", 4}};
+  CHECK(index == want);
+  CHECK(class_to_idx({}).empty());
+}
+
+TEST_CASE("has_image_extension follows os.path.splitext, in any case") {
+  for (const char* name : {"a.png", "b.JPG", "c.d.Jpeg", "..x.png", ".hidden.jpg"})
+    CHECK_MESSAGE(has_image_extension(name), name);
+  for (const char* name : {".png", "..jpg", "png", "a.gif", "a.png.txt", "a.", ""})
+    CHECK_MESSAGE(!has_image_extension(name), name);
 }

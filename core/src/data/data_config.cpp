@@ -4,13 +4,10 @@
 
 #include "timm/config/config.hpp"
 #include "timm/core/error.hpp"
+#include "timm/data/dataset.hpp"
 
 namespace timm {
 namespace {
-
-bool is_fashion_mnist(const std::string& name) {
-  return name == "fashion-mnist" || name == "fashion_mnist" || name == "torch/fashion_mnist";
-}
 
 std::vector<double> per_channel(const std::vector<double>& values, int64_t channels, const std::string& flag) {
   if (static_cast<int64_t>(values.size()) == channels) return values;

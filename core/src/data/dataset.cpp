@@ -8,6 +8,7 @@
 #include <cctype>
 #include <map>
 #include <set>
+#include <span>
 #include <system_error>
 
 #include "timm/core/error.hpp"
@@ -20,16 +21,6 @@ namespace timm {
 namespace {
 
 // ---- ImageFolder -----------------------------------------------------------
-
-bool has_image_extension(const std::string& name) {
-  // os.path.splitext: the extension starts at the last dot that is not the
-  // first character of the name (".png" alone is a hidden file, no extension).
-  const std::size_t dot = name.rfind('.');
-  if (dot == std::string::npos || name.find_first_not_of('.') > dot) return false;
-  std::string ext = name.substr(dot);
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
-}
 
 struct FoundFile {
   std::string path;
@@ -74,21 +65,14 @@ class ImageFolderDataset final : public Dataset {
                   ": found no images; expected class sub-folders with .png, .jpg or .jpeg files");
     }
     // timm: sorted(set(labels), key=natural_key), then samples by natural path.
-    const std::set<std::string> unique_labels = [&] {
-      std::set<std::string> s;
-      for (const FoundFile& f : found) s.insert(f.label);
-      return s;
-    }();
-    std::vector<std::string> classes(unique_labels.begin(), unique_labels.end());
-    std::stable_sort(classes.begin(), classes.end(),
-                     [](const std::string& a, const std::string& b) { return natural_less(a, b); });
-    std::map<std::string, int64_t> class_index;
-    for (std::size_t i = 0; i < classes.size(); ++i) class_index[classes[i]] = static_cast<int64_t>(i);
+    std::set<std::string> labels;
+    for (const FoundFile& f : found) labels.insert(f.label);
+    const std::map<std::string, int64_t> class_index = class_to_idx(labels);
     std::stable_sort(found.begin(), found.end(),
                      [](const FoundFile& a, const FoundFile& b) { return natural_less(a.path, b.path); });
     samples_.reserve(found.size());
     for (FoundFile& f : found) samples_.push_back({std::move(f.path), class_index.at(f.label)});
-    num_classes_ = static_cast<int64_t>(classes.size());
+    num_classes_ = static_cast<int64_t>(class_index.size());
   }
 
   std::size_t size() const override { return samples_.size(); }
@@ -212,9 +196,57 @@ void check_channels(int64_t channels) {
   }
 }
 
-bool is_train_split(const std::string& split) { return split == "train" || split == "training"; }
+// timm's split synonyms; a split's name is what precedes its "[...]" slice.
+constexpr std::array<std::string_view, 2> kTrainSplits = {"train", "training"};
+constexpr std::array<std::string_view, 5> kEvalSplits = {"val", "valid", "validation", "eval", "evaluation"};
+
+std::string split_name(const std::string& split) { return split.substr(0, split.find('[')); }
+
+bool is_one_of(std::span<const std::string_view> names, std::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// A view of a dataset's leading samples; the base checks the indices.
+class FirstSamples final : public Dataset {
+ public:
+  FirstSamples(std::shared_ptr<const Dataset> base, std::size_t count) : base_(std::move(base)), count_(count) {}
+  std::size_t size() const override { return count_; }
+  Image image(std::size_t index) const override { return base_->image(index); }
+  int64_t target(std::size_t index) const override { return base_->target(index); }
+  int64_t num_classes() const override { return base_->num_classes(); }
+  std::string describe(std::size_t index) const override { return base_->describe(index); }
+
+ private:
+  std::shared_ptr<const Dataset> base_;
+  std::size_t count_;
+};
 
 }  // namespace
+
+bool has_image_extension(std::string_view name) {
+  const std::size_t dot = name.rfind('.');
+  if (dot == std::string_view::npos || name.find_first_not_of('.') > dot) return false;
+  std::string ext(name.substr(dot));
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
+}
+
+std::map<std::string, int64_t> class_to_idx(const std::set<std::string>& labels) {
+  std::vector<std::string> classes(labels.begin(), labels.end());
+  std::stable_sort(classes.begin(), classes.end(),
+                   [](const std::string& a, const std::string& b) { return natural_less(a, b); });
+  std::map<std::string, int64_t> index;
+  for (std::size_t i = 0; i < classes.size(); ++i) index[classes[i]] = static_cast<int64_t>(i);
+  return index;
+}
+
+std::shared_ptr<const Dataset> first_samples(std::shared_ptr<const Dataset> dataset, std::optional<int64_t> count,
+                                             const std::string& flag) {
+  if (!count) return dataset;
+  if (*count <= 0) throw UsageError("--" + flag + " " + std::to_string(*count) + ": expected a positive count");
+  if (static_cast<std::size_t>(*count) >= dataset->size()) return dataset;
+  return std::make_shared<FirstSamples>(std::move(dataset), static_cast<std::size_t>(*count));
+}
 
 std::unique_ptr<Dataset> make_image_folder(const fs::path& root, int64_t channels) {
   check_channels(channels);
@@ -223,23 +255,23 @@ std::unique_ptr<Dataset> make_image_folder(const fs::path& root, int64_t channel
 
 std::unique_ptr<Dataset> make_fashion_mnist(const fs::path& root, const std::string& split, int64_t channels) {
   check_channels(channels);
-  const std::string name = split.substr(0, split.find('['));
-  return std::make_unique<FashionMnistDataset>(root, is_train_split(name) ? "train" : "t10k", channels);
+  const bool train = is_one_of(kTrainSplits, split_name(split));
+  return std::make_unique<FashionMnistDataset>(root, train ? "train" : "t10k", channels);
+}
+
+bool is_fashion_mnist(std::string_view name) {
+  return name == "fashion-mnist" || name == "fashion_mnist" || name == "torch/fashion_mnist";
 }
 
 fs::path find_split_folder(const fs::path& root, const std::string& split) {
-  const std::string name = split.substr(0, split.find('['));
+  const std::string name = split_name(split);
   std::error_code ec;
   if (!name.empty() && fs::exists(root / name, ec)) return root / name;
-  static const std::vector<std::string> kTrain = {"train", "training"};
-  static const std::vector<std::string> kEval = {"val", "valid", "validation", "eval", "evaluation"};
-  const std::vector<std::string>* synonyms = nullptr;
-  if (std::find(kTrain.begin(), kTrain.end(), name) != kTrain.end()) synonyms = &kTrain;
-  if (std::find(kEval.begin(), kEval.end(), name) != kEval.end()) synonyms = &kEval;
-  if (synonyms != nullptr) {
-    for (const std::string& s : *synonyms) {
-      if (fs::exists(root / s, ec)) return root / s;
-    }
+  std::span<const std::string_view> synonyms;
+  if (is_one_of(kTrainSplits, name)) synonyms = kTrainSplits;
+  if (is_one_of(kEvalSplits, name)) synonyms = kEvalSplits;
+  for (const std::string_view s : synonyms) {
+    if (fs::exists(root / s, ec)) return root / s;
   }
   return root;
 }
@@ -258,7 +290,7 @@ std::unique_ptr<Dataset> create_dataset(const std::string& name, const fs::path&
     std::error_code ec;
     return make_image_in_tar(fs::is_directory(root, ec) ? find_split_folder(root, split) : root, channels);
   }
-  if (name == "fashion-mnist" || name == "fashion_mnist" || name == "torch/fashion_mnist") {
+  if (is_fashion_mnist(name)) {
     return make_fashion_mnist(root.empty() ? kFashionMnistDir : root, split, channels);
   }
   throw UsageError("unknown dataset " + in_quotes(name) +

@@ -223,10 +223,7 @@ class ImageInTarDataset final : public Dataset {
     int64_t target;
   };
 
-  static bool is_image(const std::string& path) {
-    const std::string ext = lower(split_ext(split_path(path).second).second);
-    return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
-  }
+  static bool is_image(const std::string& path) { return has_image_extension(split_path(path).second); }
 
   // _extract_tarinfo and _add_samples: children's samples before the tar's
   // own; tars nested deeper than one level are ignored, as timm's flattening.
@@ -253,17 +250,13 @@ class ImageInTarDataset final : public Dataset {
   }
 
   void build_index(std::vector<Found> found) {
-    std::set<std::string> unique_labels;
-    for (const Found& f : found) unique_labels.insert(f.label);
-    std::vector<std::string> classes(unique_labels.begin(), unique_labels.end());
-    std::stable_sort(classes.begin(), classes.end(),
-                     [](const std::string& a, const std::string& b) { return natural_less(a, b); });
-    std::map<std::string, int64_t> class_index;
-    for (std::size_t i = 0; i < classes.size(); ++i) class_index[classes[i]] = static_cast<int64_t>(i);
+    std::set<std::string> labels;
+    for (const Found& f : found) labels.insert(f.label);
+    const std::map<std::string, int64_t> class_index = class_to_idx(labels);
     std::stable_sort(found.begin(), found.end(),
                      [](const Found& a, const Found& b) { return natural_less(a.member_path, b.member_path); });
     for (Found& f : found) samples_.push_back({std::move(f.name), f.file, f.offset, f.size, class_index.at(f.label)});
-    num_classes_ = static_cast<int64_t>(classes.size());
+    num_classes_ = static_cast<int64_t>(class_index.size());
   }
 
   std::vector<std::unique_ptr<File>> files_;

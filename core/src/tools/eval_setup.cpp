@@ -10,24 +10,6 @@
 #include "timm/models/state_dict.hpp"
 
 namespace timm {
-namespace {
-
-class FirstSamples : public Dataset {
- public:
-  FirstSamples(std::shared_ptr<const Dataset> base, std::size_t count) : base_(std::move(base)), count_(count) {}
-  std::size_t size() const override { return count_; }
-  Image image(std::size_t index) const override { return base_->image(index); }
-  int64_t target(std::size_t index) const override { return base_->target(index); }
-  int64_t num_classes() const override { return base_->num_classes(); }
-  std::string describe(std::size_t index) const override { return base_->describe(index); }
-
- private:
-  std::shared_ptr<const Dataset> base_;
-  std::size_t count_;
-};
-
-}  // namespace
-
 void add_model_data_flags(ToolArgs& args, const std::string& default_model) {
   args.add("model", "m", default_model, "model architecture name");
   args.add("img-size", "", "", "input image dimension, uses model default if empty");
@@ -83,13 +65,6 @@ void apply_crop_mode(const ToolArgs& args, DataConfig& data_config) {
 std::string tool_dataset_name(const ToolArgs& args) {
   if (const std::string name = args.get("dataset"); !name.empty()) return name;
   return args.has("data-dir") ? "" : "fashion-mnist";
-}
-
-std::shared_ptr<const Dataset> first_samples(std::shared_ptr<const Dataset> dataset, std::optional<int64_t> count) {
-  if (!count) return dataset;
-  if (*count <= 0) throw UsageError("--num-samples " + std::to_string(*count) + ": expected a positive count");
-  if (static_cast<std::size_t>(*count) >= dataset->size()) return dataset;
-  return std::make_shared<FirstSamples>(std::move(dataset), static_cast<std::size_t>(*count));
 }
 
 std::vector<std::filesystem::path> find_checkpoints(const std::filesystem::path& path) {

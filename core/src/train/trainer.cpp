@@ -158,30 +158,6 @@ std::filesystem::path data_root(const Config& config) {
   return config.get_optional<std::string>("data_dir").value_or("");
 }
 
-// The first `count` samples of a dataset (--train-num-samples,
-// --val-num-samples), for quick runs on a part of the data.
-class FirstSamples : public Dataset {
- public:
-  FirstSamples(std::shared_ptr<const Dataset> base, std::size_t count) : base_(std::move(base)), count_(count) {}
-  std::size_t size() const override { return count_; }
-  Image image(std::size_t index) const override { return base_->image(index); }
-  int64_t target(std::size_t index) const override { return base_->target(index); }
-  int64_t num_classes() const override { return base_->num_classes(); }
-  std::string describe(std::size_t index) const override { return base_->describe(index); }
-
- private:
-  std::shared_ptr<const Dataset> base_;
-  std::size_t count_;
-};
-
-std::shared_ptr<const Dataset> limit_samples(std::shared_ptr<const Dataset> dataset, std::optional<int64_t> count,
-                                             const std::string& flag) {
-  if (!count) return dataset;
-  if (*count <= 0) throw UsageError("--" + flag + " " + std::to_string(*count) + ": expected a positive count");
-  if (static_cast<std::size_t>(*count) >= dataset->size()) return dataset;
-  return std::make_shared<FirstSamples>(std::move(dataset), static_cast<std::size_t>(*count));
-}
-
 ModelArgs model_args(const Config& config, int64_t num_classes, int64_t in_chans) {
   ModelArgs args;
   args.num_classes = num_classes;
@@ -740,12 +716,12 @@ TrainResult train(const Config& config, Distributed& dist, const torch::Device& 
   const DatasetDefaults defaults = dataset_defaults(dataset);
   const int64_t in_chans = resolve_in_chans(config, defaults);
   std::shared_ptr<const Dataset> train_set =
-      limit_samples(create_dataset(dataset, data_root(config), config.get<std::string>("train_split"), in_chans),
+      first_samples(create_dataset(dataset, data_root(config), config.get<std::string>("train_split"), in_chans),
                     config.get_optional<int64_t>("train_num_samples"), "train-num-samples");
   const std::string val_split = config.get<std::string>("val_split");
   std::shared_ptr<const Dataset> eval_set;
   if (!val_split.empty()) {
-    eval_set = limit_samples(create_dataset(dataset, data_root(config), val_split, in_chans),
+    eval_set = first_samples(create_dataset(dataset, data_root(config), val_split, in_chans),
                              config.get_optional<int64_t>("val_num_samples"), "val-num-samples");
   }
 

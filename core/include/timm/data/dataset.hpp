@@ -3,8 +3,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "timm/data/image.hpp"
@@ -22,6 +26,27 @@ class Dataset {
   // A name for messages: the file path or "fashion-mnist[123]".
   virtual std::string describe(std::size_t index) const = 0;
 };
+
+// The first `count` samples of `dataset`, in its order, for quick runs on a
+// part of the data (timm-run's --train-num-samples and --val-num-samples, the
+// tools' --num-samples): `dataset` itself when `count` is unset or not below
+// its size. A count below 1 throws UsageError "--<flag> <count>: expected a
+// positive count"; `flag` is the flag's name without dashes.
+std::shared_ptr<const Dataset> first_samples(std::shared_ptr<const Dataset> dataset, std::optional<int64_t> count,
+                                             const std::string& flag);
+
+// timm's class index of the folder and tar readers (class_to_idx): the
+// distinct class names `labels` in timm's natural_key order (natural_less),
+// each mapped to its position; its size is the class count. Names that order
+// ties ("a" and "A") keep their byte order (timm's order for them follows
+// Python's set).
+std::map<std::string, int64_t> class_to_idx(const std::set<std::string>& labels);
+
+// timm's image test of its folder and tar readers (IMG_EXTENSIONS): the
+// extension of the file name `name` as os.path.splitext finds it (from the
+// last dot; none for a name whose only dots lead it, such as ".png"), in any
+// case, is .png, .jpg or .jpeg.
+bool has_image_extension(std::string_view name);
 
 // timm's ImageFolder: class = sub-folder, classes in timm's case-insensitive
 // natural order, .png/.jpg/.jpeg (any case), samples in natural path order.
@@ -43,6 +68,10 @@ std::unique_ptr<Dataset> make_fashion_mnist(const std::filesystem::path& root, c
 
 // The folder the Debian package dataset-fashion-mnist installs.
 inline const std::filesystem::path kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+// Whether `name` is one of create_dataset's names of Fashion-MNIST:
+// "fashion-mnist", "fashion_mnist" or "torch/fashion_mnist".
+bool is_fashion_mnist(std::string_view name);
 
 // timm's split folder search: root/<split>, else the synonyms of train
 // (train, training) or eval (val, valid, validation, eval, evaluation), else

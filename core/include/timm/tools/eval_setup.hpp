@@ -39,9 +39,6 @@ void apply_crop_mode(const ToolArgs& args, DataConfig& data_config);
 // --data-dir is given, else an image folder.
 std::string tool_dataset_name(const ToolArgs& args);
 
-// The first `count` samples of `dataset` (--num-samples); all when unset.
-std::shared_ptr<const Dataset> first_samples(std::shared_ptr<const Dataset> dataset, std::optional<int64_t> count);
-
 // --checkpoint: a .safetensors file, or a folder whose *.safetensors are
 // taken in natural order (validate.py's directory mode). Throws UsageError
 // when nothing is found.
