@@ -44,13 +44,17 @@ TEST_CASE("timm-run trains resnet18 on a Fashion-MNIST subset well above chance"
     CHECK_MESSAGE(fs::exists(dir / file), file);
   }
 
-  SUBCASE("the checkpoint loads strictly into Python timm's resnet18") {
+  // Plain blocks, not SUBCASEs: doctest reruns the whole case, training
+  // included, once per SUBCASE.
+  {
+    INFO("the checkpoint loads strictly into Python timm's resnet18");
     const std::string out = timm::test::run_oracle(
         "load_checkpoint.py", {"resnet18", (dir / "last.safetensors").string(), "--num-classes", "10", "--in-chans", "1"});
     CHECK(out.find("loaded 122 tensors") != std::string::npos);
   }
 
-  SUBCASE("the written config.toml works as --config again") {
+  {
+    INFO("the written config.toml works as --config again");
     const auto again = run_command({timm_run(), "--config", (dir / "config.toml").string(), "--epochs", "1",
                                     "--train-num-samples", "640", "--val-num-samples", "200", "--output",
                                     (tmp / "again").string(), "--experiment", "x"});
