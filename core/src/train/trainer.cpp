@@ -177,9 +177,10 @@ double resolve_lr(const Config& config, int64_t global_batch) {
   double ratio = static_cast<double>(global_batch) / static_cast<double>(config.get<int64_t>("lr_base_size"));
   std::string scale = config.get<std::string>("lr_base_scale");
   if (scale.empty()) {
-    std::string opt = config.get<std::string>("opt");
-    std::transform(opt.begin(), opt.end(), opt.begin(), ::tolower);
-    scale = (opt.find("ada") != std::string::npos || opt.find("lamb") != std::string::npos) ? "sqrt" : "linear";
+    // train.py's default: sqrt for its adaptive optimizers, linear otherwise,
+    // as the optimizer's plugin declares.
+    const bool use_sqrt = optimizer_traits(config.get<std::string>("opt")).lr_base_scale == LrBaseScale::kSqrt;
+    scale = use_sqrt ? "sqrt" : "linear";
   }
   if (scale == "sqrt") ratio = std::sqrt(ratio);
   const double result = lr_base * ratio;
