@@ -21,8 +21,9 @@ void PluginRegistrar::add_scheduler(std::string name, std::string description, S
   add(PluginKind::kScheduler, std::move(name), std::move(description), std::move(factory));
 }
 
-void PluginRegistrar::add_augmentation(std::string name, std::string description, AugmentationFactory factory) {
-  add(PluginKind::kAugmentation, std::move(name), std::move(description), std::move(factory));
+void PluginRegistrar::add_augmentation(std::string name, std::string description, AugmentationFactory factory,
+                                       AugmentationTraits traits) {
+  add(PluginKind::kAugmentation, std::move(name), std::move(description), std::move(factory), std::move(traits));
 }
 
 }  // namespace timm

@@ -248,7 +248,7 @@ TransformArgs transform_args(const Config& config, const DataConfig& data, bool 
   const std::string train_interpolation = config.get<std::string>("train_interpolation");
   args.no_aug = config.get<bool>("no_aug");
   args.interpolation = (args.no_aug || train_interpolation.empty()) ? data.interpolation : train_interpolation;
-  args.train_crop_mode = config.get_optional<std::string>("train_crop_mode").value_or("rrc");
+  args.train_crop_mode = config.get_optional<std::string>("train_crop_mode").value_or("");
   args.scale = config.get<std::vector<double>>("scale");
   args.ratio = config.get<std::vector<double>>("ratio");
   args.hflip = config.get<double>("hflip");

@@ -39,7 +39,10 @@ class PluginRegistrar {
   // scaling rule for it); the defaults unless declared.
   void add_optimizer(std::string name, std::string description, OptimizerFactory factory, OptimizerTraits traits = {});
   void add_scheduler(std::string name, std::string description, SchedulerFactory factory);
-  void add_augmentation(std::string name, std::string description, AugmentationFactory factory);
+  // `traits`: where create_transform places the stage and when it applies;
+  // without them the stage is only made by name.
+  void add_augmentation(std::string name, std::string description, AugmentationFactory factory,
+                        AugmentationTraits traits = {});
 
   const std::string& origin() const { return origin_; }
   std::vector<RegistryEntry> take_entries() { return std::move(entries_); }
