@@ -2,6 +2,7 @@
 
 #include <exception>
 #include <iostream>
+#include <string>
 
 #include <c10/util/Exception.h>
 
@@ -12,16 +13,19 @@ namespace timm {
 
 int run_app(const char* app, int argc, char** argv, AppBody body) {
   setup_logging();
+  set_fatal_error_handler([name = std::string(app)](const std::string& message) {
+    std::cerr << name << ": error: " << message << std::endl;
+  });
   try {
     return body(argc, argv);
   } catch (const Error& e) {
-    std::cerr << app << ": error: " << e.what() << "\n";
+    report_fatal_error(e.what());
     return e.exit_code();
   } catch (const c10::Error& e) {
-    std::cerr << app << ": error: " << e.what_without_backtrace() << "\n";
+    report_fatal_error(e.what_without_backtrace());
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << app << ": error: " << e.what() << "\n";
+    report_fatal_error(e.what());
     return 1;
   }
 }

@@ -79,4 +79,10 @@ std::vector<std::string> Registry::list(PluginKind kind, std::string_view patter
   return names;
 }
 
+std::vector<const RegistryEntry*> Registry::entries(PluginKind kind) const {
+  std::vector<const RegistryEntry*> out;
+  for (const std::string& name : list(kind)) out.push_back(find(kind, name));
+  return out;
+}
+
 }  // namespace timm

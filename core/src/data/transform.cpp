@@ -1,34 +1,84 @@
 #include "timm/data/transform.hpp"
 
+#include <algorithm>
+
 #include "timm/core/error.hpp"
 #include "timm/core/registry.hpp"
 
 namespace timm {
 namespace {
 
+std::string where(const RegistryEntry& entry) {
+  return "augmentation " + in_quotes(entry.name) + " from " + in_quotes(entry.origin);
+}
+
 // Builds one registered stage and checks that it made what the caller needs.
-Augmentation make_stage(const std::string& name, const TransformArgs& args) {
-  const Registry& registry = Registry::global();
-  const RegistryEntry& entry = registry.get(PluginKind::kAugmentation, name);
-  const auto& factory = registry.factory<AugmentationFactory>(PluginKind::kAugmentation, name);
+Augmentation make_stage(const RegistryEntry& entry, const TransformArgs& args) {
+  const auto& factory = Registry::global().factory<AugmentationFactory>(PluginKind::kAugmentation, entry.name);
   Augmentation stage;
   try {
     stage = factory(args);
   } catch (const UsageError&) {
     throw;
   } catch (const std::exception& e) {
-    throw Error("augmentation " + in_quotes(name) + " from " + in_quotes(entry.origin) + ": " + e.what());
+    throw Error(where(entry) + ": " + e.what());
   }
-  if (!stage.image && !stage.batch) {
-    throw Error("augmentation " + in_quotes(name) + " from " + in_quotes(entry.origin) + " made no transform");
-  }
+  if (!stage.image && !stage.batch) throw Error(where(entry) + " made no transform");
   return stage;
 }
 
-void add_stage(TransformPipeline& pipeline, const std::string& name, const TransformArgs& args) {
-  Augmentation stage = make_stage(name, args);
-  if (stage.image) pipeline.image.push_back(std::move(stage.image));
-  if (stage.batch) pipeline.batch.push_back(std::move(stage.batch));
+struct Selected {
+  const RegistryEntry* entry;
+  AugmentationStage stage;
+  int order;
+};
+
+// The registered stages that apply to `args`, by stage and order (ties in
+// the registry's name order).
+std::vector<Selected> select_stages(const TransformArgs& args) {
+  std::vector<Selected> selected;
+  for (const RegistryEntry* entry : Registry::global().entries(PluginKind::kAugmentation)) {
+    const AugmentationTraits* traits = traits_of<AugmentationTraits>(*entry);
+    if (traits == nullptr || !traits->applies) continue;
+    bool applies = false;
+    try {
+      applies = traits->applies(args);
+    } catch (const UsageError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Error(where(*entry) + ": " + e.what());
+    }
+    if (applies) selected.push_back({entry, traits->stage, traits->order});
+  }
+  std::stable_sort(selected.begin(), selected.end(), [](const Selected& a, const Selected& b) {
+    return a.stage != b.stage ? a.stage < b.stage : a.order < b.order;
+  });
+  return selected;
+}
+
+// Exactly one crop: none is an unknown crop mode, two are plugins that claim
+// the same one.
+void check_crop(const std::vector<Selected>& selected, const TransformArgs& args) {
+  std::vector<const RegistryEntry*> crops;
+  for (const Selected& s : selected) {
+    if (s.stage == AugmentationStage::kCrop) crops.push_back(s.entry);
+  }
+  if (crops.size() > 1) {
+    throw Error(where(*crops[0]) + " and " + where(*crops[1]) + " both crop the same images");
+  }
+  if (!crops.empty()) return;
+  std::string known;
+  for (const RegistryEntry* entry : Registry::global().entries(PluginKind::kAugmentation)) {
+    const AugmentationTraits* traits = traits_of<AugmentationTraits>(*entry);
+    if (traits != nullptr && traits->stage == AugmentationStage::kCrop) {
+      known += (known.empty() ? "" : ", ") + entry->name;
+    }
+  }
+  const std::string what = !args.is_training ? "crop mode " + in_quotes(args.crop_mode)
+                           : args.no_aug     ? std::string("--no-aug training")
+                                             : "--train-crop-mode " + in_quotes(args.train_crop_mode);
+  throw UsageError("no registered crop for " + what + "; the crops: " + (known.empty() ? "none" : known) +
+                   " (see --list-augmentations)");
 }
 
 }  // namespace
@@ -70,29 +120,27 @@ std::string TransformPipeline::repr() const {
 }
 
 TransformPipeline create_transform(const TransformArgs& args) {
+  const std::vector<Selected> selected = select_stages(args);
+  check_crop(selected, args);
   TransformPipeline pipeline;
-  if (args.is_training && args.no_aug) {
-    add_stage(pipeline, "resize_center", args);
-  } else if (args.is_training) {
-    add_stage(pipeline, args.train_crop_mode.empty() ? "rrc" : args.train_crop_mode, args);
-    if (args.hflip > 0.0) add_stage(pipeline, "hflip", args);
-    if (args.vflip > 0.0) add_stage(pipeline, "vflip", args);
+  // Training: the secondary stages begin after the crop and primary ones,
+  // where timm's AugMixDataset splits.
+  bool secondary = !args.augmenting();
+  auto begin_secondary = [&] {
+    secondary = true;
     pipeline.secondary_begin = pipeline.image.size();
     if (args.aug_splits == 1 || args.aug_splits < 0) {
       throw UsageError("--aug-splits must be 0 or >= 2, got " + std::to_string(args.aug_splits));
     }
     pipeline.aug_splits = args.aug_splits;
-    if (!args.auto_augment.empty()) add_stage(pipeline, "auto_augment", args);
-    // Colour jitter is off with auto-augment, except for 3-Augment.
-    const bool jitter_off = !args.auto_augment.empty() && args.auto_augment.find("3a") == std::string::npos;
-    if (!jitter_off && args.color_jitter.has_value() && *args.color_jitter > 0.0) {
-      add_stage(pipeline, "color_jitter", args);
-    }
-  } else {
-    add_stage(pipeline, args.crop_mode.empty() ? "center" : args.crop_mode, args);
+  };
+  for (const Selected& s : selected) {
+    if (!secondary && s.stage >= AugmentationStage::kSecondary) begin_secondary();
+    Augmentation stage = make_stage(*s.entry, args);
+    if (stage.image) pipeline.image.push_back(std::move(stage.image));
+    if (stage.batch) pipeline.batch.push_back(std::move(stage.batch));
   }
-  add_stage(pipeline, "normalize", args);
-  if (args.is_training && !args.no_aug && args.re_prob > 0.0) add_stage(pipeline, "random_erasing", args);
+  if (!secondary) begin_secondary();
   return pipeline;
 }
 

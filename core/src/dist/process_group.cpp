@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
-#include <iostream>
 #include <map>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "backends.hpp"
+#include "timm/core/error.hpp"
 #include "timm/log/log.hpp"
 
 namespace timm::dist {
@@ -157,10 +157,8 @@ void ProcessGroup::start_watchdog() {
         waited = Clock::now() - watched_since_;
       }
       if (waited < timeout_ + kWatchdogGrace) continue;
-      std::cerr << "timm-run: error: "
-                << explain_failure(watched, format("no completion within --dist-timeout %lld s (watchdog)",
-                                                   static_cast<long long>(timeout_.count())))
-                << std::endl;
+      report_fatal_error(explain_failure(watched, format("no completion within --dist-timeout %lld s (watchdog)",
+                                                         static_cast<long long>(timeout_.count()))));
       _exit(1);  // the collective cannot be cancelled; leaving is the only clean way out
     }
   });

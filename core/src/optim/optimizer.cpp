@@ -19,8 +19,8 @@
 #include "timm/core/error.hpp"
 #include "timm/core/names.hpp"
 #include "timm/core/registry.hpp"
-#include "timm/optim/param_groups.hpp"
 #include "timm/optim/lookahead.hpp"
+#include "timm/optim/param_groups.hpp"
 
 namespace timm {
 
@@ -201,7 +201,17 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return parts;
 }
 
+// The registered optimizer's name in `opt`, as timm's create_optimizer_v2:
+// the last part of opt.lower().split('_').
+std::string optimizer_name(const std::string& opt) { return split(lowercase(opt), '_').back(); }
+
 }  // namespace
+
+OptimizerTraits optimizer_traits(const std::string& opt) {
+  const RegistryEntry& entry = Registry::global().get(PluginKind::kOptimizer, optimizer_name(opt));
+  const OptimizerTraits* traits = traits_of<OptimizerTraits>(entry);
+  return traits != nullptr ? *traits : OptimizerTraits{};
+}
 
 OptimizerPtr create_optimizer(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
   // timm: parts = opt.lower().split('_'); the optimizer is the last part and a
@@ -238,7 +248,7 @@ OptimizerPtr create_optimizer(const torch::nn::Module& model, const std::vector<
                               const OptimizerArgs& args, const GroupMatcher& group_matcher,
                               const std::string& model_name) {
   // The name first: an unknown optimizer is reported before anything else.
-  Registry::global().get(PluginKind::kOptimizer, split(lowercase(args.opt), '_').back());
+  Registry::global().get(PluginKind::kOptimizer, optimizer_name(args.opt));
   std::vector<ParamGroup> groups;
   if (args.layer_decay) {
     if (group_matcher.empty()) {

@@ -177,9 +177,10 @@ double resolve_lr(const Config& config, int64_t global_batch) {
   double ratio = static_cast<double>(global_batch) / static_cast<double>(config.get<int64_t>("lr_base_size"));
   std::string scale = config.get<std::string>("lr_base_scale");
   if (scale.empty()) {
-    std::string opt = config.get<std::string>("opt");
-    std::transform(opt.begin(), opt.end(), opt.begin(), ::tolower);
-    scale = (opt.find("ada") != std::string::npos || opt.find("lamb") != std::string::npos) ? "sqrt" : "linear";
+    // train.py's default: sqrt for its adaptive optimizers, linear otherwise,
+    // as the optimizer's plugin declares.
+    const bool use_sqrt = optimizer_traits(config.get<std::string>("opt")).lr_base_scale == LrBaseScale::kSqrt;
+    scale = use_sqrt ? "sqrt" : "linear";
   }
   if (scale == "sqrt") ratio = std::sqrt(ratio);
   const double result = lr_base * ratio;
@@ -247,7 +248,7 @@ TransformArgs transform_args(const Config& config, const DataConfig& data, bool 
   const std::string train_interpolation = config.get<std::string>("train_interpolation");
   args.no_aug = config.get<bool>("no_aug");
   args.interpolation = (args.no_aug || train_interpolation.empty()) ? data.interpolation : train_interpolation;
-  args.train_crop_mode = config.get_optional<std::string>("train_crop_mode").value_or("rrc");
+  args.train_crop_mode = config.get_optional<std::string>("train_crop_mode").value_or("");
   args.scale = config.get<std::vector<double>>("scale");
   args.ratio = config.get<std::vector<double>>("ratio");
   args.hflip = config.get<double>("hflip");

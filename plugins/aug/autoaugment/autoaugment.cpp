@@ -14,5 +14,9 @@ TIMM_PLUGIN("aug_autoaugment") {
       "(original, originalr, v0, v0r, 3a)",
       [](const TransformArgs& a) {
         return Augmentation{auto_augment_from_args(a), nullptr};
-      });
+      },
+      // timm's secondary transforms, before colour jitter (20).
+      {.stage = AugmentationStage::kSecondary, .order = 10, .applies = [](const TransformArgs& a) {
+         return a.augmenting() && !a.auto_augment.empty();
+       }});
 }

@@ -326,6 +326,16 @@ class Normalize final : public BatchTransform {
   mutable std::atomic<bool> warned_mean_{false}, warned_std_{false};
 };
 
+// The crop of timm's create_transform: --no-aug training resizes and
+// centre-crops (transforms_noaug_train); training crops by --train-crop-mode
+// (default: RandomResizedCrop), eval by the data config's crop_mode (default:
+// center).
+std::string crop_of(const TransformArgs& a) {
+  if (a.is_training && a.no_aug) return "resize_center";
+  if (a.is_training) return a.train_crop_mode.empty() ? "rrc" : a.train_crop_mode;
+  return a.crop_mode.empty() ? "center" : a.crop_mode;
+}
+
 template <class T, class... A>
 Augmentation image_stage(A&&... a) {
   return Augmentation{std::make_shared<const T>(std::forward<A>(a)...), nullptr};
@@ -336,26 +346,50 @@ Augmentation image_stage(A&&... a) {
 
 TIMM_PLUGIN("aug_basic") {
   using namespace timm;
-  registrar.add_augmentation("rrc",
-                             "RandomResizedCropAndInterpolation: random area/aspect crop resized to the input size",
-                             [](const TransformArgs& a) { return image_stage<RandomResizedCrop>(a); });
+  using Stage = AugmentationStage;
+  // The crops: each applies when create_transform's crop is its name (crop_of).
+  auto crop = [](const char* name) {
+    return AugmentationTraits{.stage = Stage::kCrop,
+                              .applies = [name](const TransformArgs& a) { return crop_of(a) == name; }};
+  };
+  registrar.add_augmentation(
+      "rrc", "RandomResizedCropAndInterpolation: random area/aspect crop resized to the input size",
+      [](const TransformArgs& a) { return image_stage<RandomResizedCrop>(a); }, crop("rrc"));
   registrar.add_augmentation("hflip", "RandomHorizontalFlip with probability --hflip",
-                             [](const TransformArgs& a) { return image_stage<RandomFlip>(a.hflip, true); });
+                             [](const TransformArgs& a) { return image_stage<RandomFlip>(a.hflip, true); },
+                             {.stage = Stage::kPrimary, .order = 10, .applies = [](const TransformArgs& a) {
+                                return a.augmenting() && a.hflip > 0.0;
+                              }});
   registrar.add_augmentation("vflip", "RandomVerticalFlip with probability --vflip",
-                             [](const TransformArgs& a) { return image_stage<RandomFlip>(a.vflip, false); });
+                             [](const TransformArgs& a) { return image_stage<RandomFlip>(a.vflip, false); },
+                             {.stage = Stage::kPrimary, .order = 20, .applies = [](const TransformArgs& a) {
+                                return a.augmenting() && a.vflip > 0.0;
+                              }});
+  // After auto-augment (10, its own plugin), as timm's secondary transforms.
   registrar.add_augmentation(
       "color_jitter", "ColorJitter of brightness, contrast and saturation by --color-jitter",
-      [](const TransformArgs& a) { return image_stage<ColorJitter>(a.color_jitter.value_or(0.0)); });
-  registrar.add_augmentation("center", "eval: Resize the shorter side to size / crop_pct, then CenterCrop",
-                             [](const TransformArgs& a) { return image_stage<EvalCrop>(a, EvalMode::kCenter); });
-  registrar.add_augmentation("squash", "eval: Resize both sides to size / crop_pct (aspect not kept), then CenterCrop",
-                             [](const TransformArgs& a) { return image_stage<EvalCrop>(a, EvalMode::kSquash); });
-  registrar.add_augmentation("border", "eval: ResizeKeepRatio of the longest side, then CenterCropOrPad with the mean",
-                             [](const TransformArgs& a) { return image_stage<EvalCrop>(a, EvalMode::kBorder); });
-  registrar.add_augmentation("resize_center", "no-aug train: Resize to the input size, then CenterCrop",
-                             [](const TransformArgs& a) { return image_stage<EvalCrop>(a, EvalMode::kNoAugTrain); });
-  registrar.add_augmentation("normalize", "batch: (x - mean*255) / (std*255) on the device, as timm's prefetcher",
-                             [](const TransformArgs& a) {
-                               return Augmentation{nullptr, std::make_shared<const Normalize>(a)};
-                             });
+      [](const TransformArgs& a) { return image_stage<ColorJitter>(a.color_jitter.value_or(0.0)); },
+      {.stage = Stage::kSecondary, .order = 20, .applies = [](const TransformArgs& a) {
+         // timm: colour jitter is off with --aa, except for 3-Augment.
+         const bool off_by_aa = !a.auto_augment.empty() && a.auto_augment.find("3a") == std::string::npos;
+         return a.augmenting() && !off_by_aa && a.color_jitter.has_value() && *a.color_jitter > 0.0;
+       }});
+  registrar.add_augmentation(
+      "center", "eval: Resize the shorter side to size / crop_pct, then CenterCrop",
+      [](const TransformArgs& a) { return image_stage<EvalCrop>(a, EvalMode::kCenter); }, crop("center"));
+  registrar.add_augmentation(
+      "squash", "eval: Resize both sides to size / crop_pct (aspect not kept), then CenterCrop",
+      [](const TransformArgs& a) { return image_stage<EvalCrop>(a, EvalMode::kSquash); }, crop("squash"));
+  registrar.add_augmentation(
+      "border", "eval: ResizeKeepRatio of the longest side, then CenterCropOrPad with the mean",
+      [](const TransformArgs& a) { return image_stage<EvalCrop>(a, EvalMode::kBorder); }, crop("border"));
+  registrar.add_augmentation(
+      "resize_center", "no-aug train: Resize to the input size, then CenterCrop",
+      [](const TransformArgs& a) { return image_stage<EvalCrop>(a, EvalMode::kNoAugTrain); }, crop("resize_center"));
+  registrar.add_augmentation(
+      "normalize", "batch: (x - mean*255) / (std*255) on the device, as timm's prefetcher",
+      [](const TransformArgs& a) {
+        return Augmentation{nullptr, std::make_shared<const Normalize>(a)};
+      },
+      {.stage = Stage::kFinal, .order = 10, .applies = [](const TransformArgs&) { return true; }});
 }

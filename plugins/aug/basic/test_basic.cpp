@@ -272,4 +272,67 @@ TEST_CASE("unknown crop modes are usage errors") {
   args.crop_mode = "center";
   args.interpolation = "cubic";
   CHECK_THROWS_AS(create_transform(args), UsageError);
+
+  TransformArgs train;
+  train.is_training = true;
+  train.train_crop_mode = "zoom";
+  try {
+    create_transform(train);
+    FAIL("expected a UsageError");
+  } catch (const UsageError& e) {
+    const std::string message = e.what();
+    CHECK_MESSAGE(message.find("--train-crop-mode 'zoom'") != std::string::npos, message);
+    CHECK_MESSAGE(message.find("rrc") != std::string::npos, message);
+  }
+  train.no_aug = true;  // --no-aug ignores the train crop mode, as timm
+  CHECK(create_transform(train).image.size() == 1);
+}
+
+TEST_CASE("the stages declare their place in timm's create_transform") {
+  test::load_builtin_plugins();
+  auto traits = [](const char* name) {
+    const RegistryEntry* entry = Registry::global().find(PluginKind::kAugmentation, name);
+    REQUIRE_MESSAGE(entry != nullptr, name);
+    const AugmentationTraits* t = traits_of<AugmentationTraits>(*entry);
+    REQUIRE_MESSAGE(t != nullptr, name);
+    REQUIRE_MESSAGE(t->applies, name);
+    return *t;
+  };
+  for (const char* crop : {"rrc", "center", "squash", "border", "resize_center"}) {
+    CHECK_MESSAGE(traits(crop).stage == AugmentationStage::kCrop, crop);
+  }
+  CHECK(traits("hflip").stage == AugmentationStage::kPrimary);
+  CHECK(traits("vflip").stage == AugmentationStage::kPrimary);
+  CHECK(traits("hflip").order < traits("vflip").order);
+  CHECK(traits("color_jitter").stage == AugmentationStage::kSecondary);
+  CHECK(traits("normalize").stage == AugmentationStage::kFinal);
+
+  // Which crop applies: timm's defaults for empty modes, --no-aug's resize.
+  TransformArgs eval;
+  CHECK(traits("center").applies(eval));
+  CHECK_FALSE(traits("rrc").applies(eval));
+  eval.crop_mode = "squash";
+  CHECK(traits("squash").applies(eval));
+  CHECK_FALSE(traits("center").applies(eval));
+  TransformArgs train;
+  train.is_training = true;
+  CHECK(traits("rrc").applies(train));
+  CHECK_FALSE(traits("center").applies(train));
+  CHECK(traits("hflip").applies(train));
+  train.no_aug = true;
+  CHECK(traits("resize_center").applies(train));
+  CHECK_FALSE(traits("rrc").applies(train));
+  CHECK_FALSE(traits("hflip").applies(train));
+  CHECK(traits("normalize").applies(train));
+
+  // Colour jitter: off with --aa, except for 3-Augment.
+  TransformArgs jitter;
+  jitter.is_training = true;
+  CHECK(traits("color_jitter").applies(jitter));
+  jitter.auto_augment = "rand-m9-mstd0.5-inc1";
+  CHECK_FALSE(traits("color_jitter").applies(jitter));
+  jitter.auto_augment = "3a";
+  CHECK(traits("color_jitter").applies(jitter));
+  jitter.color_jitter = 0.0;
+  CHECK_FALSE(traits("color_jitter").applies(jitter));
 }

@@ -36,5 +36,9 @@ TIMM_PLUGIN("aug_random_erasing") {
                              "batch: RandomErasing with probability --reprob, mode --remode, up to --recount boxes",
                              [](const TransformArgs& a) {
                                return Augmentation{nullptr, std::make_shared<const RandomErasingStage>(a)};
-                             });
+                             },
+                             // After normalize (10), as timm's final transforms.
+                             {.stage = AugmentationStage::kFinal, .order = 20, .applies = [](const TransformArgs& a) {
+                                return a.augmenting() && a.re_prob > 0.0;
+                              }});
 }

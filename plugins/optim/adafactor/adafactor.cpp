@@ -151,6 +151,8 @@ OptimizerPtr make_adafactor(std::vector<ParamGroup> groups, const OptimizerArgs&
 }  // namespace timm
 
 TIMM_PLUGIN("adafactor") {
+  // train.py scales --lr-base by the square root of the batch ratio for
+  // timm's adaptive optimizers ("ada" in the name).
   registrar.add_optimizer("adafactor", "Memory-efficient implementation of Adam with factored gradients",
-                          timm::make_adafactor);
+                          timm::make_adafactor, timm::OptimizerTraits{.lr_base_scale = timm::LrBaseScale::kSqrt});
 }

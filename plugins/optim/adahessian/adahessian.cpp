@@ -245,5 +245,8 @@ OptimizerPtr make_adahessian(std::vector<ParamGroup> groups, const OptimizerArgs
 }  // namespace timm
 
 TIMM_PLUGIN("adahessian") {
-  registrar.add_optimizer("adahessian", "An Adaptive Second Order Optimizer", timm::make_adahessian);
+  // train.py scales --lr-base by the square root of the batch ratio for
+  // timm's adaptive optimizers ("ada" in the name).
+  registrar.add_optimizer("adahessian", "An Adaptive Second Order Optimizer", timm::make_adahessian,
+                          timm::OptimizerTraits{.lr_base_scale = timm::LrBaseScale::kSqrt});
 }

@@ -220,11 +220,14 @@ OptimizerPtr make_sgdp(std::vector<ParamGroup> groups, const OptimizerArgs& args
 
 TIMM_PLUGIN("adamp") {
   using timm::bind_defaults;
+  // train.py scales --lr-base by the square root of the batch ratio for
+  // timm's Adam-type names ("ada" in them), linearly for the SGD ones.
+  const timm::OptimizerTraits sqrt_lr{.lr_base_scale = timm::LrBaseScale::kSqrt};
   registrar.add_optimizer("adamp", "Adam with built-in projection to unit norm sphere",
-                          bind_defaults(timm::make_adamp, {{"wd_ratio", "0.01"}, {"nesterov", "True"}}));
+                          bind_defaults(timm::make_adamp, {{"wd_ratio", "0.01"}, {"nesterov", "True"}}), sqrt_lr);
   registrar.add_optimizer(
       "cadamp", "Add the spherical cautious optimizer and the standard cautious optimizer to AdamP",
-      bind_defaults(timm::make_adamp, {{"wd_ratio", "0.01"}, {"nesterov", "True"}, {"caution", "True"}}));
+      bind_defaults(timm::make_adamp, {{"wd_ratio", "0.01"}, {"nesterov", "True"}, {"caution", "True"}}), sqrt_lr);
   registrar.add_optimizer("sgdp", "SGD with built-in projection to unit norm sphere",
                           bind_defaults(timm::make_sgdp, {{"nesterov", "True"}}));
   registrar.add_optimizer("csgdp", "Add the spherical cautious optimizer and the standard cautious optimizer to SGDP",

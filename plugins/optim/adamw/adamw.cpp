@@ -60,5 +60,8 @@ OptimizerPtr make_adamw(std::vector<ParamGroup> groups, const OptimizerArgs& arg
 }  // namespace timm
 
 TIMM_PLUGIN("adamw") {
-  registrar.add_optimizer("adamw", "torch.optim.AdamW, Adam with decoupled weight decay", timm::make_adamw);
+  // train.py scales --lr-base by the square root of the batch ratio for
+  // timm's adaptive optimizers.
+  registrar.add_optimizer("adamw", "torch.optim.AdamW, Adam with decoupled weight decay", timm::make_adamw,
+                          timm::OptimizerTraits{.lr_base_scale = timm::LrBaseScale::kSqrt});
 }

@@ -199,8 +199,13 @@ TIMM_PLUGIN("lamb") {
         Variant{"lambc", "LAMB with trust ratio clipping for stability", true, false},
         Variant{"lambw", "LAMB with decoupled weight decay", false, true},
         Variant{"lambcw", "LAMB with trust ratio clipping for stability and decoupled decay", true, true}}) {
-    registrar.add_optimizer(v.name, v.description, [v](std::vector<ParamGroup> groups, const OptimizerArgs& args) {
-      return timm::make_lamb(std::move(groups), args, v.trust_clip, v.decoupled);
-    });
+    // train.py scales --lr-base by the square root of the batch ratio for
+    // timm's adaptive optimizers ("lamb" in the name).
+    registrar.add_optimizer(
+        v.name, v.description,
+        [v](std::vector<ParamGroup> groups, const OptimizerArgs& args) {
+          return timm::make_lamb(std::move(groups), args, v.trust_clip, v.decoupled);
+        },
+        timm::OptimizerTraits{.lr_base_scale = timm::LrBaseScale::kSqrt});
   }
 }

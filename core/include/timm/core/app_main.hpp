@@ -2,9 +2,10 @@
 //
 //   int main(int argc, char** argv) { return timm::run_app("timm-run", argc, argv, run); }
 //
-// sets up logging, runs `body` and turns an escaping error into the house
-// convention: "<app>: error: <message>" on stderr and exit code 2 for usage
-// errors, 1 for every other failure.
+// sets up logging, installs the fatal-error handler (error.hpp) that prints
+// "<app>: error: <message>" on stderr, runs `body` and reports an escaping
+// error through that handler, with exit code 2 for usage errors and 1 for
+// every other failure.
 #pragma once
 
 namespace timm {

@@ -7,6 +7,7 @@
 // Apps print the message once and exit with exit_code(); no stack traces.
 #pragma once
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -25,6 +26,18 @@ class UsageError : public Error {
   explicit UsageError(const std::string& message) : Error(message) {}
   int exit_code() const noexcept override { return 2; }
 };
+
+// The one place that reports a fatal error to the user. Library code throws;
+// where nothing can catch (a watchdog thread that must end the process), it
+// calls report_fatal_error. run_app (app_main.hpp) installs a handler that
+// prints "<app>: error: <message>" to stderr and reports its own escaping
+// errors through it; without one, the message is printed as "error:
+// <message>". The handler may be called from any thread.
+using FatalErrorHandler = std::function<void(const std::string& message)>;
+void set_fatal_error_handler(FatalErrorHandler handler);
+// Reports `message` through the installed handler (the default print if it
+// throws). Never throws.
+void report_fatal_error(const std::string& message) noexcept;
 
 // Quotes a user-supplied value for a message: 'value'. (Not named `quoted`:
 // argument-dependent lookup would pick std::quoted for a std::string.)

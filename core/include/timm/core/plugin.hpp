@@ -35,15 +35,20 @@ class PluginRegistrar {
   explicit PluginRegistrar(std::string origin) : origin_(std::move(origin)) {}
 
   void add_model(std::string name, std::string description, ModelFactory factory);
-  void add_optimizer(std::string name, std::string description, OptimizerFactory factory);
+  // `traits`: what the core needs to know about the optimizer (train.py's lr
+  // scaling rule for it); the defaults unless declared.
+  void add_optimizer(std::string name, std::string description, OptimizerFactory factory, OptimizerTraits traits = {});
   void add_scheduler(std::string name, std::string description, SchedulerFactory factory);
-  void add_augmentation(std::string name, std::string description, AugmentationFactory factory);
+  // `traits`: where create_transform places the stage and when it applies;
+  // without them the stage is only made by name.
+  void add_augmentation(std::string name, std::string description, AugmentationFactory factory,
+                        AugmentationTraits traits = {});
 
   const std::string& origin() const { return origin_; }
   std::vector<RegistryEntry> take_entries() { return std::move(entries_); }
 
  private:
-  void add(PluginKind kind, std::string name, std::string description, std::any factory);
+  void add(PluginKind kind, std::string name, std::string description, std::any factory, std::any traits = {});
 
   std::string origin_;
   std::vector<RegistryEntry> entries_;

@@ -1,7 +1,9 @@
 // The registry of everything plugins provide, keyed by (kind, name).
 //
-// Each entry records its factory, a one-line description and the library it
-// came from, so errors and listings can say where a name was defined. Plugins
+// Each entry records its factory, a one-line description, what the plugin
+// declares about it (its traits: OptimizerTraits, AugmentationTraits) and the
+// library it came from, so errors and listings can say where a name was
+// defined. Plugins
 // add entries through a PluginRegistrar (plugin.hpp); the core and the apps
 // look them up here. The core itself never names a plugin.
 #pragma once
@@ -28,7 +30,14 @@ struct RegistryEntry {
   std::string description;
   std::string origin;  // the plugin file that registered it, or "<builtin>"
   std::any factory;    // a ModelFactory, OptimizerFactory, ... by kind
+  std::any traits;     // an OptimizerTraits, AugmentationTraits, ... by kind; empty when none were declared
 };
+
+// The traits of an entry if it declared them as a Traits, else nullptr.
+template <class Traits>
+const Traits* traits_of(const RegistryEntry& entry) {
+  return std::any_cast<Traits>(&entry.traits);
+}
 
 class Registry {
  public:
@@ -60,6 +69,9 @@ class Registry {
 
   // Names of a kind matching a wildcard pattern, in timm's natural order.
   std::vector<std::string> list(PluginKind kind, std::string_view pattern = "*") const;
+
+  // The entries of a kind, in the natural order of their names.
+  std::vector<const RegistryEntry*> entries(PluginKind kind) const;
 
   std::size_t size() const { return entries_.size(); }
 

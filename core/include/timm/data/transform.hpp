@@ -61,8 +61,10 @@ struct TransformArgs {
   std::vector<double> mean{0.485, 0.456, 0.406};
   std::vector<double> std{0.229, 0.224, 0.225};
   double crop_pct = 0.875;
-  std::string crop_mode = "center";
-  std::string train_crop_mode = "rrc";
+  // The eval crop and the train crop, named as timm's crop_mode and
+  // --train-crop-mode; empty: timm's default crop.
+  std::string crop_mode;
+  std::string train_crop_mode;
   std::vector<double> scale{0.08, 1.0};
   std::vector<double> ratio{3.0 / 4.0, 4.0 / 3.0};
   double hflip = 0.5;
@@ -86,6 +88,9 @@ struct TransformArgs {
   // split (the crop and flips only) and aug_splits - 1 splits that also run
   // the auto-augment and colour stages.
   int64_t aug_splits = 0;
+
+  // Training with augmentation: timm's train transform, not --no-aug's.
+  bool augmenting() const { return is_training && !no_aug; }
 };
 
 // What an augmentation factory makes: one of the two.
@@ -94,6 +99,27 @@ struct Augmentation {
   std::shared_ptr<const BatchTransform> batch;
 };
 using AugmentationFactory = std::function<Augmentation(const TransformArgs&)>;
+
+// The parts of timm's create_transform, in order: the crop (exactly one),
+// timm's other primary transforms (flips), the secondary ones (auto-augment,
+// colour jitter: with --aug-splits only the augmented splits run them) and
+// the final batch transforms (normalize, random erasing).
+enum class AugmentationStage { kCrop, kPrimary, kSecondary, kFinal };
+
+// What an augmentation plugin declares about a stage when it registers it
+// (PluginRegistrar::add_augmentation), so that create_transform composes the
+// registered stages without knowing their names.
+struct AugmentationTraits {
+  AugmentationStage stage = AugmentationStage::kPrimary;
+  // The position within the stage, ascending; equal ones in name order. The
+  // built-in plugins number their stages 10, 20, ... in timm's order
+  // (docs/augmentation.md), leaving room between them.
+  int order = 0;
+  // Whether create_transform uses the stage for these arguments (timm's
+  // conditions: "--hflip > 0", "crop mode is mine", ...). Empty: never; the
+  // stage is then made only by name.
+  std::function<bool(const TransformArgs&)> applies;
+};
 
 // A composed pipeline: per-sample image transforms, then batch transforms.
 struct TransformPipeline {
@@ -117,14 +143,10 @@ struct TransformPipeline {
   std::string repr() const;
 };
 
-// timm's create_transform: looks the stages up in the registry by timm's
-// names. Train: the --train-crop-mode crop ("rrc"), then "hflip" / "vflip"
-// when their probability is > 0, then "color_jitter" when set and > 0;
-// train with no_aug: "resize_center" (timm's transforms_noaug_train); eval:
-// the crop_mode crop ("center" | "squash" | "border"). Train with --aa adds
-// "auto_augment" after the flips. All end with the batch transform
-// "normalize"; train with re_prob > 0 then "random_erasing". An unknown stage
-// name throws UsageError.
+// timm's create_transform: the registered augmentations whose traits apply
+// to `args`, by stage and order. The pipeline's secondary stages begin after
+// the crop and primary ones. No crop that applies (an unknown crop mode)
+// throws UsageError; two crops that apply throw Error naming both plugins.
 TransformPipeline create_transform(const TransformArgs& args);
 
 }  // namespace timm

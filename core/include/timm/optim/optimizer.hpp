@@ -157,6 +157,27 @@ using OptimizerPtr = std::unique_ptr<Optimizer>;
 // spelled it (timm logs it so), the factory was looked up lowercased.
 using OptimizerFactory = std::function<OptimizerPtr(std::vector<ParamGroup>, const OptimizerArgs&)>;
 
+// How train.py scales --lr-base to the lr when --lr is not given: by the
+// ratio of the global batch size to --lr-base-size, or by its square root.
+enum class LrBaseScale { kLinear, kSqrt };
+
+// What an optimizer plugin declares about an optimizer when it registers it
+// (PluginRegistrar::add_optimizer), for the core to read instead of knowing
+// optimizers by name.
+struct OptimizerTraits {
+  // The --lr-base-scale used when the flag is empty. timm's train.py picks
+  // sqrt for names containing "ada" or "lamb" (its adaptive optimizers: adam,
+  // adamw, lamb, adafactor, ...) and linear for the rest (sgd, lion, adopt,
+  // lars, ...); each plugin declares for its names what timm picks.
+  LrBaseScale lr_base_scale = LrBaseScale::kLinear;
+};
+
+// The traits of the optimizer that `opt` names, resolved as create_optimizer
+// resolves it (case-insensitive; "lookahead_adamw" gives adamw's). An unknown
+// name throws create_optimizer's UsageError; an optimizer registered without
+// traits has the defaults.
+OptimizerTraits optimizer_traits(const std::string& opt);
+
 // timm's param_groups_weight_decay: groups [no-decay (wd 0), decay (wd)], each
 // only if non-empty; all in the no-decay group when weight_decay is 0.
 // Parameters with requires_grad false are left out. A parameter is no-decay
