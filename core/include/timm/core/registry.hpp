@@ -3,9 +3,8 @@
 // Each entry records its factory, a one-line description, what the plugin
 // declares about it (its traits: OptimizerTraits, AugmentationTraits) and the
 // library it came from, so errors and listings can say where a name was
-// defined. Plugins
-// add entries through a PluginRegistrar (plugin.hpp); the core and the apps
-// look them up here. The core itself never names a plugin.
+// defined. Plugins add entries through a PluginRegistrar (plugin.hpp); the
+// core and the apps look them up here. The core itself never names a plugin.
 #pragma once
 
 #include <any>
