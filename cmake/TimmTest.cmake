@@ -52,7 +52,8 @@ function(timm_add_test_group group)
   # One line per source: name, file name, labels (comma-separated), timeout.
   file(GENERATE OUTPUT "${manifest}"
        CONTENT "$<JOIN:$<TARGET_PROPERTY:${target},TIMM_TEST_MANIFEST>,\n>\n")
-  set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS "${manifest}")
+  # Relinked (and so rediscovered) when its manifest or the discovery changes.
+  set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS "${manifest}" "${_timm_test_discover_script}")
   add_custom_command(TARGET ${target} POST_BUILD
     COMMAND "${CMAKE_COMMAND}" -D "TEST_EXECUTABLE=$<TARGET_FILE:${target}>"
             -D "MANIFEST=${manifest}" -D "CTEST_FILE=${ctest_file}"

@@ -32,6 +32,16 @@ foreach(line IN LISTS manifest_lines)
   set(name_of_${file} "${name}")
   set(labels_of_${file} "${labels}")
   set(timeout_of_${file} "${timeout}")
+  # ctest --parallel starts the costliest tests first; until a run has
+  # measured them (Testing/Temporary/CTestCostData.txt), the label is the
+  # estimate, so that a fresh build does not end on a long e2e test alone.
+  if("e2e" IN_LIST labels)
+    set(cost_of_${file} 100)
+  elseif("parity" IN_LIST labels OR "multiprocess" IN_LIST labels)
+    set(cost_of_${file} 10)
+  else()
+    set(cost_of_${file} 1)
+  endif()
   list(APPEND known_files "${file}")
 endforeach()
 
@@ -114,7 +124,7 @@ foreach(case IN LISTS cases)
   string(APPEND script
     "add_test(${q_name} ${q_exe} ${q_case} ${q_file} --case-sensitive=true --no-version)\n"
     "set_tests_properties(${q_name} PROPERTIES WORKING_DIRECTORY ${q_dir} "
-    "LABELS ${q_labels} TIMEOUT ${timeout_of_${file}})\n")
+    "LABELS ${q_labels} TIMEOUT ${timeout_of_${file}} COST ${cost_of_${file}})\n")
   math(EXPR count "${count} + 1")
 endforeach()
 if(count EQUAL 0)

@@ -225,16 +225,19 @@ def serve(path):
     listener.bind(path)
     listener.listen(64)
     children = set()
+    last_active = time.monotonic()
     try:
         while True:
-            readable, _, _ = select.select([listener], [], [], IDLE_SECONDS if not children else 1.0)
+            readable, _, _ = select.select([listener], [], [], 1.0)
             for pid in list(children):
                 if os.waitpid(pid, os.WNOHANG)[0]:
                     children.discard(pid)
+            if children:
+                last_active = time.monotonic()
             if not readable:
-                if children:
-                    continue
-                return
+                if time.monotonic() - last_active > IDLE_SECONDS:
+                    return
+                continue
             conn, _ = listener.accept()
             pid = os.fork()
             if pid == 0:
