@@ -1,0 +1,160 @@
+// Internal: the flags the trainer reads, typed and read once.
+//
+// train_args_from_config() is the only code in train/ that reads a Config by
+// key; the trainer's functions take a TrainArgs. Field names are the flags'
+// dest names (--batch-size: batch_size), and types and defaults are the flag
+// table's (core/src/config/flags.cpp): a flag the trainer reads as possibly
+// None is a std::optional, as Config::get_optional gives it. The initialisers
+// below only avoid indeterminate values: the defaults are the flag table's,
+// through the Config. A new flag the trainer reads gets a field here and a
+// line in train_args_from_config().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "timm/config/config.hpp"
+
+namespace timm::train_detail {
+
+struct TrainArgs {
+  // Dataset parameters.
+  std::optional<std::string> data_dir;       // none and no --dataset: Fashion-MNIST
+  std::string dataset;                       // "<type>/<name>"; empty: from the folder
+  std::string train_split;                   // "train"
+  std::string val_split;                     // "validation"; empty: no evaluation
+  std::optional<int64_t> train_num_samples;  // keep the first N train samples
+  std::optional<int64_t> val_num_samples;    // keep the first N validation samples
+
+  // Model parameters.
+  std::string model;                             // registry name, "resnet50"
+  std::optional<std::string> pretrained_path;    // weights loaded with head adaptation
+  std::string initial_checkpoint;                // weights loaded strictly; empty: none
+  std::string resume;                            // checkpoint to resume; empty: none
+  bool no_resume_opt = false;                    // resume the model only
+  std::optional<int64_t> num_classes;            // none: the dataset's
+  std::optional<std::string> gp;                 // global pool; none: the model's
+  int64_t batch_size = 0;                        // per process
+  std::optional<int64_t> validation_batch_size;  // none: batch_size
+  bool channels_last = false;
+  int64_t grad_accum_steps = 1;
+  std::map<std::string, std::string> model_kwargs;
+
+  // Device parameters.
+  std::string device;               // "cuda", "cpu", "cuda:1"
+  bool device_is_explicit = false;  // given, so a missing CUDA is an error
+  bool amp = false;
+  std::string amp_dtype;   // "float16" or "bfloat16"
+  bool no_ddp_bb = false;  // DDP without buffer broadcast
+
+  // Optimizer parameters.
+  std::string opt;  // registry name, "sgd"
+  std::optional<double> opt_eps;
+  std::optional<std::vector<double>> opt_betas;
+  double momentum = 0.0;
+  double weight_decay = 0.0;
+  std::optional<double> clip_grad;  // none: no clipping
+  std::string clip_mode;            // "norm", "value" or "agc"
+  std::optional<double> layer_decay;
+  std::optional<double> layer_decay_min_scale;
+  std::optional<double> layer_decay_no_opt_scale;
+  std::map<std::string, std::string> opt_kwargs;
+
+  // Learning rate schedule parameters.
+  std::string sched;              // registry name, "cosine"
+  bool sched_on_updates = false;  // step per update instead of per epoch
+  std::optional<double> lr;       // none or 0: from lr_base
+  double lr_base = 0.0;
+  int64_t lr_base_size = 0;
+  std::string lr_base_scale;  // "linear", "sqrt"; empty: the optimizer's
+  std::optional<std::vector<double>> lr_noise;
+  double lr_noise_pct = 0.0;
+  double lr_noise_std = 0.0;
+  double lr_cycle_mul = 0.0;
+  double lr_cycle_decay = 0.0;
+  int64_t lr_cycle_limit = 0;
+  double lr_k_decay = 0.0;
+  double warmup_lr = 0.0;
+  double min_lr = 0.0;
+  int64_t epochs = 0;
+  std::optional<int64_t> start_epoch;  // overrides the resumed epoch
+  std::vector<int64_t> decay_milestones;
+  double decay_epochs = 0.0;
+  int64_t warmup_epochs = 0;
+  bool warmup_prefix = false;
+  int64_t cooldown_epochs = 0;
+  int64_t patience_epochs = 0;
+  double decay_rate = 0.0;
+
+  // Augmentation and regularization parameters.
+  bool no_aug = false;
+  std::optional<std::string> train_crop_mode;
+  std::vector<double> scale;  // random resized crop's area range
+  std::vector<double> ratio;  // random resized crop's aspect range
+  double hflip = 0.0;
+  double vflip = 0.0;
+  std::optional<double> color_jitter;
+  std::optional<std::string> aa;  // auto-augment policy
+  double aug_repeats = 0.0;       // RepeatAugSampler's repeats (distributed)
+  int64_t aug_splits = 0;
+  bool jsd_loss = false;
+  bool bce_loss = false;
+  bool bce_sum = false;
+  std::optional<double> bce_target_thresh;
+  std::optional<double> bce_pos_weight;
+  double reprob = 0.0;  // random erasing
+  std::string remode;
+  int64_t recount = 0;
+  bool resplit = false;
+  double mixup = 0.0;   // alpha
+  double cutmix = 0.0;  // alpha
+  std::optional<std::vector<double>> cutmix_minmax;
+  double mixup_prob = 0.0;
+  double mixup_switch_prob = 0.0;
+  std::string mixup_mode;
+  int64_t mixup_off_epoch = 0;  // 0: never off
+  double smoothing = 0.0;       // label smoothing
+  std::string train_interpolation;
+  double drop = 0.0;
+  std::optional<double> drop_path;
+
+  // Batch norm parameters.
+  bool sync_bn = false;
+  std::string dist_bn;  // "broadcast", "reduce" or ""
+  bool split_bn = false;
+
+  // Model EMA parameters.
+  bool model_ema = false;
+  bool model_ema_force_cpu = false;
+  double model_ema_decay = 0.0;
+  bool model_ema_warmup = false;
+
+  // Miscellaneous parameters.
+  int64_t seed = 0;
+  int64_t log_interval = 0;       // in updates
+  int64_t val_interval = 0;       // in epochs
+  int64_t recovery_interval = 0;  // in updates; 0: no recovery checkpoints
+  int64_t checkpoint_hist = 0;
+  int64_t workers = 0;                  // loader threads
+  std::string output;                   // parent of the experiment folder
+  std::string experiment;               // the folder's name; empty: a dated one
+  bool experiment_is_explicit = false;  // given (--auto-resume needs it)
+  std::string eval_metric;              // "top1", "top5" or "loss"
+
+  // timm-cpp's own.
+  std::optional<int64_t> stop_after_epochs;
+  bool auto_resume = false;
+  std::string dist_backend;  // empty: from the device
+  int64_t dist_timeout = 0;  // seconds
+  double ddp_bucket_cap_mb = 0.0;
+  bool ddp_find_unused_parameters = false;
+};
+
+// Reads every field from `config`. Throws timm::Error when a value the
+// trainer needs is None or of another type, which the parsers never produce.
+TrainArgs train_args_from_config(const Config& config);
+
+}  // namespace timm::train_detail

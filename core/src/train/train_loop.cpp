@@ -1,0 +1,330 @@
+// The epochs: train.py's train_one_epoch() and validate(), and the loop over
+// epochs that runs them and hands each epoch to the report.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include <torch/utils.h>
+
+#include "timm/core/error.hpp"
+#include "timm/core/python_repr.hpp"
+#include "timm/core/stopwatch.hpp"
+#include "timm/data/transform.hpp"
+#include "timm/dist/eval.hpp"
+#include "timm/log/log.hpp"
+#include "timm/train/clip_grad.hpp"
+#include "timm/train/metrics.hpp"
+#include "trainer_internal.hpp"
+
+namespace timm::train_detail {
+namespace {
+
+struct TrainContext {
+  const TrainArgs& args;
+  torch::Device device;
+  ModelPtr model;
+  Optimizer& optimizer;
+  Scheduler& scheduler;
+  Loader& loader;
+  StepTools& tools;
+  const Distributed& dist;
+  int64_t log_interval;  // at least 1
+  // Saves recovery-<epoch>-<update_idx> (--recovery-interval).
+  std::function<void(int64_t epoch, int64_t update_idx)> save_recovery{};
+  double images_seen = 0;
+  double train_seconds = 0;
+};
+
+// Moves a uint8 batch to the device and applies the batch transforms there
+// (as timm's prefetcher normalises on the device); --channels-last re-lays the
+// result out as train.py does with input.contiguous(memory_format=...).
+at::Tensor prepare_images(const Batch& batch, const TransformPipeline& transform, const torch::Device& device, Rng& rng,
+                          bool channels_last) {
+  at::Tensor images = batch.images.to(device, /*non_blocking=*/true).to(at::kFloat);
+  transform.apply(images, rng);
+  if (channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
+  return images;
+}
+
+// Forward and loss, under autocast when --amp.
+at::Tensor forward_loss(TrainContext& ctx, const at::Tensor& input, const at::Tensor& target) {
+  std::optional<AutocastGuard> autocast;
+  if (ctx.tools.amp_dtype) autocast.emplace(ctx.device.type(), *ctx.tools.amp_dtype);
+  const at::Tensor output = ctx.model->forward(input);
+  return ctx.tools.loss_fn(output, target);
+}
+
+// Backward of one batch; at an update, clipping and the optimizer step as
+// timm's NativeScaler / plain path. Returns false when the scaler skipped
+// the step for a non-finite gradient.
+bool backward_and_step(TrainContext& ctx, const at::Tensor& loss, bool need_update) {
+  StepTools& tools = ctx.tools;
+  const std::vector<at::Tensor> params = ctx.model->parameters();
+  // train.py: loss.backward(create_graph=second_order) for adahessian.
+  const bool second_order = ctx.optimizer.is_second_order();
+  if (tools.scaler) {
+    tools.scaler->scale(loss).backward(/*gradient=*/{}, /*retain_graph=*/std::nullopt, second_order);
+    if (!need_update) return true;
+    if (tools.clip_grad) {
+      tools.scaler->unscale_(params);
+      dispatch_clip_grad(clip_parameters(params, tools.clip_mode), *tools.clip_grad, tools.clip_mode);
+    }
+    const bool stepped = tools.scaler->step(ctx.optimizer, params);
+    tools.scaler->update();
+    return stepped;
+  }
+  loss.backward(/*gradient=*/{}, /*retain_graph=*/std::nullopt, second_order);
+  if (!need_update) return true;
+  if (tools.clip_grad) dispatch_clip_grad(clip_parameters(params, tools.clip_mode), *tools.clip_grad, tools.clip_mode);
+  ctx.optimizer.step();
+  return true;
+}
+
+// A non-finite loss stops the run, naming where, unless the float16 scaler
+// is on: then the step is skipped as torch's GradScaler does, with a warning.
+void check_loss(const TrainContext& ctx, double loss_value, int64_t epoch, int64_t batch_idx) {
+  if (std::isfinite(loss_value)) return;
+  const std::string where = format("loss is %s at epoch %lld, step %lld", python_float_repr(loss_value).c_str(),
+                                   static_cast<long long>(epoch), static_cast<long long>(batch_idx));
+  if (!ctx.tools.scaler) throw Error(where + "; stopping");
+  log_warning(where + "; the gradient scaler skips this step");
+}
+
+// Forward, loss and backward of one batch of an accumulation of `accum`
+// batches, and the optimizer step when it updates. Returns the batch's loss
+// (unscaled by the accumulation).
+double train_batch(TrainContext& ctx, const at::Tensor& input, const at::Tensor& target, int64_t accum,
+                   bool need_update, int64_t epoch, int64_t batch_idx) {
+  // Under DDP, the batches that do not update skip the all-reduce (torch's
+  // no_sync); the update's backward reduces the accumulated gradients.
+  std::optional<dist::DistributedDataParallel::NoSync> no_sync;
+  if (ctx.dist.ddp && !need_update) no_sync.emplace(ctx.dist.ddp->no_sync());
+  if (ctx.dist.ddp) ctx.dist.ddp->before_forward();
+  at::Tensor loss = forward_loss(ctx, input, target);
+  if (accum > 1) loss = loss / static_cast<double>(accum);
+  const double loss_value = loss.item<double>() * static_cast<double>(accum);
+  check_loss(ctx, loss_value, epoch, batch_idx);
+  backward_and_step(ctx, loss, need_update);
+  return loss_value;
+}
+
+// What train_one_epoch keeps between batches.
+struct EpochProgress {
+  int64_t epoch = 0;
+  int64_t updates = 0;      // per epoch
+  int64_t num_updates = 0;  // since the run's epoch 0
+  AverageMeter losses, update_time, data_time;
+  Stopwatch data_watch;
+  Stopwatch update_watch;
+  int64_t update_sample_count = 0;  // since the last update, over all ranks
+};
+
+// train.py's "Train: ..." line; the logged losses are the means over the ranks.
+void log_train_progress(const TrainContext& ctx, const EpochProgress& p, int64_t update_idx) {
+  std::vector<double> logged{p.losses.val(), p.losses.avg()};
+  ctx.dist.sum(logged, "allreduce of the logged train loss");
+  const double loss_now = logged[0] / ctx.dist.size(), loss_avg = logged[1] / ctx.dist.size();
+  log_info(format(
+      "Train: %lld [%4lld/%lld (%3.0f%%)]  Loss: %#.3g (%#.3g)  Time: %.3fs, %7.2f/s  "
+      "(%.3fs, %7.2f/s)  LR: %.3e  Data: %.3f (%.3f)",
+      static_cast<long long>(p.epoch), static_cast<long long>(update_idx), static_cast<long long>(p.updates),
+      100.0 * (update_idx + 1) / p.updates, loss_now, loss_avg, p.update_time.val(),
+      p.update_sample_count / p.update_time.val(), p.update_time.avg(), p.update_sample_count / p.update_time.avg(),
+      ctx.optimizer.mean_lr(), p.data_time.val(), p.data_time.avg()));
+}
+
+// After an optimizer update: the EMA, the meters, the log line, the recovery
+// checkpoint and the per-update scheduler step.
+void after_update(TrainContext& ctx, EpochProgress& p, int64_t update_idx, bool last_batch) {
+  ++p.num_updates;
+  ctx.optimizer.zero_grad();
+  if (ctx.tools.ema) ctx.tools.ema->update(*ctx.model, p.num_updates);
+  p.update_time.update(p.update_watch.lap());
+  ctx.images_seen += static_cast<double>(p.update_sample_count);
+  ctx.train_seconds += p.update_time.val();
+  if (update_idx % ctx.log_interval == 0 || last_batch) log_train_progress(ctx, p, update_idx);
+  const int64_t recovery_interval = ctx.args.recovery_interval;
+  if (ctx.save_recovery && ctx.dist.is_primary() && recovery_interval > 0 &&
+      (update_idx + 1) % recovery_interval == 0) {
+    ctx.save_recovery(p.epoch, update_idx);
+  }
+  ctx.scheduler.step_update(p.num_updates, p.losses.avg());
+  p.update_sample_count = 0;
+}
+
+// train.py's train_one_epoch, with gradient accumulation (a shorter last
+// accumulation when the batch count is not a multiple), AMP, clipping and
+// the EMA update after each optimizer update.
+double train_one_epoch(TrainContext& ctx, int64_t epoch) {
+  ctx.model->train();
+  ctx.loader.start_epoch(epoch);
+  const int64_t num_batches = static_cast<int64_t>(ctx.loader.num_batches());
+  const int64_t accum_steps = ctx.tools.grad_accum_steps;
+  const int64_t last_accum_steps = num_batches % accum_steps;
+  const int64_t last_batch_idx_to_accum = num_batches - last_accum_steps;
+  EpochProgress p;
+  p.epoch = epoch;
+  p.updates = updates_per_epoch(ctx.loader.num_batches(), accum_steps);
+  p.num_updates = epoch * p.updates;
+  const auto seed = static_cast<std::uint64_t>(ctx.args.seed);
+  Rng batch_rng(seed * 1000003ULL + epoch);
+  if (ctx.tools.mixup && ctx.tools.mixup_off_epoch > 0 && epoch >= ctx.tools.mixup_off_epoch) {
+    ctx.tools.mixup->set_enabled(false);
+  }
+  Rng mixup_rng(seed * 7919ULL + epoch);
+  int64_t batch_idx = 0;
+  int64_t accum = accum_steps;
+  ctx.optimizer.zero_grad();
+  while (auto batch = ctx.loader.next()) {
+    check_stop();
+    const bool last_batch = batch_idx == num_batches - 1;
+    const bool need_update = last_batch || (batch_idx + 1) % accum_steps == 0;
+    const int64_t update_idx = batch_idx / accum_steps;
+    if (batch_idx >= last_batch_idx_to_accum) accum = last_accum_steps;
+    at::Tensor input = prepare_images(*batch, ctx.loader.transform(), ctx.device, batch_rng, ctx.args.channels_last);
+    at::Tensor target = batch->targets.to(ctx.device);
+    if (ctx.tools.mixup) target = ctx.tools.mixup->apply(input, target, mixup_rng).targets;
+    p.data_time.update(static_cast<double>(accum) * p.data_watch.seconds());
+
+    const double loss_value = train_batch(ctx, input, target, accum, need_update, epoch, batch_idx);
+    const int64_t batch_size = input.size(0);
+    if (std::isfinite(loss_value)) p.losses.update(loss_value, batch_size);
+    p.update_sample_count += batch_size * ctx.dist.size();  // train.py: B x W, a global rate
+    ++batch_idx;
+    if (need_update) after_update(ctx, p, update_idx, last_batch);
+    p.data_watch.restart();
+  }
+  if (batch_idx == 0) throw Error("the training loader produced no batch; is the dataset smaller than --batch-size?");
+  return ctx.dist.active() ? ctx.dist.mean(p.losses.avg(), "allreduce of the epoch's train loss") : p.losses.avg();
+}
+
+// One validation batch: its mean loss and correct counts.
+struct EvalBatch {
+  double loss = 0.0;
+  std::vector<int64_t> correct;  // top-1, top-5
+  int64_t size = 0;
+};
+
+EvalBatch eval_batch(const TrainContext& ctx, const ModelPtr& model, const at::Tensor& input,
+                     const at::Tensor& target) {
+  at::Tensor output;
+  {
+    std::optional<AutocastGuard> autocast;
+    if (ctx.tools.amp_dtype) autocast.emplace(ctx.device.type(), *ctx.tools.amp_dtype);
+    output = model->forward(input);
+  }
+  output = output.to(at::kFloat);
+  const double loss = at::cross_entropy_loss(output, target).item<double>();
+  return EvalBatch{loss, correct_topk(output, target, {1, 5}), input.size(0)};
+}
+
+// train.py's "Test: ..." line: the batch's figures, then the running ones.
+void log_eval_progress(const std::string& log_suffix, int64_t batch_idx, int64_t last_idx,
+                       const AverageMeter& batch_time, const EvalBatch& batch, const dist::EvalSums& sums) {
+  const int64_t n = batch.size;
+  const int64_t samples = sums.count;
+  log_info(
+      format("Test%s: [%4lld/%lld]  Time: %.3f (%.3f)  Loss: %7.3f (%6.3f)  Acc@1: %7.3f (%7.3f)  "
+             "Acc@5: %7.3f (%7.3f)",
+             log_suffix.c_str(), static_cast<long long>(batch_idx), static_cast<long long>(last_idx), batch_time.val(),
+             batch_time.avg(), batch.loss, sums.loss_sum / samples, 100.0 * batch.correct[0] / n,
+             100.0 * sums.top1_correct / samples, 100.0 * batch.correct[1] / n, 100.0 * sums.top5_correct / samples));
+}
+
+// train.py's validate, but exact: losses and hits are summed over samples
+// and divided once, instead of averaging per-batch percentages.
+EvalMetrics validate(const TrainContext& ctx, const ModelPtr& model, Loader& loader, const std::string& log_suffix) {
+  model->eval();
+  torch::NoGradGuard no_grad;
+  loader.start_epoch(0);
+  const int64_t last_idx = static_cast<int64_t>(loader.num_batches()) - 1;
+  dist::EvalSums sums;
+  AverageMeter batch_time;
+  Rng rng(static_cast<uint64_t>(ctx.args.seed));
+  Stopwatch batch_watch;
+  int64_t batch_idx = 0;
+  while (auto batch = loader.next()) {
+    const at::Tensor input = prepare_images(*batch, loader.transform(), ctx.device, rng, ctx.args.channels_last);
+    const at::Tensor target = batch->targets.to(ctx.device);
+    const EvalBatch result = eval_batch(ctx, model, input, target);
+    sums.loss_sum += result.loss * static_cast<double>(result.size);
+    sums.top1_correct += result.correct[0];
+    sums.top5_correct += result.correct[1];
+    sums.count += result.size;
+    batch_time.update(batch_watch.lap());
+    if (batch_idx % ctx.log_interval == 0 || batch_idx == last_idx) {
+      log_eval_progress(log_suffix, batch_idx, last_idx, batch_time, result, sums);
+    }
+    ++batch_idx;
+  }
+  // Exact: every sample was evaluated on exactly one rank (ShardSampler);
+  // the sums over the ranks are the sums over the dataset.
+  if (ctx.dist.active()) sums = dist::all_reduce_eval_sums(sums, ctx.dist.group->comm(), ctx.device);
+  const int64_t samples = sums.count;
+  if (samples == 0) throw Error("the validation loader produced no sample");
+  return EvalMetrics{sums.loss_sum / samples, 100.0 * sums.top1_correct / samples, 100.0 * sums.top5_correct / samples,
+                     samples};
+}
+
+// The epoch's evaluation, none without --val-split. As train.py: with an EMA
+// (not forced to CPU), its metrics are the epoch's, for the summary, the best
+// checkpoint and the plateau lr.
+std::optional<EvalMetrics> evaluate(const TrainContext& ctx, const TrainSetup& setup) {
+  if (!setup.eval_loader) return std::nullopt;
+  EvalMetrics metrics = validate(ctx, setup.model, *setup.eval_loader, "");
+  if (setup.tools.ema && !setup.tools.ema->options().device) {
+    metrics = validate(ctx, setup.tools.ema->module(), *setup.eval_loader, " (EMA)");
+  }
+  return metrics;
+}
+
+TrainResult result_of(const EpochHistory& history, const RunOutput& output, const TrainContext& ctx) {
+  TrainResult result;
+  result.output_dir = output.dir;
+  if (!history.records.empty()) result.last_eval = history.records.back().eval;
+  result.best_metric = history.best_metric.value_or(0.0);
+  result.best_epoch = history.best_epoch;
+  result.train_images_per_second = ctx.train_seconds > 0 ? ctx.images_seen / ctx.train_seconds : 0.0;
+  return result;
+}
+
+}  // namespace
+
+int64_t updates_per_epoch(std::size_t num_batches, int64_t grad_accum_steps) {
+  return (static_cast<int64_t>(num_batches) + grad_accum_steps - 1) / grad_accum_steps;
+}
+
+TrainResult train_epochs(const TrainArgs& args, TrainSetup& setup, RunOutput& output, Distributed& dist,
+                         const torch::Device& device, int64_t start_epoch) {
+  TrainContext ctx{.args = args,
+                   .device = device,
+                   .model = setup.model,
+                   .optimizer = *setup.optimizer,
+                   .scheduler = *setup.scheduler,
+                   .loader = *setup.train_loader,
+                   .tools = setup.tools,
+                   .dist = dist,
+                   .log_interval = std::max<int64_t>(1, args.log_interval)};
+  ctx.save_recovery = [&](int64_t epoch, int64_t update_idx) { save_recovery(setup, output, epoch, update_idx); };
+  EpochHistory history;
+  const int64_t val_interval = std::max<int64_t>(1, args.val_interval);
+  const int64_t end_epoch = last_epoch_of_run(args, start_epoch, setup.scheduler->num_epochs());
+  for (int64_t epoch = start_epoch; epoch < end_epoch; ++epoch) {
+    const double train_loss = train_one_epoch(ctx, epoch);
+    if (setup.dist_bn) distribute_bn_statistics(*setup.model, setup.tools.ema.get(), dist, *setup.dist_bn);
+    if ((epoch + 1) % val_interval != 0 && epoch + 1 != end_epoch) {
+      log_info("Skipping eval and checkpointing ");
+      setup.scheduler->step(epoch + 1, std::nullopt);
+      continue;
+    }
+    const EpochRecord record{epoch, train_loss, evaluate(ctx, setup)};
+    const double metric = record.eval ? metric_of(*record.eval, setup.eval_metric) : train_loss;
+    report_epoch(record, metric, setup, output, dist, history);
+    setup.scheduler->step(epoch + 1, metric);
+  }
+  report_run_end(history, setup, output, dist);
+  finish_distributed(*setup.model, dist);
+  return result_of(history, output, ctx);
+}
+
+}  // namespace timm::train_detail

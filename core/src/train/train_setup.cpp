@@ -1,0 +1,418 @@
+// What train.py's main() builds before the first epoch, in its order:
+// datasets, model, step tools, loaders, optimizer, EMA, DDP, scheduler; and
+// the resume.
+#include <algorithm>
+#include <cmath>
+
+#include <torch/utils.h>
+
+#include "timm/core/error.hpp"
+#include "timm/data/dataset.hpp"
+#include "timm/data/transform.hpp"
+#include "timm/dist/sampler.hpp"
+#include "timm/layers/split_batchnorm.hpp"
+#include "timm/log/log.hpp"
+#include "timm/models/channels_last.hpp"
+#include "timm/models/load_weights.hpp"
+#include "trainer_internal.hpp"
+
+namespace timm::train_detail {
+namespace {
+
+std::string dataset_name(const TrainArgs& args) {
+  if (!args.dataset.empty()) return args.dataset;
+  // With no data at all, train on the built-in Fashion-MNIST.
+  return args.data_dir ? "" : "fashion-mnist";
+}
+
+ModelArgs model_args(const TrainArgs& args, int64_t num_classes, int64_t in_chans) {
+  ModelArgs result;
+  result.num_classes = num_classes;
+  result.in_chans = in_chans;
+  result.drop_rate = args.drop;
+  result.drop_path_rate = args.drop_path;
+  result.global_pool = args.gp;
+  result.kwargs = args.model_kwargs;
+  return result;
+}
+
+// train.py's lr scaling (§1.3): only when --lr is not given (or 0).
+double resolve_lr(const TrainArgs& args, int64_t global_batch) {
+  if (args.lr && *args.lr != 0.0) return *args.lr;
+  double ratio = static_cast<double>(global_batch) / static_cast<double>(args.lr_base_size);
+  std::string scale = args.lr_base_scale;
+  if (scale.empty()) {
+    // train.py's default: sqrt for its adaptive optimizers, linear otherwise,
+    // as the optimizer's plugin declares.
+    const bool use_sqrt = optimizer_traits(args.opt).lr_base_scale == LrBaseScale::kSqrt;
+    scale = use_sqrt ? "sqrt" : "linear";
+  }
+  if (scale == "sqrt") ratio = std::sqrt(ratio);
+  const double result = args.lr_base * ratio;
+  log_info(
+      format("Learning rate (%g) calculated from base learning rate (%g) and effective global batch size (%lld) "
+             "with %s scaling.",
+             result, args.lr_base, static_cast<long long>(global_batch), scale.c_str()));
+  return result;
+}
+
+OptimizerArgs optimizer_args(const TrainArgs& args, double lr) {
+  OptimizerArgs result;
+  result.opt = args.opt;
+  result.lr = lr;
+  result.weight_decay = args.weight_decay;
+  result.momentum = args.momentum;
+  result.eps = args.opt_eps;
+  result.betas = args.opt_betas;
+  result.kwargs = args.opt_kwargs;
+  result.layer_decay = args.layer_decay;
+  result.layer_decay_min_scale = args.layer_decay_min_scale.value_or(0.0);
+  result.layer_decay_no_opt_scale = args.layer_decay_no_opt_scale;
+  return result;
+}
+
+SchedulerArgs scheduler_args(const TrainArgs& args, bool decreasing_metric, int64_t updates_per_epoch) {
+  SchedulerArgs result;
+  result.sched = args.sched;
+  result.num_epochs = args.epochs;
+  result.decay_epochs = args.decay_epochs;
+  result.decay_milestones = args.decay_milestones;
+  result.warmup_epochs = args.warmup_epochs;
+  result.cooldown_epochs = args.cooldown_epochs;
+  result.patience_epochs = args.patience_epochs;
+  result.decay_rate = args.decay_rate;
+  result.min_lr = args.min_lr;
+  result.warmup_lr = args.warmup_lr;
+  result.warmup_prefix = args.warmup_prefix;
+  result.noise = args.lr_noise.value_or(std::vector<double>{});
+  result.noise_pct = args.lr_noise_pct;
+  result.noise_std = args.lr_noise_std;
+  result.noise_seed = args.seed;
+  result.cycle_mul = args.lr_cycle_mul;
+  result.cycle_decay = args.lr_cycle_decay;
+  result.cycle_limit = args.lr_cycle_limit;
+  result.k_decay = args.lr_k_decay;
+  result.plateau_mode = decreasing_metric ? "min" : "max";
+  result.step_on_epochs = !args.sched_on_updates;
+  result.updates_per_epoch = updates_per_epoch;
+  return result;
+}
+
+// timm's create_loader: no random erasing with --no-aug; --resplit keeps the
+// first of the --aug-splits (or of 2) clean.
+void add_random_erasing(const TrainArgs& args, TransformArgs& transform) {
+  transform.re_prob = args.reprob;
+  transform.re_mode = args.remode;
+  transform.re_count = args.recount;
+  transform.aug_splits = args.aug_splits;
+  transform.re_num_splits = args.resplit ? (args.aug_splits > 0 ? args.aug_splits : 2) : 0;
+}
+
+TransformArgs transform_args(const TrainArgs& args, const DataConfig& data, bool is_training) {
+  TransformArgs result;
+  result.is_training = is_training;
+  result.input_size = data.input_size;
+  result.mean = data.mean;
+  result.std = data.std;
+  result.crop_pct = data.crop_pct;
+  result.crop_mode = data.crop_mode;
+  if (!is_training) {
+    result.interpolation = data.interpolation;
+    return result;
+  }
+  result.no_aug = args.no_aug;
+  result.interpolation =
+      (result.no_aug || args.train_interpolation.empty()) ? data.interpolation : args.train_interpolation;
+  result.train_crop_mode = args.train_crop_mode.value_or("");
+  result.scale = args.scale;
+  result.ratio = args.ratio;
+  result.hflip = args.hflip;
+  result.vflip = args.vflip;
+  result.color_jitter = args.color_jitter;
+  result.auto_augment = args.aa.value_or("");
+  if (!result.no_aug) add_random_erasing(args, result);
+  return result;
+}
+
+std::shared_ptr<Sampler> make_sampler(const Dataset& dataset, bool is_training, const TrainArgs& args,
+                                      std::uint64_t seed, const Distributed& dist) {
+  const auto size = static_cast<int64_t>(dataset.size());
+  if (!dist.active()) {
+    if (is_training && args.aug_repeats > 0) {
+      throw UsageError("--aug-repeats: RepeatAugment is only supported in distributed training (as timm's)");
+    }
+    return make_local_sampler(dataset.size(), /*shuffle=*/is_training, seed);
+  }
+  if (!is_training) {
+    // Exact evaluation: every real sample on exactly one rank, no padding.
+    return std::make_shared<dist::ShardSampler>(size, dist.size(), dist.world.rank);
+  }
+  if (args.aug_repeats > 0) {
+    dist::RepeatAugSamplerOptions repeat;
+    repeat.num_replicas = dist.size();
+    repeat.rank = dist.world.rank;
+    repeat.num_repeats = args.aug_repeats;
+    return std::make_shared<dist::RepeatAugSampler>(size, repeat);
+  }
+  // torch's DistributedSampler as timm's create_loader makes it (shuffled, seed 0, padded).
+  dist::DistributedSamplerOptions options;
+  options.num_replicas = dist.size();
+  options.rank = dist.world.rank;
+  return std::make_shared<dist::DistributedSampler>(size, options);
+}
+
+std::shared_ptr<Loader> make_loader(std::shared_ptr<const Dataset> dataset, bool is_training,
+                                    TransformPipeline transform, const TrainArgs& args, int64_t batch_size,
+                                    const Distributed& dist) {
+  const auto seed = static_cast<std::uint64_t>(args.seed);
+  LoaderOptions options;
+  options.batch_size = batch_size;
+  options.drop_last = is_training;
+  options.num_workers = args.workers;
+  options.seed = seed + (is_training ? 0 : 1);
+  std::shared_ptr<Sampler> sampler = make_sampler(*dataset, is_training, args, seed, dist);
+  return std::make_shared<Loader>(std::move(dataset), std::move(sampler), std::move(transform), options);
+}
+
+// train.py's loss flags.
+TrainLossArgs train_loss_args(const TrainArgs& args) {
+  TrainLossArgs result;
+  result.jsd_loss = args.jsd_loss;
+  result.num_aug_splits = args.aug_splits;
+  result.bce_loss = args.bce_loss;
+  result.smoothing = args.smoothing;
+  result.bce.target_threshold = args.bce_target_thresh;
+  result.bce.pos_weight = args.bce_pos_weight;
+  result.bce.sum_classes = args.bce_sum;
+  return result;
+}
+
+// --amp: autocast in --amp-dtype; the float16 gradient scaler on CUDA only,
+// as train.py (bfloat16, and float16 on CPU, train unscaled).
+void setup_amp(const TrainArgs& args, const torch::Device& device, StepTools& tools) {
+  if (!args.amp) {
+    log_info("AMP not enabled. Training in float32.");
+    return;
+  }
+  tools.amp_dtype = parse_amp_dtype(args.amp_dtype);
+  if (device.is_cuda() && *tools.amp_dtype == at::kHalf) tools.scaler = std::make_unique<GradScaler>(device);
+  log_info("Using native Torch AMP. Training in mixed precision.");
+}
+
+// --model-ema: ModelEmaV3 over a second instance of the model.
+std::unique_ptr<ModelEma> make_model_ema(const TrainArgs& args, const ModelArgs& model_args, const ModelPtr& model) {
+  if (!args.model_ema) return nullptr;
+  ModelEmaOptions options;
+  options.decay = args.model_ema_decay;
+  options.use_warmup = args.model_ema_warmup;
+  if (args.model_ema_force_cpu) options.device = torch::Device(torch::kCPU);
+  ModelPtr copy = create_model(args.model, model_args);
+  copy->to(model->parameters().front().device());
+  return std::make_unique<ModelEma>(std::move(copy), *model, options);
+}
+
+// train.py's Mixup set-up: active when --mixup or --cutmix > 0 or
+// --cutmix-minmax is set; not with aug splits (train.py asserts it).
+std::optional<Mixup> make_mixup(const TrainArgs& args, int64_t num_classes) {
+  MixupOptions options;
+  options.mixup_alpha = args.mixup;
+  options.cutmix_alpha = args.cutmix;
+  if (const auto& minmax = args.cutmix_minmax) {
+    if (minmax->size() != 2) throw UsageError("--cutmix-minmax: expected two values, MIN and MAX");
+    options.cutmix_minmax = std::make_pair((*minmax)[0], (*minmax)[1]);
+  }
+  options.prob = args.mixup_prob;
+  options.switch_prob = args.mixup_switch_prob;
+  options.mode = args.mixup_mode;
+  options.label_smoothing = args.smoothing;
+  options.num_classes = num_classes;
+  if (!mixup_active(options)) return std::nullopt;
+  if (args.aug_splits > 1) throw UsageError("--mixup / --cutmix cannot be combined with --aug-splits");
+  return Mixup(options);
+}
+
+StepTools make_step_tools(const TrainArgs& args, const torch::Device& device, int64_t num_classes) {
+  StepTools tools;
+  tools.mixup = make_mixup(args, num_classes);
+  tools.mixup_off_epoch = args.mixup_off_epoch;
+  TrainLossArgs loss_args = train_loss_args(args);
+  loss_args.mixup_active = tools.mixup.has_value();
+  tools.loss_fn = create_train_loss(loss_args);
+  setup_amp(args, device, tools);
+  tools.clip_grad = args.clip_grad;
+  tools.clip_mode = args.clip_mode;
+  tools.grad_accum_steps = args.grad_accum_steps;
+  if (tools.grad_accum_steps < 1) {
+    throw UsageError("--grad-accum-steps " + std::to_string(tools.grad_accum_steps) + ": expected 1 or more");
+  }
+  return tools;
+}
+
+struct Datasets {
+  std::shared_ptr<const Dataset> train;
+  std::shared_ptr<const Dataset> eval;  // none without --val-split
+};
+
+Datasets load_datasets(const TrainArgs& args, const std::string& dataset, int64_t in_chans) {
+  const std::filesystem::path root = args.data_dir.value_or("");
+  Datasets datasets;
+  datasets.train = first_samples(create_dataset(dataset, root, args.train_split, in_chans), args.train_num_samples,
+                                 "train-num-samples");
+  if (!args.val_split.empty()) {
+    datasets.eval =
+        first_samples(create_dataset(dataset, root, args.val_split, in_chans), args.val_num_samples, "val-num-samples");
+  }
+  return datasets;
+}
+
+// --pretrained-path (timm's load_pretrained with head adaptation), then
+// --initial-checkpoint (timm's load_checkpoint: EMA weights first, strict), in
+// create_model's order. Unlike train.py, --pretrained-path needs no
+// --pretrained beside it: there is no download to choose instead.
+void load_initial_weights(const TrainArgs& args, ClassifierImpl& model, int64_t in_chans) {
+  if (const auto& path = args.pretrained_path; path && !path->empty()) {
+    load_pretrained_file(model, *path, in_chans);
+  }
+  const std::string& checkpoint = args.initial_checkpoint;
+  if (!checkpoint.empty()) {
+    load_checkpoint(model, checkpoint);
+    log_info("Loaded checkpoint '" + checkpoint + "'");
+  }
+}
+
+ModelPtr create_train_model(const TrainArgs& args, const ModelArgs& model_args) {
+  ModelPtr model = create_model(args.model, model_args);
+  log_info(format("Model %s created, param count:%lld", args.model.c_str(),
+                  static_cast<long long>(count_parameters(*model))));
+  load_initial_weights(args, *model, model_args.in_chans);
+  return model;
+}
+
+void convert_to_split_bn(const TrainArgs& args, torch::nn::Module& model) {
+  // train.py: assert num_aug_splits > 1 or args.resplit.
+  if (args.aug_splits < 2 && !args.resplit) throw UsageError("--split-bn needs --aug-splits >= 2 (or --resplit)");
+  layers::convert_splitbn_model(model, std::max<int64_t>(args.aug_splits, 2));
+}
+
+void make_loaders(const TrainArgs& args, const Datasets& datasets, const Distributed& dist, TrainSetup& setup) {
+  setup.train_loader =
+      make_loader(datasets.train, true, create_transform(transform_args(args, setup.data_config, true)), args,
+                  args.batch_size, dist);
+  if (datasets.eval) {
+    const int64_t eval_batch = args.validation_batch_size.value_or(args.batch_size);
+    setup.eval_loader = make_loader(
+        datasets.eval, false, create_transform(transform_args(args, setup.data_config, false)), args, eval_batch, dist);
+  }
+  log_info("Train transform: " + setup.train_loader->transform().repr());
+}
+
+void make_scheduler(const TrainArgs& args, TrainSetup& setup) {
+  setup.eval_metric = setup.eval_loader ? args.eval_metric : "loss";
+  setup.decreasing_metric = setup.eval_metric == "loss";
+  setup.updates_per_epoch = updates_per_epoch(setup.train_loader->num_batches(), setup.tools.grad_accum_steps);
+  setup.scheduler =
+      create_scheduler(*setup.optimizer, scheduler_args(args, setup.decreasing_metric, setup.updates_per_epoch));
+  log_info(
+      format("Scheduled epochs: %lld (epochs + cooldown_epochs). Warmup within epochs when warmup_prefix=False. "
+             "LR stepped per %s.",
+             static_cast<long long>(setup.scheduler->num_epochs()), args.sched_on_updates ? "update" : "epoch"));
+}
+
+// The model as train.py prepares it: --split-bn, the device, --sync-bn, the
+// step tools, --channels-last; then the loaders from its data config.
+void set_up_model_and_data(const TrainArgs& args, const Config& config, Distributed& dist, const torch::Device& device,
+                           TrainSetup& setup) {
+  // Datasets first: their class count and defaults shape the model.
+  const std::string dataset = dataset_name(args);
+  const DatasetDefaults defaults = dataset_defaults(dataset);
+  const int64_t in_chans = resolve_in_chans(config, defaults);
+  const Datasets datasets = load_datasets(args, dataset, in_chans);
+  setup.num_classes = args.num_classes.value_or(datasets.train->num_classes());
+  setup.model_args = model_args(args, setup.num_classes, in_chans);
+  setup.model = create_train_model(args, setup.model_args);
+  setup.data_config = resolve_data_config(config, setup.model->pretrained_cfg(), defaults);
+  for (const auto& line : describe_data_config(setup.data_config)) log_info(line);
+  if (args.split_bn) convert_to_split_bn(args, *setup.model);
+  setup.model->to(device);
+  if (uses_sync_bn(args, dist)) convert_to_sync_bn(*setup.model, dist);
+  setup.tools = make_step_tools(args, device, setup.num_classes);
+  if (args.channels_last) to_channels_last(*setup.model);
+  make_loaders(args, datasets, dist, setup);
+}
+
+// The optimizer, the EMA and DDP (last, as train.py wraps it), the scheduler.
+void set_up_optimization(const TrainArgs& args, Distributed& dist, TrainSetup& setup) {
+  // train.py: the effective global batch is B x W x A.
+  setup.lr = resolve_lr(args, args.batch_size * dist.size() * setup.tools.grad_accum_steps);
+  setup.optimizer = create_optimizer(*setup.model, args.model, optimizer_args(args, setup.lr));
+  log_info("Created " + setup.optimizer->describe());
+  setup.tools.ema = make_model_ema(args, setup.model_args, setup.model);
+  const bool sync_bn = uses_sync_bn(args, dist);
+  if (dist.active()) wrap_ddp(args, *setup.model, sync_bn, dist);
+  setup.dist_bn = dist_bn_mode(args, dist, sync_bn);
+  make_scheduler(args, setup);
+}
+
+// --resume, or with --auto-resume the newest checkpoint in the output
+// folder; the epoch to start at (0 without a checkpoint), as train.py:
+// --start-epoch wins over the checkpoint's.
+int64_t start_epoch_of(const TrainArgs& args, const std::filesystem::path& output_dir, TrainSetup& setup) {
+  std::filesystem::path path = args.resume;
+  if (path.empty() && args.auto_resume) {
+    if (!args.experiment_is_explicit) {
+      throw UsageError("--auto-resume needs --experiment: without it every run writes to a new folder");
+    }
+    if (auto newest = newest_checkpoint(output_dir)) path = *newest;
+  }
+  std::optional<int64_t> resume_epoch;
+  if (!path.empty()) {
+    ResumeTargets targets{*setup.model};
+    if (!args.no_resume_opt) {
+      targets.optimizer = setup.optimizer.get();
+      targets.scaler = setup.tools.scaler.get();
+    }
+    targets.ema = setup.tools.ema.get();
+    resume_epoch = resume_checkpoint(path, targets);
+  }
+  return args.start_epoch.value_or(resume_epoch.value_or(0));
+}
+
+}  // namespace
+
+TrainSetup set_up_training(const TrainArgs& args, const Config& config, Distributed& dist,
+                           const torch::Device& device) {
+  // timm seeds seed + rank: augmentation differs per rank; DDP's start-up
+  // broadcast makes the initial weights rank 0's.
+  torch::manual_seed(static_cast<uint64_t>(args.seed + dist.world.rank));
+  TrainSetup setup;
+  set_up_model_and_data(args, config, dist, device, setup);
+  set_up_optimization(args, dist, setup);
+  return setup;
+}
+
+int64_t resume_if_asked(const TrainArgs& args, const std::filesystem::path& output_dir, TrainSetup& setup) {
+  const int64_t start_epoch = start_epoch_of(args, output_dir, setup);
+  if (start_epoch > 0) {
+    if (args.sched_on_updates) {
+      setup.scheduler->step_update(start_epoch * setup.updates_per_epoch, std::nullopt);
+    } else {
+      setup.scheduler->step(start_epoch, std::nullopt);
+    }
+  }
+  return start_epoch;
+}
+
+// The schedule's end, or earlier with --stop-after-epochs.
+int64_t last_epoch_of_run(const TrainArgs& args, int64_t start_epoch, int64_t num_epochs) {
+  const auto& stop_after = args.stop_after_epochs;
+  if (!stop_after) return num_epochs;
+  if (*stop_after < 1) throw UsageError("--stop-after-epochs " + std::to_string(*stop_after) + ": expected 1 or more");
+  if (start_epoch + *stop_after < num_epochs) {
+    log_info(format("Stopping after epoch %lld of %lld (--stop-after-epochs %lld).",
+                    static_cast<long long>(start_epoch + *stop_after - 1), static_cast<long long>(num_epochs),
+                    static_cast<long long>(*stop_after)));
+  }
+  return std::min(num_epochs, start_epoch + *stop_after);
+}
+
+}  // namespace timm::train_detail

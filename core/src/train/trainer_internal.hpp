@@ -1,0 +1,186 @@
+// Internal: the parts of run_training (trainer.cpp), one concern per file:
+//   train_args.hpp    the flags the trainer reads, typed (TrainArgs)
+//   train_dist.cpp    the distributed side: device, process group, SyncBN, DDP,
+//                     BatchNorm statistics, the closing checks
+//   train_setup.cpp   datasets, model, loaders, step tools, optimizer,
+//                     scheduler, resume: everything built before epoch 0
+//   train_loop.cpp    the epochs: train_one_epoch, validate
+//   train_report.cpp  what a run writes and logs: the output folder,
+//                     config.toml, summary.csv, checkpoints, the result
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include "timm/config/config.hpp"
+#include "timm/data/data_config.hpp"
+#include "timm/data/loader.hpp"
+#include "timm/data/mixup.hpp"
+#include "timm/dist/ddp.hpp"
+#include "timm/dist/distribute_bn.hpp"
+#include "timm/dist/process_group.hpp"
+#include "timm/dist/world.hpp"
+#include "timm/models/model.hpp"
+#include "timm/optim/optimizer.hpp"
+#include "timm/sched/scheduler.hpp"
+#include "timm/train/amp.hpp"
+#include "timm/train/checkpoint.hpp"
+#include "timm/train/losses.hpp"
+#include "timm/train/model_ema.hpp"
+#include "timm/train/trainer.hpp"
+#include "train_args.hpp"
+
+namespace timm::train_detail {
+
+// ---- train_dist.cpp
+
+// The distributed side of a run; inactive (no group) for a single process.
+struct Distributed {
+  dist::WorldInfo world;
+  std::unique_ptr<dist::ProcessGroup> group;
+  std::unique_ptr<dist::DistributedDataParallel> ddp;
+
+  bool active() const { return group != nullptr; }
+  bool is_primary() const { return world.is_primary(); }
+  int size() const { return world.world_size; }
+
+  // Sums `values` over the ranks (in place); a no-op for a single process.
+  void sum(std::vector<double>& values, const std::string& what) const;
+  // timm's reduce_tensor: the mean over ranks.
+  double mean(double value, const std::string& what) const;
+};
+
+// --device as timm's init_distributed_device resolves it.
+torch::Device resolve_device(const TrainArgs& args, const dist::WorldInfo& world);
+
+// Per-rank logging and the process group of a distributed run.
+void start_process_group(const TrainArgs& args, const torch::Device& device, Distributed& dist);
+
+// --sync-bn, which counts only in a distributed run.
+bool uses_sync_bn(const TrainArgs& args, const Distributed& dist);
+void convert_to_sync_bn(torch::nn::Module& model, const Distributed& dist);
+
+// Wraps the model in our DDP (dist.ddp), with the --ddp-* flags.
+void wrap_ddp(const TrainArgs& args, torch::nn::Module& model, bool sync_bn, Distributed& dist);
+
+// --dist-bn at each epoch end; none for a single process or under --sync-bn.
+std::optional<dist::DistBnMode> dist_bn_mode(const TrainArgs& args, const Distributed& dist, bool sync_bn);
+void distribute_bn_statistics(torch::nn::Module& model, const ModelEma* ema, const Distributed& dist,
+                              dist::DistBnMode mode);
+
+// Throws dist::Interrupted once SIGINT or SIGTERM arrived.
+void check_stop();
+
+// The closing lines of a distributed run and the check that every rank ends
+// with the same parameters; releases the DDP hooks. A no-op for one process.
+void finish_distributed(torch::nn::Module& model, Distributed& dist);
+
+// ---- train_setup.cpp
+
+// What a training step uses beside the model and the optimizer.
+struct StepTools {
+  LossFn loss_fn;
+  std::optional<c10::ScalarType> amp_dtype;  // --amp: autocast in this dtype
+  std::unique_ptr<GradScaler> scaler;        // --amp with float16
+  std::optional<double> clip_grad;
+  std::string clip_mode;
+  std::unique_ptr<ModelEma> ema;
+  std::optional<Mixup> mixup;  // --mixup / --cutmix
+  int64_t mixup_off_epoch = 0;
+  int64_t grad_accum_steps = 1;
+};
+
+// Everything built before the first epoch, in train.py's order.
+struct TrainSetup {
+  int64_t num_classes = 0;
+  ModelArgs model_args;  // also the --model-ema copy's
+  ModelPtr model;
+  DataConfig data_config;
+  StepTools tools;
+  std::shared_ptr<Loader> train_loader;
+  std::shared_ptr<Loader> eval_loader;  // none without --val-split
+  double lr = 0.0;                      // --lr, or scaled from --lr-base
+  OptimizerPtr optimizer;
+  std::optional<dist::DistBnMode> dist_bn;
+  std::string eval_metric;  // "loss" without evaluation
+  bool decreasing_metric = false;
+  int64_t updates_per_epoch = 0;
+  SchedulerPtr scheduler;
+};
+
+// Seeds torch (seed + rank), then builds it all.
+TrainSetup set_up_training(const TrainArgs& args, const Config& config, Distributed& dist, const torch::Device& device);
+
+// --resume or --auto-resume, then --start-epoch: the epoch to start at, with
+// the scheduler stepped to it.
+int64_t resume_if_asked(const TrainArgs& args, const std::filesystem::path& output_dir, TrainSetup& setup);
+
+// The epoch after the last one this run trains.
+int64_t last_epoch_of_run(const TrainArgs& args, int64_t start_epoch, int64_t num_epochs);
+
+// ---- train_loop.cpp
+
+// train.py's updates per epoch: ceil(batches / grad_accum_steps).
+int64_t updates_per_epoch(std::size_t num_batches, int64_t grad_accum_steps);
+
+struct RunOutput;
+
+// The epochs from `start_epoch` on: train, evaluate, report each, then the
+// closing report and the distributed checks.
+TrainResult train_epochs(const TrainArgs& args, TrainSetup& setup, RunOutput& output, Distributed& dist,
+                         const torch::Device& device, int64_t start_epoch);
+
+// ---- train_report.cpp
+
+// What the primary rank writes into; empty elsewhere but for config_toml.
+struct RunOutput {
+  std::filesystem::path dir;
+  std::string config_toml;  // the effective config, kept in each checkpoint
+  std::optional<CheckpointSaver> saver;
+};
+
+// Creates the output folder and writes config.toml (primary rank only).
+RunOutput open_run_output(const TrainArgs& args, const Config& config, const TrainSetup& setup, const Distributed& dist,
+                          const torch::Device& device);
+
+// CheckpointSaver (primary rank only), after the resume as train.py.
+void open_checkpoint_saver(const TrainArgs& args, const TrainSetup& setup, const Distributed& dist, RunOutput& output);
+
+struct EpochRecord {
+  int64_t epoch;
+  double train_loss;
+  std::optional<EvalMetrics> eval;
+};
+
+// The epochs reported so far; the same on every rank.
+struct EpochHistory {
+  std::vector<EpochRecord> records;
+  std::optional<double> best_metric;
+  int64_t best_epoch = -1;
+};
+
+// The --eval-metric of an evaluation: top1, top5 or loss; UsageError else.
+double metric_of(const EvalMetrics& metrics, const std::string& name);
+
+CheckpointParts checkpoint_parts(const TrainSetup& setup);
+
+// An evaluated epoch: its summary.csv row and checkpoints (primary rank),
+// and the best metric so far.
+void report_epoch(const EpochRecord& record, double metric, const TrainSetup& setup, RunOutput& output,
+                  const Distributed& dist, EpochHistory& history);
+
+// recovery-<epoch>-<update_idx> (--recovery-interval), primary rank only.
+void save_recovery(const TrainSetup& setup, RunOutput& output, int64_t epoch, int64_t update_idx);
+
+// The closing lines and files: the best metric, the --result JSON, the plot.
+void report_run_end(const EpochHistory& history, const TrainSetup& setup, const RunOutput& output,
+                    const Distributed& dist);
+
+}  // namespace timm::train_detail
