@@ -84,6 +84,18 @@ DataConfig resolve_data_config(const Config& config, const PretrainedCfg& pretra
   return out;
 }
 
+TransformArgs eval_transform_args(const DataConfig& data) {
+  TransformArgs args;
+  args.is_training = false;
+  args.input_size = data.input_size;
+  args.interpolation = data.interpolation;
+  args.mean = data.mean;
+  args.std = data.std;
+  args.crop_pct = data.crop_pct;
+  args.crop_mode = data.crop_mode;
+  return args;
+}
+
 std::vector<std::string> describe_data_config(const DataConfig& c) {
   std::ostringstream size;
   size << "(" << c.input_size[0] << ", " << c.input_size[1] << ", " << c.input_size[2] << ")";

@@ -103,14 +103,7 @@ CheckpointShape checkpoint_shape(const std::filesystem::path& checkpoint, const 
 
 std::shared_ptr<Loader> make_eval_loader(std::shared_ptr<const Dataset> dataset, const DataConfig& data_config,
                                          int64_t batch_size, int64_t workers) {
-  TransformArgs targs;
-  targs.is_training = false;
-  targs.input_size = data_config.input_size;
-  targs.mean = data_config.mean;
-  targs.std = data_config.std;
-  targs.crop_pct = data_config.crop_pct;
-  targs.crop_mode = data_config.crop_mode;
-  targs.interpolation = data_config.interpolation;
+  const TransformArgs targs = eval_transform_args(data_config);
   LoaderOptions options;
   options.batch_size = batch_size;
   options.drop_last = false;

@@ -109,17 +109,9 @@ void add_random_erasing(const TrainArgs& args, TransformArgs& transform) {
 }
 
 TransformArgs transform_args(const TrainArgs& args, const DataConfig& data, bool is_training) {
-  TransformArgs result;
-  result.is_training = is_training;
-  result.input_size = data.input_size;
-  result.mean = data.mean;
-  result.std = data.std;
-  result.crop_pct = data.crop_pct;
-  result.crop_mode = data.crop_mode;
-  if (!is_training) {
-    result.interpolation = data.interpolation;
-    return result;
-  }
+  TransformArgs result = eval_transform_args(data);
+  if (!is_training) return result;
+  result.is_training = true;
   result.no_aug = args.no_aug;
   result.interpolation =
       (result.no_aug || args.train_interpolation.empty()) ? data.interpolation : args.train_interpolation;

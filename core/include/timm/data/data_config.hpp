@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "timm/data/transform.hpp"
 #include "timm/models/model.hpp"
 
 namespace timm {
@@ -41,6 +42,11 @@ int64_t resolve_in_chans(const Config& config, const DatasetDefaults& dataset);
 // pretrained config, then timm's defaults. A --mean/--std of one value is
 // repeated per channel; another length must equal the channel count.
 DataConfig resolve_data_config(const Config& config, const PretrainedCfg& pretrained, const DatasetDefaults& dataset);
+
+// The arguments of timm's eval transform for `data`:
+// create_transform(**data_config, is_training=False). The train transform
+// starts from these and adds the augmentation flags.
+TransformArgs eval_transform_args(const DataConfig& data);
 
 // timm's "Data processing configuration" log lines.
 std::vector<std::string> describe_data_config(const DataConfig& data_config);
