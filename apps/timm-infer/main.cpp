@@ -12,6 +12,7 @@
 #include "timm/core/plugin_loader.hpp"
 #include "timm/core/registry.hpp"
 #include "timm/core/stopwatch.hpp"
+#include "timm/data/dataset.hpp"
 #include "timm/log/log.hpp"
 #include "timm/tools/eval_setup.hpp"
 #include "timm/tools/progress.hpp"
@@ -133,7 +134,7 @@ Options make_options(const timm::ToolArgs& args, const std::string& dataset_name
   if (label_type != "none" && label_type != "name" && label_type != "description") {
     throw timm::UsageError("--label-type " + timm::in_quotes(label_type) + ": expected none, name or description");
   }
-  const bool fmnist = (dataset_name == "fashion-mnist" || dataset_name == "torch/fashion_mnist") && num_classes == 10;
+  const bool fmnist = timm::is_fashion_mnist(dataset_name) && num_classes == 10;
   if (label_type != "none" && fmnist) {
     opt.labels = &kFashionMnistLabels;
     opt.label_names = label_type == "name";

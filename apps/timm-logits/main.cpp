@@ -11,7 +11,6 @@
 // --csv also writes them as text, one row per input. User errors print one
 // line and exit 2 (usage) or 1 (runtime).
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -29,6 +28,7 @@
 #include "timm/core/plugin_loader.hpp"
 #include "timm/core/python_repr.hpp"
 #include "timm/core/registry.hpp"
+#include "timm/data/dataset.hpp"
 #include "timm/data/image.hpp"
 #include "timm/data/transform.hpp"
 #include "timm/io/atomic_file.hpp"
@@ -101,11 +101,6 @@ Options options(const timm::ToolArgs& args) {
   return o;
 }
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
 // The (N, C, H, W) batch of a tensor file.
 at::Tensor read_tensor_input(const Options& o) {
   at::Tensor t;
@@ -139,8 +134,9 @@ at::Tensor read_tensor_input(const Options& o) {
 std::vector<fs::path> image_files(const fs::path& dir) {
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string ext = lower(entry.path().extension().string());
-    if (entry.is_regular_file() && (ext == ".jpg" || ext == ".jpeg" || ext == ".png")) files.push_back(entry.path());
+    if (entry.is_regular_file() && timm::has_image_extension(entry.path().filename().string())) {
+      files.push_back(entry.path());
+    }
   }
   std::sort(files.begin(), files.end());
   if (files.empty()) throw timm::Error("input folder " + timm::in_quotes(dir.string()) + ": no .jpg/.jpeg/.png file");

@@ -2,6 +2,7 @@
 
 #include "timm/core/names.hpp"
 
+using timm::ascii_lower;
 using timm::natural_less;
 using timm::nearest_names;
 using timm::wildcard_match;
@@ -35,4 +36,17 @@ TEST_CASE("nearest_names suggests close names first") {
   CHECK(near.front() == "resnet34");
   CHECK(nearest_names("zzzzzzzzzzzz", known).empty());
   CHECK(nearest_names("resnet", known).front() == "resnet18");
+}
+
+TEST_CASE("ascii_lower changes only A-Z") {
+  CHECK(ascii_lower("ResNet50D.PNG") == "resnet50d.png");
+  CHECK(ascii_lower("") == "");
+  CHECK(ascii_lower("@[`{_-09az") == "@[`{_-09az");  // the bytes next to 'A'-'Z' and 'a'-'z'
+  // Non-ASCII bytes stay as they are, whatever the locale: UTF-8 "A with
+  // diaeresis" (0xC3 0x84), the same letter in Latin-1 (0xC4), 0x80 and 0xFF.
+  const std::string bytes{'X', '\xC3', '\x84', '\xC4', '\x80', '\xFF', 'Y'};
+  const std::string expected{'x', '\xC3', '\x84', '\xC4', '\x80', '\xFF', 'y'};
+  CHECK(ascii_lower(bytes) == expected);
+  const std::string with_nul("A\0B", 3);
+  CHECK(ascii_lower(with_nul) == std::string("a\0b", 3));
 }

@@ -3,11 +3,11 @@
 // of testing the name. For every registered optimizer the declaration must
 // equal timm's rule in train.py, on the name as given to --opt:
 //   'sqrt' if any([o in args.opt.lower() for o in ('ada', 'lamb')]) else 'linear'
-#include <cctype>
 #include <string>
 
 #include "test_support.hpp"
 #include "timm/core/error.hpp"
+#include "timm/core/names.hpp"
 #include "timm/core/registry.hpp"
 #include "timm/optim/optimizer.hpp"
 
@@ -18,8 +18,8 @@ namespace {
 using timm::LrBaseScale;
 
 // train.py's rule, computed from the name.
-LrBaseScale timm_rule(std::string opt) {
-  for (char& c : opt) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+LrBaseScale timm_rule(const std::string& name) {
+  const std::string opt = timm::ascii_lower(name);
   const bool adaptive = opt.find("ada") != std::string::npos || opt.find("lamb") != std::string::npos;
   return adaptive ? LrBaseScale::kSqrt : LrBaseScale::kLinear;
 }

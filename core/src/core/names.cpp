@@ -7,6 +7,10 @@
 namespace timm {
 namespace {
 
+// Only 'A'-'Z' change: std::tolower depends on the locale and is undefined for
+// a negative char (a non-ASCII byte where char is signed).
+char lower_byte(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
 // Matches a '[...]' class at pattern[i] against c; sets `end` past the ']'.
 // Returns false with end = npos when the bracket is unterminated (then '['
 // is literal, as in Python's fnmatch).
@@ -81,7 +85,7 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
     row[0] = i;
     for (std::size_t j = 1; j <= b.size(); ++j) {
       const std::size_t above = row[j];
-      const std::size_t cost = std::tolower(a[i - 1]) == std::tolower(b[j - 1]) ? 0 : 1;
+      const std::size_t cost = lower_byte(a[i - 1]) == lower_byte(b[j - 1]) ? 0 : 1;
       row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + cost});
       diagonal = above;
     }
@@ -90,6 +94,12 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 }  // namespace
+
+std::string ascii_lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = lower_byte(c);
+  return out;
+}
 
 bool wildcard_match(std::string_view pattern, std::string_view name) { return match_from(pattern, 0, name, 0); }
 
@@ -115,8 +125,8 @@ bool natural_less(std::string_view a, std::string_view b) {
     // Python compares int and str tokens only by position; a digit run sorts
     // before text here, which is what the natural order means in practice.
     if (da != db) return da;
-    const char ca = static_cast<char>(std::tolower(static_cast<unsigned char>(a[i])));
-    const char cb = static_cast<char>(std::tolower(static_cast<unsigned char>(b[j])));
+    const char ca = lower_byte(a[i]);
+    const char cb = lower_byte(b[j]);
     if (ca != cb) return ca < cb;
     ++i;
     ++j;

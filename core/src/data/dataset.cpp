@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <map>
 #include <set>
 #include <span>
@@ -226,8 +225,7 @@ class FirstSamples final : public Dataset {
 bool has_image_extension(std::string_view name) {
   const std::size_t dot = name.rfind('.');
   if (dot == std::string_view::npos || name.find_first_not_of('.') > dot) return false;
-  std::string ext(name.substr(dot));
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string ext = ascii_lower(name.substr(dot));
   return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
 }
 

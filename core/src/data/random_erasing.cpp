@@ -3,11 +3,10 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
-#include <algorithm>
-#include <cctype>
 #include <cmath>
 
 #include "timm/core/error.hpp"
+#include "timm/core/names.hpp"
 #include "timm/core/python_repr.hpp"
 #include "timm/data/image_ops.hpp"
 
@@ -28,8 +27,7 @@ class RngDraws final : public EraseDraws {
 }  // namespace
 
 RandomErasing::RandomErasing(RandomErasingOptions options) : options_(std::move(options)) {
-  std::string mode = options_.mode;
-  std::transform(mode.begin(), mode.end(), mode.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::string mode = ascii_lower(options_.mode);
   if (mode.empty()) mode = "const";
   if (mode != "const" && mode != "rand" && mode != "pixel") {
     throw UsageError("random erasing mode (--remode) " + in_quotes(options_.mode) +

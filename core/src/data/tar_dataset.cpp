@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -148,11 +147,6 @@ std::pair<std::string, std::string> split_ext(const std::string& name) {
   return {name.substr(0, dot), name.substr(dot)};
 }
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
 // os.path.join(a, b).
 std::string join(const std::string& a, const std::string& b) {
   if (b.starts_with('/') || a.empty()) return b;
@@ -175,7 +169,7 @@ class ImageInTarDataset final : public Dataset {
     std::error_code ec;
     std::vector<std::pair<fs::path, std::string>> tars;  // file, tree path ('' for a root tar)
     if (fs::is_regular_file(root, ec)) {
-      if (lower(root.extension().string()) != ".tar") {
+      if (ascii_lower(root.extension().string()) != ".tar") {
         throw UsageError("image-in-tar: " + in_quotes(root.string()) + ": expected a .tar file or a folder of them");
       }
       tars.emplace_back(root, "");
@@ -235,7 +229,7 @@ class ImageInTarDataset final : public Dataset {
     std::vector<Found> own;
     for (const Member& m : list_members(file, 0, end)) {
       const auto [stem, ext] = split_ext(split_path(m.path).second);
-      if (lower(ext) == ".tar") {
+      if (ascii_lower(ext) == ".tar") {
         const std::string child_path = join(tree_path, stem);
         for (const Member& c : list_members(file, m.offset, m.offset + m.size)) {
           if (!is_image(c.path)) continue;

@@ -184,11 +184,6 @@ std::vector<double> lr_scales(const std::vector<ParamGroup>& groups) {
 
 namespace {
 
-std::string lowercase(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> parts;
   std::size_t start = 0;
@@ -203,7 +198,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 // The registered optimizer's name in `opt`, as timm's create_optimizer_v2:
 // the last part of opt.lower().split('_').
-std::string optimizer_name(const std::string& opt) { return split(lowercase(opt), '_').back(); }
+std::string optimizer_name(const std::string& opt) { return split(ascii_lower(opt), '_').back(); }
 
 }  // namespace
 
@@ -216,7 +211,7 @@ OptimizerTraits optimizer_traits(const std::string& opt) {
 OptimizerPtr create_optimizer(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
   // timm: parts = opt.lower().split('_'); the optimizer is the last part and a
   // leading "lookahead" wraps it.
-  const std::vector<std::string> parts = split(lowercase(args.opt), '_');
+  const std::vector<std::string> parts = split(ascii_lower(args.opt), '_');
   const bool lookahead = parts.size() > 1 && parts.front() == "lookahead";
   const std::string& name = parts.back();
   const RegistryEntry& entry = Registry::global().get(PluginKind::kOptimizer, name);

@@ -1,5 +1,6 @@
 // Name utilities shared by the registry and the CLI: timm's wildcard matching
-// for --list-models, timm's natural sort order, and "did you mean" suggestions.
+// for --list-models, timm's natural sort order, "did you mean" suggestions,
+// and ASCII lowercasing.
 #pragma once
 
 #include <string>
@@ -7,6 +8,11 @@
 #include <vector>
 
 namespace timm {
+
+// `s` with 'A'-'Z' turned into 'a'-'z' and every other byte (digits,
+// punctuation, UTF-8 and other non-ASCII bytes) unchanged, independent of the
+// C locale: Python's str.lower() for ASCII names, extensions and flag values.
+std::string ascii_lower(std::string_view s);
 
 // fnmatch-style match as Python's fnmatch.fnmatchcase: '*', '?', '[seq]',
 // '[!seq]'. Case-sensitive, as timm's list_models on POSIX.
@@ -18,8 +24,7 @@ bool natural_less(std::string_view a, std::string_view b);
 
 // Up to max_count known names closest to `name` (edit distance, then prefix
 // and substring matches), closest first. Empty when nothing is plausibly close.
-std::vector<std::string> nearest_names(std::string_view name,
-                                       const std::vector<std::string>& known,
+std::vector<std::string> nearest_names(std::string_view name, const std::vector<std::string>& known,
                                        std::size_t max_count = 3);
 
 }  // namespace timm
