@@ -45,13 +45,10 @@ def socket_path():
     return f"/tmp/timm-oracle-{os.getuid()}-{key.hexdigest()[:16]}.sock"
 
 
-def send_message(conn, payload, fds=()):
-    data = json.dumps(payload).encode()
-    frame = struct.pack("!I", len(data)) + data
-    if fds:
-        socket.send_fds(conn, [frame], list(fds))
-    else:
-        conn.sendall(frame)
+def send_request(conn, request, fds):
+    """`request` as JSON behind its length, with the file descriptors `fds`."""
+    data = json.dumps(request).encode()
+    socket.send_fds(conn, [struct.pack("!I", len(data)) + data], list(fds))
 
 
 def receive_exact(conn, count, head=b""):
@@ -117,10 +114,12 @@ def client(argv):
         sys.stdout.flush()
         sys.stderr.flush()
         request = {"argv": [os.path.abspath(argv[0])] + argv[1:], "cwd": os.getcwd(), "env": dict(os.environ)}
-        send_message(conn, request, fds=(1, 2))
+        send_request(conn, request, fds=(1, 2))
         (status,) = struct.unpack("!i", receive_exact(conn, 4))
     except (OSError, ConnectionError):
-        # The server went away before the script started: run it here.
+        # The server went away before it reported an exit status (almost
+        # always before the script started: a server leaving when idle):
+        # run the script here.
         run_directly(argv)
     sys.exit(status)
 
