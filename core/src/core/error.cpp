@@ -6,30 +6,33 @@
 namespace timm {
 namespace {
 
-std::mutex& handler_mutex() {
-  static std::mutex mutex;
-  return mutex;
-}
+struct InstalledHandler {
+  std::mutex mutex;
+  FatalErrorHandler handler;
+};
 
-// Leaked on purpose: a watchdog thread may report while statics are torn down.
-FatalErrorHandler& handler() {
-  static auto* installed = new FatalErrorHandler();
-  return *installed;
+// Leaked on purpose, mutex included: a watchdog thread may report while
+// statics are torn down.
+InstalledHandler& installed() {
+  static auto* instance = new InstalledHandler();
+  return *instance;
 }
 
 }  // namespace
 
 void set_fatal_error_handler(FatalErrorHandler new_handler) {
-  std::lock_guard lock(handler_mutex());
-  handler() = std::move(new_handler);
+  InstalledHandler& h = installed();
+  std::lock_guard lock(h.mutex);
+  h.handler = std::move(new_handler);
 }
 
 void report_fatal_error(const std::string& message) noexcept {
   try {
     FatalErrorHandler current;
     {
-      std::lock_guard lock(handler_mutex());
-      current = handler();
+      InstalledHandler& h = installed();
+      std::lock_guard lock(h.mutex);
+      current = h.handler;
     }
     if (current) {
       current(message);
