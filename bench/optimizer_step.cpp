@@ -19,11 +19,11 @@
 #include <torch/nn/module.h>
 #include <nlohmann/json.hpp>
 
-#include "timm/core/app_main.hpp"
-#include "timm/core/error.hpp"
-#include "timm/core/plugin_loader.hpp"
-#include "timm/core/registry.hpp"
-#include "timm/core/stopwatch.hpp"
+#include "timm/base/app_main.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/loader.hpp"
+#include "timm/plugin/registry.hpp"
+#include "timm/base/stopwatch.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/tools/tool_args.hpp"
 

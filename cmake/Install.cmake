@@ -6,8 +6,8 @@ include(CMakePackageConfigHelpers)
 
 install(DIRECTORY core/include/timm DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.hpp")
-install(FILES "${PROJECT_BINARY_DIR}/generated/include/timm/core/version.hpp"
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/timm/core)
+install(FILES "${PROJECT_BINARY_DIR}/generated/include/timm/base/version.hpp"
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/timm/base)
 install(TARGETS timm_core EXPORT TimmCppTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -16,11 +16,11 @@
 #include <cmath>
 #include <iostream>
 
-#include "timm/core/app_main.hpp"
-#include "timm/core/error.hpp"
-#include "timm/core/plugin_loader.hpp"
-#include "timm/core/registry.hpp"
-#include "timm/core/stopwatch.hpp"
+#include "timm/base/app_main.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/loader.hpp"
+#include "timm/plugin/registry.hpp"
+#include "timm/base/stopwatch.hpp"
 #include "timm/log/log.hpp"
 #include "timm/models/channels_last.hpp"
 #include "timm/optim/optimizer.hpp"

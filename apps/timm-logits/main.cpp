@@ -23,11 +23,11 @@
 #include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
-#include "timm/core/app_main.hpp"
-#include "timm/core/error.hpp"
-#include "timm/core/plugin_loader.hpp"
-#include "timm/core/python_repr.hpp"
-#include "timm/core/registry.hpp"
+#include "timm/base/app_main.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/loader.hpp"
+#include "timm/base/python_repr.hpp"
+#include "timm/plugin/registry.hpp"
 #include "timm/data/dataset.hpp"
 #include "timm/data/image.hpp"
 #include "timm/data/transform.hpp"

@@ -4,8 +4,8 @@
 //   timm-plot output/train/run/summary.csv run.svg
 #include <iostream>
 
-#include "timm/core/app_main.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/app_main.hpp"
+#include "timm/base/error.hpp"
 #include "timm/log/log.hpp"
 #include "timm/tools/tool_args.hpp"
 #include "timm/train/plot.hpp"

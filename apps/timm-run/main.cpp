@@ -8,11 +8,11 @@
 #include <c10/util/Exception.h>
 
 #include "timm/config/config.hpp"
-#include "timm/core/app_main.hpp"
-#include "timm/core/error.hpp"
-#include "timm/core/plugin_loader.hpp"
-#include "timm/core/registry.hpp"
-#include "timm/core/stopwatch.hpp"
+#include "timm/base/app_main.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/loader.hpp"
+#include "timm/plugin/registry.hpp"
+#include "timm/base/stopwatch.hpp"
 #include "timm/log/log.hpp"
 #include "timm/train/trainer.hpp"
 

@@ -5,7 +5,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/options/conv.h>
 
-#include "timm/core/plugin.hpp"
+#include "timm/plugin/plugin.hpp"
 #include "timm/models/model.hpp"
 
 namespace example {

@@ -21,7 +21,7 @@
 #include <torch/serialize/archive.h>
 
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/io/safetensors.hpp"
 #include "timm/models/model.hpp"
 #include "timm/optim/optimizer.hpp"

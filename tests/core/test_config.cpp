@@ -8,7 +8,7 @@
 
 #include "test_support.hpp"
 #include "timm/config/config.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 using timm::Action;
 using timm::CommandLine;

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/data/dataset.hpp"
 
 namespace fs = std::filesystem;

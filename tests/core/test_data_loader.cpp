@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/data/image_ops.hpp"
 #include "timm/data/loader.hpp"
 

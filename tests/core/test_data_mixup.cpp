@@ -10,7 +10,7 @@
 #include <ATen/ATen.h>
 
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/data/mixup.hpp"
 
 #include <doctest/doctest.h>

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/data/dataset.hpp"
 
 #include <doctest/doctest.h>

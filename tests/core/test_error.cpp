@@ -1,10 +1,10 @@
-// The fatal-error handler (timm/core/error.hpp): the one place that reports
+// The fatal-error handler (timm/base/error.hpp): the one place that reports
 // an error no exception can carry, installed by the app.
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 #include <doctest/doctest.h>
 

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/data/image_ops.hpp"
 
 using namespace timm;

@@ -8,7 +8,7 @@
 #include <c10/core/GradMode.h>
 #include <torch/nn/modules/linear.h>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/layers/activations.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"

@@ -10,7 +10,7 @@
 #include <c10/core/GradMode.h>
 
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/io/atomic_file.hpp"
 #include "timm/io/safetensors.hpp"
 #include "timm/io/torch_file.hpp"

@@ -5,7 +5,7 @@
 // and state (slow weights included) compared; and resume from a checkpoint.
 #include "optim_parity.hpp"
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/optim/lookahead.hpp"
 
 #include <doctest/doctest.h>

@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "timm/core/names.hpp"
+#include "timm/base/names.hpp"
 
 using timm::ascii_lower;
 using timm::natural_less;

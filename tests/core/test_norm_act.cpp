@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/io/safetensors.hpp"
 #include "timm/layers/activations.hpp"
 #include "timm/layers/norm_act.hpp"

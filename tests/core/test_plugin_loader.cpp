@@ -5,10 +5,10 @@
 #include <string>
 
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
-#include "timm/core/plugin.hpp"
-#include "timm/core/plugin_loader.hpp"
-#include "timm/core/registry.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/plugin.hpp"
+#include "timm/plugin/loader.hpp"
+#include "timm/plugin/registry.hpp"
 #include "timm/models/model.hpp"
 
 namespace fs = std::filesystem;

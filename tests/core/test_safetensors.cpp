@@ -18,7 +18,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/io/safetensors.hpp"
 #include "timm/models/state_dict.hpp"
 

@@ -14,7 +14,7 @@
 #include <torch/nn/modules/conv.h>
 
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/io/safetensors.hpp"
 #include "timm/layers/batch_norm.hpp"
 #include "timm/layers/split_batchnorm.hpp"

@@ -12,7 +12,7 @@
 #include <torch/serialize.h>
 
 #include "ddp_fixture.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/dist/ddp.hpp"
 #include "timm/dist/process_group.hpp"
 #include "timm/dist/sync_batchnorm.hpp"

@@ -9,7 +9,7 @@
 #include <torch/nn/modules/conv.h>
 
 #include "gloo_threads.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/dist/distribute_bn.hpp"
 #include "timm/layers/batch_norm.hpp"
 

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/dist/sampler.hpp"
 
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.

@@ -18,7 +18,7 @@
 
 #include "gloo_threads.hpp"
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/dist/sync_batchnorm.hpp"
 #include "timm/layers/batch_norm.hpp"
 #include "timm/models/model.hpp"

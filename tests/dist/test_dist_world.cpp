@@ -1,6 +1,6 @@
 // The launcher environment parsing of timm::dist (pure functions over a map of
 // variables): torchrun, Slurm (node lists with bracket ranges), PMI, OpenMPI.
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/dist/world.hpp"
 
 #include <doctest/doctest.h>

@@ -17,7 +17,7 @@ TEST_CASE("a plugin built out of tree against the installed SDK is found in a fo
   const auto install = run_command({"cmake", "--install", timm::test::build_dir().string(), "--prefix", prefix.string()});
   REQUIRE_MESSAGE(install.exit_code == 0, install.output);
   CHECK(fs::exists(prefix / "lib/cmake/TimmCpp/TimmCppConfig.cmake"));
-  CHECK(fs::exists(prefix / "include/timm/core/plugin.hpp"));
+  CHECK(fs::exists(prefix / "include/timm/plugin/plugin.hpp"));
 
   const fs::path example_build = tmp / "example-build";
   const auto configure = run_command({"cmake", "-S", (timm::test::source_dir() / "examples/model_plugin").string(), "-B",

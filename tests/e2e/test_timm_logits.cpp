@@ -12,7 +12,7 @@
 #include <ATen/ATen.h>
 
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/io/atomic_file.hpp"
 #include "timm/io/npy.hpp"
 #include "timm/io/safetensors.hpp"

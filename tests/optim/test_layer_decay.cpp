@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/models/model.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/optim/param_groups.hpp"

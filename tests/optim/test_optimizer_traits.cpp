@@ -6,9 +6,9 @@
 #include <string>
 
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
-#include "timm/core/names.hpp"
-#include "timm/core/registry.hpp"
+#include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
+#include "timm/plugin/registry.hpp"
 #include "timm/optim/optimizer.hpp"
 
 #include <doctest/doctest.h>

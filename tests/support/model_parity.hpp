@@ -22,7 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
-#include "timm/core/registry.hpp"
+#include "timm/plugin/registry.hpp"
 #include "timm/io/safetensors.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/models/model.hpp"

@@ -15,8 +15,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "timm/core/plugin_loader.hpp"
-#include "timm/core/registry.hpp"
+#include "timm/plugin/loader.hpp"
+#include "timm/plugin/registry.hpp"
 
 extern char** environ;
 

@@ -24,8 +24,8 @@
 #include <boost/program_options/value_semantic.hpp>
 
 #include "timm/config/config.hpp"
-#include "timm/core/error.hpp"
-#include "timm/core/names.hpp"
+#include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 
 namespace timm {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 namespace timm {
 namespace {

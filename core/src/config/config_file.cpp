@@ -6,8 +6,8 @@
 #include <map>
 
 #include "timm/config/config.hpp"
-#include "timm/core/error.hpp"
-#include "timm/core/names.hpp"
+#include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 
 namespace timm {
 namespace {

@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "timm/config/config.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 namespace timm {
 namespace {

@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "timm/config/config.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/data/dataset.hpp"
 
 namespace timm {

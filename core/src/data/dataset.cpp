@@ -10,8 +10,8 @@
 #include <span>
 #include <system_error>
 
-#include "timm/core/error.hpp"
-#include "timm/core/names.hpp"
+#include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 #include "timm/data/image_ops.hpp"
 
 namespace fs = std::filesystem;

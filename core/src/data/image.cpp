@@ -12,7 +12,7 @@
 #include <fstream>
 #include <memory>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/data/image_ops.hpp"
 
 namespace timm {

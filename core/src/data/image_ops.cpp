@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 namespace timm {
 namespace {

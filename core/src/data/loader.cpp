@@ -10,7 +10,7 @@
 #include <mutex>
 #include <thread>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/log/log.hpp"
 
 namespace timm {

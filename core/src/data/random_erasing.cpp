@@ -5,9 +5,9 @@
 
 #include <cmath>
 
-#include "timm/core/error.hpp"
-#include "timm/core/names.hpp"
-#include "timm/core/python_repr.hpp"
+#include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
+#include "timm/base/python_repr.hpp"
 #include "timm/data/image_ops.hpp"
 
 namespace timm {

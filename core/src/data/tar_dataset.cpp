@@ -11,8 +11,8 @@
 #include <memory>
 #include <set>
 
-#include "timm/core/error.hpp"
-#include "timm/core/names.hpp"
+#include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 #include "timm/data/dataset.hpp"
 
 namespace fs = std::filesystem;

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "timm/core/error.hpp"
-#include "timm/core/registry.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/registry.hpp"
 
 namespace timm {
 namespace {

@@ -10,8 +10,8 @@
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/autograd/variable.h>
 
-#include "timm/core/error.hpp"
-#include "timm/core/stopwatch.hpp"
+#include "timm/base/error.hpp"
+#include "timm/base/stopwatch.hpp"
 #include "timm/log/log.hpp"
 
 namespace timm::dist {

@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/train/metrics.hpp"
 
 namespace timm::dist {

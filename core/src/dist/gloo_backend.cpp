@@ -12,7 +12,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "backends.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 #ifndef TIMM_HAVE_NCCL
 namespace timm::dist::detail {

@@ -4,7 +4,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
 #include "backends.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 namespace timm::dist::detail {
 

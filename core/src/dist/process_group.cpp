@@ -14,7 +14,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "backends.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/log/log.hpp"
 
 namespace timm::dist {

@@ -6,7 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 namespace timm::dist {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <ATen/ATen.h>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/log/log.hpp"
 
 namespace timm::dist {

@@ -7,7 +7,7 @@
 #include <torch/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 namespace timm::dist {
 namespace {

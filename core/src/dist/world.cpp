@@ -7,7 +7,7 @@
 
 #include <unistd.h>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 extern char** environ;
 

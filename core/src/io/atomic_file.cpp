@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 namespace timm {
 namespace fs = std::filesystem;

@@ -10,7 +10,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/accumulate.h>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/io/atomic_file.hpp"
 
 namespace timm {

@@ -18,7 +18,7 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/io/atomic_file.hpp"
 
 namespace timm {

@@ -11,7 +11,7 @@
 #include <ATen/ATen.h>
 #include <caffe2/serialize/inline_container.h>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 namespace timm {
 namespace {

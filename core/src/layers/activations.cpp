@@ -2,7 +2,7 @@
 
 #include <ostream>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 namespace timm::layers {
 namespace {

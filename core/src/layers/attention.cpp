@@ -3,7 +3,7 @@
 #include <ostream>
 #include <string>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 namespace timm::layers {
 

@@ -4,7 +4,7 @@
 #include <torch/nn/functional/batchnorm.h>
 #include <torch/nn/modules/instancenorm.h>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/layers/norm_act.hpp"
 
 namespace timm::layers {

@@ -8,7 +8,7 @@
 
 #include "timm/layers/activations.hpp"
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 namespace timm::layers {
 namespace {

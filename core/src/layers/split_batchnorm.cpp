@@ -8,7 +8,7 @@
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/modulelist.h>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 namespace timm::layers {
 namespace {

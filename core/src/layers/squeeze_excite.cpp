@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <ostream>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 namespace timm::layers {
 

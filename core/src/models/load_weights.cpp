@@ -7,7 +7,7 @@
 
 #include <ATen/ATen.h>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/io/safetensors.hpp"
 #include "timm/io/torch_file.hpp"
 #include "timm/log/log.hpp"

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "timm/core/error.hpp"
-#include "timm/core/python_repr.hpp"
-#include "timm/core/registry.hpp"
+#include "timm/base/error.hpp"
+#include "timm/base/python_repr.hpp"
+#include "timm/plugin/registry.hpp"
 
 namespace timm {
 

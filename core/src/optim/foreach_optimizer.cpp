@@ -9,8 +9,8 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
-#include "timm/core/error.hpp"
-#include "timm/core/python_repr.hpp"
+#include "timm/base/error.hpp"
+#include "timm/base/python_repr.hpp"
 
 namespace timm {
 

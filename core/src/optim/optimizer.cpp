@@ -16,9 +16,9 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
-#include "timm/core/error.hpp"
-#include "timm/core/names.hpp"
-#include "timm/core/registry.hpp"
+#include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
+#include "timm/plugin/registry.hpp"
 #include "timm/optim/lookahead.hpp"
 #include "timm/optim/param_groups.hpp"
 

@@ -4,8 +4,8 @@
 #include <limits>
 #include <regex>
 
-#include "timm/core/error.hpp"
-#include "timm/core/names.hpp"
+#include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 
 namespace timm {
 

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <string>
 
-#include "timm/core/error.hpp"
-#include "timm/core/python_repr.hpp"
+#include "timm/base/error.hpp"
+#include "timm/base/python_repr.hpp"
 
 namespace timm {
 namespace {

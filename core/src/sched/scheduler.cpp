@@ -6,8 +6,8 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
-#include "timm/core/error.hpp"
-#include "timm/core/registry.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/registry.hpp"
 
 namespace timm {
 

@@ -4,8 +4,8 @@
 
 #include <ATen/ops/_to_copy.h>
 
-#include "timm/core/error.hpp"
-#include "timm/core/names.hpp"
+#include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 #include "timm/io/safetensors.hpp"
 #include "timm/models/state_dict.hpp"
 

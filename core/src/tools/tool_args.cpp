@@ -3,7 +3,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 namespace timm {
 

@@ -7,7 +7,7 @@
 #include <ATen/autocast_mode.h>
 #include <c10/core/GradMode.h>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/optim/optimizer.hpp"
 
 namespace timm {

@@ -12,8 +12,8 @@
 #include <c10/core/GradMode.h>
 #include <torch/serialize/archive.h>
 
-#include "timm/core/error.hpp"
-#include "timm/core/python_repr.hpp"
+#include "timm/base/error.hpp"
+#include "timm/base/python_repr.hpp"
 #include "timm/io/atomic_file.hpp"
 #include "timm/io/safetensors.hpp"
 #include "timm/log/log.hpp"

@@ -5,7 +5,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 namespace timm {
 namespace {

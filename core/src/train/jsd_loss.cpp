@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/train/losses.hpp"
 
 namespace timm {

@@ -4,7 +4,7 @@
 
 #include <ATen/ATen.h>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/train/jsd_loss.hpp"
 
 namespace timm {

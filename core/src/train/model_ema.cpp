@@ -9,7 +9,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/models/state_dict.hpp"
 
 namespace timm {

@@ -6,8 +6,8 @@
 #include <limits>
 #include <sstream>
 
-#include "timm/core/error.hpp"
-#include "timm/core/python_repr.hpp"
+#include "timm/base/error.hpp"
+#include "timm/base/python_repr.hpp"
 #include "timm/io/atomic_file.hpp"
 #include "timm/log/log.hpp"
 

@@ -5,8 +5,8 @@
 #include <ctime>
 #include <fstream>
 
-#include "timm/core/error.hpp"
-#include "timm/core/python_repr.hpp"
+#include "timm/base/error.hpp"
+#include "timm/base/python_repr.hpp"
 
 namespace timm {
 namespace fs = std::filesystem;

@@ -6,7 +6,7 @@
 
 #include <torch/cuda.h>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/dist/setup_check.hpp"
 #include "timm/dist/sync_batchnorm.hpp"
 #include "timm/log/log.hpp"

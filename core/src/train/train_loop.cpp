@@ -6,9 +6,9 @@
 
 #include <torch/utils.h>
 
-#include "timm/core/error.hpp"
-#include "timm/core/python_repr.hpp"
-#include "timm/core/stopwatch.hpp"
+#include "timm/base/error.hpp"
+#include "timm/base/python_repr.hpp"
+#include "timm/base/stopwatch.hpp"
 #include "timm/data/transform.hpp"
 #include "timm/dist/eval.hpp"
 #include "timm/log/log.hpp"

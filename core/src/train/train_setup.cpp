@@ -6,7 +6,7 @@
 
 #include <torch/utils.h>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/data/dataset.hpp"
 #include "timm/data/transform.hpp"
 #include "timm/dist/sampler.hpp"

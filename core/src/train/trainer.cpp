@@ -4,7 +4,7 @@
 
 #include <c10/util/Exception.h>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/dist/setup_check.hpp"
 #include "timm/log/log.hpp"
 #include "trainer_internal.hpp"

@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "pil_ops.hpp"
-#include "timm/core/error.hpp"
-#include "timm/core/python_repr.hpp"
+#include "timm/base/error.hpp"
+#include "timm/base/python_repr.hpp"
 
 namespace timm::autoaugment {
 namespace {

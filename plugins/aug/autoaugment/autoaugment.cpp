@@ -3,7 +3,7 @@
 // "v0r", "3a"), with timm's config grammar. The ops, policies and parsers
 // are this plugin's own (auto_augment.hpp, on the PIL ops of pil_ops.hpp).
 #include "auto_augment.hpp"
-#include "timm/core/plugin.hpp"
+#include "timm/plugin/plugin.hpp"
 
 TIMM_PLUGIN("aug_autoaugment") {
   using namespace timm;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 namespace timm::autoaugment {
 namespace {

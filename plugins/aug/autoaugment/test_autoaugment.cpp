@@ -13,9 +13,9 @@
 
 #include "auto_augment.hpp"
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
-#include "timm/core/python_repr.hpp"
-#include "timm/core/registry.hpp"
+#include "timm/base/error.hpp"
+#include "timm/base/python_repr.hpp"
+#include "timm/plugin/registry.hpp"
 #include "timm/data/dataset.hpp"
 #include "timm/data/loader.hpp"
 #include "timm/data/transform.hpp"

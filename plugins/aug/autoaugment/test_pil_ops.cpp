@@ -10,7 +10,7 @@
 
 #include "pil_ops.hpp"
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/data/image_ops.hpp"
 
 using namespace timm;

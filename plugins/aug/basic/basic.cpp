@@ -10,8 +10,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "timm/core/error.hpp"
-#include "timm/core/plugin.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/plugin.hpp"
 #include "timm/data/image_ops.hpp"
 #include "timm/log/log.hpp"
 

@@ -8,7 +8,7 @@
 #include <unordered_set>
 
 #include "test_support.hpp"
-#include "timm/core/registry.hpp"
+#include "timm/plugin/registry.hpp"
 #include "timm/data/image_ops.hpp"
 #include "timm/data/transform.hpp"
 

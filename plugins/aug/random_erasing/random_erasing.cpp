@@ -3,7 +3,7 @@
 // geometry lives in the SDK (timm/data/random_erasing.hpp).
 #include <memory>
 
-#include "timm/core/plugin.hpp"
+#include "timm/plugin/plugin.hpp"
 #include "timm/data/random_erasing.hpp"
 
 namespace timm {

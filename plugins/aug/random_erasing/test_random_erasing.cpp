@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
-#include "timm/core/registry.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/registry.hpp"
 #include "timm/data/random_erasing.hpp"
 #include "timm/data/transform.hpp"
 

@@ -22,8 +22,8 @@
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 
-#include "timm/core/error.hpp"
-#include "timm/core/plugin.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/plugin.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/mlp.hpp"

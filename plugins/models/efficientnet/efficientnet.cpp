@@ -31,8 +31,8 @@
 
 #include "efficientnet_blocks.hpp"
 #include "efficientnet_builder.hpp"
-#include "timm/core/error.hpp"
-#include "timm/core/plugin.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/plugin.hpp"
 #include "timm/layers/activations.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/norm_act.hpp"

@@ -1,6 +1,6 @@
 #include "efficientnet_blocks.hpp"
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/layers/squeeze_excite.hpp"
 
 namespace timm::efficientnet {

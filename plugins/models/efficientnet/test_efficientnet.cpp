@@ -22,8 +22,8 @@
 
 #include "model_parity.hpp"
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
-#include "timm/core/registry.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/registry.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/norm_act.hpp"
 #include "timm/models/model.hpp"

@@ -19,8 +19,8 @@
 
 #include "model_parity.hpp"
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
-#include "timm/core/registry.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/registry.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/models/model.hpp"
 #include "timm/models/state_dict.hpp"

@@ -29,8 +29,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/pooling.h>
 
-#include "timm/core/error.hpp"
-#include "timm/core/plugin.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/plugin.hpp"
 #include "timm/layers/batch_norm.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"

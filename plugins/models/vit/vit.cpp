@@ -31,8 +31,8 @@
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 
-#include "timm/core/error.hpp"
-#include "timm/core/plugin.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/plugin.hpp"
 #include "timm/layers/attention.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/layer_scale.hpp"

@@ -5,7 +5,7 @@
 // parameter without gradient on some steps; parameters and state compared.
 #include "optim_parity.hpp"
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 #include <doctest/doctest.h>
 

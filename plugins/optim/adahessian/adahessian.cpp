@@ -17,8 +17,8 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
-#include "timm/core/error.hpp"
-#include "timm/core/plugin.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/plugin.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
 #include "timm/optim/optimizer.hpp"
 

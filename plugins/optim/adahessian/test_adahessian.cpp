@@ -7,7 +7,7 @@
 // generator in both.
 #include "optim_parity.hpp"
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 #include <doctest/doctest.h>
 

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "adam_family.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
 
 namespace timm::adam {

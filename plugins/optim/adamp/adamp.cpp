@@ -7,8 +7,8 @@
 // ops; the projection decides per tensor, as timm.
 #include <cmath>
 
-#include "timm/core/error.hpp"
-#include "timm/core/plugin.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/plugin.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
 
 namespace timm {

@@ -6,7 +6,7 @@
 // not (cosine against delta / sqrt(dim)); both are exercised.
 #include "optim_parity.hpp"
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 #include <doctest/doctest.h>
 

@@ -2,8 +2,8 @@
 // betas (0.9, 0.999) and eps 1e-8 unless --opt-betas / --opt-eps.
 #include <torch/optim/adamw.h>
 
-#include "timm/core/error.hpp"
-#include "timm/core/plugin.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/plugin.hpp"
 #include "timm/optim/optimizer.hpp"
 
 namespace timm {

@@ -4,7 +4,7 @@
 // gradient on some steps; parameters and momentum buffers compared.
 #include "optim_parity.hpp"
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 #include <doctest/doctest.h>
 

@@ -3,8 +3,8 @@
 // max_lr corrected), optional caution. No eps (timm drops --opt-eps).
 #include <cmath>
 
-#include "timm/core/error.hpp"
-#include "timm/core/plugin.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/plugin.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
 
 namespace timm {

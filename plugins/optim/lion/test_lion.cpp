@@ -4,7 +4,7 @@
 // parameters, the state, the groups and the log line compared.
 #include "optim_parity.hpp"
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 #include <doctest/doctest.h>
 

@@ -4,7 +4,7 @@
 // parameters and state compared.
 #include "optim_parity.hpp"
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 #include <doctest/doctest.h>
 

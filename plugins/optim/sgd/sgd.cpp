@@ -3,8 +3,8 @@
 // per parameter group (coupled L2, torch's SGD semantics).
 #include <torch/optim/sgd.h>
 
-#include "timm/core/error.hpp"
-#include "timm/core/plugin.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/plugin.hpp"
 #include "timm/optim/optimizer.hpp"
 
 namespace timm {

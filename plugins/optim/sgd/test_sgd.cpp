@@ -3,7 +3,7 @@
 // steps and a parameter without gradient on some steps.
 #include "optim_parity.hpp"
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 #include <doctest/doctest.h>
 

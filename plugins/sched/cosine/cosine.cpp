@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "timm/core/plugin.hpp"
+#include "timm/plugin/plugin.hpp"
 #include "timm/sched/cycles.hpp"
 #include "timm/sched/scheduler.hpp"
 

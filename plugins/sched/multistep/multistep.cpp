@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "timm/core/plugin.hpp"
+#include "timm/plugin/plugin.hpp"
 #include "timm/sched/scheduler.hpp"
 
 namespace timm {

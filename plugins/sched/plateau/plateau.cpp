@@ -14,9 +14,9 @@
 #include <cmath>
 #include <limits>
 
-#include "timm/core/error.hpp"
-#include "timm/core/plugin.hpp"
-#include "timm/core/python_repr.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/plugin.hpp"
+#include "timm/base/python_repr.hpp"
 #include "timm/sched/scheduler.hpp"
 
 namespace timm {

@@ -8,7 +8,7 @@
 
 #include "sched_parity.hpp"
 #include "test_support.hpp"
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 namespace {
 

@@ -4,7 +4,7 @@
 // and noise. Epochs past the last cycle run at lr_min.
 #include <cmath>
 
-#include "timm/core/plugin.hpp"
+#include "timm/plugin/plugin.hpp"
 #include "timm/sched/cycles.hpp"
 #include "timm/sched/scheduler.hpp"
 

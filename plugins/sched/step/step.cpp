@@ -2,8 +2,8 @@
 // with warmup and noise; decay_t may be fractional (--decay-epochs 2.4).
 #include <cmath>
 
-#include "timm/core/error.hpp"
-#include "timm/core/plugin.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/plugin.hpp"
 #include "timm/sched/scheduler.hpp"
 
 namespace timm {

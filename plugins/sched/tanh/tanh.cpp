@@ -6,9 +6,9 @@
 // the tanh schedule's value at warmup_t, not to the base lr.
 #include <cmath>
 
-#include "timm/core/error.hpp"
-#include "timm/core/plugin.hpp"
-#include "timm/core/python_repr.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/plugin.hpp"
+#include "timm/base/python_repr.hpp"
 #include "timm/sched/cycles.hpp"
 #include "timm/sched/scheduler.hpp"
 

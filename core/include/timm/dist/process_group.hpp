@@ -26,7 +26,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/dist/world.hpp"
 
 namespace timm::dist {

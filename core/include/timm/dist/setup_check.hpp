@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "timm/config/config.hpp"
-#include "timm/core/plugin_loader.hpp"
+#include "timm/plugin/loader.hpp"
 #include "timm/dist/process_group.hpp"
 
 namespace timm::dist {

@@ -32,7 +32,7 @@
 
 #include <ATen/ATen.h>
 
-#include "timm/core/python_repr.hpp"
+#include "timm/base/python_repr.hpp"
 #include "timm/optim/optimizer.hpp"
 
 namespace timm {

@@ -9,7 +9,7 @@
 //
 // Creating an optimizer by name outside timm-run, for any parameters:
 //
-//   #include "timm/core/plugin_loader.hpp"   // once: load the optimizer plugins
+//   #include "timm/plugin/loader.hpp"   // once: load the optimizer plugins
 //   #include "timm/optim/optimizer.hpp"
 //
 //   timm::PluginLoader(timm::Registry::global()).load_directory(plugin_dir, /*required=*/true);
@@ -49,7 +49,7 @@
 #include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
 
-#include "timm/core/python_repr.hpp"
+#include "timm/base/python_repr.hpp"
 #include "timm/models/model.hpp"
 
 namespace timm {

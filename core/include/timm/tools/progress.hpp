@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "timm/core/stopwatch.hpp"
+#include "timm/base/stopwatch.hpp"
 
 namespace timm {
 

@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "timm/config/config.hpp"
-#include "timm/core/plugin_loader.hpp"
+#include "timm/plugin/loader.hpp"
 
 namespace timm {
 

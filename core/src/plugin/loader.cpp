@@ -1,4 +1,4 @@
-#include "timm/core/plugin_loader.hpp"
+#include "timm/plugin/loader.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -9,9 +9,9 @@
 #include <boost/dll/shared_library.hpp>
 #include <torch/version.h>
 
-#include "timm/core/error.hpp"
-#include "timm/core/plugin.hpp"
-#include "timm/core/version.hpp"
+#include "timm/base/error.hpp"
+#include "timm/plugin/plugin.hpp"
+#include "timm/base/version.hpp"
 
 namespace timm {
 namespace fs = std::filesystem;

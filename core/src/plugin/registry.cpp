@@ -1,9 +1,9 @@
-#include "timm/core/registry.hpp"
+#include "timm/plugin/registry.hpp"
 
 #include <algorithm>
 #include <set>
 
-#include "timm/core/names.hpp"
+#include "timm/base/names.hpp"
 
 namespace timm {
 

@@ -1,4 +1,4 @@
-#include "timm/core/names.hpp"
+#include "timm/base/names.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 namespace timm {
 

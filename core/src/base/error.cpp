@@ -1,4 +1,4 @@
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 
 #include <cstdio>
 #include <mutex>

@@ -1,4 +1,4 @@
-#include "timm/core/plugin.hpp"
+#include "timm/plugin/plugin.hpp"
 
 namespace timm {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "timm/core/registry.hpp"
+#include "timm/plugin/registry.hpp"
 
 namespace timm {
 

@@ -1,4 +1,4 @@
-#include "timm/core/app_main.hpp"
+#include "timm/base/app_main.hpp"
 
 #include <exception>
 #include <iostream>
@@ -6,7 +6,7 @@
 
 #include <c10/util/Exception.h>
 
-#include "timm/core/error.hpp"
+#include "timm/base/error.hpp"
 #include "timm/log/log.hpp"
 
 namespace timm {

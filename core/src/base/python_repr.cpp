@@ -1,4 +1,4 @@
-#include "timm/core/python_repr.hpp"
+#include "timm/base/python_repr.hpp"
 
 #include <charconv>
 #include <cmath>

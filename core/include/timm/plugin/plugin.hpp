@@ -5,7 +5,7 @@
 // the torch version and the C++ ABI flag it was built with. The loader checks
 // those before calling `register_plugin`. Write a plugin as:
 //
-//   #include "timm/core/plugin.hpp"
+//   #include "timm/plugin/plugin.hpp"
 //   TIMM_PLUGIN("resnet") {
 //     registrar.add_model("resnet18", "ResNet-18", make_resnet18);
 //   }
@@ -20,8 +20,8 @@
 
 #include <torch/version.h>
 
-#include "timm/core/registry.hpp"
-#include "timm/core/version.hpp"
+#include "timm/plugin/registry.hpp"
+#include "timm/base/version.hpp"
 #include "timm/data/transform.hpp"
 #include "timm/models/model.hpp"
 #include "timm/optim/optimizer.hpp"
