@@ -7,6 +7,7 @@
 #include <string>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 
 #include "test_support.hpp"
@@ -66,7 +67,7 @@ void check_close(const timm::NamedTensors& a, const timm::NamedTensors& b, const
   double max_diff = 0.0;
   for (size_t i = 0; i < a.size(); ++i) {
     REQUIRE(a[i].first == b[i].first);
-    max_diff = std::max(max_diff, worst(a[i].second.to(at::kDouble), b[i].second.to(at::kDouble)));
+    max_diff = timm::test::worst_diff(max_diff, worst(a[i].second.to(at::kDouble), b[i].second.to(at::kDouble)));
     CHECK_MESSAGE(at::allclose(a[i].second.to(at::kDouble), b[i].second.to(at::kDouble), kRtol, kAtol), a[i].first);
   }
   MESSAGE(what << ": max abs diff " << max_diff << " (atol " << kAtol << ", rtol " << kRtol << ")");

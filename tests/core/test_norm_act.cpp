@@ -119,7 +119,7 @@ double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
 void check_close(const std::string& what, const at::Tensor& ours, const at::Tensor& timm, double& worst) {
   REQUIRE_MESSAGE(ours.sizes() == timm.sizes(), what);
   const double diff = max_abs_diff(ours, timm);
-  worst = std::max(worst, diff);
+  worst = timm::test::worst_diff(worst, diff);
   CHECK_MESSAGE(at::allclose(ours.to(at::kDouble), timm.to(at::kDouble), kRtol, kAtol),
                 what << " max abs diff " << diff);
 }

@@ -79,7 +79,7 @@ double max_weight_diff(const fs::path& a, const fs::path& b) {
   double diff = 0.0;
   for (std::size_t i = 0; i < wa.size(); ++i) {
     REQUIRE(wa[i].first == wb[i].first);
-    diff = std::max(diff, (wa[i].second.to(at::kDouble) - wb[i].second.to(at::kDouble)).abs().max().item<double>());
+    diff = timm::test::worst_diff(diff, (wa[i].second.to(at::kDouble) - wb[i].second.to(at::kDouble)).abs().max().item<double>());
   }
   return diff;
 }

@@ -223,7 +223,7 @@ inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile&
     REQUIRE_MESSAGE(grad.defined(), key);
     const at::Tensor& timm_grad = expected.at("grad." + key);
     const double d = max_abs_diff(grad, timm_grad);
-    diffs.grad = std::max(diffs.grad, d);
+    diffs.grad = worst_diff(diffs.grad, d);
     CHECK_MESSAGE(all_close(grad, timm_grad, tol), c.id << " grad " << key << " max abs diff " << d << " (max |grad| "
                                                         << timm_grad.abs().max().item<double>() << ")");
   }

@@ -68,7 +68,7 @@ double max_abs_diff(torch::nn::Module& model, const nlohmann::json& expected) {
   double diff = 0.0;
   for (const auto& item : model.named_parameters()) {
     const at::Tensor want = tensor_from_json(expected.at(item.key()), item.value().sizes());
-    diff = std::max(diff, (item.value().detach() - want).abs().max().item<double>());
+    diff = worst_diff(diff, (item.value().detach() - want).abs().max().item<double>());
   }
   return diff;
 }
@@ -76,8 +76,8 @@ double max_abs_diff(torch::nn::Module& model, const nlohmann::json& expected) {
 void accumulate(const at::Tensor& ours, const at::Tensor& want, double& abs_diff, double& rel_diff) {
   const double diff = (ours.detach().to(at::kDouble) - want.to(at::kDouble)).abs().max().item<double>();
   const double scale = want.to(at::kDouble).abs().max().item<double>();
-  abs_diff = std::max(abs_diff, diff);
-  rel_diff = std::max(rel_diff, scale > 0 ? diff / scale : diff);
+  abs_diff = worst_diff(abs_diff, diff);
+  rel_diff = worst_diff(rel_diff, scale > 0 ? diff / scale : diff);
 }
 
 void compare_state(const Optimizer& optimizer, const OptimCase& c, const nlohmann::json& o,
@@ -211,7 +211,7 @@ double save_load_round_trip(const OptimCase& c, int split, int total) {
 
   double diff = 0.0;
   for (const auto& item : a.named_parameters()) {
-    diff = std::max(diff, (item.value() - resumed.named_parameters()[item.key()]).abs().max().item<double>());
+    diff = worst_diff(diff, (item.value() - resumed.named_parameters()[item.key()]).abs().max().item<double>());
   }
   return diff;
 }
@@ -290,7 +290,7 @@ double state_diff(const Optimizer& optimizer, const nlohmann::json& o) {
         const ForeachOptimizer::State& state = ours->group_state(g);
         INFO("group " << g << " state " << key);
         REQUIRE(state.count(key) == 1);
-        diff = std::max(diff, max_rel_diff(state.at(key), value.get<std::vector<double>>()));
+        diff = worst_diff(diff, max_rel_diff(state.at(key), value.get<std::vector<double>>()));
       }
     }
   }
@@ -304,7 +304,7 @@ double state_diff(const Optimizer& optimizer, const nlohmann::json& o) {
         INFO("lookahead_slow_buff of " << names[i]);
         REQUIRE(want.contains("lookahead_slow_buff") == slow.defined());
         if (slow.defined()) {
-          diff = std::max(diff, max_rel_diff(slow, want.at("lookahead_slow_buff").get<std::vector<double>>()));
+          diff = worst_diff(diff, max_rel_diff(slow, want.at("lookahead_slow_buff").get<std::vector<double>>()));
         }
       }
     }
@@ -316,7 +316,7 @@ double state_diff(const Optimizer& optimizer, const nlohmann::json& o) {
       if (ours == nullptr) continue;               // a torch::optim base: its state is its own
       REQUIRE(by_name.count(name) == 1);
       REQUIRE(by_name.at(name).count(key) == 1);
-      diff = std::max(diff, max_rel_diff(by_name.at(name).at(key), value.get<std::vector<double>>()));
+      diff = worst_diff(diff, max_rel_diff(by_name.at(name).at(key), value.get<std::vector<double>>()));
     }
   }
   return diff;
@@ -405,7 +405,7 @@ double save_load_round_trip_state(const StateCase& m, int split, int total) {
 
   double diff = 0.0;
   for (const auto& item : a->named_parameters()) {
-    diff = std::max(diff, (item.value() - resumed->named_parameters()[item.key()]).abs().max().item<double>());
+    diff = worst_diff(diff, (item.value() - resumed->named_parameters()[item.key()]).abs().max().item<double>());
   }
   return diff;
 }

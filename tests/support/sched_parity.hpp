@@ -124,27 +124,45 @@ inline Schedule cpp_schedule(const SchedulerArgs& args, double lr,
   return s;
 }
 
+// Where two schedules differ: the largest relative difference over every
+// step and group (NaN when an lr is NaN, so that `worst <= tol` fails) and
+// the entries beyond the tolerance. Schedules of different shapes differ
+// everywhere (`same_shape` false).
+struct ScheduleDiff {
+  struct Entry {
+    std::size_t t = 0, group = 0;
+    double ours = 0.0, timm = 0.0;
+  };
+  bool same_shape = true;
+  double worst = 0.0;
+  std::vector<Entry> beyond_tolerance;
+};
+
+inline ScheduleDiff compare_schedules(const Schedule& got, const Schedule& want, double rel_tol) {
+  ScheduleDiff d;
+  d.same_shape = got.num_epochs == want.num_epochs && got.lrs.size() == want.lrs.size();
+  for (std::size_t t = 0; d.same_shape && t < want.lrs.size(); ++t) {
+    d.same_shape = got.lrs[t].size() == want.lrs[t].size();
+    for (std::size_t g = 0; d.same_shape && g < want.lrs[t].size(); ++g) {
+      const double rel = relative_diff(got.lrs[t][g], want.lrs[t][g]);
+      d.worst = worst_diff(d.worst, rel);
+      if (!(rel <= rel_tol)) d.beyond_tolerance.push_back({t, g, got.lrs[t][g], want.lrs[t][g]});
+    }
+  }
+  return d;
+}
+
 // Checks our schedule for `c` against timm's (`want`) within `rel_tol`
 // (relative) and returns the largest relative difference.
 inline double check_schedule(const SchedCase& c, const Schedule& want, double rel_tol = 1e-9) {
   const Schedule got = cpp_schedule(c.args, c.lr, c.metrics);
-  CHECK(got.num_epochs == want.num_epochs);
-  REQUIRE(got.lrs.size() == want.lrs.size());
-  double worst = 0.0;
-  for (std::size_t t = 0; t < want.lrs.size(); ++t) {
-    REQUIRE(got.lrs[t].size() == want.lrs[t].size());
-    for (std::size_t g = 0; g < want.lrs[t].size(); ++g) {
-      const double a = got.lrs[t][g];
-      const double b = want.lrs[t][g];
-      const double scale = std::max(std::abs(a), std::abs(b));
-      const double rel = scale == 0.0 ? 0.0 : std::abs(a - b) / scale;
-      if (rel > rel_tol) {
-        FAIL_CHECK("t " << t << " group " << g << ": lr " << a << " vs timm " << b);
-      }
-      worst = std::max(worst, rel);
-    }
+  const ScheduleDiff d = compare_schedules(got, want, rel_tol);
+  REQUIRE_MESSAGE(d.same_shape, "epochs " << got.num_epochs << " vs timm " << want.num_epochs << ", steps "
+                                          << got.lrs.size() << " vs timm " << want.lrs.size());
+  for (const ScheduleDiff::Entry& e : d.beyond_tolerance) {
+    FAIL_CHECK("t " << e.t << " group " << e.group << ": lr " << e.ours << " vs timm " << e.timm);
   }
-  return worst;
+  return d.worst;
 }
 
 // Runs every case of a test file through timm once, on first use.

@@ -2,9 +2,12 @@
 // folders, child processes and the files the oracle writes.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -54,6 +57,22 @@ std::string read_file(const std::filesystem::path& path);
 // An h x w x c image from the raw interleaved pixels in `path` (as
 // data_oracle.py writes them); throws when the size is not h * w * c.
 Image read_raw(const std::filesystem::path& path, int64_t h, int64_t w, int64_t c);
+
+// The worse of two differences, NaN winning. Folding differences with
+// std::max drops a NaN that comes second (std::max(0.0, NaN) is 0.0), so a
+// model or optimizer that outputs NaN would pass its parity check; with this,
+// the folded difference is NaN and `diff <= tolerance` fails.
+inline double worst_diff(double acc, double diff) {
+  return std::isnan(acc) || std::isnan(diff) ? std::numeric_limits<double>::quiet_NaN() : std::max(acc, diff);
+}
+
+// |a - b| relative to the larger magnitude (0 when both are 0); NaN when
+// either is NaN or exactly one is infinite (inf / inf).
+inline double relative_diff(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  if (a == b) return 0.0;
+  return std::abs(a - b) / std::max(std::abs(a), std::abs(b));
+}
 
 // The largest absolute difference between two equally long byte arrays
 // (e.g. Image::pixels); throws when the lengths differ.
