@@ -83,13 +83,12 @@ TEST_CASE("image-in-tar errors name the input") {
   CHECK_THROWS_WITH_AS(make_image_in_tar(dir.path(), 3), doctest::Contains("no .tar files"), Error);
   std::ofstream(dir / "notes.txt") << "x";
   CHECK_THROWS_AS(make_image_in_tar(dir / "notes.txt", 3), UsageError);
-  // A truncated tar: the header promises more bytes than the file has.
+  // A truncated tar: the header promises more bytes than the file has. It is
+  // refused when listed (test_hostile_data.cpp has more hostile headers).
   std::string header(512, '\0');
   header.replace(0, 9, "a/img.png");
   header.replace(124, 11, "00000010000");
   header[156] = '0';
   std::ofstream(dir / "bad.tar", std::ios::binary) << header << "short";
-  auto ds = make_image_in_tar(dir / "bad.tar", 3);
-  REQUIRE(ds->size() == 1);
-  CHECK_THROWS_WITH_AS(ds->image(0), doctest::Contains("bad.tar"), Error);
+  CHECK_THROWS_WITH_AS(make_image_in_tar(dir / "bad.tar", 3), doctest::Contains("bad.tar"), Error);
 }

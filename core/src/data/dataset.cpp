@@ -1,10 +1,12 @@
 #include "timm/data/dataset.hpp"
 
 #include <c10/util/Exception.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <span>
@@ -26,25 +28,46 @@ struct FoundFile {
   std::string label;
 };
 
+// A folder's identity, whatever path reached it.
+struct FolderId {
+  dev_t device;
+  ino_t inode;
+  bool operator==(const FolderId&) const = default;
+};
+
 // os.walk(top, topdown=False, followlinks=True): sub-folders first (in
-// directory order), then the folder's own files. `rel` is the folder relative
-// to the root; the label is its last component ('' for the root itself).
-void walk(const fs::path& dir, const std::string& dir_string, const std::string& label, std::vector<FoundFile>& out) {
+// directory order), then the folder's own files. The label is the folder's
+// last component ('' for the root itself). `ancestors` are the folders being
+// walked, root first: a folder symlink back to one of them would make
+// os.walk repeat the tree until paths grow too long (and, with two such
+// links, take exponential time), so it is an error.
+void walk(const fs::path& dir, const std::string& dir_string, const std::string& label,
+          std::vector<FolderId>& ancestors, const fs::path& root, std::vector<FoundFile>& out) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return;  // os.walk ignores folders it cannot list
+  const FolderId id{st.st_dev, st.st_ino};
+  if (std::find(ancestors.begin(), ancestors.end(), id) != ancestors.end()) {
+    throw Error("image folder " + in_quotes(root.string()) + ": " + in_quotes(dir_string) +
+                " is a symlink cycle: it leads back to a folder that contains it; expected a tree");
+  }
   std::error_code ec;
-  fs::directory_iterator it(dir, ec);
-  if (ec) return;  // os.walk ignores folders it cannot list
   std::vector<std::pair<fs::path, std::string>> subdirs;
   std::vector<std::string> files;
-  for (const fs::directory_entry& entry : it) {
+  // increment(ec): the range-for's operator++ would throw a filesystem_error;
+  // os.walk drops a folder whose listing fails.
+  for (fs::directory_iterator it(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     std::error_code type_ec;
-    const std::string name = entry.path().filename().string();
-    if (entry.is_directory(type_ec)) {
-      subdirs.emplace_back(entry.path(), name);
+    const std::string name = it->path().filename().string();
+    if (it->is_directory(type_ec)) {
+      subdirs.emplace_back(it->path(), name);
     } else {
       files.push_back(name);
     }
   }
-  for (const auto& [path, name] : subdirs) walk(path, dir_string + "/" + name, name, out);
+  if (ec) return;
+  ancestors.push_back(id);
+  for (const auto& [path, name] : subdirs) walk(path, dir_string + "/" + name, name, ancestors, root, out);
+  ancestors.pop_back();
   for (const std::string& name : files) {
     if (has_image_extension(name)) out.push_back({dir_string + "/" + name, label});
   }
@@ -58,7 +81,8 @@ class ImageFolderDataset final : public Dataset {
     std::string root_string = root.string();
     while (root_string.size() > 1 && root_string.back() == '/') root_string.pop_back();
     std::vector<FoundFile> found;
-    walk(root, root_string, "", found);
+    std::vector<FolderId> ancestors;
+    walk(root, root_string, "", ancestors, root, found);
     if (found.empty()) {
       throw Error("image folder " + in_quotes(root.string()) +
                   ": found no images; expected class sub-folders with .png, .jpg or .jpeg files");
@@ -92,29 +116,84 @@ class ImageFolderDataset final : public Dataset {
 
 // ---- Fashion-MNIST (IDX files) --------------------------------------------
 
-// Reads a whole file through zlib, which passes uncompressed files through.
-std::vector<std::uint8_t> read_maybe_gzip(const fs::path& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
-  if (file == nullptr) throw Error("fashion-mnist: cannot open " + in_quotes(path.string()));
-  std::vector<std::uint8_t> out;
-  std::array<std::uint8_t, 1 << 16> buffer;
-  while (true) {
-    const int n = gzread(file, buffer.data(), buffer.size());
-    if (n < 0) {
-      int err = 0;
-      const std::string message = gzerror(file, &err);
-      gzclose(file);
-      throw Error("fashion-mnist: " + in_quotes(path.string()) + " is corrupt: " + message);
-    }
-    if (n == 0) break;
-    out.insert(out.end(), buffer.begin(), buffer.begin() + n);
-  }
-  gzclose(file);
-  return out;
+// The largest IDX payload read: Fashion-MNIST's training images are 47 MB,
+// the largest MNIST-style sets (EMNIST) about 550 MB. The header's sizes are
+// checked against it before any byte is read, so a small gzip cannot expand
+// into gigabytes.
+constexpr std::uint64_t kMaxIdxBytes = std::uint64_t{1} << 30;
+
+[[noreturn]] void bad_idx(const fs::path& path, const std::string& what) {
+  throw Error("fashion-mnist: " + in_quotes(path.string()) + ": " + what);
 }
+
+// A file read through zlib, which passes uncompressed files through.
+class GzReader {
+ public:
+  explicit GzReader(const fs::path& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
+    if (file_ == nullptr) throw Error("fashion-mnist: cannot open " + in_quotes(path.string()));
+  }
+  ~GzReader() { gzclose(file_); }
+  GzReader(const GzReader&) = delete;
+  GzReader& operator=(const GzReader&) = delete;
+
+  // Appends up to `n` bytes to `out`: fewer only at the end of the data.
+  // `out` grows with what was actually decompressed, never by `n` at once.
+  void read(std::vector<std::uint8_t>& out, std::uint64_t n) {
+    std::array<std::uint8_t, 1 << 16> buffer;
+    while (n > 0) {
+      const int got = gzread(file_, buffer.data(), static_cast<unsigned>(std::min<std::uint64_t>(n, buffer.size())));
+      if (got < 0) {
+        int err = 0;
+        bad_idx(path_, std::string("corrupt: ") + gzerror(file_, &err));
+      }
+      if (got == 0) return;
+      out.insert(out.end(), buffer.begin(), buffer.begin() + got);
+      n -= static_cast<std::uint64_t>(got);
+    }
+  }
+
+ private:
+  fs::path path_;
+  gzFile file_;
+};
 
 std::uint32_t be32(const std::vector<std::uint8_t>& b, std::size_t at) {
   return (std::uint32_t{b[at]} << 24) | (std::uint32_t{b[at + 1]} << 16) | (std::uint32_t{b[at + 2]} << 8) | b[at + 3];
+}
+
+// An IDX file's dimensions: the big-endian u32 counts after the magic number
+// (0x0000080N: unsigned bytes, N dimensions), read from `in`.
+std::vector<std::uint32_t> idx_header(GzReader& in, const fs::path& path, std::uint32_t magic, const char* kind) {
+  const std::size_t dims = magic & 0xFF;
+  std::vector<std::uint8_t> header;
+  in.read(header, 4 + 4 * dims);
+  if (header.size() < 4 + 4 * dims || be32(header, 0) != magic) {
+    char hex[11];
+    std::snprintf(hex, sizeof hex, "0x%08X", magic);
+    bad_idx(path, std::string("not an IDX ") + kind + " file; expected magic number " + std::to_string(magic) + " (" +
+                      hex + ")");
+  }
+  std::vector<std::uint32_t> out;
+  for (std::size_t d = 0; d < dims; ++d) out.push_back(be32(header, 4 + 4 * d));
+  return out;
+}
+
+// The rest of an IDX file, which must be exactly `bytes` long; `header_bytes`
+// and `what` ("2 images of 28x28") are for the message. Reads at most one
+// byte more than `bytes`.
+std::vector<std::uint8_t> idx_payload(GzReader& in, const fs::path& path, std::uint64_t header_bytes,
+                                      std::uint64_t bytes, const std::string& what) {
+  const std::string expected = "expected " + std::to_string(header_bytes + bytes) + " for " + what;
+  if (bytes > kMaxIdxBytes) {
+    bad_idx(path, "declares " + what + ", " + std::to_string(bytes) + " bytes; expected at most " +
+                      std::to_string(kMaxIdxBytes));
+  }
+  std::vector<std::uint8_t> out;
+  in.read(out, bytes + 1);
+  if (out.size() > bytes)
+    bad_idx(path, "has more than " + std::to_string(header_bytes + bytes) + " bytes; " + expected);
+  if (out.size() < bytes) bad_idx(path, "has " + std::to_string(header_bytes + out.size()) + " bytes; " + expected);
+  return out;
 }
 
 fs::path idx_file(const fs::path& root, const std::string& stem) {
@@ -133,35 +212,29 @@ class FashionMnistDataset final : public Dataset {
   FashionMnistDataset(const fs::path& root, const std::string& prefix, int64_t channels) : channels_(channels) {
     const fs::path images_path = idx_file(root, prefix + "-images-idx3-ubyte");
     const fs::path labels_path = idx_file(root, prefix + "-labels-idx1-ubyte");
-    const std::vector<std::uint8_t> images = read_maybe_gzip(images_path);
-    labels_ = read_maybe_gzip(labels_path);
-    auto bad = [](const fs::path& p, const std::string& what) {
-      return Error("fashion-mnist: " + in_quotes(p.string()) + ": " + what);
-    };
-    if (images.size() < 16 || be32(images, 0) != 2051) {
-      throw bad(images_path, "not an IDX image file; expected magic number 2051 (0x00000803)");
+    GzReader images(images_path), labels(labels_path);
+    const std::vector<std::uint32_t> shape = idx_header(images, images_path, 2051, "image");
+    const std::uint32_t label_count = idx_header(labels, labels_path, 2049, "label")[0];
+    count_ = shape[0];
+    rows_ = shape[1];
+    cols_ = shape[2];
+    const std::string images_of =
+        std::to_string(count_) + " images of " + std::to_string(rows_) + "x" + std::to_string(cols_);
+    if (rows_ == 0 || cols_ == 0) bad_idx(images_path, "declares " + images_of + "; expected images of 1x1 or more");
+    // Each factor is below 2^32: the first product fits, the second may not.
+    std::uint64_t image_bytes = 0;
+    if (__builtin_mul_overflow(std::uint64_t{count_} * rows_, std::uint64_t{cols_}, &image_bytes)) {
+      bad_idx(images_path, "declares " + images_of + ", more than 2^64 bytes");
     }
-    if (labels_.size() < 8 || be32(labels_, 0) != 2049) {
-      throw bad(labels_path, "not an IDX label file; expected magic number 2049 (0x00000801)");
+    pixels_ = idx_payload(images, images_path, 16, image_bytes, images_of);
+    if (label_count != count_) {
+      bad_idx(labels_path, "has " + std::to_string(label_count) + " labels; expected " + std::to_string(count_) +
+                               ", one per image of " + in_quotes(images_path.string()));
     }
-    count_ = be32(images, 4);
-    rows_ = be32(images, 8);
-    cols_ = be32(images, 12);
-    const std::size_t expected = 16 + std::size_t{count_} * rows_ * cols_;
-    if (images.size() != expected) {
-      throw bad(images_path, "has " + std::to_string(images.size()) + " bytes; expected " + std::to_string(expected) +
-                                 " for " + std::to_string(count_) + " images of " + std::to_string(rows_) + "x" +
-                                 std::to_string(cols_));
-    }
-    if (be32(labels_, 4) != count_ || labels_.size() != 8 + std::size_t{count_}) {
-      throw bad(labels_path, "has " + std::to_string(be32(labels_, 4)) + " labels; expected " + std::to_string(count_) +
-                                 ", one per image");
-    }
-    labels_.erase(labels_.begin(), labels_.begin() + 8);
+    labels_ = idx_payload(labels, labels_path, 8, count_, std::to_string(count_) + " labels");
     for (std::uint8_t label : labels_) {
-      if (label >= 10) throw bad(labels_path, "has label " + std::to_string(label) + "; expected 0..9");
+      if (label >= 10) bad_idx(labels_path, "has label " + std::to_string(label) + "; expected 0..9");
     }
-    pixels_.assign(images.begin() + 16, images.end());
   }
 
   std::size_t size() const override { return count_; }

@@ -7,6 +7,7 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
+#include <atomic>
 #include <csetjmp>
 #include <cstring>
 #include <fstream>
@@ -14,6 +15,7 @@
 
 #include "timm/base/error.hpp"
 #include "timm/data/image_ops.hpp"
+#include "timm/log/log.hpp"
 
 namespace timm {
 namespace {
@@ -27,6 +29,25 @@ bool is_png(std::span<const std::uint8_t> b) {
 
 [[noreturn]] void fail(const std::string& source, const std::string& what) {
   throw Error("image " + in_quotes(source) + ": " + what);
+}
+
+// PIL's _decompression_bomb_check, on the size a header declares and before
+// any pixel buffer exists: a JPEG or PNG of a few hundred bytes may declare
+// 65000x65000 pixels (12.7 GB as RGB, per loader worker).
+void check_pixel_count(int64_t width, int64_t height, const std::string& source) {
+  const int64_t pixels = width * height;
+  const std::string size =
+      std::to_string(width) + "x" + std::to_string(height) + " (" + std::to_string(pixels) + " pixels)";
+  if (pixels > 2 * kMaxImagePixels) {
+    fail(source, size + " exceeds the limit of " + std::to_string(2 * kMaxImagePixels) +
+                     " pixels; refused as a possible decompression bomb, as PIL does");
+  }
+  // PIL warns through Python's warnings, which show it once per place.
+  static std::atomic<bool> warned{false};
+  if (pixels > kMaxImagePixels && !warned.exchange(true)) {
+    log_warning("image " + in_quotes(source) + ": " + size + " exceeds PIL's MAX_IMAGE_PIXELS (" +
+                std::to_string(kMaxImagePixels) + "), could be a decompression bomb; decoding it (warned once)");
+  }
 }
 
 // ---- JPEG ------------------------------------------------------------------
@@ -68,6 +89,7 @@ Image decode_jpeg(std::span<const std::uint8_t> bytes, const std::string& source
   if (tjDecompressHeader3(tj, data, size, &width, &height, &subsamp, &colorspace) != 0) {
     fail(source, std::string("corrupt JPEG header: ") + tjGetErrorStr2(tj));
   }
+  check_pixel_count(width, height, source);
   const bool gray = colorspace == TJCS_GRAY;
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   const int pixel_format = gray ? TJPF_GRAY : (cmyk ? TJPF_CMYK : TJPF_RGB);
@@ -77,8 +99,9 @@ Image decode_jpeg(std::span<const std::uint8_t> bytes, const std::string& source
   width = TJSCALED(width, factor);
   height = TJSCALED(height, factor);
   std::vector<std::uint8_t> raw(static_cast<std::size_t>(width) * height * decoded_channels);
-  // Exact (ISLOW, fancy upsampling) by default, as PIL decodes.
-  if (tjDecompress2(tj, data, size, raw.data(), width, 0, height, pixel_format, 0) != 0) {
+  // Exact (ISLOW, fancy upsampling) by default, as PIL decodes. A progressive
+  // JPEG of thousands of tiny scans costs minutes: over 500, an error.
+  if (tjDecompress2(tj, data, size, raw.data(), width, 0, height, pixel_format, TJFLAG_LIMITSCANS) != 0) {
     const std::string message = tjGetErrorStr2(tj);
     // libjpeg warnings (extraneous bytes, ...) leave a usable image and PIL
     // accepts them; a truncated file is an error in PIL and here.
@@ -123,6 +146,15 @@ void png_error_callback(png_structp png, png_const_charp message) {
 
 void png_warning_callback(png_structp, png_const_charp) {}
 
+// Frees libpng's structs on every way out, the longjmp-then-throw one too.
+struct PngStructs {
+  png_structp png = nullptr;
+  png_infop info = nullptr;
+  ~PngStructs() {
+    if (png != nullptr) png_destroy_read_struct(&png, info != nullptr ? &info : nullptr, nullptr);
+  }
+};
+
 // Converts one decoded row to RGB or L as PIL's modes do: 16-bit samples keep
 // their high byte, except 16-bit grayscale, which PIL opens as "I;16" and
 // clips to 255 when converting.
@@ -159,16 +191,18 @@ void convert_png_row(const std::uint8_t* in, std::uint8_t* out, int64_t width, i
 
 Image decode_png(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels) {
   PngReader reader{bytes, 0, {}};
-  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &reader, png_error_callback, png_warning_callback);
+  PngStructs structs;
+  structs.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &reader, png_error_callback, png_warning_callback);
+  png_structp png = structs.png;
   if (png == nullptr) fail(source, "libpng: out of memory");
-  png_infop info = png_create_info_struct(png);
+  structs.info = png_create_info_struct(png);
+  png_infop info = structs.info;
   // Buffers live outside the setjmp scope so a longjmp cannot skip their
   // destructors' bookkeeping.
   std::vector<std::uint8_t> raw;
   std::vector<png_bytep> rows;
   Image image;
   if (info == nullptr || setjmp(png_jmpbuf(png))) {
-    png_destroy_read_struct(&png, info != nullptr ? &info : nullptr, nullptr);
     fail(source, "corrupt PNG: " + (reader.error.empty() ? std::string("libpng failed") : reader.error));
   }
   png_set_read_fn(png, &reader, png_read_callback);
@@ -177,6 +211,7 @@ Image decode_png(std::span<const std::uint8_t> bytes, const std::string& source,
   png_read_info(png, info);
   const png_uint_32 width = png_get_image_width(png, info);
   const png_uint_32 height = png_get_image_height(png, info);
+  check_pixel_count(width, height, source);
   int color_type = png_get_color_type(png, info);
   int bit_depth = png_get_bit_depth(png, info);
   if (color_type == PNG_COLOR_TYPE_PALETTE) {
@@ -196,7 +231,6 @@ Image decode_png(std::span<const std::uint8_t> bytes, const std::string& source,
   for (png_uint_32 y = 0; y < height; ++y) rows[y] = raw.data() + y * rowbytes;
   png_read_image(png, rows.data());
   png_read_end(png, nullptr);
-  png_destroy_read_struct(&png, &info, nullptr);
 
   image = Image(height, width, channels);
   for (png_uint_32 y = 0; y < height; ++y)

@@ -3,12 +3,15 @@
 // one level of tars inside tars. Members are byte ranges of the files, read
 // with pread so that loader threads share one descriptor per file.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "timm/base/error.hpp"
@@ -45,6 +48,15 @@ class File {
   }
   const std::string& path() const { return path_; }
 
+  // The size of the open file (not of whatever the path names by now).
+  int64_t size() const {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0)
+      throw Error("image-in-tar: cannot stat " + in_quotes(path_) + ": " + std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) throw Error("image-in-tar: " + in_quotes(path_) + " is not a regular file");
+    return static_cast<int64_t>(st.st_size);
+  }
+
  private:
   std::string path_;
   int fd_;
@@ -57,52 +69,90 @@ struct Member {
   int64_t size = 0;
 };
 
-std::string field(const std::uint8_t* header, int begin, int length) {
+// A NUL-terminated (or full-length) string field.
+std::string field(const std::uint8_t* header, std::size_t begin, std::size_t length) {
   const char* p = reinterpret_cast<const char*>(header + begin);
   return std::string(p, strnlen(p, length));
 }
 
-// Octal (NUL/space padded) or GNU base-256 numbers.
-int64_t number(const std::uint8_t* header, int begin, int length, const std::string& tar) {
-  if (header[begin] & 0x80) {
-    int64_t v = header[begin] & 0x7F;
-    for (int i = 1; i < length; ++i) v = (v << 8) | header[begin + i];
+// GNU long names and pax headers are a few hundred bytes in practice; a
+// larger one is refused rather than read into memory.
+constexpr int64_t kMaxMetadataBytes = int64_t{1} << 20;
+
+[[noreturn]] void corrupt_header(const File& file, int64_t at, const std::string& what) {
+  throw Error("image-in-tar: " + in_quotes(file.path()) + ": corrupt header at byte " + std::to_string(at) + ": " +
+              what);
+}
+
+// The size field (12 bytes at 124): octal digits, NUL/space padded, or GNU
+// base-256 (first byte 0x80, then a big-endian number; 0xFF marks a negative
+// one). Never negative; the caller checks it against the archive.
+int64_t member_size(const std::uint8_t* header, const File& file, int64_t at) {
+  constexpr int kBegin = 124, kLength = 12;
+  const std::uint8_t first = header[kBegin];
+  if (first & 0x80) {
+    if (first != 0x80) corrupt_header(file, at, "negative or oversized base-256 member size");
+    int64_t v = 0;
+    for (int i = 1; i < kLength; ++i) {
+      if (v > (std::numeric_limits<int64_t>::max() >> 8)) corrupt_header(file, at, "base-256 member size overflows");
+      v = (v << 8) | header[kBegin + i];
+    }
     return v;
   }
+  // At most 12 octal digits: below 2^36, no overflow.
   int64_t v = 0;
-  for (int i = 0; i < length; ++i) {
-    const char c = static_cast<char>(header[begin + i]);
+  for (int i = 0; i < kLength; ++i) {
+    const char c = static_cast<char>(header[kBegin + i]);
     if (c == '\0' || c == ' ') {
       if (v != 0) break;
       continue;
     }
-    if (c < '0' || c > '7') throw Error("image-in-tar: " + in_quotes(tar) + " has a corrupt header");
+    if (c < '0' || c > '7') corrupt_header(file, at, "member size is not an octal number");
     v = v * 8 + (c - '0');
   }
   return v;
 }
 
-// The "path" of a pax extended header's records ("<len> key=value\n").
-std::string pax_path(const std::vector<std::uint8_t>& data) {
+// The decimal length that starts a pax record, up to its space; nullopt when
+// malformed or longer than `limit`.
+std::optional<std::size_t> pax_length(const std::vector<std::uint8_t>& data, std::size_t& pos, std::size_t limit) {
+  std::size_t length = 0;
+  const std::size_t begin = pos;
+  for (; pos < data.size() && data[pos] != ' '; ++pos) {
+    if (data[pos] < '0' || data[pos] > '9') return std::nullopt;
+    length = length * 10 + (data[pos] - '0');
+    if (length > limit) return std::nullopt;
+  }
+  if (pos == begin || pos >= data.size()) return std::nullopt;
+  return length;
+}
+
+// The "path" of a pax extended header's records ("<len> key=value\n"); a
+// malformed record is an error, as in tarfile.
+std::string pax_path(const std::vector<std::uint8_t>& data, const File& file, int64_t at) {
   std::size_t pos = 0;
   std::string path;
-  while (pos < data.size()) {
-    std::size_t space = pos;
-    while (space < data.size() && data[space] != ' ') ++space;
-    if (space >= data.size()) break;
-    const std::size_t length = std::stoul(std::string(data.begin() + pos, data.begin() + space));
-    if (length == 0 || pos + length > data.size()) break;
-    const std::string record(data.begin() + space + 1, data.begin() + pos + length - 1);
+  // tarfile stops at a NUL: the records may be padded.
+  while (pos < data.size() && data[pos] != 0) {
+    const std::size_t record_begin = pos;
+    const std::optional<std::size_t> length = pax_length(data, pos, data.size() - record_begin);
+    // The length counts the digits, the space and the closing newline.
+    const std::size_t record_end = record_begin + length.value_or(0);
+    if (!length || record_end <= pos + 1 || data[record_end - 1] != '\n') {
+      corrupt_header(file, at, "malformed pax record at byte " + std::to_string(record_begin) + " of its data");
+    }
+    const std::string record(data.begin() + pos + 1, data.begin() + record_end - 1);
     const std::size_t eq = record.find('=');
     if (eq != std::string::npos && record.substr(0, eq) == "path") path = record.substr(eq + 1);
-    pos += length;
+    pos = record_end;
   }
   return path;
 }
 
 // Python's tarfile listing of the tar occupying [begin, end) of `file`:
 // ustar prefixes, GNU long names and pax paths applied; stops at the first
-// zero block, as tarfile does.
+// zero block, as tarfile does. A member reaching past `end` is refused: every
+// position moves forward by at least one block and stays within the file.
 std::vector<Member> list_members(const File& file, int64_t begin, int64_t end) {
   std::vector<Member> members;
   std::string long_name;
@@ -110,13 +160,24 @@ std::vector<Member> list_members(const File& file, int64_t begin, int64_t end) {
   while (pos + kBlock <= end) {
     const std::vector<std::uint8_t> header = file.read(pos, kBlock);
     if (std::all_of(header.begin(), header.end(), [](std::uint8_t b) { return b == 0; })) break;
-    const int64_t size = number(header.data(), 124, 12, file.path());
+    const int64_t size = member_size(header.data(), file, pos);
     const char type = static_cast<char>(header[156]);
     const int64_t data = pos + kBlock;
+    if (size > end - data) {
+      corrupt_header(file, pos,
+                     "member " + in_quotes(field(header.data(), 0, 100)) + " declares " + std::to_string(size) +
+                         " bytes; only " + std::to_string(end - data) + " remain in the archive");
+    }
+    const int64_t header_at = pos;
     pos = data + (size + kBlock - 1) / kBlock * kBlock;
     if (type == 'L' || type == 'x') {
+      if (size > kMaxMetadataBytes) {
+        corrupt_header(file, header_at,
+                       (type == 'L' ? "GNU long name of " : "pax header of ") + std::to_string(size) +
+                           " bytes; expected at most " + std::to_string(kMaxMetadataBytes));
+      }
       const std::vector<std::uint8_t> bytes = file.read(data, size);
-      long_name = type == 'L' ? field(bytes.data(), 0, static_cast<int>(size)) : pax_path(bytes);
+      long_name = type == 'L' ? field(bytes.data(), 0, bytes.size()) : pax_path(bytes, file, header_at);
       continue;
     }
     std::string name = field(header.data(), 0, 100);
@@ -175,9 +236,10 @@ class ImageInTarDataset final : public Dataset {
       tars.emplace_back(root, "");
     } else {
       // glob(root/*.tar): directory order, hidden files skipped, case-sensitive.
-      for (const fs::directory_entry& entry : fs::directory_iterator(root, ec)) {
-        const std::string name = entry.path().filename().string();
-        if (!name.starts_with('.') && name.ends_with(".tar")) tars.emplace_back(entry.path(), split_ext(name).first);
+      // increment(ec): the range-for's operator++ would throw a filesystem_error.
+      for (fs::directory_iterator it(root, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (!name.starts_with('.') && name.ends_with(".tar")) tars.emplace_back(it->path(), split_ext(name).first);
       }
       if (ec) throw Error("image-in-tar: cannot list " + in_quotes(root.string()) + ": " + ec.message());
     }
@@ -225,7 +287,7 @@ class ImageInTarDataset final : public Dataset {
     files_.push_back(std::make_unique<File>(path));
     const File& file = *files_.back();
     const std::size_t index = files_.size() - 1;
-    const int64_t end = static_cast<int64_t>(fs::file_size(path));
+    const int64_t end = file.size();
     std::vector<Found> own;
     for (const Member& m : list_members(file, 0, end)) {
       const auto [stem, ext] = split_ext(split_path(m.path).second);

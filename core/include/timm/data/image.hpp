@@ -25,10 +25,16 @@ struct Image {
   bool empty() const { return pixels.empty(); }
 };
 
+// PIL's Image.MAX_IMAGE_PIXELS (1 GiB / 4 / 3). Decoding an image whose
+// header declares more pixels logs a warning (once per process); more than
+// twice as many throws Error before any pixel buffer is allocated (PIL's
+// DecompressionBombError), so that the loader skips the file as a bad one.
+constexpr int64_t kMaxImagePixels = 89478485;
+
 // Decodes JPEG (libjpeg-turbo) or PNG (libpng), chosen by the file's magic
 // bytes, converting to `channels` (1: PIL "L", 3: PIL "RGB"; alpha dropped,
-// palettes expanded, grayscale expanded). A corrupt or unsupported file
-// throws Error naming `source`.
+// palettes expanded, grayscale expanded). A corrupt or unsupported file, or
+// one over the pixel limit (kMaxImagePixels), throws Error naming `source`.
 Image decode_image(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels);
 
 // A JPEG's (height, width) from its header; nullopt when `bytes` is not a
@@ -38,7 +44,8 @@ std::optional<std::pair<int64_t, int64_t>> jpeg_dimensions(std::span<const std::
 // Decodes a JPEG at 1/denominator of its size (1, 2, 4 or 8) with
 // libjpeg-turbo's DCT-domain scaling: ceil(width / d) x ceil(height / d),
 // much cheaper than a full decode. Not PIL's pixels for d > 1 (PIL's
-// draft mode would be the counterpart). Errors as decode_image.
+// draft mode would be the counterpart). Errors and the pixel limit (on the
+// full size, as PIL checks it at open) as decode_image.
 Image decode_jpeg_scaled(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels,
                          int denominator);
 
