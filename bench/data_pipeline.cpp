@@ -21,13 +21,13 @@
 
 #include "timm/base/app_main.hpp"
 #include "timm/base/error.hpp"
-#include "timm/plugin/loader.hpp"
-#include "timm/plugin/registry.hpp"
 #include "timm/base/stopwatch.hpp"
 #include "timm/data/dataset.hpp"
 #include "timm/data/image.hpp"
 #include "timm/data/loader.hpp"
 #include "timm/data/transform.hpp"
+#include "timm/plugin/loader.hpp"
+#include "timm/plugin/registry.hpp"
 #include "timm/tools/tool_args.hpp"
 
 namespace fs = std::filesystem;

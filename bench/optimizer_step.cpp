@@ -21,10 +21,10 @@
 
 #include "timm/base/app_main.hpp"
 #include "timm/base/error.hpp"
-#include "timm/plugin/loader.hpp"
-#include "timm/plugin/registry.hpp"
 #include "timm/base/stopwatch.hpp"
 #include "timm/optim/optimizer.hpp"
+#include "timm/plugin/loader.hpp"
+#include "timm/plugin/registry.hpp"
 #include "timm/tools/tool_args.hpp"
 
 namespace {

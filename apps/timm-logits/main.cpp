@@ -25,9 +25,7 @@
 
 #include "timm/base/app_main.hpp"
 #include "timm/base/error.hpp"
-#include "timm/plugin/loader.hpp"
 #include "timm/base/python_repr.hpp"
-#include "timm/plugin/registry.hpp"
 #include "timm/data/dataset.hpp"
 #include "timm/data/image.hpp"
 #include "timm/data/transform.hpp"
@@ -38,6 +36,8 @@
 #include "timm/models/channels_last.hpp"
 #include "timm/models/load_weights.hpp"
 #include "timm/models/model.hpp"
+#include "timm/plugin/loader.hpp"
+#include "timm/plugin/registry.hpp"
 #include "timm/tools/tool_args.hpp"
 
 namespace fs = std::filesystem;

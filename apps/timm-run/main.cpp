@@ -7,13 +7,13 @@
 
 #include <c10/util/Exception.h>
 
-#include "timm/config/config.hpp"
 #include "timm/base/app_main.hpp"
 #include "timm/base/error.hpp"
+#include "timm/base/stopwatch.hpp"
+#include "timm/config/config.hpp"
+#include "timm/log/log.hpp"
 #include "timm/plugin/loader.hpp"
 #include "timm/plugin/registry.hpp"
-#include "timm/base/stopwatch.hpp"
-#include "timm/log/log.hpp"
 #include "timm/train/trainer.hpp"
 
 namespace {

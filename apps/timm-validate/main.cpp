@@ -14,10 +14,10 @@
 
 #include "timm/base/app_main.hpp"
 #include "timm/base/error.hpp"
-#include "timm/plugin/loader.hpp"
-#include "timm/plugin/registry.hpp"
 #include "timm/base/stopwatch.hpp"
 #include "timm/log/log.hpp"
+#include "timm/plugin/loader.hpp"
+#include "timm/plugin/registry.hpp"
 #include "timm/tools/eval_setup.hpp"
 #include "timm/tools/progress.hpp"
 #include "timm/tools/results_file.hpp"

@@ -5,8 +5,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/options/conv.h>
 
-#include "timm/plugin/plugin.hpp"
 #include "timm/models/model.hpp"
+#include "timm/plugin/plugin.hpp"
 
 namespace example {
 

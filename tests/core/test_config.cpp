@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "test_support.hpp"
-#include "timm/config/config.hpp"
 #include "timm/base/error.hpp"
+#include "timm/config/config.hpp"
 
 using timm::Action;
 using timm::CommandLine;

@@ -17,9 +17,9 @@
 #include "timm/base/error.hpp"
 #include "timm/io/safetensors.hpp"
 #include "timm/layers/batch_norm.hpp"
+#include "timm/layers/norm_act.hpp"
 #include "timm/layers/split_batchnorm.hpp"
 #include "timm/models/state_dict.hpp"
-#include "timm/layers/norm_act.hpp"
 
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>

@@ -21,9 +21,9 @@
 #include "timm/base/error.hpp"
 #include "timm/dist/sync_batchnorm.hpp"
 #include "timm/layers/batch_norm.hpp"
+#include "timm/layers/norm_act.hpp"
 #include "timm/models/model.hpp"
 #include "timm/models/state_dict.hpp"
-#include "timm/layers/norm_act.hpp"
 
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>

@@ -8,8 +8,8 @@
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
 #include "timm/base/names.hpp"
-#include "timm/plugin/registry.hpp"
 #include "timm/optim/optimizer.hpp"
+#include "timm/plugin/registry.hpp"
 
 #include <doctest/doctest.h>
 

@@ -22,11 +22,11 @@
 #include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
-#include "timm/plugin/registry.hpp"
 #include "timm/io/safetensors.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/models/model.hpp"
 #include "timm/models/state_dict.hpp"
+#include "timm/plugin/registry.hpp"
 
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>

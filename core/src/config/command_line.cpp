@@ -23,9 +23,9 @@
 #include <boost/program_options/positional_options.hpp>
 #include <boost/program_options/value_semantic.hpp>
 
-#include "timm/config/config.hpp"
 #include "timm/base/error.hpp"
 #include "timm/base/names.hpp"
+#include "timm/config/config.hpp"
 
 namespace timm {
 namespace {

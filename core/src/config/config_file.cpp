@@ -5,9 +5,9 @@
 #include <charconv>
 #include <map>
 
-#include "timm/config/config.hpp"
 #include "timm/base/error.hpp"
 #include "timm/base/names.hpp"
+#include "timm/config/config.hpp"
 
 namespace timm {
 namespace {

@@ -4,8 +4,8 @@
 #include <array>
 #include <string_view>
 
-#include "timm/config/config.hpp"
 #include "timm/base/error.hpp"
+#include "timm/config/config.hpp"
 
 namespace timm {
 namespace {

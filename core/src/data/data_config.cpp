@@ -2,8 +2,8 @@
 
 #include <sstream>
 
-#include "timm/config/config.hpp"
 #include "timm/base/error.hpp"
+#include "timm/config/config.hpp"
 #include "timm/data/dataset.hpp"
 
 namespace timm {

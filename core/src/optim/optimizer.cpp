@@ -18,9 +18,9 @@
 
 #include "timm/base/error.hpp"
 #include "timm/base/names.hpp"
-#include "timm/plugin/registry.hpp"
 #include "timm/optim/lookahead.hpp"
 #include "timm/optim/param_groups.hpp"
+#include "timm/plugin/registry.hpp"
 
 namespace timm {
 

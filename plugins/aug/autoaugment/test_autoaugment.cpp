@@ -15,10 +15,10 @@
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
 #include "timm/base/python_repr.hpp"
-#include "timm/plugin/registry.hpp"
 #include "timm/data/dataset.hpp"
 #include "timm/data/loader.hpp"
 #include "timm/data/transform.hpp"
+#include "timm/plugin/registry.hpp"
 
 using namespace timm;
 using namespace timm::autoaugment;

@@ -11,9 +11,9 @@
 #include <numeric>
 
 #include "timm/base/error.hpp"
-#include "timm/plugin/plugin.hpp"
 #include "timm/data/image_ops.hpp"
 #include "timm/log/log.hpp"
+#include "timm/plugin/plugin.hpp"
 
 namespace timm {
 namespace {

@@ -8,9 +8,9 @@
 #include <unordered_set>
 
 #include "test_support.hpp"
-#include "timm/plugin/registry.hpp"
 #include "timm/data/image_ops.hpp"
 #include "timm/data/transform.hpp"
+#include "timm/plugin/registry.hpp"
 
 using namespace timm;
 

@@ -3,8 +3,8 @@
 // geometry lives in the SDK (timm/data/random_erasing.hpp).
 #include <memory>
 
-#include "timm/plugin/plugin.hpp"
 #include "timm/data/random_erasing.hpp"
+#include "timm/plugin/plugin.hpp"
 
 namespace timm {
 namespace {

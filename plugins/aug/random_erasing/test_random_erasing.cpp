@@ -11,9 +11,9 @@
 
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
-#include "timm/plugin/registry.hpp"
 #include "timm/data/random_erasing.hpp"
 #include "timm/data/transform.hpp"
+#include "timm/plugin/registry.hpp"
 
 using namespace timm;
 

@@ -23,13 +23,13 @@
 #include <torch/nn/modules/linear.h>
 
 #include "timm/base/error.hpp"
-#include "timm/plugin/plugin.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/mlp.hpp"
 #include "timm/layers/norm.hpp"
 #include "timm/layers/weight_init.hpp"
 #include "timm/models/model.hpp"
+#include "timm/plugin/plugin.hpp"
 
 namespace timm::convnext {
 namespace {

@@ -12,10 +12,10 @@
 #include "model_parity.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
-#include "timm/plugin/registry.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/models/model.hpp"
 #include "timm/models/state_dict.hpp"
+#include "timm/plugin/registry.hpp"
 
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>

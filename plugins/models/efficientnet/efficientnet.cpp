@@ -32,12 +32,12 @@
 #include "efficientnet_blocks.hpp"
 #include "efficientnet_builder.hpp"
 #include "timm/base/error.hpp"
-#include "timm/plugin/plugin.hpp"
 #include "timm/layers/activations.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/norm_act.hpp"
 #include "timm/log/log.hpp"
 #include "timm/models/model.hpp"
+#include "timm/plugin/plugin.hpp"
 
 namespace timm::efficientnet {
 namespace {

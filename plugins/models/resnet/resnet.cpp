@@ -30,12 +30,12 @@
 #include <torch/nn/modules/pooling.h>
 
 #include "timm/base/error.hpp"
-#include "timm/plugin/plugin.hpp"
 #include "timm/layers/batch_norm.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/squeeze_excite.hpp"
 #include "timm/models/model.hpp"
+#include "timm/plugin/plugin.hpp"
 
 namespace timm::resnet {
 namespace {

@@ -32,7 +32,6 @@
 #include <torch/nn/modules/linear.h>
 
 #include "timm/base/error.hpp"
-#include "timm/plugin/plugin.hpp"
 #include "timm/layers/attention.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/layer_scale.hpp"
@@ -41,6 +40,7 @@
 #include "timm/layers/patch_embed.hpp"
 #include "timm/layers/weight_init.hpp"
 #include "timm/models/model.hpp"
+#include "timm/plugin/plugin.hpp"
 
 namespace timm::vit {
 namespace {

@@ -18,9 +18,9 @@
 #include <torch/serialize/output-archive.h>
 
 #include "timm/base/error.hpp"
-#include "timm/plugin/plugin.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
 #include "timm/optim/optimizer.hpp"
+#include "timm/plugin/plugin.hpp"
 
 namespace timm {
 namespace {

@@ -1,8 +1,8 @@
 // "adam": the Adam family of timm's registry, each name bound to the class
 // and defaults timm binds it to (timm/optim/_optim_factory.py).
 #include "adam_family.hpp"
-#include "timm/plugin/plugin.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
+#include "timm/plugin/plugin.hpp"
 
 TIMM_PLUGIN("adam") {
   using timm::bind_defaults;

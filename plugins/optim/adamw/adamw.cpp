@@ -3,8 +3,8 @@
 #include <torch/optim/adamw.h>
 
 #include "timm/base/error.hpp"
-#include "timm/plugin/plugin.hpp"
 #include "timm/optim/optimizer.hpp"
+#include "timm/plugin/plugin.hpp"
 
 namespace timm {
 namespace {

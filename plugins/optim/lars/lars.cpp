@@ -5,9 +5,9 @@
 #include <ATen/ATen.h>
 
 #include "timm/base/error.hpp"
-#include "timm/plugin/plugin.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
 #include "timm/optim/optimizer.hpp"
+#include "timm/plugin/plugin.hpp"
 
 namespace timm {
 namespace {

@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "timm/base/error.hpp"
-#include "timm/plugin/plugin.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
+#include "timm/plugin/plugin.hpp"
 
 namespace timm {
 namespace {

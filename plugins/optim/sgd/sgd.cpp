@@ -4,8 +4,8 @@
 #include <torch/optim/sgd.h>
 
 #include "timm/base/error.hpp"
-#include "timm/plugin/plugin.hpp"
 #include "timm/optim/optimizer.hpp"
+#include "timm/plugin/plugin.hpp"
 
 namespace timm {
 namespace {

@@ -15,8 +15,8 @@
 #include <limits>
 
 #include "timm/base/error.hpp"
-#include "timm/plugin/plugin.hpp"
 #include "timm/base/python_repr.hpp"
+#include "timm/plugin/plugin.hpp"
 #include "timm/sched/scheduler.hpp"
 
 namespace timm {

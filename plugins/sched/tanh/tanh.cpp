@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "timm/base/error.hpp"
-#include "timm/plugin/plugin.hpp"
 #include "timm/base/python_repr.hpp"
+#include "timm/plugin/plugin.hpp"
 #include "timm/sched/cycles.hpp"
 #include "timm/sched/scheduler.hpp"
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "timm/config/config.hpp"
-#include "timm/plugin/loader.hpp"
 #include "timm/dist/process_group.hpp"
+#include "timm/plugin/loader.hpp"
 
 namespace timm::dist {
 

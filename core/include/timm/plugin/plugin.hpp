@@ -20,11 +20,11 @@
 
 #include <torch/version.h>
 
-#include "timm/plugin/registry.hpp"
 #include "timm/base/version.hpp"
 #include "timm/data/transform.hpp"
 #include "timm/models/model.hpp"
 #include "timm/optim/optimizer.hpp"
+#include "timm/plugin/registry.hpp"
 #include "timm/sched/scheduler.hpp"
 
 namespace timm {
