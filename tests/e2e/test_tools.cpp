@@ -148,6 +148,12 @@ TEST_CASE("timm-validate on a folder of checkpoints writes one CSV row per check
     CHECK(missing.output.find("--checkpoint") != std::string::npos);
     const auto unknown = run_command({tool("timm-validate"), "--no-such-flag"});
     CHECK(unknown.exit_code == 2);
+    // Crop modes are the registered crops; the plugins' list is in the message.
+    const auto crop = run_command({tool("timm-validate"), "--checkpoint", run.checkpoint().string(), "--crop-mode",
+                                   "zoom", "--num-samples", "8", "-j", "1"});
+    CHECK(crop.exit_code == 2);
+    CHECK_MESSAGE(crop.output.find("no registered crop for crop mode 'zoom'; the crops: ") != std::string::npos,
+                  crop.output);
   }
 }
 

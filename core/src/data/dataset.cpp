@@ -334,6 +334,11 @@ bool is_fashion_mnist(std::string_view name) {
   return name == "fashion-mnist" || name == "fashion_mnist" || name == "torch/fashion_mnist";
 }
 
+std::string default_dataset_name(const std::string& dataset, bool has_data_dir) {
+  if (!dataset.empty()) return dataset;
+  return has_data_dir ? "" : "fashion-mnist";
+}
+
 fs::path find_split_folder(const fs::path& root, const std::string& split) {
   const std::string name = split_name(split);
   std::error_code ec;

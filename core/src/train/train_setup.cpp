@@ -19,12 +19,6 @@
 namespace timm::train_detail {
 namespace {
 
-std::string dataset_name(const TrainArgs& args) {
-  if (!args.dataset.empty()) return args.dataset;
-  // With no data at all, train on the built-in Fashion-MNIST.
-  return args.data_dir ? "" : "fashion-mnist";
-}
-
 ModelArgs model_args(const TrainArgs& args, int64_t num_classes, int64_t in_chans) {
   ModelArgs result;
   result.num_classes = num_classes;
@@ -315,7 +309,7 @@ void make_scheduler(const TrainArgs& args, TrainSetup& setup) {
 void set_up_model_and_data(const TrainArgs& args, const Config& config, Distributed& dist, const torch::Device& device,
                            TrainSetup& setup) {
   // Datasets first: their class count and defaults shape the model.
-  const std::string dataset = dataset_name(args);
+  const std::string dataset = default_dataset_name(args.dataset, args.data_dir.has_value());
   const DatasetDefaults defaults = dataset_defaults(dataset);
   const int64_t in_chans = resolve_in_chans(config, defaults);
   const Datasets datasets = load_datasets(args, dataset, in_chans);

@@ -73,6 +73,10 @@ inline const std::filesystem::path kFashionMnistDir = "/usr/share/datasets/fashi
 // "fashion-mnist", "fashion_mnist" or "torch/fashion_mnist".
 bool is_fashion_mnist(std::string_view name);
 
+// The dataset of a run that names none (--dataset empty): the image folder
+// when --data-dir is given, else the built-in Fashion-MNIST.
+std::string default_dataset_name(const std::string& dataset, bool has_data_dir);
+
 // timm's split folder search: root/<split>, else the synonyms of train
 // (train, training) or eval (val, valid, validation, eval, evaluation), else
 // root itself.
