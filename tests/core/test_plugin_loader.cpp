@@ -1,15 +1,28 @@
-// The plugin loader against fixture plugins, one failure mode each.
-#include <doctest/doctest.h>
+// The plugin loader against fixture plugins, one failure mode each, and the
+// checks it makes before opening anything: who may write the file and its
+// folder, what is a plugin file, relative folders, all failures in one error.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
-#include "timm/plugin/plugin.hpp"
-#include "timm/plugin/loader.hpp"
-#include "timm/plugin/registry.hpp"
 #include "timm/models/model.hpp"
+#include "timm/plugin/loader.hpp"
+#include "timm/plugin/plugin.hpp"
+#include "timm/plugin/registry.hpp"
+
+#include <doctest/doctest.h>
 
 namespace fs = std::filesystem;
 using timm::PluginKind;
@@ -34,6 +47,108 @@ std::string error_of(F&& f) {
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+void set_mode(const fs::path& path, unsigned mode) {
+  fs::permissions(path, static_cast<fs::perms>(mode), fs::perm_options::replace);
+}
+
+// The canonical path of a fresh folder `name` under `tmp`, mode 0755 whatever
+// the umask (so that only what a test changes is untrusted).
+fs::path make_folder(const timm::test::TempDir& tmp, const std::string& name) {
+  set_mode(tmp.path(), 0755);
+  const fs::path dir = fs::canonical(tmp.path()) / name;
+  fs::create_directories(dir);
+  set_mode(dir, 0755);
+  return dir;
+}
+
+// Copies the library of fixture `name` into `dir` as `as` (default: its own
+// file name), mode 0755; returns the copy's path.
+fs::path copy_fixture(const std::string& name, const fs::path& dir, const std::string& as = "") {
+  const fs::path to = dir / (as.empty() ? name + ".so" : as);
+  fs::copy_file(fixture_so(name), to);
+  set_mode(to, 0755);
+  return to;
+}
+
+// Whether the dynamic linker has `path` open (RTLD_NOLOAD opens nothing).
+bool is_open(const fs::path& path) {
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (handle == nullptr) return false;
+  dlclose(handle);  // drops the reference RTLD_NOLOAD took
+  return true;
+}
+
+// Sends what is printed on stdout (timm's info log) to `file` until finish().
+class CaptureStdout {
+ public:
+  explicit CaptureStdout(fs::path file) : file_(std::move(file)) {
+    std::fflush(stdout);
+    saved_ = ::dup(STDOUT_FILENO);
+    const int fd = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    REQUIRE(saved_ >= 0);
+    REQUIRE(fd >= 0);
+    ::dup2(fd, STDOUT_FILENO);
+    ::close(fd);
+  }
+  ~CaptureStdout() { restore(); }
+  CaptureStdout(const CaptureStdout&) = delete;
+  CaptureStdout& operator=(const CaptureStdout&) = delete;
+
+  // What was printed since construction.
+  std::string finish() {
+    restore();
+    return timm::test::read_file(file_);
+  }
+
+ private:
+  void restore() {
+    if (saved_ < 0) return;
+    std::fflush(stdout);
+    ::dup2(saved_, STDOUT_FILENO);
+    ::close(saved_);
+    saved_ = -1;
+  }
+  fs::path file_;
+  int saved_ = -1;
+};
+
+// Runs in `dir` until destroyed, then back in the folder it started in.
+class InFolder {
+ public:
+  explicit InFolder(const fs::path& dir) : previous_(fs::current_path()) { fs::current_path(dir); }
+  ~InFolder() {
+    std::error_code ec;
+    fs::current_path(previous_, ec);
+  }
+  InFolder(const InFolder&) = delete;
+  InFolder& operator=(const InFolder&) = delete;
+
+ private:
+  fs::path previous_;
+};
+
+// Sets an environment variable until destroyed, then restores it.
+class EnvVar {
+ public:
+  EnvVar(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) previous_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~EnvVar() {
+    if (previous_) {
+      ::setenv(name_, previous_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  EnvVar(const EnvVar&) = delete;
+  EnvVar& operator=(const EnvVar&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> previous_;
+};
 
 }  // namespace
 
@@ -149,4 +264,255 @@ TEST_CASE("a folder the user named must exist") {
   const std::string message = error_of([&] { loader.load_directory("/nonexistent/plugins", true); });
   CHECK(contains(message, "plugin folder '/nonexistent/plugins' does not exist"));
   loader.load_directory("/nonexistent/plugins", false);  // a default folder may be missing
+}
+
+TEST_CASE("a world-writable plugin file is refused with the chmod hint, before it is opened") {
+  timm::test::TempDir tmp;
+  const fs::path dir = make_folder(tmp, "plugins");
+  const fs::path so = copy_fixture("fixture_good", dir);
+  set_mode(so, 0777);
+  Registry registry;
+  PluginLoader loader(registry);
+  const std::string message = error_of([&] { loader.load_directory(dir, /*required=*/true); });
+  CHECK(contains(message, "plugin '" + so.string() +
+                              "': refused: the file is writable by every user (mode 0777); run `chmod o-w " +
+                              so.string() + "`"));
+  CHECK(!is_open(so));  // refused before dlopen ran any of its code
+  CHECK(registry.size() == 0);
+  CHECK(loader.loaded().empty());
+  CHECK(contains(error_of([&] { loader.load_file(so); }), "refused: the file is writable by every user"));
+
+  // The suggested fix is enough.
+  set_mode(so, 0755);
+  loader.load_directory(dir, /*required=*/true);
+  CHECK(loader.loaded().size() == 1);
+  CHECK(registry.find(PluginKind::kModel, "fixture_tiny") != nullptr);
+}
+
+TEST_CASE("a world-writable plugin folder is refused whole, with the chmod hint") {
+  timm::test::TempDir tmp;
+  const fs::path dir = make_folder(tmp, "plugins");
+  const fs::path so = copy_fixture("fixture_good", dir);
+  set_mode(dir, 0777);
+  Registry registry;
+  PluginLoader loader(registry);
+  const std::string message = error_of([&] { loader.load_directory(dir, /*required=*/true); });
+  CHECK(contains(message, "plugin folder '" + dir.string() +
+                              "': refused: the folder is writable by every user (mode 0777); run `chmod o-w " +
+                              dir.string() + "`"));
+  // The sticky bit (as on /tmp) does not make a folder safe: anyone may add a file.
+  set_mode(dir, 01777);
+  CHECK(contains(error_of([&] { loader.load_directory(dir, true); }), "writable by every user (mode 1777)"));
+  // A file named directly is judged with its folder.
+  const std::string direct = error_of([&] { loader.load_file(so); });
+  CHECK(contains(direct, "plugin '" + so.string() + "': refused: its folder '" + dir.string() +
+                             "' is writable by every user (mode 1777); run `chmod o-w " + dir.string() + "`"));
+  CHECK(!is_open(so));
+  CHECK(registry.size() == 0);
+}
+
+TEST_CASE("a symlinked plugin is judged by its target, and a refusal names the link and the target") {
+  timm::test::TempDir tmp;
+  const fs::path targets = make_folder(tmp, "targets");
+  const fs::path plugins = make_folder(tmp, "plugins");
+  const fs::path target = copy_fixture("fixture_good", targets);
+  const fs::path link = plugins / "linked.so";
+  fs::create_symlink(target, link);
+
+  SUBCASE("a good target loads, with the target as its origin") {
+    Registry registry;
+    PluginLoader loader(registry);
+    loader.load_directory(plugins, /*required=*/true);
+    REQUIRE(loader.loaded().size() == 1);
+    CHECK(loader.loaded()[0].path == target);
+    REQUIRE(registry.find(PluginKind::kModel, "fixture_tiny") != nullptr);
+    CHECK(registry.find(PluginKind::kModel, "fixture_tiny")->origin == target.string());
+  }
+  SUBCASE("a world-writable target") {
+    set_mode(target, 0666);
+    Registry registry;
+    PluginLoader loader(registry);
+    const std::string message = error_of([&] { loader.load_directory(plugins, /*required=*/true); });
+    CHECK(contains(message, "plugin '" + link.string() + "' (resolves to '" + target.string() +
+                                "'): refused: the file '" + target.string() +
+                                "' is writable by every user (mode 0666); run `chmod o-w " + target.string() + "`"));
+    CHECK(!is_open(target));
+  }
+  SUBCASE("a target in a world-writable folder") {
+    set_mode(targets, 0777);
+    Registry registry;
+    PluginLoader loader(registry);
+    const std::string message = error_of([&] { loader.load_directory(plugins, /*required=*/true); });
+    CHECK(contains(message, "plugin '" + link.string() + "' (resolves to '" + target.string() +
+                                "'): refused: its folder '" + targets.string() +
+                                "' is writable by every user (mode 0777)"));
+    CHECK(!is_open(target));
+  }
+}
+
+TEST_CASE("a plugin file or folder owned by another user is refused (root only: making one needs chown)") {
+  REQUIRE_MESSAGE(geteuid() == 0, "giving a file to another uid needs root; run this test as root");
+  const uid_t other = 12345;
+  timm::test::TempDir tmp;
+  const fs::path dir = make_folder(tmp, "plugins");
+  const fs::path so = copy_fixture("fixture_good", dir);
+  Registry registry;
+  PluginLoader loader(registry);
+
+  REQUIRE(::chown(so.c_str(), other, static_cast<gid_t>(-1)) == 0);
+  const std::string file_message = error_of([&] { loader.load_directory(dir, /*required=*/true); });
+  CHECK(contains(file_message, "plugin '" + so.string() +
+                                   "': refused: the file is owned by uid 12345, not by the user running (uid 0) or "
+                                   "root; chown it (`chown 0 " +
+                                   so.string() + "`)"));
+  CHECK(!is_open(so));
+
+  REQUIRE(::chown(so.c_str(), 0, static_cast<gid_t>(-1)) == 0);
+  REQUIRE(::chown(dir.c_str(), other, static_cast<gid_t>(-1)) == 0);
+  const std::string folder_message = error_of([&] { loader.load_directory(dir, /*required=*/true); });
+  CHECK(contains(folder_message, "plugin folder '" + dir.string() +
+                                     "': refused: the folder is owned by uid 12345, not by the user running (uid 0) "
+                                     "or root"));
+  CHECK(registry.size() == 0);
+
+  // Owned by root (and so by the user running): loads.
+  REQUIRE(::chown(dir.c_str(), 0, static_cast<gid_t>(-1)) == 0);
+  loader.load_directory(dir, /*required=*/true);
+  CHECK(loader.loaded().size() == 1);
+}
+
+TEST_CASE("relative plugin folders are resolved once, against the start-up folder, and logged") {
+  timm::test::TempDir tmp;
+  const fs::path rel = make_folder(tmp, "rel");
+  const fs::path env = make_folder(tmp, "envrel");
+  const fs::path root = rel.parent_path();
+  copy_fixture("fixture_good", rel);
+  copy_fixture("fixture_duplicate_a", env);
+
+  std::string log;
+  timm::PluginSearchPath path;
+  {
+    const EnvVar plugin_path("TIMM_PLUGIN_PATH", "./envrel");
+    const InFolder in_root(root);
+    CaptureStdout capture(root / "log.txt");
+    path = timm::plugin_search_path({"rel", (root / "rel").string()});
+    log = capture.finish();
+  }
+  REQUIRE(path.user_dirs.size() == 3);
+  CHECK(path.user_dirs[0] == root / "rel");
+  CHECK(path.user_dirs[1] == root / "rel");  // named absolute: unchanged
+  CHECK(path.user_dirs[2] == root / "envrel");
+  CHECK(contains(log, "plugin folder 'rel' resolved to '" + (root / "rel").string() + "'"));
+  CHECK(contains(log, "plugin folder './envrel' resolved to '" + (root / "envrel").string() + "'"));
+  CHECK(!contains(log, "plugin folder '/"));  // absolute folders need no note
+
+  // Loaded from another current folder: the resolved folders are used, each once.
+  const InFolder elsewhere(fs::path("/"));
+  Registry registry;
+  const timm::PluginSearchPath user_only{path.user_dirs, {}};
+  const std::vector<timm::LoadedPlugin> loaded = timm::load_plugins(registry, user_only);
+  CHECK(loaded.size() == 2);
+  CHECK(registry.find(PluginKind::kModel, "fixture_tiny") != nullptr);
+  CHECK(registry.find(PluginKind::kModel, "fixture_duplicate") != nullptr);
+}
+
+TEST_CASE("only regular *.so files are loaded: folders, fifos, sockets and dangling links are skipped") {
+  timm::test::TempDir tmp;
+  const fs::path dir = make_folder(tmp, "plugins");
+  const fs::path good = copy_fixture("fixture_good", dir);
+  fs::create_directory(dir / "folder.so");
+  REQUIRE(::mkfifo((dir / "fifo.so").c_str(), 0644) == 0);  // dlopen would block on it
+  {
+    const std::string socket_path = (dir / "socket.so").string();
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    REQUIRE(socket_path.size() < sizeof(address.sun_path));
+    std::memcpy(address.sun_path, socket_path.c_str(), socket_path.size() + 1);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    const int bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address));
+    ::close(fd);
+    REQUIRE(bound == 0);
+  }
+  const fs::path missing = dir.parent_path() / "missing.so";
+  fs::create_symlink(missing, dir / "dangling.so");
+  fs::create_symlink(dir / "folder.so", dir / "folder_link.so");
+  {
+    std::FILE* notes = std::fopen((dir / "notes.txt").c_str(), "w");  // not *.so: never looked at
+    REQUIRE(notes != nullptr);
+    std::fclose(notes);
+  }
+
+  Registry registry;
+  PluginLoader loader(registry);
+  REQUIRE_NOTHROW(loader.load_directory(dir, /*required=*/true));
+  REQUIRE(loader.loaded().size() == 1);
+  CHECK(loader.loaded()[0].path == good);
+  CHECK(registry.find(PluginKind::kModel, "fixture_tiny") != nullptr);
+
+  // Named directly, each is an error saying what it is.
+  CHECK(contains(
+      error_of([&] { loader.load_file(dir / "dangling.so"); }),
+      "plugin '" + (dir / "dangling.so").string() + "': a link to '" + missing.string() + "', which does not exist"));
+  CHECK(contains(error_of([&] { loader.load_file(dir / "fifo.so"); }), "not a regular file (a fifo)"));
+  CHECK(contains(error_of([&] { loader.load_file(dir / "socket.so"); }), "not a regular file (a socket)"));
+  CHECK(contains(error_of([&] { loader.load_file(dir / "folder.so"); }), "not a regular file (a folder)"));
+}
+
+TEST_CASE("a folder of bad plugins names each one with its reason in one error, and loads the rest") {
+  timm::test::TempDir tmp;
+  const fs::path dir = make_folder(tmp, "plugins");
+  const fs::path good = copy_fixture("fixture_good", dir);
+  const fs::path no_entry = copy_fixture("fixture_no_entry", dir);
+  const fs::path throws = copy_fixture("fixture_throws", dir);
+  const fs::path wrong_abi = copy_fixture("fixture_wrong_abi", dir);
+  const fs::path dup_a = copy_fixture("fixture_duplicate_a", dir, "zz_dup_a.so");  // after the bad ones
+  const fs::path dup_b = copy_fixture("fixture_duplicate_b", dir, "zz_dup_b.so");
+
+  Registry registry;
+  PluginLoader loader(registry);
+  const std::string message = error_of([&] { loader.load_directory(dir, /*required=*/true); });
+  CHECK(contains(message, "(4 problems)"));
+  CHECK(contains(
+      message, "\n  plugin '" + no_entry.string() + "': not a timm-cpp plugin: missing entry point 'timm_plugin_v1'"));
+  CHECK(contains(message, "\n  plugin '" + throws.string() + "': registration failed: cannot initialise the fixture"));
+  CHECK(contains(message, "\n  plugin '" + wrong_abi.string() + "': built for SDK ABI version " +
+                              std::to_string(timm::kSdkAbiVersion + 1)));
+  CHECK(contains(message, "\n  duplicate model name 'fixture_duplicate': registered by '" + dup_a.string() +
+                              "' and by '" + dup_b.string() + "'"));
+  // In the order they were tried.
+  CHECK(message.find(no_entry.string()) < message.find(throws.string()));
+  CHECK(message.find(throws.string()) < message.find(wrong_abi.string()));
+  CHECK(message.find(no_entry.string()) == message.rfind(no_entry.string()));
+
+  // The good ones, before and after the bad ones, loaded; a bad one registered nothing.
+  REQUIRE(loader.loaded().size() == 2);
+  CHECK(loader.loaded()[0].path == good);
+  CHECK(loader.loaded()[1].path == dup_a);
+  CHECK(registry.find(PluginKind::kModel, "fixture_tiny") != nullptr);
+  REQUIRE(registry.find(PluginKind::kModel, "fixture_duplicate") != nullptr);
+  CHECK(registry.find(PluginKind::kModel, "fixture_duplicate")->origin == dup_a.string());
+  CHECK(registry.find(PluginKind::kModel, "fixture_before_throw") == nullptr);
+}
+
+TEST_CASE("the failures of every folder on the search path come in one error; a folder named twice is searched once") {
+  timm::test::TempDir tmp;
+  const fs::path a = make_folder(tmp, "a");
+  const fs::path b = make_folder(tmp, "b");
+  const fs::path no_entry = copy_fixture("fixture_no_entry", a);
+  const fs::path throws = copy_fixture("fixture_throws", b);
+  const fs::path good = copy_fixture("fixture_good", b);
+
+  Registry registry;
+  const std::string message = error_of([&] { timm::load_plugins(registry, timm::PluginSearchPath{{a, b, a}, {}}); });
+  CHECK(contains(message, "(2 problems)"));
+  CHECK(contains(message, no_entry.string() + "': not a timm-cpp plugin"));
+  CHECK(contains(message, throws.string() + "': registration failed"));
+  CHECK(message.find(no_entry.string()) == message.rfind(no_entry.string()));
+  CHECK(registry.find(PluginKind::kModel, "fixture_tiny") != nullptr);  // the rest still loaded
+
+  // A missing folder the user named is a usage error, before anything loads.
+  Registry untouched;
+  CHECK_THROWS_AS(timm::load_plugins(untouched, timm::PluginSearchPath{{b, tmp / "missing"}, {}}), timm::UsageError);
+  CHECK(untouched.size() == 0);
 }

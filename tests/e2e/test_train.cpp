@@ -92,6 +92,37 @@ TEST_CASE("bad input fails with a clear message and the right exit code") {
     CHECK(r.exit_code != 0);
     CHECK(r.output.find("/nonexistent/imagenet") != std::string::npos);
   }
+  SUBCASE("a plugin folder with bad plugins names each of them and exits 1") {
+    timm::test::TempDir tmp;
+    const fs::path dir = fs::canonical(tmp.path());
+    fs::permissions(dir, static_cast<fs::perms>(0755), fs::perm_options::replace);
+    for (const std::string name : {"fixture_no_entry", "fixture_throws", "fixture_wrong_abi"}) {
+      const fs::path so = dir / (name + ".so");
+      fs::copy_file(timm::test::fixture_dir() / name / (name + ".so"), so);
+      fs::permissions(so, static_cast<fs::perms>(0755), fs::perm_options::replace);
+    }
+    const auto r = run_command({timm_run(), "--plugin-dir", dir.string(), "--list-models"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find("(3 problems)") != std::string::npos);
+    CHECK(r.output.find("fixture_no_entry.so': not a timm-cpp plugin") != std::string::npos);
+    CHECK(r.output.find("fixture_throws.so': registration failed") != std::string::npos);
+    CHECK(r.output.find("fixture_wrong_abi.so': built for SDK ABI version") != std::string::npos);
+  }
+  SUBCASE("a relative --plugin-dir is resolved against the current folder, and says so") {
+    timm::test::TempDir tmp;
+    const fs::path root = fs::canonical(tmp.path());
+    const fs::path mine = root / "mine";
+    fs::create_directory(mine);
+    fs::permissions(mine, static_cast<fs::perms>(0755), fs::perm_options::replace);
+    fs::copy_file(timm::test::fixture_dir() / "fixture_good" / "fixture_good.so", mine / "fixture_good.so");
+    fs::permissions(mine / "fixture_good.so", static_cast<fs::perms>(0755), fs::perm_options::replace);
+    // sh -c SCRIPT $0 $1: the folder to start in and timm-run.
+    const auto r = run_command(
+        {"sh", "-c", "cd \"$0\" && exec \"$1\" --plugin-dir mine --list-models 'fixture*'", root.string(), timm_run()});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    CHECK(r.output.find("plugin folder 'mine' resolved to '" + mine.string() + "'") != std::string::npos);
+    CHECK(r.output.find("fixture_tiny") != std::string::npos);
+  }
   SUBCASE("listing models with a wildcard") {
     const auto r = run_command({timm_run(), "--list-models", "resnet*"});
     REQUIRE(r.exit_code == 0);
