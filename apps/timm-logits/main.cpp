@@ -26,6 +26,7 @@
 #include "timm/base/app_main.hpp"
 #include "timm/base/error.hpp"
 #include "timm/base/python_repr.hpp"
+#include "timm/data/data_config.hpp"
 #include "timm/data/dataset.hpp"
 #include "timm/data/image.hpp"
 #include "timm/data/transform.hpp"
@@ -145,22 +146,14 @@ std::vector<fs::path> image_files(const fs::path& dir) {
 
 // timm's eval transform for the model's pretrained_cfg, as create_transform(is_training=False).
 timm::TransformPipeline eval_transform(const timm::PretrainedCfg& cfg, int64_t in_chans) {
-  timm::TransformArgs args;
-  args.is_training = false;
-  args.input_size = {in_chans, cfg.input_size[1], cfg.input_size[2]};
-  args.interpolation = cfg.interpolation;
-  args.mean = cfg.mean;
-  args.std = cfg.std;
-  args.crop_pct = cfg.crop_pct;
-  args.crop_mode = cfg.crop_mode;
-  if (in_chans != static_cast<int64_t>(args.mean.size())) {
-    // timm's resolve_data_config keeps 3-channel statistics; one channel takes their mean.
-    const double mean = (args.mean[0] + args.mean[1] + args.mean[2]) / 3.0;
-    const double std = (args.std[0] + args.std[1] + args.std[2]) / 3.0;
-    args.mean.assign(static_cast<size_t>(in_chans), mean);
-    args.std.assign(static_cast<size_t>(in_chans), std);
-  }
-  return timm::create_transform(args);
+  timm::DataConfig data;
+  data.input_size = {in_chans, cfg.input_size[1], cfg.input_size[2]};
+  data.interpolation = cfg.interpolation;
+  data.mean = timm::adapt_to_channels(cfg.mean, in_chans);
+  data.std = timm::adapt_to_channels(cfg.std, in_chans);
+  data.crop_pct = cfg.crop_pct;
+  data.crop_mode = cfg.crop_mode;
+  return timm::create_transform(timm::eval_transform_args(data));
 }
 
 at::Tensor to_chw(const timm::Image& image) {

@@ -16,15 +16,6 @@ std::vector<double> per_channel(const std::vector<double>& values, int64_t chann
                    std::to_string(channels) + " (one per input channel)");
 }
 
-// A model's mean/std are per RGB channel; a model created with another
-// channel count uses their mean, as timm's prefetcher adapts them.
-std::vector<double> adapt_to_channels(const std::vector<double>& values, int64_t channels) {
-  if (static_cast<int64_t>(values.size()) == channels) return values;
-  double sum = 0.0;
-  for (double v : values) sum += v;
-  return std::vector<double>(static_cast<std::size_t>(channels), sum / static_cast<double>(values.size()));
-}
-
 std::string join(const std::vector<double>& values) {
   std::ostringstream out;
   out << "(";
@@ -82,6 +73,13 @@ DataConfig resolve_data_config(const Config& config, const PretrainedCfg& pretra
   out.crop_pct = config.get_optional<double>("crop_pct").value_or(pretrained.crop_pct);
   out.crop_mode = pretrained.crop_mode.empty() ? "center" : pretrained.crop_mode;
   return out;
+}
+
+std::vector<double> adapt_to_channels(const std::vector<double>& values, int64_t channels) {
+  if (static_cast<int64_t>(values.size()) == channels) return values;
+  double sum = 0.0;
+  for (double v : values) sum += v;
+  return std::vector<double>(static_cast<std::size_t>(channels), sum / static_cast<double>(values.size()));
 }
 
 TransformArgs eval_transform_args(const DataConfig& data) {

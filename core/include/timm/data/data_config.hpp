@@ -43,6 +43,12 @@ int64_t resolve_in_chans(const Config& config, const DatasetDefaults& dataset);
 // repeated per channel; another length must equal the channel count.
 DataConfig resolve_data_config(const Config& config, const PretrainedCfg& pretrained, const DatasetDefaults& dataset);
 
+// A model's mean or std for `channels` input channels: as they are when they
+// have one value per channel, else their mean for every channel (a model's
+// statistics are per RGB channel; timm's prefetcher adapts them this way to
+// a model created with another channel count).
+std::vector<double> adapt_to_channels(const std::vector<double>& values, int64_t channels);
+
 // The arguments of timm's eval transform for `data`:
 // create_transform(**data_config, is_training=False). The train transform
 // starts from these and adds the augmentation flags.
