@@ -1,16 +1,25 @@
 // Training checkpoints: the saver's files (last, top-k checkpoint-E,
 // model_best, recovery), a resume restoring weights, optimizer, EMA and
 // RNG, clear errors for bad files, and atomicity: a process killed at a
-// random moment of a save always leaves a checkpoint that resumes.
+// random moment of a save always leaves a checkpoint that resumes, and a save
+// on a full disk fails clearly and leaves the previous checkpoint.
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
+#include <set>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,7 +46,7 @@ namespace {
 
 class LinearNetImpl : public timm::ClassifierImpl {
  public:
-  LinearNetImpl() { fc = register_module("fc", torch::nn::Linear(64, 32)); }
+  explicit LinearNetImpl(int64_t in_features = 64) { fc = register_module("fc", torch::nn::Linear(in_features, 32)); }
   at::Tensor forward(at::Tensor x) override { return fc->forward(x); }
   int64_t num_classes() const override { return 32; }
   const timm::PretrainedCfg& pretrained_cfg() const override { return cfg_; }
@@ -64,7 +73,7 @@ timm::OptimizerPtr make_optimizer(torch::nn::Module& model) {
 void step(torch::nn::Module& model, timm::Optimizer& optimizer) {
   auto& net = dynamic_cast<LinearNetImpl&>(model);
   optimizer.zero_grad();
-  net.forward(at::ones({2, 64})).sum().backward();
+  net.forward(at::ones({2, net.fc->options.in_features()})).sum().backward();
   optimizer.step();
 }
 
@@ -197,4 +206,133 @@ TEST_CASE("a process killed at a random moment of its saves leaves a checkpoint 
     }
   }
   MESSAGE("kills that left a pending state file: " << torn << " of 20 (the rest: none or a temp file)");
+}
+
+namespace {
+
+std::string file_content(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+std::set<std::string> file_names(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.insert(entry.path().filename().string());
+  return names;
+}
+
+// Saves `last` of `epoch` (weights filled with the epoch) in a child process
+// whose files may not grow past `limit` bytes. With SIGXFSZ ignored, write()
+// then fails with EFBIG, as it fails with ENOSPC on a full disk. Returns what
+// the child saw: "saved", "Error: <message>" or "other: <message>".
+std::string save_with_file_size_limit(const fs::path& dir, torch::nn::Module& model, timm::Optimizer& optimizer,
+                                      int64_t epoch, rlim_t limit) {
+  at::set_num_threads(1);  // fork() below: no worker threads to lose
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // _exit: the child must not run the parent's destructors or return into
+    // doctest.
+    close(fds[0]);
+    std::string outcome = "saved";
+    try {
+      std::signal(SIGXFSZ, SIG_IGN);
+      const rlimit file_size{limit, limit};
+      if (setrlimit(RLIMIT_FSIZE, &file_size) != 0) throw std::runtime_error("setrlimit failed");
+      fill(model, static_cast<double>(epoch));
+      timm::save_checkpoint(dir, "last", {model, optimizer}, state_at(epoch, 0.0));
+    } catch (const timm::Error& e) {
+      outcome = std::string("Error: ") + e.what();
+    } catch (const std::exception& e) {
+      outcome = std::string("other: ") + e.what();
+    }
+    [[maybe_unused]] const ssize_t written = write(fds[1], outcome.data(), outcome.size());
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string outcome;
+  pollfd pipe_end{fds[0], POLLIN, 0};
+  char buffer[4096];
+  while (poll(&pipe_end, 1, /*timeout ms=*/120000) > 0) {
+    const ssize_t n = read(fds[0], buffer, sizeof buffer);
+    if (n <= 0) break;
+    outcome.append(buffer, static_cast<std::size_t>(n));
+  }
+  close(fds[0]);
+  kill(child, SIGKILL);  // ends a hung child; a no-op for one that is done
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    outcome += " (the child died: status " + std::to_string(status) + ")";
+  return outcome;
+}
+
+}  // namespace
+
+TEST_CASE("a save on a full disk fails naming the file and the reason, and leaves the previous checkpoint") {
+  // Weights much larger than the state (no momentum yet), so that a limit can
+  // fall between the two files' sizes.
+  constexpr int64_t kInFeatures = 1024;
+  auto model = std::make_shared<LinearNetImpl>(kInFeatures);
+  auto optimizer = make_optimizer(*model);
+  std::uintmax_t state_size = 0;
+  std::uintmax_t weights_size = 0;
+  {
+    timm::test::TempDir scratch;
+    timm::save_checkpoint(scratch.path(), "last", {*model, *optimizer}, state_at(0, 0.0));
+    state_size = fs::file_size(scratch / "last.state.pt");
+    weights_size = fs::file_size(scratch / "last.safetensors");
+  }
+  REQUIRE_MESSAGE(state_size * 2 < weights_size, "state " << state_size << " B, weights " << weights_size << " B");
+  const std::string too_large = std::strerror(EFBIG);
+
+  timm::test::TempDir dir;
+  fill(*model, 0.5);
+  timm::save_checkpoint(dir.path(), "last", {*model, *optimizer}, state_at(0, 0.0));
+  const std::string state_before = file_content(dir / "last.state.pt");
+  const std::string weights_before = file_content(dir / "last.safetensors");
+  const std::set<std::string> files_before = file_names(dir.path());
+
+  struct Case {
+    const char* step;
+    rlim_t limit;
+    std::string message_start;
+    std::string message_end;
+  };
+  const std::vector<Case> cases = {
+      {"the state, the first step", state_size / 2,
+       "Error: cannot write training state file '" + (dir / "last.state.pt").string() + ".",
+       "': write failed: " + too_large},
+      {"the weights, the second step", (state_size + weights_size) / 2,
+       "Error: cannot write safetensors file '" + (dir / "last.safetensors").string() + "'",
+       "': write failed: " + too_large},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.step);
+    CAPTURE(c.limit);
+    const std::string outcome = save_with_file_size_limit(dir.path(), *model, *optimizer, 1, c.limit);
+    CAPTURE(outcome);
+    CHECK(outcome.rfind(c.message_start, 0) == 0);
+    CHECK(outcome.ends_with(c.message_end));
+    // Nothing half-written, no temporary or pending file left behind.
+    CHECK(file_names(dir.path()) == files_before);
+    CHECK(file_content(dir / "last.state.pt") == state_before);
+    CHECK(file_content(dir / "last.safetensors") == weights_before);
+    auto restored = std::make_shared<LinearNetImpl>(kInFeatures);
+    auto restored_optimizer = make_optimizer(*restored);
+    int64_t start = -1;
+    REQUIRE_NOTHROW(start = timm::resume_checkpoint(dir / "last", {*restored, restored_optimizer.get()}));
+    CHECK(start == 1);
+    CHECK(at::equal(restored->fc->weight, at::full_like(restored->fc->weight, 0.5)));
+  }
+  // With room again, the next save goes through.
+  CHECK(save_with_file_size_limit(dir.path(), *model, *optimizer, 1, RLIM_INFINITY) == "saved");
+  auto restored = std::make_shared<LinearNetImpl>(kInFeatures);
+  CHECK(timm::resume_checkpoint(dir / "last", {*restored}) == 2);
+  CHECK(restored->fc->weight.flatten()[0].item<double>() == 1.0);
+  CHECK(file_names(dir.path()) == files_before);
 }

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "timm/base/error.hpp"
 
@@ -14,6 +15,13 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path folder_of(const fs::path& path) { return path.parent_path().empty() ? fs::path(".") : path.parent_path(); }
+
+struct ClosingFd {
+  int fd;
+  ~ClosingFd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
 
 }  // namespace
 
@@ -41,6 +49,8 @@ void AtomicFile::write(const void* data, std::size_t size) {
     const ssize_t n = ::write(fd_, p, size);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) fail(std::string("write failed: ") + std::strerror(errno));
+    // Not an error by POSIX, yet retrying would spin forever.
+    if (n == 0) fail("write failed: no byte written");
     p += n;
     size -= static_cast<std::size_t>(n);
   }
@@ -68,10 +78,25 @@ void AtomicFile::fail(const std::string& problem) const {
   throw Error("cannot write " + what_ + " '" + path_.string() + "': " + problem);
 }
 
-void write_file_atomically(const fs::path& path, const std::string& content) {
-  AtomicFile file(path);
+void write_file_atomically(const fs::path& path, const std::string& content, std::string what) {
+  AtomicFile file(path, std::move(what));
   file.write(content.data(), content.size());
   file.commit();
+}
+
+void copy_file_atomically(const fs::path& from, const fs::path& to, std::string what) {
+  const ClosingFd in{::open(from.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (in.fd < 0) throw Error("cannot read '" + from.string() + "': " + std::strerror(errno));
+  AtomicFile out(to, std::move(what));
+  std::vector<char> buffer(std::size_t{1} << 20);
+  for (;;) {
+    const ssize_t n = ::read(in.fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error("cannot read '" + from.string() + "': " + std::strerror(errno));
+    if (n == 0) break;
+    out.write(buffer.data(), static_cast<std::size_t>(n));
+  }
+  out.commit();
 }
 
 }  // namespace timm

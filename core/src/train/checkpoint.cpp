@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <system_error>
@@ -66,21 +67,6 @@ std::string serialize_state(const CheckpointParts& parts, const TrainingState& s
     return size;
   });
   return bytes;
-}
-
-// Hard-links `from` to `to` (replacing it), falling back to a copy where the
-// file system has no hard links, as timm's saver.
-void link_or_copy(const fs::path& from, const fs::path& to) {
-  std::error_code ec;
-  fs::remove(to, ec);
-  fs::create_hard_link(from, to, ec);
-  if (ec) fs::copy_file(from, to, fs::copy_options::overwrite_existing);
-}
-
-void link_checkpoint(const fs::path& dir, const std::string& from_stem, const std::string& to_stem) {
-  // State first, as save_checkpoint: the weights name the state they match.
-  link_or_copy(dir / (from_stem + kStateExt), dir / (to_stem + kStateExt));
-  link_or_copy(dir / (from_stem + kWeightsExt), dir / (to_stem + kWeightsExt));
 }
 
 void remove_checkpoint(const fs::path& dir, const std::string& stem) {
@@ -148,23 +134,80 @@ void remove_pending_states(const fs::path& state_file) {
   }
 }
 
+// Three atomic steps, so that a crash or a failure (a full disk) at any point
+// leaves a loadable pair: the state goes to <stem>.state.pt.<id>, the
+// weights replace <stem>.safetensors, then the state takes its place. Killed
+// after the weights, the new state is found by the id the weights carry;
+// killed before, the old pair is intact.
+void replace_checkpoint(const fs::path& state_file, const std::string& id,
+                        const std::function<void(const fs::path&)>& write_state,
+                        const std::function<void()>& write_weights) {
+  const fs::path pending = pending_state_file(state_file, id);
+  write_state(pending);
+  try {
+    write_weights();
+  } catch (...) {
+    // The old weights still name the old state, so the new one is of no use;
+    // on a full disk its space is wanted back.
+    std::error_code ec;
+    fs::remove(pending, ec);
+    throw;
+  }
+  std::error_code ec;
+  fs::rename(pending, state_file, ec);
+  if (ec) {
+    throw Error("cannot rename training state file '" + pending.string() + "' to '" + state_file.string() +
+                "': " + ec.message());
+  }
+  remove_pending_states(state_file);
+}
+
+// save_checkpoint; returns the checkpoint id.
+std::string save_pair(const fs::path& dir, const std::string& stem, const CheckpointParts& parts,
+                      const TrainingState& state) {
+  const std::string id = new_checkpoint_id();
+  replace_checkpoint(
+      dir / (stem + kStateExt), id,
+      [&](const fs::path& file) {
+        write_file_atomically(file, serialize_state(parts, state, id), "training state file");
+      },
+      [&] {
+        write_safetensors(dir / (stem + kWeightsExt), state_dict(parts.model),
+                          {{"format", "pt"}, {"checkpoint_id", id}, {"epoch", std::to_string(state.epoch)}});
+      });
+  return id;
+}
+
+// Hard-links `from` as `to`, falling back to a copy where the file system has
+// no hard links, as timm's saver. Either replaces `to` in one rename: a
+// failure leaves the old `to`.
+void link_or_copy(const fs::path& from, const fs::path& to, const std::string& what) {
+  const fs::path temp = to.parent_path() / ("." + to.filename().string() + ".tmp-link");
+  std::error_code ec;
+  fs::remove(temp, ec);
+  fs::create_hard_link(from, temp, ec);
+  if (ec) return copy_file_atomically(from, to, what);
+  fs::rename(temp, to, ec);
+  std::error_code ignored;
+  fs::remove(temp, ignored);  // left when `to` already was the same file
+  if (ec) throw Error("cannot write " + what + " '" + to.string() + "': cannot rename a link to it: " + ec.message());
+}
+
+// Makes <to_stem> a copy of the checkpoint <from_stem> (id `id`) by the same
+// steps as a save, so that a failure leaves the old <to_stem> loadable.
+void link_checkpoint(const fs::path& dir, const std::string& from_stem, const std::string& to_stem,
+                     const std::string& id) {
+  replace_checkpoint(
+      dir / (to_stem + kStateExt), id,
+      [&](const fs::path& file) { link_or_copy(dir / (from_stem + kStateExt), file, "training state file"); },
+      [&] { link_or_copy(dir / (from_stem + kWeightsExt), dir / (to_stem + kWeightsExt), "safetensors file"); });
+}
+
 }  // namespace
 
-// Three atomic steps, so that a crash at any point leaves a loadable pair:
-// the state goes to <stem>.state.pt.<id>, the weights replace
-// <stem>.safetensors, then the state takes its place. Killed after the
-// weights, the new state is found by the id the weights carry; killed
-// before, the old pair is intact.
 void save_checkpoint(const fs::path& dir, const std::string& stem, const CheckpointParts& parts,
                      const TrainingState& state) {
-  const std::string id = new_checkpoint_id();
-  const fs::path state_file = dir / (stem + kStateExt);
-  const fs::path pending = pending_state_file(state_file, id);
-  write_file_atomically(pending, serialize_state(parts, state, id));
-  write_safetensors(dir / (stem + kWeightsExt), state_dict(parts.model),
-                    {{"format", "pt"}, {"checkpoint_id", id}, {"epoch", std::to_string(state.epoch)}});
-  fs::rename(pending, state_file);
-  remove_pending_states(state_file);
+  save_pair(dir, stem, parts, state);
 }
 
 CheckpointSaver::CheckpointSaver(fs::path dir, bool decreasing, int64_t max_history)
@@ -173,7 +216,7 @@ CheckpointSaver::CheckpointSaver(fs::path dir, bool decreasing, int64_t max_hist
 std::pair<double, int64_t> CheckpointSaver::save(const CheckpointParts& parts, const TrainingState& state) {
   if (!state.metric) throw Error("CheckpointSaver::save needs the epoch's metric");
   const double metric = *state.metric;
-  save_checkpoint(dir_, "last", parts, state);
+  const std::string id = save_pair(dir_, "last", parts, state);
   const bool room = static_cast<int64_t>(kept_.size()) < max_history_;
   if (max_history_ > 0 && (room || better(metric, kept_.back().second))) {
     if (!room) {
@@ -181,7 +224,7 @@ std::pair<double, int64_t> CheckpointSaver::save(const CheckpointParts& parts, c
       kept_.pop_back();
     }
     const std::string stem = "checkpoint-" + std::to_string(state.epoch);
-    link_checkpoint(dir_, "last", stem);
+    link_checkpoint(dir_, "last", stem, id);
     kept_.emplace_back(stem, metric);
     std::stable_sort(kept_.begin(), kept_.end(),
                      [this](const auto& a, const auto& b) { return better(a.second, b.second); });
@@ -189,7 +232,7 @@ std::pair<double, int64_t> CheckpointSaver::save(const CheckpointParts& parts, c
   }
   if (!best_ || better(metric, best_->first)) {
     best_ = {metric, state.epoch};
-    link_checkpoint(dir_, "last", "model_best");
+    link_checkpoint(dir_, "last", "model_best", id);
   }
   return *best_;
 }

@@ -33,7 +33,13 @@ class AtomicFile {
   bool committed_ = false;
 };
 
-// Writes `content` to `path` atomically with an AtomicFile.
-void write_file_atomically(const std::filesystem::path& path, const std::string& content);
+// Writes `content` to `path` atomically with an AtomicFile; `what` names it
+// in errors.
+void write_file_atomically(const std::filesystem::path& path, const std::string& content, std::string what = "file");
+
+// Copies `from` to `to` atomically with an AtomicFile, in pieces (a checkpoint
+// may not fit in memory twice); `what` names `to` in errors.
+void copy_file_atomically(const std::filesystem::path& from, const std::filesystem::path& to,
+                          std::string what = "file");
 
 }  // namespace timm
