@@ -182,7 +182,11 @@ std::string save_pair(const fs::path& dir, const std::string& stem, const Checkp
 // no hard links, as timm's saver. Either replaces `to` in one rename: a
 // failure leaves the old `to`.
 void link_or_copy(const fs::path& from, const fs::path& to, const std::string& what) {
-  const fs::path temp = to.parent_path() / ("." + to.filename().string() + ".tmp-link");
+  // Appended piece by piece: "." + string&& trips g++ 12's -Wstringop-overflow.
+  std::string temp_name = ".";
+  temp_name += to.filename().string();
+  temp_name += ".tmp-link";
+  const fs::path temp = to.parent_path() / temp_name;
   std::error_code ec;
   fs::remove(temp, ec);
   fs::create_hard_link(from, temp, ec);
