@@ -6,7 +6,9 @@
 // little-endian (or byte-order-free) bool, int8..int64, uint8..uint64,
 // float16/32/64 in C order, checks that the data size matches the shape and
 // throws timm::Error naming the file and the problem otherwise (Fortran order,
-// big-endian data, object arrays, a truncated file). The writer is atomic.
+// big-endian data, object arrays, a truncated file, a header over 1 MiB, a
+// shape whose size overflows), before allocating anything beyond the file's
+// own bytes. The writer is atomic.
 #pragma once
 
 #include <filesystem>

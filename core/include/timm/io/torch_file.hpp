@@ -11,7 +11,11 @@
 // Every read is bounds-checked; a malformed or unsupported file throws
 // timm::Error naming the file and what was wrong (legacy non-zip files, big-
 // endian data, an unknown opcode, a truncated pickle, a storage too small for
-// its tensor view, ...).
+// its tensor view, ...). A hostile file cannot make it crash, hang or
+// allocate more than a small multiple of the file's size: the zip's declared
+// sizes are checked against the file before the zip reader allocates them,
+// the pickle's nesting (1000 levels, as CPython's recursion limit), stack and
+// memo are bounded, and cycles refused (torch_file.cpp lists the limits).
 #pragma once
 
 #include <filesystem>
