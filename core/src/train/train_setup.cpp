@@ -9,6 +9,7 @@
 #include "timm/base/error.hpp"
 #include "timm/data/dataset.hpp"
 #include "timm/data/transform.hpp"
+#include "timm/dist/collectives.hpp"
 #include "timm/dist/sampler.hpp"
 #include "timm/layers/split_batchnorm.hpp"
 #include "timm/log/log.hpp"
@@ -340,27 +341,53 @@ void set_up_optimization(const TrainArgs& args, Distributed& dist, TrainSetup& s
 }
 
 // --resume, or with --auto-resume the newest checkpoint in the output
-// folder; the epoch to start at (0 without a checkpoint), as train.py:
-// --start-epoch wins over the checkpoint's.
-int64_t start_epoch_of(const TrainArgs& args, const std::filesystem::path& output_dir, TrainSetup& setup) {
-  std::filesystem::path path = args.resume;
-  if (path.empty() && args.auto_resume) {
-    if (!args.experiment_is_explicit) {
-      throw UsageError("--auto-resume needs --experiment: without it every run writes to a new folder");
-    }
-    if (auto newest = newest_checkpoint(output_dir)) path = *newest;
+// folder; empty for none.
+std::filesystem::path checkpoint_to_resume(const TrainArgs& args, const std::filesystem::path& output_dir) {
+  if (!args.resume.empty() || !args.auto_resume) return args.resume;
+  if (auto newest = newest_checkpoint(output_dir)) return *newest;
+  return {};
+}
+
+// The epoch to start at (0 without a checkpoint), as train.py: --start-epoch
+// wins over the checkpoint's. In a distributed run rank 0 chooses the
+// checkpoint and broadcasts its path; every rank resumes from it, and either
+// all succeed at the same epoch or all stop with the error of the rank that
+// failed (a rank cannot read a folder that is not shared, say), never some
+// training from other epochs than the rest.
+int64_t start_epoch_of(const TrainArgs& args, const std::filesystem::path& output_dir, TrainSetup& setup,
+                       const Distributed& dist, const torch::Device& device) {
+  if (args.resume.empty() && args.auto_resume && !args.experiment_is_explicit) {
+    throw UsageError("--auto-resume needs --experiment: without it every run writes to a new folder");
   }
-  std::optional<int64_t> resume_epoch;
-  if (!path.empty()) {
+  std::string path;
+  if (!dist.active() || dist.is_primary()) path = checkpoint_to_resume(args, output_dir).string();
+  // NCCL moves only CUDA tensors; Gloo gets CPU ones.
+  const torch::Device comm_device = dist.active() && dist.group->backend_name() == "nccl" ? device : torch::kCPU;
+  if (dist.active()) dist::broadcast_string(dist.group->comm(), path, 0, comm_device);
+  if (path.empty()) return args.start_epoch.value_or(0);
+
+  auto resume = [&] {
     ResumeTargets targets{*setup.model};
     if (!args.no_resume_opt) {
       targets.optimizer = setup.optimizer.get();
       targets.scaler = setup.tools.scaler.get();
     }
     targets.ema = setup.tools.ema.get();
-    resume_epoch = resume_checkpoint(path, targets);
+    return resume_checkpoint(path, targets);
+  };
+  int64_t resume_epoch = 0;
+  if (!dist.active()) {
+    resume_epoch = resume();
+  } else {
+    try {
+      resume_epoch = dist::agree_on(dist.group->comm(), "resuming from " + in_quotes(path), resume, comm_device);
+    } catch (const Error& e) {
+      throw Error(std::string(e.what()) +
+                  " (every rank resumes from the checkpoint rank 0 chose: it must be on a file system that all "
+                  "ranks can read)");
+    }
   }
-  return args.start_epoch.value_or(resume_epoch.value_or(0));
+  return args.start_epoch.value_or(resume_epoch);
 }
 
 }  // namespace
@@ -376,8 +403,9 @@ TrainSetup set_up_training(const TrainArgs& args, const Config& config, Distribu
   return setup;
 }
 
-int64_t resume_if_asked(const TrainArgs& args, const std::filesystem::path& output_dir, TrainSetup& setup) {
-  const int64_t start_epoch = start_epoch_of(args, output_dir, setup);
+int64_t resume_if_asked(const TrainArgs& args, const std::filesystem::path& output_dir, TrainSetup& setup,
+                        const Distributed& dist, const torch::Device& device) {
+  const int64_t start_epoch = start_epoch_of(args, output_dir, setup, dist, device);
   if (start_epoch > 0) {
     if (args.sched_on_updates) {
       setup.scheduler->step_update(start_epoch * setup.updates_per_epoch, std::nullopt);

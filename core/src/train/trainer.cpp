@@ -19,7 +19,7 @@ namespace {
 TrainResult train(const TrainArgs& args, const Config& config, Distributed& dist, const torch::Device& device) {
   TrainSetup setup = set_up_training(args, config, dist, device);
   RunOutput output = open_run_output(args, config, setup, dist, device);
-  const int64_t start_epoch = resume_if_asked(args, output.dir, setup);
+  const int64_t start_epoch = resume_if_asked(args, output.dir, setup, dist, device);
   open_checkpoint_saver(args, setup, dist, output);
   return train_epochs(args, setup, output, dist, device, start_epoch);
 }

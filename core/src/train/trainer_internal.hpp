@@ -119,8 +119,10 @@ struct TrainSetup {
 TrainSetup set_up_training(const TrainArgs& args, const Config& config, Distributed& dist, const torch::Device& device);
 
 // --resume or --auto-resume, then --start-epoch: the epoch to start at, with
-// the scheduler stepped to it.
-int64_t resume_if_asked(const TrainArgs& args, const std::filesystem::path& output_dir, TrainSetup& setup);
+// the scheduler stepped to it. In a distributed run rank 0 chooses the
+// checkpoint and every rank resumes from it, or all stop (collective).
+int64_t resume_if_asked(const TrainArgs& args, const std::filesystem::path& output_dir, TrainSetup& setup,
+                        const Distributed& dist, const torch::Device& device);
 
 // The epoch after the last one this run trains.
 int64_t last_epoch_of_run(const TrainArgs& args, int64_t start_epoch, int64_t num_epochs);
