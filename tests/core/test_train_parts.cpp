@@ -28,6 +28,7 @@
 #include "timm/train/jsd_loss.hpp"
 #include "timm/train/losses.hpp"
 #include "timm/train/model_ema.hpp"
+#include "timm/train/summary.hpp"
 
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
@@ -240,4 +241,20 @@ TEST_CASE("CPU bfloat16 autocast gives torch.autocast's output") {
   // The guard restores the state it found.
   CHECK_FALSE(at::autocast::is_autocast_enabled(at::kCPU));
   CHECK_THROWS_WITH(timm::parse_amp_dtype("fp8"), doctest::Contains("--amp-dtype 'fp8': expected float16 or bfloat16"));
+}
+
+TEST_CASE("summary.csv: a resumed run continues the file; an epoch trained again replaces its row") {
+  timm::test::TempDir tmp;
+  const auto csv = tmp / "summary.csv";
+  auto row = [&](int64_t epoch, double loss) { timm::update_summary(csv, epoch, {{"loss", loss}}, {}, 0.1); };
+  row(0, 2.5);
+  row(1, 2.0);
+  row(2, 1.5);
+  CHECK(timm::test::read_file(csv) == "epoch,train_loss,lr\r\n0,2.5,0.1\r\n1,2.0,0.1\r\n2,1.5,0.1\r\n");
+  row(1, 1.75);  // resumed after epoch 0: epochs 1 and 2 are trained again
+  CHECK(timm::test::read_file(csv) == "epoch,train_loss,lr\r\n0,2.5,0.1\r\n1,1.75,0.1\r\n");
+  row(0, 3.0);  // a new run in the same folder
+  CHECK(timm::test::read_file(csv) == "epoch,train_loss,lr\r\n0,3.0,0.1\r\n");
+  timm::update_summary(csv, 1, {{"loss", 1.0}}, {{"top1", 50.0}}, 0.1);  // other columns: a new file
+  CHECK(timm::test::read_file(csv) == "epoch,train_loss,eval_top1,lr\r\n1,1.0,50.0,0.1\r\n");
 }

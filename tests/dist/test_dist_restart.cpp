@@ -110,4 +110,7 @@ TEST_CASE("torchrun --max-restarts 1: rank 1 killed mid-epoch, the job resumes a
   const std::string b = tensor_bytes(out / "x" / "last.safetensors");
   CHECK(a.size() == b.size());
   CHECK_MESSAGE(a == b, "the restarted run's last.safetensors differs from the uninterrupted run's");
+  // The restarted run's summary.csv kept epoch 0's row and holds each epoch once, as the straight run's.
+  CHECK(timm::test::read_file(out / "x" / "summary.csv") ==
+        timm::test::read_file(tmp / "straight" / "out" / "x" / "summary.csv"));
 }

@@ -36,13 +36,13 @@ void print_result(std::vector<EpochRecord> records, const std::string& eval_metr
   log_info(results.dump(4));
 }
 
-void write_summary_row(const EpochRecord& record, const TrainSetup& setup, const RunOutput& output, bool write_header) {
+void write_summary_row(const EpochRecord& record, const TrainSetup& setup, const RunOutput& output) {
   std::vector<std::pair<std::string, double>> eval_columns;
   if (record.eval) {
     eval_columns = {{"loss", record.eval->loss}, {"top1", record.eval->top1}, {"top5", record.eval->top5}};
   }
   update_summary(output.dir / "summary.csv", record.epoch, {{"loss", record.train_loss}}, eval_columns,
-                 setup.optimizer->mean_lr(), write_header);
+                 setup.optimizer->mean_lr());
 }
 
 }  // namespace
@@ -82,7 +82,7 @@ CheckpointParts checkpoint_parts(const TrainSetup& setup) {
 void report_epoch(const EpochRecord& record, double metric, const TrainSetup& setup, RunOutput& output,
                   const Distributed& dist, EpochHistory& history) {
   if (dist.is_primary()) {
-    write_summary_row(record, setup, output, /*write_header=*/!history.best_metric.has_value());
+    write_summary_row(record, setup, output);
     const TrainingState state{record.epoch, metric, setup.eval_metric, output.config_toml};
     const auto [best, best_epoch] = output.saver->save(checkpoint_parts(setup), state);
     history.best_metric = best;

@@ -19,10 +19,14 @@ std::string safe_model_name(const std::string& model_name);
 std::filesystem::path make_output_dir(const std::string& output, const std::string& experiment,
                                       const std::string& model_name, int64_t img_size);
 
-// Appends one row to summary.csv with timm's columns (epoch, train_*, eval_*,
-// lr), writing the header first when `write_header`.
+// Writes epoch `epoch`'s row of summary.csv with timm's columns (epoch,
+// train_*, eval_*, lr), atomically. Rows of earlier epochs under the same
+// header are kept: a resumed run continues its file (timm appends a second
+// header there, and timm-cpp used to start the file afresh). Rows of this
+// epoch or later ones are dropped: an epoch trained again after a restart
+// replaces its row. A file with other columns is replaced.
 void update_summary(const std::filesystem::path& csv_path, int64_t epoch,
                     const std::vector<std::pair<std::string, double>>& train_metrics,
-                    const std::vector<std::pair<std::string, double>>& eval_metrics, double lr, bool write_header);
+                    const std::vector<std::pair<std::string, double>>& eval_metrics, double lr);
 
 }  // namespace timm
