@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <map>
+#include <regex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -28,6 +30,25 @@ inline int free_port() {
   const int port = ntohs(address.sin_port);
   close(fd);
   return port;
+}
+
+// The checksums the ranks of a run logged ("Rank R final parameter checksum
+// X"), by rank.
+inline std::map<int, std::string> checksums(const std::string& output) {
+  std::map<int, std::string> found;
+  const std::regex pattern(R"(Rank (\d+) final parameter checksum ([0-9a-f]{16}))");
+  for (std::sregex_iterator it(output.begin(), output.end(), pattern), end; it != end; ++it) {
+    found[std::stoi((*it)[1].str())] = (*it)[2].str();
+  }
+  return found;
+}
+
+// `words` as one shell command line, each in single quotes (the tests' paths
+// and flags hold no quote).
+inline std::string quoted_words(const std::vector<std::string>& words) {
+  std::string line;
+  for (const auto& w : words) line += "'" + w + "' ";
+  return line;
 }
 
 // torchrun's variables for one rank of a one-machine job.

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <regex>
 #include <set>
 
 #include "../e2e/e2e_support.hpp"
@@ -18,12 +17,6 @@
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string quoted_words(const std::vector<std::string>& words) {
-  std::string line;
-  for (const auto& w : words) line += "'" + w + "' ";
-  return line;
-}
 
 std::vector<std::string> short_run(const fs::path& out) {
   return {"--model",
@@ -52,16 +45,6 @@ std::vector<std::string> short_run(const fs::path& out) {
           out.string(),
           "--experiment",
           "dist"};
-}
-
-// The checksums the ranks logged ("Rank R final parameter checksum X").
-std::map<int, std::string> checksums(const std::string& output) {
-  std::map<int, std::string> found;
-  const std::regex pattern(R"(Rank (\d+) final parameter checksum ([0-9a-f]{16}))");
-  for (std::sregex_iterator it(output.begin(), output.end(), pattern), end; it != end; ++it) {
-    found[std::stoi((*it)[1].str())] = (*it)[2].str();
-  }
-  return found;
 }
 
 }  // namespace
@@ -93,7 +76,7 @@ TEST_CASE("distributed_train.sh 2 trains Fashion-MNIST; rank 0 writes the output
   // test proves the maths.)
   CHECK(r.output.find("Test top-1: ") != std::string::npos);
   CHECK(r.output.find("(500 images)") != std::string::npos);  // each eval sample counted once
-  const auto sums = checksums(r.output);
+  const auto sums = timm::test::checksums(r.output);
   REQUIRE(sums.size() == 2);
   CHECK(sums.at(0) == sums.at(1));
   CHECK(fs::exists(tmp / "out" / "dist" / "summary.csv"));
@@ -114,8 +97,8 @@ TEST_CASE("two nodes in two network namespaces (torchrun --nnodes 2) end with id
   auto node = [&](const std::string& ns, int node_rank) {
     return "ip netns exec " + ns + " env TIMM_RUN='" + (timm::test::bin_dir() / "timm-run").string() +
            "' OMP_NUM_THREADS=1 timeout 300 '" + launcher + "' 1 --nnodes 2 --node-rank " + std::to_string(node_rank) +
-           " --master-addr " + subnet + "1 --master-port 29500 -- " + quoted_words(short_run(tmp / "out")) + " > '" +
-           (tmp / ("node" + std::to_string(node_rank) + ".log")).string() + "' 2>&1";
+           " --master-addr " + subnet + "1 --master-port 29500 -- " + timm::test::quoted_words(short_run(tmp / "out")) +
+           " > '" + (tmp / ("node" + std::to_string(node_rank) + ".log")).string() + "' 2>&1";
   };
   const std::string script =
       "set -u\n"
@@ -158,7 +141,7 @@ TEST_CASE("two nodes in two network namespaces (torchrun --nnodes 2) end with id
   const auto r = timm::test::run_command({"bash", "-c", script}, std::chrono::seconds(420));
   MESSAGE(r.output.substr(r.output.size() > 4000 ? r.output.size() - 4000 : 0));
   CHECK(r.output.find("node0_exit=0 node1_exit=0") != std::string::npos);
-  const auto sums = checksums(r.output);
+  const auto sums = timm::test::checksums(r.output);
   REQUIRE(sums.size() == 2);
   CHECK(sums.at(0) == sums.at(1));
   // Rank 1 ran in the other namespace and reached rank 0 over the veth pair.
@@ -178,8 +161,8 @@ TEST_CASE("Ctrl-C (SIGINT) on the launcher stops every rank") {
   const std::string log = (tmp / "launch.log").string();
   const std::string script = "TIMM_RUN='" + (timm::test::bin_dir() / "timm-run").string() + "' OMP_NUM_THREADS=1 '" +
                              (timm::test::source_dir() / "distributed_train.sh").string() + "' 2 --master-port " +
-                             std::to_string(port) + " -- " + quoted_words(args) + " > '" + log + "' 2>&1 & pid=$!\n" +
-                             "for i in $(seq 900); do grep -q 'Train: 0 \\[   3/' '" + log +
+                             std::to_string(port) + " -- " + timm::test::quoted_words(args) + " > '" + log +
+                             "' 2>&1 & pid=$!\n" + "for i in $(seq 900); do grep -q 'Train: 0 \\[   3/' '" + log +
                              "' && break; sleep 0.1; done\n" +
                              "kill -INT $pid\nstart=$(date +%s.%N)\nwait $pid; rc=$?\nend=$(date +%s.%N)\n" +
                              // Any rank still alive? (Their command lines carry this test's own folder.)

@@ -5,8 +5,6 @@
 // job exits 0 with the weights of an uninterrupted run, bit for bit (same
 // float32 computation, one thread per rank).
 #include <cstdint>
-#include <map>
-#include <regex>
 
 #include "dist_support.hpp"
 #include "test_support.hpp"
@@ -16,12 +14,6 @@
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string quoted_words(const std::vector<std::string>& words) {
-  std::string line;
-  for (const auto& w : words) line += "'" + w + "' ";
-  return line;
-}
 
 // 3 epochs of 6 steps per rank (192 samples, 2 ranks x 16).
 std::vector<std::string> run_args(const fs::path& out) {
@@ -42,7 +34,7 @@ timm::test::CommandResult launch(const fs::path& dir, const std::string& launch_
   const std::string script =
       "log='" + log + "'\nTIMM_RUN='" + (timm::test::bin_dir() / "timm-run").string() + "' OMP_NUM_THREADS=1 '" +
       (timm::test::source_dir() / "distributed_train.sh").string() + "' 2 --master-port " +
-      std::to_string(timm::test::free_port()) + " " + launch_flags + " -- " + quoted_words(args) +
+      std::to_string(timm::test::free_port()) + " " + launch_flags + " -- " + timm::test::quoted_words(args) +
       " > \"$log\" 2>&1 & pid=$!\n" + watch + "\nwait $pid; rc=$?\n" +
       // No rank left behind, on any path (their command lines carry this folder).
       "for p in $(pgrep -x timm-run); do grep -q '" + dir.string() +
@@ -59,15 +51,6 @@ std::string tensor_bytes(const fs::path& file) {
   for (int i = 7; i >= 0; --i) header = header << 8 | static_cast<unsigned char>(bytes[i]);
   REQUIRE(header <= bytes.size() - 8);
   return bytes.substr(8 + header);
-}
-
-std::map<int, std::string> checksums(const std::string& output) {
-  std::map<int, std::string> found;
-  const std::regex pattern(R"(Rank (\d+) final parameter checksum ([0-9a-f]{16}))");
-  for (std::sregex_iterator it(output.begin(), output.end(), pattern), end; it != end; ++it) {
-    found[std::stoi((*it)[1].str())] = (*it)[2].str();
-  }
-  return found;
 }
 
 }  // namespace
@@ -102,10 +85,10 @@ TEST_CASE("torchrun --max-restarts 1: rank 1 killed mid-epoch, the job resumes a
   CHECK(restarted.output.find("Train: 0 [", resumed_at) == std::string::npos);
   CHECK(restarted.output.find("Train: 2 [   5/6", resumed_at) != std::string::npos);
 
-  const auto sums = checksums(restarted.output);
+  const auto sums = timm::test::checksums(restarted.output);
   REQUIRE(sums.size() == 2);
   CHECK(sums.at(0) == sums.at(1));
-  CHECK(checksums(straight.output) == sums);
+  CHECK(timm::test::checksums(straight.output) == sums);
   const std::string a = tensor_bytes(tmp / "straight" / "out" / "x" / "last.safetensors");
   const std::string b = tensor_bytes(out / "x" / "last.safetensors");
   CHECK(a.size() == b.size());
