@@ -137,14 +137,20 @@ std::string where_resolved(const std::string& noun, const fs::path& path, const 
   return where;
 }
 
+// "the <noun>", naming `real` when links led from `path` elsewhere: the
+// subject of a refusal.
+std::string subject_of(const std::string& noun, const fs::path& path, const fs::path& real) {
+  const std::string subject = "the " + noun;
+  return absolute_as_written(path) != real ? subject + " '" + real.string() + "'" : subject;
+}
+
 // Throws unless `real` (the canonical `path`, the file dlopen opens) is a
 // regular file that neither it nor its folder lets another user change.
 void check_trusted_file(const fs::path& path, const fs::path& real) {
   const std::string where = where_resolved("plugin", path, real);
-  const bool moved = absolute_as_written(path) != real;
   const struct stat file = stat_or_throw(real, where);
   if (!S_ISREG(file.st_mode)) throw Error(where + ": not a regular file (" + file_kind(file.st_mode) + ")");
-  std::string reason = untrusted_because(real, file, moved ? "the file '" + real.string() + "'" : "the file");
+  std::string reason = untrusted_because(real, file, subject_of("file", path, real));
   if (reason.empty()) {
     const fs::path folder = real.parent_path();
     reason = untrusted_because(folder, stat_or_throw(folder, where), "its folder '" + folder.string() + "'");
@@ -236,9 +242,7 @@ void PluginLoader::collect_directory(const fs::path& dir, bool required, std::ve
   const std::string where = where_resolved("plugin folder", dir, real);
   struct stat st {};
   if (::stat(real.c_str(), &st) != 0) return fail(where + ": cannot read it: " + std::strerror(errno));
-  const std::string moved_subject = "the folder '" + real.string() + "'";
-  const std::string reason =
-      untrusted_because(real, st, absolute_as_written(dir) != real ? moved_subject : std::string("the folder"));
+  const std::string reason = untrusted_because(real, st, subject_of("folder", dir, real));
   // Nothing in a folder others can write to is loaded: any file in it could
   // have been swapped.
   if (!reason.empty()) return fail(where + ": refused: " + reason);
