@@ -361,9 +361,9 @@ int64_t start_epoch_of(const TrainArgs& args, const std::filesystem::path& outpu
   }
   std::string path;
   if (!dist.active() || dist.is_primary()) path = checkpoint_to_resume(args, output_dir).string();
-  // NCCL moves only CUDA tensors; Gloo gets CPU ones.
-  const torch::Device comm_device = dist.active() && dist.group->backend_name() == "nccl" ? device : torch::kCPU;
-  if (dist.active()) dist::broadcast_string(dist.group->comm(), path, 0, comm_device);
+  // On the training device, as the evaluation's collectives (NCCL moves only
+  // CUDA tensors).
+  if (dist.active()) dist::broadcast_string(dist.group->comm(), path, 0, device);
   if (path.empty()) return args.start_epoch.value_or(0);
 
   auto resume = [&] {
@@ -380,7 +380,7 @@ int64_t start_epoch_of(const TrainArgs& args, const std::filesystem::path& outpu
     resume_epoch = resume();
   } else {
     try {
-      resume_epoch = dist::agree_on(dist.group->comm(), "resuming from " + in_quotes(path), resume, comm_device);
+      resume_epoch = dist::agree_on(dist.group->comm(), "resuming from " + in_quotes(path), resume, device);
     } catch (const Error& e) {
       throw Error(std::string(e.what()) +
                   " (every rank resumes from the checkpoint rank 0 chose: it must be on a file system that all "
