@@ -37,6 +37,17 @@ set(_timm_test_discover_script "${CMAKE_CURRENT_LIST_DIR}/TimmTestDiscover.cmake
 # 6.0 s instead of 7.3 s; docs/build.md).
 set(TIMM_TEST_OPT_FLAGS "-O1" CACHE STRING "Optimization flags for test executables")
 
+# Intra-op threads per test process. `ctest --parallel N` runs N tests at
+# once, and LibTorch gives each as many threads as there are cores: on 2
+# cores two tests at 2 threads each spin against each other (the suite took
+# 420 s that way, 342 s at one thread each; docs/build.md). A test whose
+# result depends on the thread count sets its own (ThreadCount, the oracles'
+# torch.set_num_threads), as do the tests that start timm-run.
+set(TIMM_TEST_THREADS "1" CACHE STRING "OMP_NUM_THREADS of each test process")
+if(NOT TIMM_TEST_THREADS MATCHES "^[1-9][0-9]*$")
+  message(FATAL_ERROR "TIMM_TEST_THREADS must be a positive integer, got '${TIMM_TEST_THREADS}'")
+endif()
+
 function(timm_add_test_group group)
   if(NOT BUILD_TESTING)
     return()
@@ -57,7 +68,7 @@ function(timm_add_test_group group)
   add_custom_command(TARGET ${target} POST_BUILD
     COMMAND "${CMAKE_COMMAND}" -D "TEST_EXECUTABLE=$<TARGET_FILE:${target}>"
             -D "MANIFEST=${manifest}" -D "CTEST_FILE=${ctest_file}"
-            -D "WORKING_DIRECTORY=${CMAKE_CURRENT_BINARY_DIR}"
+            -D "WORKING_DIRECTORY=${CMAKE_CURRENT_BINARY_DIR}" -D "THREADS=${TIMM_TEST_THREADS}"
             -P "${_timm_test_discover_script}"
     VERBATIM)
   # Before the executable is built, ctest shows one failing test per group

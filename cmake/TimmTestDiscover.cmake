@@ -1,16 +1,17 @@
 # Script mode, run after each test executable is linked (see TimmTest.cmake):
 #   cmake -D TEST_EXECUTABLE=<exe> -D MANIFEST=<file> -D CTEST_FILE=<out>
-#         -D WORKING_DIRECTORY=<dir> -P TimmTestDiscover.cmake
+#         -D WORKING_DIRECTORY=<dir> -D THREADS=<n> -P TimmTestDiscover.cmake
 #
 # Asks the doctest executable for its TEST_CASEs (XML: name and file of each)
 # and writes one add_test per TEST_CASE to CTEST_FILE, named
 # "<manifest name>: <TEST_CASE name>", with the manifest's labels and
 # timeout for that file. Each test runs its case alone, selected by name and
 # file, case-sensitively; test_main.cpp fails a run that selects no case, so
-# a filter that stopped matching cannot pass silently.
+# a filter that stopped matching cannot pass silently. Each test runs with
+# OMP_NUM_THREADS=<THREADS> (see TIMM_TEST_THREADS in TimmTest.cmake).
 cmake_minimum_required(VERSION 3.25)
 
-foreach(var TEST_EXECUTABLE MANIFEST CTEST_FILE WORKING_DIRECTORY)
+foreach(var TEST_EXECUTABLE MANIFEST CTEST_FILE WORKING_DIRECTORY THREADS)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "TimmTestDiscover.cmake: -D ${var}=... is required")
   endif()
@@ -124,7 +125,8 @@ foreach(case IN LISTS cases)
   string(APPEND script
     "add_test(${q_name} ${q_exe} ${q_case} ${q_file} --case-sensitive=true --no-version)\n"
     "set_tests_properties(${q_name} PROPERTIES WORKING_DIRECTORY ${q_dir} "
-    "LABELS ${q_labels} TIMEOUT ${timeout_of_${file}} COST ${cost_of_${file}})\n")
+    "LABELS ${q_labels} TIMEOUT ${timeout_of_${file}} COST ${cost_of_${file}} "
+    "ENVIRONMENT OMP_NUM_THREADS=${THREADS})\n")
   math(EXPR count "${count} + 1")
 endforeach()
 if(count EQUAL 0)
