@@ -5,6 +5,8 @@
 #
 # Usage: setup.sh [TARGET...]   builds only those CMake targets (default: all),
 # e.g. `setup.sh timm_runtime` for timm-run and the plugins alone.
+#        setup.sh --deps-only   the packages and the Python environment, for a
+# script that configures its own build (scripts/sanitize.sh).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
@@ -53,4 +55,7 @@ configure_and_build() {
 
 install_apt_packages
 create_venv
+if [ "${1:-}" = "--deps-only" ]; then
+  exit 0
+fi
 configure_and_build "$@"
