@@ -55,8 +55,8 @@ std::filesystem::path scratch_file(const std::filesystem::path& name, Bytes data
 // something its header rules out. Not a timm::Error, so it is a finding.
 [[noreturn]] void broken_promise(const std::string& what);
 
-// Checks what image.hpp promises of a decoded image: 1 or `channels`
-// channels as asked, a positive size and exactly H x W x C pixels.
+// Checks what image.hpp promises of a decoded image: the `channels` asked
+// for, a positive size and exactly H x W x C pixel bytes.
 void check_image(const Image& image, int64_t channels, const std::string& source);
 
 // The bytes of `data` as text (configs, command lines, augmentation strings).
