@@ -1,6 +1,6 @@
 // Training checkpoints: the saver's files (last, top-k checkpoint-E,
 // model_best, recovery), a resume restoring weights, optimizer, EMA and
-// RNG, clear errors for bad files, and atomicity: a process killed at a
+// each rank's RNG state, clear errors for bad files, and atomicity: a process killed at a
 // random moment of a save always leaves a checkpoint that resumes, and a save
 // on a full disk fails clearly and leaves the previous checkpoint.
 #include <cerrno>
@@ -33,6 +33,7 @@
 #include "timm/base/error.hpp"
 #include "timm/io/safetensors.hpp"
 #include "timm/models/model.hpp"
+#include "timm/models/state_dict.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/train/checkpoint.hpp"
 #include "timm/train/model_ema.hpp"
@@ -139,6 +140,63 @@ TEST_CASE("a resume restores weights, optimizer state, EMA and the RNG") {
   step(*model, *optimizer);
   step(*restored, *restored_optimizer);
   CHECK(at::equal(restored->fc->weight, model->fc->weight));
+}
+
+namespace {
+
+// The draws after resuming `dir`/last as `rank` of `world_size`, from a
+// generator seeded 99 before (the state a rank without a saved one keeps).
+at::Tensor draws_after_resume(const fs::path& dir, torch::nn::Module& model, int rank, int world_size) {
+  at::manual_seed(99);
+  timm::ResumeTargets targets{model};
+  targets.rank = rank;
+  targets.world_size = world_size;
+  timm::resume_checkpoint(dir / "last", targets);
+  return at::rand({4});
+}
+
+at::Tensor draws_after_seed(uint64_t seed) {
+  at::manual_seed(seed);
+  return at::rand({4});
+}
+
+}  // namespace
+
+TEST_CASE("each rank resumes its own CPU RNG state; another world size restores the states the checkpoint holds") {
+  timm::test::TempDir dir;
+  auto model = std::make_shared<LinearNetImpl>();
+  auto optimizer = make_optimizer(*model);
+  // Two ranks' states, as a distributed run gathers them (seed + rank).
+  timm::CheckpointParts parts{*model, *optimizer};
+  for (uint64_t seed : {5, 6}) {
+    at::manual_seed(seed);
+    parts.rng_states.push_back(timm::cpu_rng_state());
+  }
+  timm::save_checkpoint(dir.path(), "last", parts, state_at(0, 1.0));
+  CHECK(at::equal(draws_after_resume(dir.path(), *model, 0, 2), draws_after_seed(5)));
+  // Rank 1 gets its own state back, not rank 0's (what every rank restored before).
+  CHECK(at::equal(draws_after_resume(dir.path(), *model, 1, 2), draws_after_seed(6)));
+  // A world of 3: ranks 0 and 1 get theirs, rank 2 keeps its own.
+  CHECK(at::equal(draws_after_resume(dir.path(), *model, 1, 3), draws_after_seed(6)));
+  CHECK(at::equal(draws_after_resume(dir.path(), *model, 2, 3), draws_after_seed(99)));
+  // A single process restores rank 0's.
+  CHECK(at::equal(draws_after_resume(dir.path(), *model, 0, 1), draws_after_seed(5)));
+}
+
+TEST_CASE("a checkpoint with rank 0's RNG state only (rng_cpu) resumes: rank 0 restores it, others keep theirs") {
+  timm::test::TempDir dir;
+  auto model = std::make_shared<LinearNetImpl>();
+  // The old state file: no rng_world_size, rank 0's state as rng_cpu.
+  timm::write_safetensors(dir / "last.safetensors", timm::state_dict(*model), {{"checkpoint_id", "old"}});
+  torch::serialize::OutputArchive archive;
+  archive.write("epoch", c10::IValue(int64_t{2}));
+  archive.write("checkpoint_id", c10::IValue(std::string("old")));
+  at::manual_seed(5);
+  archive.write("rng_cpu", timm::cpu_rng_state());
+  archive.save_to((dir / "last.state.pt").string());
+  CHECK(at::equal(draws_after_resume(dir.path(), *model, 0, 1), draws_after_seed(5)));
+  CHECK(at::equal(draws_after_resume(dir.path(), *model, 0, 2), draws_after_seed(5)));
+  CHECK(at::equal(draws_after_resume(dir.path(), *model, 1, 2), draws_after_seed(99)));
 }
 
 TEST_CASE("bad checkpoints give errors naming the file") {

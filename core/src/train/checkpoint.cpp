@@ -36,6 +36,21 @@ std::string new_checkpoint_id() {
   return std::to_string(now) + "-" + std::to_string(rd());
 }
 
+// The archive key of rank `rank`'s CPU RNG state: rank 0's keeps the name it
+// had when only rank 0's was saved, so that either version reads the other's.
+std::string rng_key(int64_t rank) { return rank == 0 ? "rng_cpu" : "rng_cpu_rank" + std::to_string(rank); }
+
+// Every rank's CPU RNG state and their count: timm seeds each rank with seed
+// + rank, so a model that draws on every rank (drop path, dropout) resumes
+// exactly only if each rank gets its own state back.
+void write_rng_states(torch::serialize::OutputArchive& archive, const std::vector<at::Tensor>& rng_states) {
+  const std::vector<at::Tensor> states = rng_states.empty() ? std::vector<at::Tensor>{cpu_rng_state()} : rng_states;
+  for (std::size_t rank = 0; rank < states.size(); ++rank) {
+    archive.write(rng_key(static_cast<int64_t>(rank)), states[rank].cpu());
+  }
+  archive.write("rng_world_size", c10::IValue(static_cast<int64_t>(states.size())));
+}
+
 void write_named_tensors(torch::serialize::OutputArchive& archive, const NamedTensors& tensors) {
   for (const auto& [name, tensor] : tensors) archive.write(name, tensor.detach().cpu());
 }
@@ -60,7 +75,7 @@ std::string serialize_state(const CheckpointParts& parts, const TrainingState& s
   archive.write("metric_name", c10::IValue(state.metric_name));
   archive.write("config_toml", c10::IValue(state.config_toml));
   archive.write("checkpoint_id", c10::IValue(id));
-  archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
+  write_rng_states(archive, parts.rng_states);
   std::string bytes;
   archive.save_to([&bytes](const void* data, std::size_t size) {
     bytes.append(static_cast<const char*>(data), size);
@@ -209,6 +224,12 @@ void link_checkpoint(const fs::path& dir, const std::string& from_stem, const st
 
 }  // namespace
 
+at::Tensor cpu_rng_state() {
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
 void save_checkpoint(const fs::path& dir, const std::string& stem, const CheckpointParts& parts,
                      const TrainingState& state) {
   save_pair(dir, stem, parts, state);
@@ -274,6 +295,49 @@ fs::path matching_state_file(const fs::path& state_file, const std::string& id, 
               state_file.string() + " and " + pending.string() + ")");
 }
 
+// The number of ranks whose CPU RNG states the checkpoint holds; 0 for a
+// checkpoint from before per-rank states (rank 0's state alone).
+int64_t saved_rng_world_size(torch::serialize::InputArchive& archive, const fs::path& file) {
+  c10::IValue value;
+  if (!archive.try_read("rng_world_size", value)) return 0;
+  if (!value.isInt() || value.toInt() < 1) {
+    throw Error(file.string() +
+                ": rng_world_size is not a positive integer (the number of ranks whose RNG states "
+                "the checkpoint holds)");
+  }
+  return value.toInt();
+}
+
+void set_cpu_rng_state(const at::Tensor& state, const fs::path& file, const std::string& key) {
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  try {
+    generator.set_state(state);
+  } catch (const c10::Error& e) {
+    throw Error(file.string() + ": " + key + " is not a torch CPU RNG state (" + e.what_without_backtrace() + ")");
+  }
+}
+
+// This rank's CPU RNG state, where the checkpoint holds one. A rank without
+// one keeps its own (seeded seed + rank, as a fresh start) rather than
+// another rank's: two ranks drawing the same masks would correlate them.
+void restore_cpu_rng(torch::serialize::InputArchive& archive, const fs::path& file, int rank, int world_size) {
+  const int64_t saved_world_size = saved_rng_world_size(archive, file);
+  const std::string key = rng_key(rank);
+  at::Tensor state;
+  if (archive.try_read(key, state)) set_cpu_rng_state(state, file, key);
+  // An old checkpoint holds rank 0's state: exact for a single process.
+  const bool exact = saved_world_size == world_size || (saved_world_size == 0 && world_size == 1);
+  if (exact || rank != 0) return;
+  auto ranks = [](int64_t n) { return format("%lld rank%s", static_cast<long long>(n), n == 1 ? "" : "s"); };
+  const std::string held = saved_world_size == 0
+                               ? "rank 0's CPU RNG state only (written before per-rank states were saved)"
+                               : "the CPU RNG states of " + ranks(saved_world_size);
+  log_warning(file.string() + " holds " + held + "; this run has " + ranks(world_size) +
+              ": ranks without a saved state keep their own, so the resumed run's random draws (drop path, dropout) "
+              "will differ from an uninterrupted run's");
+}
+
 }  // namespace
 
 int64_t resume_checkpoint(const fs::path& path, const ResumeTargets& targets) {
@@ -301,12 +365,7 @@ int64_t resume_checkpoint(const fs::path& path, const ResumeTargets& targets) {
     torch::serialize::InputArchive scaler_archive;
     if (archive.try_read("scaler", scaler_archive)) targets.scaler->load(scaler_archive);
   }
-  at::Tensor rng;
-  if (archive.try_read("rng_cpu", rng)) {
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state(rng);
-  }
+  restore_cpu_rng(archive, matching_state, targets.rank, targets.world_size);
   const int64_t resume_epoch = epoch.toInt() + 1;
   log_info(format("Loaded checkpoint '%s' (epoch %lld)", weights_file.string().c_str(),
                   static_cast<long long>(epoch.toInt())));
