@@ -1,6 +1,7 @@
 // Training checkpoints: the saver's files (last, top-k checkpoint-E,
-// model_best, recovery), a resume restoring weights, optimizer, EMA and
-// each rank's RNG state, clear errors for bad files, and atomicity: a process killed at a
+// model_best, recovery; after a resume it goes on pruning the files already
+// there), a resume restoring weights, optimizer, EMA and each rank's RNG
+// state, clear errors for bad files, and atomicity: a process killed at a
 // random moment of a save always leaves a checkpoint that resumes, and a save
 // on a full disk fails clearly and leaves the previous checkpoint.
 #include <cerrno>
@@ -113,6 +114,58 @@ TEST_CASE("the saver keeps timm's files: last, the best checkpoint-hist, model_b
   CHECK(fs::exists(dir / "recovery-4-1.safetensors"));
   CHECK(fs::exists(dir / "recovery-4-2.state.pt"));
   CHECK(timm::newest_checkpoint(dir.path()).value().filename() == "recovery-4-2.safetensors");
+}
+
+namespace {
+
+// Epochs 0..4 saved with these metrics by a saver that kept them all.
+void save_five_epochs(const fs::path& dir, const timm::CheckpointParts& parts) {
+  timm::CheckpointSaver saver(dir, /*decreasing=*/false, /*max_history=*/10);
+  const std::vector<double> metrics = {50.0, 70.0, 60.0, 40.0, 65.0};
+  for (int64_t epoch = 0; epoch < 5; ++epoch) saver.save(parts, state_at(epoch, metrics[epoch]));
+}
+
+std::set<std::string> kept_epochs(const fs::path& dir) {
+  std::set<std::string> kept;
+  for (int epoch = 0; epoch < 10; ++epoch) {
+    const std::string stem = "checkpoint-" + std::to_string(epoch);
+    const bool weights = fs::exists(dir / (stem + ".safetensors"));
+    CHECK_MESSAGE(weights == fs::exists(dir / (stem + ".state.pt")), stem << ": one file of the pair");
+    if (weights) kept.insert(std::to_string(epoch));
+  }
+  return kept;
+}
+
+}  // namespace
+
+TEST_CASE("after a resume the saver prunes the checkpoint-N files already in the folder, best first") {
+  auto model = std::make_shared<LinearNetImpl>();
+  auto optimizer = make_optimizer(*model);
+  const timm::CheckpointParts parts{*model, *optimizer};
+  timm::test::TempDir dir;
+  save_five_epochs(dir.path(), parts);
+  // A file of a later epoch (from a run resumed earlier than its end) is not the resumed run's history.
+  fs::copy_file(dir / "checkpoint-4.safetensors", dir / "checkpoint-7.safetensors");
+  fs::copy_file(dir / "checkpoint-4.state.pt", dir / "checkpoint-7.state.pt");
+
+  // Resumed at epoch 5 with --checkpoint-hist 2: of 50, 70, 60, 40, 65 and
+  // the new 55, the best two stay (without the saved list, all six would).
+  timm::CheckpointSaver resumed(dir.path(), /*decreasing=*/false, /*max_history=*/2);
+  resumed.resume_history(5);
+  resumed.save(parts, state_at(5, 55.0));
+  CHECK(kept_epochs(dir.path()) == std::set<std::string>{"1", "4", "7"});
+  // And on: 68 pushes out 65.
+  resumed.save(parts, state_at(6, 68.0));
+  CHECK(kept_epochs(dir.path()) == std::set<std::string>{"1", "6", "7"});
+
+  // A file without a readable metric (epoch 1's, 70) ranks last, so it goes first.
+  timm::test::TempDir other;
+  save_five_epochs(other.path(), parts);
+  { std::ofstream(other / "checkpoint-1.state.pt") << "not an archive"; }
+  timm::CheckpointSaver resumed_other(other.path(), /*decreasing=*/false, /*max_history=*/4);
+  resumed_other.resume_history(5);
+  resumed_other.save(parts, state_at(5, 10.0));  // below 40: not kept
+  CHECK(kept_epochs(other.path()) == std::set<std::string>{"0", "2", "3", "4"});
 }
 
 TEST_CASE("a resume restores weights, optimizer state, EMA and the RNG") {

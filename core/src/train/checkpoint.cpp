@@ -1,10 +1,14 @@
 #include "timm/train/checkpoint.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <random>
+#include <set>
 #include <system_error>
 
 #include <ATen/ATen.h>
@@ -242,24 +246,37 @@ std::pair<double, int64_t> CheckpointSaver::save(const CheckpointParts& parts, c
   if (!state.metric) throw Error("CheckpointSaver::save needs the epoch's metric");
   const double metric = *state.metric;
   const std::string id = save_pair(dir_, "last", parts, state);
-  const bool room = static_cast<int64_t>(kept_.size()) < max_history_;
-  if (max_history_ > 0 && (room || better(metric, kept_.back().second))) {
-    if (!room) {
-      remove_checkpoint(dir_, kept_.back().first);
-      kept_.pop_back();
-    }
-    const std::string stem = "checkpoint-" + std::to_string(state.epoch);
-    link_checkpoint(dir_, "last", stem, id);
-    kept_.emplace_back(stem, metric);
-    std::stable_sort(kept_.begin(), kept_.end(),
-                     [this](const auto& a, const auto& b) { return better(a.second, b.second); });
-    log_checkpoints();
-  }
+  keep_if_among_best("checkpoint-" + std::to_string(state.epoch), metric, id);
   if (!best_ || better(metric, best_->first)) {
     best_ = {metric, state.epoch};
     link_checkpoint(dir_, "last", "model_best", id);
   }
   return *best_;
+}
+
+// timm's top --checkpoint-hist: the new checkpoint is kept (a link of
+// `last`) if it ranks among the best max_history, after the equal ones kept
+// before it; the files ranked past max_history are removed: the one it
+// pushes out, or several after resume_history() took in more files than
+// --checkpoint-hist. The link comes first, so a failed one removes nothing.
+void CheckpointSaver::keep_if_among_best(const std::string& stem, double metric, const std::string& id) {
+  std::vector<std::pair<std::string, double>> ranked = kept_;
+  ranked.emplace_back(stem, metric);
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [this](const auto& a, const auto& b) { return better(a.second, b.second); });
+  const auto limit = static_cast<std::size_t>(max_history_);
+  const auto position = std::find_if(ranked.begin(), ranked.end(), [&](const auto& k) { return k.first == stem; });
+  const bool keep = static_cast<std::size_t>(position - ranked.begin()) < limit;
+  if (keep) {
+    link_checkpoint(dir_, "last", stem, id);
+  } else {
+    ranked.erase(position);
+  }
+  const bool prune = ranked.size() > limit;
+  for (std::size_t i = limit; i < ranked.size(); ++i) remove_checkpoint(dir_, ranked[i].first);
+  if (prune) ranked.erase(ranked.begin() + static_cast<std::ptrdiff_t>(limit), ranked.end());
+  kept_ = std::move(ranked);
+  if (keep || prune) log_checkpoints();
 }
 
 void CheckpointSaver::log_checkpoints() const {
@@ -278,6 +295,74 @@ void CheckpointSaver::save_recovery(const CheckpointParts& parts, const Training
     remove_checkpoint(dir_, recovery_stems_.front());
     recovery_stems_.erase(recovery_stems_.begin());
   }
+}
+
+namespace {
+
+// N of a file named checkpoint-N.safetensors or checkpoint-N.state.pt (N as
+// the saver writes it: no sign, no leading zero).
+std::optional<int64_t> kept_checkpoint_epoch(const std::string& name) {
+  const std::string prefix = "checkpoint-";
+  if (!name.starts_with(prefix)) return std::nullopt;
+  for (const std::string ext : {kWeightsExt, kStateExt}) {
+    if (!name.ends_with(ext) || name.size() <= prefix.size() + ext.size()) continue;
+    const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - ext.size());
+    int64_t epoch = -1;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), epoch);
+    if (ec == std::errc() && end == digits.data() + digits.size() && epoch >= 0 && std::to_string(epoch) == digits) {
+      return epoch;
+    }
+  }
+  return std::nullopt;
+}
+
+// The metric a checkpoint's state file saved; none when the file is missing
+// or unreadable (torn, foreign), or its metric is missing or NaN (which
+// cannot be ranked). Reading it loads the whole state, once per file and at
+// resume only.
+std::optional<double> saved_metric(const fs::path& state_file) {
+  try {
+    torch::serialize::InputArchive archive = read_state_archive(state_file);
+    c10::IValue metric;
+    if (archive.try_read("metric", metric) && metric.isDouble() && !std::isnan(metric.toDouble())) {
+      return metric.toDouble();
+    }
+  } catch (const std::exception&) {
+    // Ranked as a file without a metric: pruning it early costs a file the
+    // run could not resume from anyway.
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void CheckpointSaver::resume_history(int64_t start_epoch) {
+  std::set<int64_t> epochs;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    const auto epoch = kept_checkpoint_epoch(entry.path().filename().string());
+    if (epoch && *epoch < start_epoch) epochs.insert(*epoch);
+  }
+  // In epoch order: equal metrics rank as the run saved them, oldest first.
+  std::vector<std::pair<std::string, double>> ranked;
+  std::vector<std::string> without_metric;
+  for (const int64_t epoch : epochs) {
+    const std::string stem = "checkpoint-" + std::to_string(epoch);
+    if (const auto metric = saved_metric(dir_ / (stem + kStateExt))) {
+      ranked.emplace_back(stem, *metric);
+    } else {
+      without_metric.push_back(stem);
+    }
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [this](const auto& a, const auto& b) { return better(a.second, b.second); });
+  // A file without a metric cannot be ranked among the others: it goes last,
+  // with the worst metric, the newest first, so that pruning removes the
+  // oldest first (a run's later epochs are usually its better ones).
+  const double worst = decreasing_ ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+  for (auto it = without_metric.rbegin(); it != without_metric.rend(); ++it) ranked.emplace_back(*it, worst);
+  kept_ = std::move(ranked);
+  if (!kept_.empty()) log_checkpoints();
 }
 
 namespace {

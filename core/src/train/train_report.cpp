@@ -64,8 +64,14 @@ RunOutput open_run_output(const TrainArgs& args, const Config& config, const Tra
   return output;
 }
 
-void open_checkpoint_saver(const TrainArgs& args, const TrainSetup& setup, const Distributed& dist, RunOutput& output) {
-  if (dist.is_primary()) output.saver.emplace(output.dir, setup.decreasing_metric, args.checkpoint_hist);
+void open_checkpoint_saver(const TrainArgs& args, const TrainSetup& setup, const Distributed& dist, int64_t start_epoch,
+                           RunOutput& output) {
+  if (!dist.is_primary()) return;
+  output.saver.emplace(output.dir, setup.decreasing_metric, args.checkpoint_hist);
+  // Only a resume: a fresh run into an existing --experiment folder leaves
+  // the files it finds there alone, as timm does.
+  const bool resumed = !args.resume.empty() || args.auto_resume;
+  if (resumed && start_epoch > 0) output.saver->resume_history(start_epoch);
 }
 
 double metric_of(const EvalMetrics& metrics, const std::string& name) {

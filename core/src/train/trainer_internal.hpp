@@ -157,8 +157,11 @@ struct RunOutput {
 RunOutput open_run_output(const TrainArgs& args, const Config& config, const TrainSetup& setup, const Distributed& dist,
                           const torch::Device& device);
 
-// CheckpointSaver (primary rank only), after the resume as train.py.
-void open_checkpoint_saver(const TrainArgs& args, const TrainSetup& setup, const Distributed& dist, RunOutput& output);
+// CheckpointSaver (primary rank only), after the resume as train.py; a run
+// resumed at `start_epoch` > 0 takes in the checkpoint-N files of earlier
+// epochs, so that --checkpoint-hist prunes them.
+void open_checkpoint_saver(const TrainArgs& args, const TrainSetup& setup, const Distributed& dist, int64_t start_epoch,
+                           RunOutput& output);
 
 struct EpochRecord {
   int64_t epoch;

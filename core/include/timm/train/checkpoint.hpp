@@ -71,8 +71,17 @@ class CheckpointSaver {
   // Saves recovery-<epoch>-<batch_idx>, deleting the one from two saves ago.
   void save_recovery(const CheckpointParts& parts, const TrainingState& state, int64_t batch_idx);
 
+  // After a resume that starts at `start_epoch`: the checkpoint-<epoch> files
+  // of earlier epochs already in the folder join the kept list, ranked by the
+  // metric each saved, so that the next saves prune them as if the run had
+  // not stopped (timm's saver starts empty and never prunes them). Files of
+  // later epochs (left by a resume from an earlier checkpoint) are left alone
+  // until this run replaces them.
+  void resume_history(int64_t start_epoch);
+
  private:
   bool better(double a, double b) const { return decreasing_ ? a < b : a > b; }
+  void keep_if_among_best(const std::string& stem, double metric, const std::string& id);
   void log_checkpoints() const;
 
   std::filesystem::path dir_;
