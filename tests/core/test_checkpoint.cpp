@@ -1,6 +1,7 @@
 // Training checkpoints: the saver's files (last, top-k checkpoint-E,
-// model_best, recovery), a resume restoring weights, optimizer, EMA and
-// RNG, clear errors for bad files, and atomicity: a process killed at a
+// model_best, recovery; after a resume it goes on pruning the files already
+// there), a resume restoring weights, optimizer, EMA and each rank's RNG
+// state, clear errors for bad files, and atomicity: a process killed at a
 // random moment of a save always leaves a checkpoint that resumes, and a save
 // on a full disk fails clearly and leaves the previous checkpoint.
 #include <cerrno>
@@ -33,6 +34,7 @@
 #include "timm/base/error.hpp"
 #include "timm/io/safetensors.hpp"
 #include "timm/models/model.hpp"
+#include "timm/models/state_dict.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/train/checkpoint.hpp"
 #include "timm/train/model_ema.hpp"
@@ -114,6 +116,58 @@ TEST_CASE("the saver keeps timm's files: last, the best checkpoint-hist, model_b
   CHECK(timm::newest_checkpoint(dir.path()).value().filename() == "recovery-4-2.safetensors");
 }
 
+namespace {
+
+// Epochs 0..4 saved with these metrics by a saver that kept them all.
+void save_five_epochs(const fs::path& dir, const timm::CheckpointParts& parts) {
+  timm::CheckpointSaver saver(dir, /*decreasing=*/false, /*max_history=*/10);
+  const std::vector<double> metrics = {50.0, 70.0, 60.0, 40.0, 65.0};
+  for (int64_t epoch = 0; epoch < 5; ++epoch) saver.save(parts, state_at(epoch, metrics[epoch]));
+}
+
+std::set<std::string> kept_epochs(const fs::path& dir) {
+  std::set<std::string> kept;
+  for (int epoch = 0; epoch < 10; ++epoch) {
+    const std::string stem = "checkpoint-" + std::to_string(epoch);
+    const bool weights = fs::exists(dir / (stem + ".safetensors"));
+    CHECK_MESSAGE(weights == fs::exists(dir / (stem + ".state.pt")), stem << ": one file of the pair");
+    if (weights) kept.insert(std::to_string(epoch));
+  }
+  return kept;
+}
+
+}  // namespace
+
+TEST_CASE("after a resume the saver prunes the checkpoint-N files already in the folder, best first") {
+  auto model = std::make_shared<LinearNetImpl>();
+  auto optimizer = make_optimizer(*model);
+  const timm::CheckpointParts parts{*model, *optimizer};
+  timm::test::TempDir dir;
+  save_five_epochs(dir.path(), parts);
+  // A file of a later epoch (from a run resumed earlier than its end) is not the resumed run's history.
+  fs::copy_file(dir / "checkpoint-4.safetensors", dir / "checkpoint-7.safetensors");
+  fs::copy_file(dir / "checkpoint-4.state.pt", dir / "checkpoint-7.state.pt");
+
+  // Resumed at epoch 5 with --checkpoint-hist 2: of 50, 70, 60, 40, 65 and
+  // the new 55, the best two stay (without the saved list, all six would).
+  timm::CheckpointSaver resumed(dir.path(), /*decreasing=*/false, /*max_history=*/2);
+  resumed.resume_history(5);
+  resumed.save(parts, state_at(5, 55.0));
+  CHECK(kept_epochs(dir.path()) == std::set<std::string>{"1", "4", "7"});
+  // And on: 68 pushes out 65.
+  resumed.save(parts, state_at(6, 68.0));
+  CHECK(kept_epochs(dir.path()) == std::set<std::string>{"1", "6", "7"});
+
+  // A file without a readable metric (epoch 1's, 70) ranks last, so it goes first.
+  timm::test::TempDir other;
+  save_five_epochs(other.path(), parts);
+  { std::ofstream(other / "checkpoint-1.state.pt") << "not an archive"; }
+  timm::CheckpointSaver resumed_other(other.path(), /*decreasing=*/false, /*max_history=*/4);
+  resumed_other.resume_history(5);
+  resumed_other.save(parts, state_at(5, 10.0));  // below 40: not kept
+  CHECK(kept_epochs(other.path()) == std::set<std::string>{"0", "2", "3", "4"});
+}
+
 TEST_CASE("a resume restores weights, optimizer state, EMA and the RNG") {
   timm::test::TempDir dir;
   auto model = std::make_shared<LinearNetImpl>();
@@ -139,6 +193,63 @@ TEST_CASE("a resume restores weights, optimizer state, EMA and the RNG") {
   step(*model, *optimizer);
   step(*restored, *restored_optimizer);
   CHECK(at::equal(restored->fc->weight, model->fc->weight));
+}
+
+namespace {
+
+// The draws after resuming `dir`/last as `rank` of `world_size`, from a
+// generator seeded 99 before (the state a rank without a saved one keeps).
+at::Tensor draws_after_resume(const fs::path& dir, torch::nn::Module& model, int rank, int world_size) {
+  at::manual_seed(99);
+  timm::ResumeTargets targets{model};
+  targets.rank = rank;
+  targets.world_size = world_size;
+  timm::resume_checkpoint(dir / "last", targets);
+  return at::rand({4});
+}
+
+at::Tensor draws_after_seed(uint64_t seed) {
+  at::manual_seed(seed);
+  return at::rand({4});
+}
+
+}  // namespace
+
+TEST_CASE("each rank resumes its own CPU RNG state; another world size restores the states the checkpoint holds") {
+  timm::test::TempDir dir;
+  auto model = std::make_shared<LinearNetImpl>();
+  auto optimizer = make_optimizer(*model);
+  // Two ranks' states, as a distributed run gathers them (seed + rank).
+  timm::CheckpointParts parts{*model, *optimizer};
+  for (uint64_t seed : {5, 6}) {
+    at::manual_seed(seed);
+    parts.rng_states.push_back(timm::cpu_rng_state());
+  }
+  timm::save_checkpoint(dir.path(), "last", parts, state_at(0, 1.0));
+  CHECK(at::equal(draws_after_resume(dir.path(), *model, 0, 2), draws_after_seed(5)));
+  // Rank 1 gets its own state back, not rank 0's (what every rank restored before).
+  CHECK(at::equal(draws_after_resume(dir.path(), *model, 1, 2), draws_after_seed(6)));
+  // A world of 3: ranks 0 and 1 get theirs, rank 2 keeps its own.
+  CHECK(at::equal(draws_after_resume(dir.path(), *model, 1, 3), draws_after_seed(6)));
+  CHECK(at::equal(draws_after_resume(dir.path(), *model, 2, 3), draws_after_seed(99)));
+  // A single process restores rank 0's.
+  CHECK(at::equal(draws_after_resume(dir.path(), *model, 0, 1), draws_after_seed(5)));
+}
+
+TEST_CASE("a checkpoint with rank 0's RNG state only (rng_cpu) resumes: rank 0 restores it, others keep theirs") {
+  timm::test::TempDir dir;
+  auto model = std::make_shared<LinearNetImpl>();
+  // The old state file: no rng_world_size, rank 0's state as rng_cpu.
+  timm::write_safetensors(dir / "last.safetensors", timm::state_dict(*model), {{"checkpoint_id", "old"}});
+  torch::serialize::OutputArchive archive;
+  archive.write("epoch", c10::IValue(int64_t{2}));
+  archive.write("checkpoint_id", c10::IValue(std::string("old")));
+  at::manual_seed(5);
+  archive.write("rng_cpu", timm::cpu_rng_state());
+  archive.save_to((dir / "last.state.pt").string());
+  CHECK(at::equal(draws_after_resume(dir.path(), *model, 0, 1), draws_after_seed(5)));
+  CHECK(at::equal(draws_after_resume(dir.path(), *model, 0, 2), draws_after_seed(5)));
+  CHECK(at::equal(draws_after_resume(dir.path(), *model, 1, 2), draws_after_seed(99)));
 }
 
 TEST_CASE("bad checkpoints give errors naming the file") {

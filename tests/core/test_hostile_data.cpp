@@ -3,12 +3,15 @@
 // declare 65000x65000 pixels, IDX files whose sizes overflow or whose gzip
 // expands without bound, folder trees with symlink cycles. Each is a
 // timm::Error naming the file and what was wrong (for an image in the
-// loader, a counted skip), found before anything large is allocated.
+// loader, a counted skip), found before anything large is allocated. A
+// symlink diamond (no cycle, 2^N paths) is walked once per real folder.
+#include <sys/stat.h>
 #include <turbojpeg.h>
 #include <zlib.h>
 
 #include <cstdio>
 #include <fstream>
+#include <set>
 
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
@@ -375,4 +378,34 @@ TEST_CASE("an image folder with a symlink cycle is an error naming the link") {
   // A link to itself.
   fs::create_directory_symlink(".", root / "a" / "self");
   CHECK_THROWS_WITH_AS(make_image_folder(root, 3), doctest::Contains("/a/self' is a symlink cycle"), Error);
+}
+
+TEST_CASE("an image folder with a 40-level symlink diamond lists each image once, promptly") {
+  // Each level holds the next twice: the real folder `a` and a link `b` to
+  // it. No cycle, but 2^40 paths to the deepest image: os.walk follows every
+  // one (a hang); within one class folder each real folder is walked once.
+  // A path holds at most 40 links, the kernel's limit for one lookup; the
+  // canonical temp folder adds none.
+  constexpr int kLevels = 40;
+  test::TempDir dir;
+  const fs::path root = fs::canonical(dir.path()) / "root";
+  fs::path level = root / "c";
+  fs::create_directories(level);
+  for (int i = 0; i < kLevels; ++i) {
+    write_file(level / "x.png", one_pixel_png());
+    fs::create_directory(level / "a");
+    fs::create_directory_symlink("a", level / "b");
+    level /= "a";
+  }
+  write_file(level / "x.png", one_pixel_png());
+
+  auto ds = make_image_folder(root, 3);
+  CHECK(ds->size() == kLevels + 1);
+  std::set<ino_t> files;
+  for (std::size_t i = 0; i < ds->size(); ++i) {
+    struct stat st {};
+    REQUIRE_MESSAGE(::stat(ds->describe(i).c_str(), &st) == 0, ds->describe(i));
+    files.insert(st.st_ino);
+  }
+  CHECK(files.size() == ds->size());  // each image once
 }

@@ -3,7 +3,9 @@
 // 1; torchrun stops rank 0, starts both again, and every rank resumes from
 // the checkpoint rank 0 chose (rank 1 has no output folder of its own). The
 // job exits 0 with the weights of an uninterrupted run, bit for bit (same
-// float32 computation, one thread per rank).
+// float32 computation, one thread per rank). The model draws drop path masks
+// on every rank from its own CPU generator (seeded seed + rank), so the
+// resume must give each rank its own RNG state back, not rank 0's.
 #include <cstdint>
 
 #include "dist_support.hpp"
@@ -21,7 +23,7 @@ std::vector<std::string> run_args(const fs::path& out) {
       "--model", "resnet18", "--epochs",       "3",          "--train-num-samples", "192", "--val-num-samples", "32",
       "-b",      "16",       "--lr",           "0.05",       "--warmup-epochs",     "0",   "--device",          "cpu",
       "-j",      "1",        "--log-interval", "1",          "--dist-timeout",      "60",  "--checkpoint-hist", "2",
-      "--seed",  "5",        "--output",       out.string(), "--experiment",        "x"};
+      "--seed",  "5",        "--output",       out.string(), "--experiment",        "x",   "--drop-path",       "0.1"};
 }
 
 // distributed_train.sh 2 in the background; `watch` runs meanwhile ($pid is

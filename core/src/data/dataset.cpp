@@ -15,6 +15,7 @@
 #include "timm/base/error.hpp"
 #include "timm/base/names.hpp"
 #include "timm/data/image_ops.hpp"
+#include "timm/log/log.hpp"
 
 namespace fs = std::filesystem;
 
@@ -32,46 +33,81 @@ struct FoundFile {
 struct FolderId {
   dev_t device;
   ino_t inode;
-  bool operator==(const FolderId&) const = default;
+  auto operator<=>(const FolderId&) const = default;
 };
 
 // os.walk(top, topdown=False, followlinks=True): sub-folders first (in
 // directory order), then the folder's own files. The label is the folder's
-// last component ('' for the root itself). `ancestors` are the folders being
-// walked, root first: a folder symlink back to one of them would make
-// os.walk repeat the tree until paths grow too long (and, with two such
-// links, take exponential time), so it is an error.
-void walk(const fs::path& dir, const std::string& dir_string, const std::string& label,
-          std::vector<FolderId>& ancestors, const fs::path& root, std::vector<FoundFile>& out) {
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) return;  // os.walk ignores folders it cannot list
-  const FolderId id{st.st_dev, st.st_ino};
-  if (std::find(ancestors.begin(), ancestors.end(), id) != ancestors.end()) {
-    throw Error("image folder " + in_quotes(root.string()) + ": " + in_quotes(dir_string) +
-                " is a symlink cycle: it leads back to a folder that contains it; expected a tree");
-  }
-  std::error_code ec;
-  std::vector<std::pair<fs::path, std::string>> subdirs;
-  std::vector<std::string> files;
-  // increment(ec): the range-for's operator++ would throw a filesystem_error;
-  // os.walk drops a folder whose listing fails.
-  for (fs::directory_iterator it(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    std::error_code type_ec;
-    const std::string name = it->path().filename().string();
-    if (it->is_directory(type_ec)) {
-      subdirs.emplace_back(it->path(), name);
-    } else {
-      files.push_back(name);
+// last component ('' for the root itself).
+//
+// Two departures, both for folder symlinks. A link back to a folder being
+// walked (a cycle) would make os.walk repeat the tree until paths grow too
+// long, so it is an error. And within one class folder (a sub-folder of the
+// root), a real folder that a second path reaches again is walked once:
+// os.walk walks it once per path, and a chain of N folders each holding two
+// links to the next (a diamond, no cycle) has 2^N paths, a hang. The same
+// real folder linked into two class folders still gives its images to both,
+// as in timm.
+class FolderWalk {
+ public:
+  explicit FolderWalk(const fs::path& root) : root_(root) {}
+
+  // Walks `dir`, reached as `dir_string`, at `depth` below the root.
+  void walk(const fs::path& dir, const std::string& dir_string, const std::string& label, int depth) {
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0) return;  // os.walk ignores folders it cannot list
+    const FolderId id{st.st_dev, st.st_ino};
+    if (std::find(ancestors_.begin(), ancestors_.end(), id) != ancestors_.end()) {
+      throw Error("image folder " + in_quotes(root_.string()) + ": " + in_quotes(dir_string) +
+                  " is a symlink cycle: it leads back to a folder that contains it; expected a tree");
+    }
+    if (depth == 1) walked_.clear();  // a new class folder
+    if (depth > 0 && !walked_.insert(id).second) {
+      ++skipped_paths_;
+      return;
+    }
+    std::vector<std::pair<fs::path, std::string>> subdirs;
+    std::vector<std::string> files;
+    if (!list(dir, subdirs, files)) return;
+    ancestors_.push_back(id);
+    for (const auto& [path, name] : subdirs) walk(path, dir_string + "/" + name, name, depth + 1);
+    ancestors_.pop_back();
+    for (const std::string& name : files) {
+      if (has_image_extension(name)) found_.push_back({dir_string + "/" + name, label});
     }
   }
-  if (ec) return;
-  ancestors.push_back(id);
-  for (const auto& [path, name] : subdirs) walk(path, dir_string + "/" + name, name, ancestors, root, out);
-  ancestors.pop_back();
-  for (const std::string& name : files) {
-    if (has_image_extension(name)) out.push_back({dir_string + "/" + name, label});
+
+  std::vector<FoundFile>& found() { return found_; }
+  // Paths not walked because they led to a folder already walked in their
+  // class folder.
+  int64_t skipped_paths() const { return skipped_paths_; }
+
+ private:
+  // `dir`'s sub-folders (links to folders included) and other entries, in
+  // directory order; false when listing fails, as os.walk drops such a
+  // folder.
+  static bool list(const fs::path& dir, std::vector<std::pair<fs::path, std::string>>& subdirs,
+                   std::vector<std::string>& files) {
+    std::error_code ec;
+    // increment(ec): the range-for's operator++ would throw a filesystem_error.
+    for (fs::directory_iterator it(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      std::error_code type_ec;
+      const std::string name = it->path().filename().string();
+      if (it->is_directory(type_ec)) {
+        subdirs.emplace_back(it->path(), name);
+      } else {
+        files.push_back(name);
+      }
+    }
+    return !ec;
   }
-}
+
+  fs::path root_;
+  std::vector<FolderId> ancestors_;  // the folders being walked, root first
+  std::set<FolderId> walked_;        // in the current class folder
+  std::vector<FoundFile> found_;
+  int64_t skipped_paths_ = 0;
+};
 
 class ImageFolderDataset final : public Dataset {
  public:
@@ -80,9 +116,14 @@ class ImageFolderDataset final : public Dataset {
     if (!fs::is_directory(root, ec)) throw Error("image folder " + in_quotes(root.string()) + ": not a folder");
     std::string root_string = root.string();
     while (root_string.size() > 1 && root_string.back() == '/') root_string.pop_back();
-    std::vector<FoundFile> found;
-    std::vector<FolderId> ancestors;
-    walk(root, root_string, "", ancestors, root, found);
+    FolderWalk folder_walk(root);
+    folder_walk.walk(root, root_string, "", /*depth=*/0);
+    if (folder_walk.skipped_paths() > 0) {
+      log_warning("image folder " + in_quotes(root.string()) + ": " + std::to_string(folder_walk.skipped_paths()) +
+                  " folder paths (symlinks) lead to a folder already listed in the same class folder and were "
+                  "skipped: each folder's images are listed once (Python timm's os.walk lists them once per path)");
+    }
+    std::vector<FoundFile>& found = folder_walk.found();
     if (found.empty()) {
       throw Error("image folder " + in_quotes(root.string()) +
                   ": found no images; expected class sub-folders with .png, .jpg or .jpeg files");

@@ -1,10 +1,14 @@
 #include "timm/train/checkpoint.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <random>
+#include <set>
 #include <system_error>
 
 #include <ATen/ATen.h>
@@ -36,6 +40,21 @@ std::string new_checkpoint_id() {
   return std::to_string(now) + "-" + std::to_string(rd());
 }
 
+// The archive key of rank `rank`'s CPU RNG state: rank 0's keeps the name it
+// had when only rank 0's was saved, so that either version reads the other's.
+std::string rng_key(int64_t rank) { return rank == 0 ? "rng_cpu" : "rng_cpu_rank" + std::to_string(rank); }
+
+// Every rank's CPU RNG state and their count: timm seeds each rank with seed
+// + rank, so a model that draws on every rank (drop path, dropout) resumes
+// exactly only if each rank gets its own state back.
+void write_rng_states(torch::serialize::OutputArchive& archive, const std::vector<at::Tensor>& rng_states) {
+  const std::vector<at::Tensor> states = rng_states.empty() ? std::vector<at::Tensor>{cpu_rng_state()} : rng_states;
+  for (std::size_t rank = 0; rank < states.size(); ++rank) {
+    archive.write(rng_key(static_cast<int64_t>(rank)), states[rank].cpu());
+  }
+  archive.write("rng_world_size", c10::IValue(static_cast<int64_t>(states.size())));
+}
+
 void write_named_tensors(torch::serialize::OutputArchive& archive, const NamedTensors& tensors) {
   for (const auto& [name, tensor] : tensors) archive.write(name, tensor.detach().cpu());
 }
@@ -60,7 +79,7 @@ std::string serialize_state(const CheckpointParts& parts, const TrainingState& s
   archive.write("metric_name", c10::IValue(state.metric_name));
   archive.write("config_toml", c10::IValue(state.config_toml));
   archive.write("checkpoint_id", c10::IValue(id));
-  archive.write("rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
+  write_rng_states(archive, parts.rng_states);
   std::string bytes;
   archive.save_to([&bytes](const void* data, std::size_t size) {
     bytes.append(static_cast<const char*>(data), size);
@@ -209,6 +228,12 @@ void link_checkpoint(const fs::path& dir, const std::string& from_stem, const st
 
 }  // namespace
 
+at::Tensor cpu_rng_state() {
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
 void save_checkpoint(const fs::path& dir, const std::string& stem, const CheckpointParts& parts,
                      const TrainingState& state) {
   save_pair(dir, stem, parts, state);
@@ -221,24 +246,37 @@ std::pair<double, int64_t> CheckpointSaver::save(const CheckpointParts& parts, c
   if (!state.metric) throw Error("CheckpointSaver::save needs the epoch's metric");
   const double metric = *state.metric;
   const std::string id = save_pair(dir_, "last", parts, state);
-  const bool room = static_cast<int64_t>(kept_.size()) < max_history_;
-  if (max_history_ > 0 && (room || better(metric, kept_.back().second))) {
-    if (!room) {
-      remove_checkpoint(dir_, kept_.back().first);
-      kept_.pop_back();
-    }
-    const std::string stem = "checkpoint-" + std::to_string(state.epoch);
-    link_checkpoint(dir_, "last", stem, id);
-    kept_.emplace_back(stem, metric);
-    std::stable_sort(kept_.begin(), kept_.end(),
-                     [this](const auto& a, const auto& b) { return better(a.second, b.second); });
-    log_checkpoints();
-  }
+  keep_if_among_best("checkpoint-" + std::to_string(state.epoch), metric, id);
   if (!best_ || better(metric, best_->first)) {
     best_ = {metric, state.epoch};
     link_checkpoint(dir_, "last", "model_best", id);
   }
   return *best_;
+}
+
+// timm's top --checkpoint-hist: the new checkpoint is kept (a link of
+// `last`) if it ranks among the best max_history, after the equal ones kept
+// before it; the files ranked past max_history are removed: the one it
+// pushes out, or several after resume_history() took in more files than
+// --checkpoint-hist. The link comes first, so a failed one removes nothing.
+void CheckpointSaver::keep_if_among_best(const std::string& stem, double metric, const std::string& id) {
+  std::vector<std::pair<std::string, double>> ranked = kept_;
+  ranked.emplace_back(stem, metric);
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [this](const auto& a, const auto& b) { return better(a.second, b.second); });
+  const auto limit = static_cast<std::size_t>(max_history_);
+  const auto position = std::find_if(ranked.begin(), ranked.end(), [&](const auto& k) { return k.first == stem; });
+  const bool keep = static_cast<std::size_t>(position - ranked.begin()) < limit;
+  if (keep) {
+    link_checkpoint(dir_, "last", stem, id);
+  } else {
+    ranked.erase(position);
+  }
+  const bool prune = ranked.size() > limit;
+  for (std::size_t i = limit; i < ranked.size(); ++i) remove_checkpoint(dir_, ranked[i].first);
+  if (prune) ranked.erase(ranked.begin() + static_cast<std::ptrdiff_t>(limit), ranked.end());
+  kept_ = std::move(ranked);
+  if (keep || prune) log_checkpoints();
 }
 
 void CheckpointSaver::log_checkpoints() const {
@@ -261,6 +299,74 @@ void CheckpointSaver::save_recovery(const CheckpointParts& parts, const Training
 
 namespace {
 
+// N of a file named checkpoint-N.safetensors or checkpoint-N.state.pt (N as
+// the saver writes it: no sign, no leading zero).
+std::optional<int64_t> kept_checkpoint_epoch(const std::string& name) {
+  const std::string prefix = "checkpoint-";
+  if (!name.starts_with(prefix)) return std::nullopt;
+  for (const std::string ext : {kWeightsExt, kStateExt}) {
+    if (!name.ends_with(ext) || name.size() <= prefix.size() + ext.size()) continue;
+    const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - ext.size());
+    int64_t epoch = -1;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), epoch);
+    if (ec == std::errc() && end == digits.data() + digits.size() && epoch >= 0 && std::to_string(epoch) == digits) {
+      return epoch;
+    }
+  }
+  return std::nullopt;
+}
+
+// The metric a checkpoint's state file saved; none when the file is missing
+// or unreadable (torn, foreign), or its metric is missing or NaN (which
+// cannot be ranked). Reading it loads the whole state, once per file and at
+// resume only.
+std::optional<double> saved_metric(const fs::path& state_file) {
+  try {
+    torch::serialize::InputArchive archive = read_state_archive(state_file);
+    c10::IValue metric;
+    if (archive.try_read("metric", metric) && metric.isDouble() && !std::isnan(metric.toDouble())) {
+      return metric.toDouble();
+    }
+  } catch (const std::exception&) {
+    // Ranked as a file without a metric: pruning it early costs a file the
+    // run could not resume from anyway.
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void CheckpointSaver::resume_history(int64_t start_epoch) {
+  std::set<int64_t> epochs;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    const auto epoch = kept_checkpoint_epoch(entry.path().filename().string());
+    if (epoch && *epoch < start_epoch) epochs.insert(*epoch);
+  }
+  // In epoch order: equal metrics rank as the run saved them, oldest first.
+  std::vector<std::pair<std::string, double>> ranked;
+  std::vector<std::string> without_metric;
+  for (const int64_t epoch : epochs) {
+    const std::string stem = "checkpoint-" + std::to_string(epoch);
+    if (const auto metric = saved_metric(dir_ / (stem + kStateExt))) {
+      ranked.emplace_back(stem, *metric);
+    } else {
+      without_metric.push_back(stem);
+    }
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [this](const auto& a, const auto& b) { return better(a.second, b.second); });
+  // A file without a metric cannot be ranked among the others: it goes last,
+  // with the worst metric, the newest first, so that pruning removes the
+  // oldest first (a run's later epochs are usually its better ones).
+  const double worst = decreasing_ ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+  for (auto it = without_metric.rbegin(); it != without_metric.rend(); ++it) ranked.emplace_back(*it, worst);
+  kept_ = std::move(ranked);
+  if (!kept_.empty()) log_checkpoints();
+}
+
+namespace {
+
 // The state file whose checkpoint id is `id`: <stem>.state.pt, or the
 // pending <stem>.state.pt.<id> of a save killed between its last two steps.
 fs::path matching_state_file(const fs::path& state_file, const std::string& id, const fs::path& weights_file) {
@@ -272,6 +378,49 @@ fs::path matching_state_file(const fs::path& state_file, const std::string& id, 
   }
   throw Error(weights_file.string() + ": no training state file beside it matches it (looked for " +
               state_file.string() + " and " + pending.string() + ")");
+}
+
+// The number of ranks whose CPU RNG states the checkpoint holds; 0 for a
+// checkpoint from before per-rank states (rank 0's state alone).
+int64_t saved_rng_world_size(torch::serialize::InputArchive& archive, const fs::path& file) {
+  c10::IValue value;
+  if (!archive.try_read("rng_world_size", value)) return 0;
+  if (!value.isInt() || value.toInt() < 1) {
+    throw Error(file.string() +
+                ": rng_world_size is not a positive integer (the number of ranks whose RNG states "
+                "the checkpoint holds)");
+  }
+  return value.toInt();
+}
+
+void set_cpu_rng_state(const at::Tensor& state, const fs::path& file, const std::string& key) {
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  try {
+    generator.set_state(state);
+  } catch (const c10::Error& e) {
+    throw Error(file.string() + ": " + key + " is not a torch CPU RNG state (" + e.what_without_backtrace() + ")");
+  }
+}
+
+// This rank's CPU RNG state, where the checkpoint holds one. A rank without
+// one keeps its own (seeded seed + rank, as a fresh start) rather than
+// another rank's: two ranks drawing the same masks would correlate them.
+void restore_cpu_rng(torch::serialize::InputArchive& archive, const fs::path& file, int rank, int world_size) {
+  const int64_t saved_world_size = saved_rng_world_size(archive, file);
+  const std::string key = rng_key(rank);
+  at::Tensor state;
+  if (archive.try_read(key, state)) set_cpu_rng_state(state, file, key);
+  // An old checkpoint holds rank 0's state: exact for a single process.
+  const bool exact = saved_world_size == world_size || (saved_world_size == 0 && world_size == 1);
+  if (exact || rank != 0) return;
+  auto ranks = [](int64_t n) { return format("%lld rank%s", static_cast<long long>(n), n == 1 ? "" : "s"); };
+  const std::string held = saved_world_size == 0
+                               ? "rank 0's CPU RNG state only (written before per-rank states were saved)"
+                               : "the CPU RNG states of " + ranks(saved_world_size);
+  log_warning(file.string() + " holds " + held + "; this run has " + ranks(world_size) +
+              ": ranks without a saved state keep their own, so the resumed run's random draws (drop path, dropout) "
+              "will differ from an uninterrupted run's");
 }
 
 }  // namespace
@@ -301,12 +450,7 @@ int64_t resume_checkpoint(const fs::path& path, const ResumeTargets& targets) {
     torch::serialize::InputArchive scaler_archive;
     if (archive.try_read("scaler", scaler_archive)) targets.scaler->load(scaler_archive);
   }
-  at::Tensor rng;
-  if (archive.try_read("rng_cpu", rng)) {
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state(rng);
-  }
+  restore_cpu_rng(archive, matching_state, targets.rank, targets.world_size);
   const int64_t resume_epoch = epoch.toInt() + 1;
   log_info(format("Loaded checkpoint '%s' (epoch %lld)", weights_file.string().c_str(),
                   static_cast<long long>(epoch.toInt())));

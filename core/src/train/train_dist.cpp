@@ -128,6 +128,20 @@ void distribute_bn_statistics(torch::nn::Module& model, const ModelEma* ema, con
   if (ema) dist::distribute_bn(*ema->module(), dist.group->comm(), mode);
 }
 
+std::vector<at::Tensor> cpu_rng_states(const Distributed& dist, const torch::Device& device) {
+  const at::Tensor mine = cpu_rng_state();
+  if (!dist.active()) return {mine};
+  // On the training device, as the other collectives (NCCL moves only CUDA
+  // tensors); the states have one size on every rank.
+  std::vector<at::Tensor> input{mine.to(device)};
+  std::vector<std::vector<at::Tensor>> output(1);
+  for (int r = 0; r < dist.size(); ++r) output[0].push_back(at::empty_like(input[0]));
+  dist.group->wait(dist.group->comm()->allgather(output, input), "allgather of the CPU RNG states for a checkpoint");
+  std::vector<at::Tensor> states;
+  for (const at::Tensor& state : output[0]) states.push_back(state.to(at::kCPU));
+  return states;
+}
+
 void check_stop() {
   if (const int signal = dist::stop_requested(); signal != 0) throw dist::Interrupted(signal);
 }

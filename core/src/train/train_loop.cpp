@@ -29,7 +29,7 @@ struct TrainContext {
   StepTools& tools;
   const Distributed& dist;
   int64_t log_interval;  // at least 1
-  // Saves recovery-<epoch>-<update_idx> (--recovery-interval).
+  // Saves recovery-<epoch>-<update_idx> (--recovery-interval); collective.
   std::function<void(int64_t epoch, int64_t update_idx)> save_recovery{};
   double images_seen = 0;
   double train_seconds = 0;
@@ -143,9 +143,9 @@ void after_update(TrainContext& ctx, EpochProgress& p, int64_t update_idx, bool 
   ctx.images_seen += static_cast<double>(p.update_sample_count);
   ctx.train_seconds += p.update_time.val();
   if (update_idx % ctx.log_interval == 0 || last_batch) log_train_progress(ctx, p, update_idx);
+  // On every rank: the save gathers each rank's RNG state into rank 0's file.
   const int64_t recovery_interval = ctx.args.recovery_interval;
-  if (ctx.save_recovery && ctx.dist.is_primary() && recovery_interval > 0 &&
-      (update_idx + 1) % recovery_interval == 0) {
+  if (ctx.save_recovery && recovery_interval > 0 && (update_idx + 1) % recovery_interval == 0) {
     ctx.save_recovery(p.epoch, update_idx);
   }
   ctx.scheduler.step_update(p.num_updates, p.losses.avg());
@@ -305,7 +305,10 @@ TrainResult train_epochs(const TrainArgs& args, TrainSetup& setup, RunOutput& ou
                    .tools = setup.tools,
                    .dist = dist,
                    .log_interval = std::max<int64_t>(1, args.log_interval)};
-  ctx.save_recovery = [&](int64_t epoch, int64_t update_idx) { save_recovery(setup, output, epoch, update_idx); };
+  ctx.save_recovery = [&](int64_t epoch, int64_t update_idx) {
+    std::vector<at::Tensor> rng_states = cpu_rng_states(dist, device);
+    if (dist.is_primary()) save_recovery(setup, output, epoch, update_idx, std::move(rng_states));
+  };
   EpochHistory history;
   const int64_t val_interval = std::max<int64_t>(1, args.val_interval);
   const int64_t end_epoch = last_epoch_of_run(args, start_epoch, setup.scheduler->num_epochs());
@@ -319,7 +322,7 @@ TrainResult train_epochs(const TrainArgs& args, TrainSetup& setup, RunOutput& ou
     }
     const EpochRecord record{epoch, train_loss, evaluate(ctx, setup)};
     const double metric = record.eval ? metric_of(*record.eval, setup.eval_metric) : train_loss;
-    report_epoch(record, metric, setup, output, dist, history);
+    report_epoch(record, metric, cpu_rng_states(dist, device), setup, output, dist, history);
     setup.scheduler->step(epoch + 1, metric);
   }
   report_run_end(history, setup, output, dist);

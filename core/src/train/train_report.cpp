@@ -64,8 +64,14 @@ RunOutput open_run_output(const TrainArgs& args, const Config& config, const Tra
   return output;
 }
 
-void open_checkpoint_saver(const TrainArgs& args, const TrainSetup& setup, const Distributed& dist, RunOutput& output) {
-  if (dist.is_primary()) output.saver.emplace(output.dir, setup.decreasing_metric, args.checkpoint_hist);
+void open_checkpoint_saver(const TrainArgs& args, const TrainSetup& setup, const Distributed& dist, int64_t start_epoch,
+                           RunOutput& output) {
+  if (!dist.is_primary()) return;
+  output.saver.emplace(output.dir, setup.decreasing_metric, args.checkpoint_hist);
+  // Only a resume: a fresh run into an existing --experiment folder leaves
+  // the files it finds there alone, as timm does.
+  const bool resumed = !args.resume.empty() || args.auto_resume;
+  if (resumed && start_epoch > 0) output.saver->resume_history(start_epoch);
 }
 
 double metric_of(const EvalMetrics& metrics, const std::string& name) {
@@ -75,16 +81,17 @@ double metric_of(const EvalMetrics& metrics, const std::string& name) {
   throw UsageError("--eval-metric '" + name + "': expected top1, top5 or loss");
 }
 
-CheckpointParts checkpoint_parts(const TrainSetup& setup) {
-  return CheckpointParts{*setup.model, *setup.optimizer, setup.tools.ema.get(), setup.tools.scaler.get()};
+CheckpointParts checkpoint_parts(const TrainSetup& setup, std::vector<at::Tensor> rng_states) {
+  return CheckpointParts{*setup.model, *setup.optimizer, setup.tools.ema.get(), setup.tools.scaler.get(),
+                         std::move(rng_states)};
 }
 
-void report_epoch(const EpochRecord& record, double metric, const TrainSetup& setup, RunOutput& output,
-                  const Distributed& dist, EpochHistory& history) {
+void report_epoch(const EpochRecord& record, double metric, std::vector<at::Tensor> rng_states, const TrainSetup& setup,
+                  RunOutput& output, const Distributed& dist, EpochHistory& history) {
   if (dist.is_primary()) {
     write_summary_row(record, setup, output);
     const TrainingState state{record.epoch, metric, setup.eval_metric, output.config_toml};
-    const auto [best, best_epoch] = output.saver->save(checkpoint_parts(setup), state);
+    const auto [best, best_epoch] = output.saver->save(checkpoint_parts(setup, std::move(rng_states)), state);
     history.best_metric = best;
     history.best_epoch = best_epoch;
   } else if (!history.best_metric ||
@@ -95,9 +102,10 @@ void report_epoch(const EpochRecord& record, double metric, const TrainSetup& se
   history.records.push_back(record);
 }
 
-void save_recovery(const TrainSetup& setup, RunOutput& output, int64_t epoch, int64_t update_idx) {
+void save_recovery(const TrainSetup& setup, RunOutput& output, int64_t epoch, int64_t update_idx,
+                   std::vector<at::Tensor> rng_states) {
   const TrainingState state{epoch, std::nullopt, setup.eval_metric, output.config_toml};
-  output.saver->save_recovery(checkpoint_parts(setup), state, update_idx);
+  output.saver->save_recovery(checkpoint_parts(setup, std::move(rng_states)), state, update_idx);
 }
 
 void report_run_end(const EpochHistory& history, const TrainSetup& setup, const RunOutput& output,

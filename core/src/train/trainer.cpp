@@ -20,7 +20,7 @@ TrainResult train(const TrainArgs& args, const Config& config, Distributed& dist
   TrainSetup setup = set_up_training(args, config, dist, device);
   RunOutput output = open_run_output(args, config, setup, dist, device);
   const int64_t start_epoch = resume_if_asked(args, output.dir, setup, dist, device);
-  open_checkpoint_saver(args, setup, dist, output);
+  open_checkpoint_saver(args, setup, dist, start_epoch, output);
   return train_epochs(args, setup, output, dist, device, start_epoch);
 }
 

@@ -75,6 +75,11 @@ std::optional<dist::DistBnMode> dist_bn_mode(const TrainArgs& args, const Distri
 void distribute_bn_statistics(torch::nn::Module& model, const ModelEma* ema, const Distributed& dist,
                               dist::DistBnMode mode);
 
+// Every rank's torch CPU RNG state in rank order, for the checkpoint the
+// primary rank writes; this process's alone for a single process. Collective
+// in a distributed run: every rank calls it at the same point.
+std::vector<at::Tensor> cpu_rng_states(const Distributed& dist, const torch::Device& device);
+
 // Throws dist::Interrupted once SIGINT or SIGTERM arrived.
 void check_stop();
 
@@ -152,8 +157,11 @@ struct RunOutput {
 RunOutput open_run_output(const TrainArgs& args, const Config& config, const TrainSetup& setup, const Distributed& dist,
                           const torch::Device& device);
 
-// CheckpointSaver (primary rank only), after the resume as train.py.
-void open_checkpoint_saver(const TrainArgs& args, const TrainSetup& setup, const Distributed& dist, RunOutput& output);
+// CheckpointSaver (primary rank only), after the resume as train.py; a run
+// resumed at `start_epoch` > 0 takes in the checkpoint-N files of earlier
+// epochs, so that --checkpoint-hist prunes them.
+void open_checkpoint_saver(const TrainArgs& args, const TrainSetup& setup, const Distributed& dist, int64_t start_epoch,
+                           RunOutput& output);
 
 struct EpochRecord {
   int64_t epoch;
@@ -171,15 +179,17 @@ struct EpochHistory {
 // The --eval-metric of an evaluation: top1, top5 or loss; UsageError else.
 double metric_of(const EvalMetrics& metrics, const std::string& name);
 
-CheckpointParts checkpoint_parts(const TrainSetup& setup);
+// `rng_states`: cpu_rng_states(), every rank's.
+CheckpointParts checkpoint_parts(const TrainSetup& setup, std::vector<at::Tensor> rng_states);
 
-// An evaluated epoch: its summary.csv row and checkpoints (primary rank),
-// and the best metric so far.
-void report_epoch(const EpochRecord& record, double metric, const TrainSetup& setup, RunOutput& output,
-                  const Distributed& dist, EpochHistory& history);
+// An evaluated epoch: its summary.csv row and checkpoints (primary rank,
+// with every rank's `rng_states`), and the best metric so far.
+void report_epoch(const EpochRecord& record, double metric, std::vector<at::Tensor> rng_states, const TrainSetup& setup,
+                  RunOutput& output, const Distributed& dist, EpochHistory& history);
 
 // recovery-<epoch>-<update_idx> (--recovery-interval), primary rank only.
-void save_recovery(const TrainSetup& setup, RunOutput& output, int64_t epoch, int64_t update_idx);
+void save_recovery(const TrainSetup& setup, RunOutput& output, int64_t epoch, int64_t update_idx,
+                   std::vector<at::Tensor> rng_states);
 
 // The closing lines and files: the best metric, the --result JSON, the plot.
 void report_run_end(const EpochHistory& history, const TrainSetup& setup, const RunOutput& output,

@@ -4,8 +4,8 @@
 //   <stem>.safetensors  the model's weights with timm's key names, loadable by
 //                       Python timm as they are;
 //   <stem>.state.pt     what a resume needs beside them: optimizer, EMA
-//                       weights, gradient scaler, epoch, metric, the torch CPU
-//                       RNG state and the effective config.
+//                       weights, gradient scaler, epoch, metric, every rank's
+//                       torch CPU RNG state and the effective config.
 // The state file is written first and the weights name its checkpoint id, so
 // a pair torn by a crash between the two writes is detected on resume.
 //
@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
 #include "timm/optim/optimizer.hpp"
@@ -39,12 +40,20 @@ struct TrainingState {
 };
 
 // What a checkpoint holds besides the TrainingState; ema and scaler optional.
+// `rng_states`: every rank's torch CPU RNG state in rank order (a
+// distributed run gathers them to the rank that saves); empty: this
+// process's state, as rank 0 of a world of one.
 struct CheckpointParts {
   const torch::nn::Module& model;
   const Optimizer& optimizer;
   const ModelEma* ema = nullptr;
   const GradScaler* scaler = nullptr;
+  std::vector<at::Tensor> rng_states{};
 };
+
+// This process's torch CPU RNG state (a byte tensor, the same size on every
+// rank), for CheckpointParts::rng_states.
+at::Tensor cpu_rng_state();
 
 // Writes <dir>/<stem>.state.pt, then <dir>/<stem>.safetensors.
 void save_checkpoint(const std::filesystem::path& dir, const std::string& stem, const CheckpointParts& parts,
@@ -62,8 +71,17 @@ class CheckpointSaver {
   // Saves recovery-<epoch>-<batch_idx>, deleting the one from two saves ago.
   void save_recovery(const CheckpointParts& parts, const TrainingState& state, int64_t batch_idx);
 
+  // After a resume that starts at `start_epoch`: the checkpoint-<epoch> files
+  // of earlier epochs already in the folder join the kept list, ranked by the
+  // metric each saved, so that the next saves prune them as if the run had
+  // not stopped (timm's saver starts empty and never prunes them). Files of
+  // later epochs (left by a resume from an earlier checkpoint) are left alone
+  // until this run replaces them.
+  void resume_history(int64_t start_epoch);
+
  private:
   bool better(double a, double b) const { return decreasing_ ? a < b : a > b; }
+  void keep_if_among_best(const std::string& stem, double metric, const std::string& id);
   void log_checkpoints() const;
 
   std::filesystem::path dir_;
@@ -75,18 +93,25 @@ class CheckpointSaver {
 };
 
 // Mutable parts a resume restores; ema and scaler optional, optimizer null
-// with --no-resume-opt.
+// with --no-resume-opt. `rank` and `world_size` are the resuming process's:
+// they pick the RNG state it restores.
 struct ResumeTargets {
   torch::nn::Module& model;
   Optimizer* optimizer = nullptr;
   ModelEma* ema = nullptr;
   GradScaler* scaler = nullptr;
+  int rank = 0;
+  int world_size = 1;
 };
 
 // --resume: restores a checkpoint written by save_checkpoint, given either of
-// its two files (or its path without extension), strictly; restores the
-// torch CPU RNG. Returns the epoch to start at (the saved epoch + 1), as
-// timm's resume_checkpoint. Throws Error naming the file on any mismatch.
+// its two files (or its path without extension), strictly; restores this
+// rank's torch CPU RNG state. A checkpoint written by another world size (or
+// one that holds rank 0's state only) restores the states it holds: ranks
+// without one keep theirs, and rank 0 warns that the random draws (drop
+// path, dropout) will differ from an uninterrupted run's. Returns the epoch
+// to start at (the saved epoch + 1), as timm's resume_checkpoint. Throws
+// Error naming the file on any mismatch.
 int64_t resume_checkpoint(const std::filesystem::path& path, const ResumeTargets& targets);
 
 // The newest checkpoint (by modification time) among `last` and `recovery-*`
