@@ -48,9 +48,10 @@ bool bench_skips_allreduce() {
 
 void Distributed::sum(std::vector<double>& values, const std::string& what) const {
   if (!active() || values.empty()) return;
-  std::vector<at::Tensor> io{at::tensor(values, at::kDouble)};
+  std::vector<at::Tensor> io{at::tensor(values, at::TensorOptions().dtype(at::kDouble).device(device))};
   group->wait(group->comm()->allreduce(io), what);
-  std::copy(io[0].data_ptr<double>(), io[0].data_ptr<double>() + values.size(), values.begin());
+  const at::Tensor sums = io[0].cpu();
+  std::copy(sums.data_ptr<double>(), sums.data_ptr<double>() + values.size(), values.begin());
 }
 
 double Distributed::mean(double value, const std::string& what) const {
@@ -82,6 +83,7 @@ torch::Device resolve_device(const TrainArgs& args, const dist::WorldInfo& world
 
 void start_process_group(const TrainArgs& args, const torch::Device& device, Distributed& dist) {
   setup_logging(dist.world.rank, dist.world.world_size);
+  dist.device = device;
   dist.group =
       dist::ProcessGroup::create(dist.world, device, {args.dist_backend, std::chrono::seconds(args.dist_timeout)});
   log_info_all_ranks(

@@ -46,6 +46,8 @@ struct Distributed {
   dist::WorldInfo world;
   std::unique_ptr<dist::ProcessGroup> group;
   std::unique_ptr<dist::DistributedDataParallel> ddp;
+  // The training device: collectives run there (NCCL takes CUDA tensors only).
+  torch::Device device{torch::kCPU};
 
   bool active() const { return group != nullptr; }
   bool is_primary() const { return world.is_primary(); }
