@@ -3,9 +3,11 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <sstream>
 #include <utility>
 
 #include "pil_ops.hpp"
@@ -102,35 +104,113 @@ std::string number_repr(double v, bool is_int) {
   return python_float_repr(v);
 }
 
-// Python's int() of a parsed section value; a non-integer is a usage error.
-int64_t parse_int(const std::string& value, const std::string& section, std::string_view config) {
-  std::size_t used = 0;
+// ---- Numeric sections -------------------------------------------------------
+//
+// timm reads them with Python's int() and float(), unbounded, so a short
+// string can ask for a hang or an unbounded allocation when the transform
+// runs (rand-n999999999999: that many ops per image; augmix-w99999999999: that
+// many chain images). Each section has a range that every recipe timm ships
+// sits far inside; a value outside it is a UsageError before training. Where
+// timm gives a large value a harmless meaning, it is kept: a magnitude above
+// the ceiling is clipped at each call, p of 1 or more applies every op, any
+// non-zero inc/b is on. '-' separates sections, so no value is negative.
+
+struct IntSpec {
+  const char* key;
+  const char* what;
+  int64_t lo, hi;
+};
+
+struct RealSpec {
+  const char* key;
+  const char* what;
+  double lo, hi;  // hi infinite: any finite value from lo on
+};
+
+constexpr double kUnbounded = std::numeric_limits<double>::infinity();
+
+// timm's recipes use 1-4 ops per image (n2, n3); 100 is 25x that and still
+// ends.
+constexpr IntSpec kRandLayers{"n", "ops per image", 0, 100};
+// timm's magnitude scale is 0-10 (mmax lifts the ceiling, e.g. to TF's 30)
+// and each call clips the magnitude to [0, mmax or 10], so m=30 stays legal.
+// Capping both at 1000 keeps the ops' arguments (at most 100x their range at
+// magnitude 10) far from int overflow in the pixel ops.
+constexpr IntSpec kMagnitude{"m", "magnitude", 0, 1000};
+constexpr IntSpec kMagnitudeMax{"mmax", "magnitude ceiling, 0: 10", 0, 1000};
+// AugMix runs w chains of d ops (the paper and timm: w3, d1-3) and holds the
+// w chain images at once: at most 16 x 16 ops and 16 copies per image. w0
+// (timm mixes no chain: the image blended towards black) stays refused.
+constexpr IntSpec kAugMixWidth{"w", "chains", 1, 16};
+constexpr IntSpec kAugMixDepth{"d", "ops per chain, 0: 1-3 at random", 0, 16};
+// Any finite noise is harmless (the magnitude is clipped after it); Python's
+// float('1e999') is inf, which is refused rather than read as uniform.
+constexpr RealSpec kMagnitudeStd{"mstd", "magnitude noise", 0, kUnbounded};
+constexpr RealSpec kOpProb{"p", "probability of each op, 1 or more: always", 0, kUnbounded};
+// AugMix's Dirichlet/Beta alpha is 1 in the paper and in timm. Below 0.1 the
+// gamma draws (u^(1/alpha) for alpha < 1) start to underflow to 0, about one
+// in 1700 at 0.01, and chains whose draws all do mix with 0/0 weights; above
+// 1000 the mix is even anyway.
+constexpr RealSpec kAugMixAlpha{"a", "Dirichlet/Beta alpha", 0.1, 1000};
+
+[[noreturn]] void refuse_value(std::string_view config, const char* key, const char* what, const std::string& expected,
+                               const std::string& value) {
+  throw UsageError("--aa " + in_quotes(std::string(config)) + ": " + key + " (" + what + ") must be " + expected +
+                   ", got " + in_quotes(value));
+}
+
+// Python's int() of a section value (its digits), within the spec's range.
+int64_t parse_int(const std::string& value, const IntSpec& spec, std::string_view config) {
   int64_t v = 0;
-  try {
-    v = std::stoll(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != value.size()) {
-    throw UsageError("augmentation config " + in_quotes(std::string(config)) + ": section " + in_quotes(section) +
-                     " needs an integer, got " + in_quotes(value));
+  const char* end = value.data() + value.size();
+  const auto [stop, ec] = std::from_chars(value.data(), end, v);
+  if (ec != std::errc() || stop != end || v < spec.lo || v > spec.hi) {
+    refuse_value(config, spec.key, spec.what,
+                 "an integer from " + std::to_string(spec.lo) + " to " + std::to_string(spec.hi), value);
   }
   return v;
 }
 
-double parse_float(const std::string& value, const std::string& section, std::string_view config) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
+std::string range_text(const RealSpec& spec) {
+  std::ostringstream s;
+  if (spec.hi == kUnbounded) {
+    s << "a finite number >= " << spec.lo;
+  } else {
+    s << "a number from " << spec.lo << " to " << spec.hi;
   }
-  if (used == 0 || used != value.size()) {
-    throw UsageError("augmentation config " + in_quotes(std::string(config)) + ": section " + in_quotes(section) +
-                     " needs a number, got " + in_quotes(value));
+  return s.str();
+}
+
+// Python's float() of a section value: decimal only (from_chars' general
+// format takes no hex, as float() takes none); overflow and out of range are
+// refused.
+double parse_real(const std::string& value, const RealSpec& spec, std::string_view config) {
+  double v = 0;
+  const char* end = value.data() + value.size();
+  const auto [stop, ec] = std::from_chars(value.data(), end, v);
+  if (ec != std::errc() || stop != end || !std::isfinite(v) || v < spec.lo || v > spec.hi) {
+    refuse_value(config, spec.key, spec.what, range_text(spec), value);
   }
   return v;
+}
+
+// bool(int(value)): any run of digits, however long (Python's int has no
+// bound), is on unless all zeros.
+bool parse_flag(const std::string& value, const char* key, std::string_view config) {
+  if (value.find_first_not_of("0123456789") != std::string::npos) {
+    refuse_value(config, key, "0: off, else on", "an integer", value);
+  }
+  return value.find_first_not_of('0') != std::string::npos;
+}
+
+// timm's assert on an unknown section. One that starts with a digit has no
+// key: the value after a '-' inside a number ("n-1").
+[[noreturn]] void refuse_section(const char* scheme, std::string_view config, const std::string& section,
+                                 const char* expected) {
+  std::string message = std::string(scheme) + " config " + in_quotes(std::string(config)) + ": unknown section " +
+                        in_quotes(section) + "; expected " + expected;
+  if (section.find_first_of("0123456789") == 0) message += " ('-' separates sections: no value can be negative)";
+  throw UsageError(message);
 }
 
 std::vector<std::string> split_dashes(std::string_view s) {
@@ -686,23 +766,24 @@ std::shared_ptr<RandAugment> rand_augment_transform(std::string_view config, Aug
     if (!kv) continue;
     const auto& [key, val] = *kv;
     if (key == "mstd") {
-      double mstd = parse_float(val, c, config);
+      double mstd = parse_real(val, kMagnitudeStd, config);
       if (mstd > 100) mstd = std::numeric_limits<double>::infinity();
       if (!hparams.magnitude_std) hparams.magnitude_std = mstd;
     } else if (key == "mmax") {
-      if (!hparams.magnitude_max) hparams.magnitude_max = parse_int(val, c, config);
+      // Parsed even when hparams hold one: timm's setdefault evaluates int(val) first.
+      const int64_t mmax = parse_int(val, kMagnitudeMax, config);
+      if (!hparams.magnitude_max) hparams.magnitude_max = mmax;
     } else if (key == "inc") {
-      increasing = parse_int(val, c, config) != 0;
+      increasing = parse_flag(val, "inc", config);
     } else if (key == "m") {
-      magnitude = static_cast<double>(parse_int(val, c, config));
+      magnitude = static_cast<double>(parse_int(val, kMagnitude, config));
       magnitude_is_int = true;
     } else if (key == "n") {
-      num_layers = parse_int(val, c, config);
+      num_layers = parse_int(val, kRandLayers, config);
     } else if (key == "p") {
-      prob = parse_float(val, c, config);
+      prob = parse_real(val, kOpProb, config);
     } else {
-      throw UsageError("RandAugment config " + in_quotes(std::string(config)) + ": unknown section " + in_quotes(c) +
-                       "; expected m, n, mstd, mmax, inc, p or t<set>");
+      refuse_section("RandAugment", config, c, "m, n, mstd, mmax, inc, p or t<set>");
     }
   }
   // rand_augment_choices.
@@ -735,11 +816,9 @@ std::shared_ptr<AutoAugment> auto_augment_transform(std::string_view config, Aug
   for (std::size_t i = 1; i < sections.size(); ++i) {
     const auto kv = key_value(sections[i]);
     if (!kv) continue;
-    if (kv->first != "mstd") {
-      throw UsageError("AutoAugment config " + in_quotes(std::string(config)) + ": unknown section " +
-                       in_quotes(sections[i]) + "; expected mstd<float>");
-    }
-    if (!hparams.magnitude_std) hparams.magnitude_std = parse_float(kv->second, sections[i], config);
+    if (kv->first != "mstd") refuse_section("AutoAugment", config, sections[i], "mstd<float>");
+    const double mstd = parse_real(kv->second, kMagnitudeStd, config);
+    if (!hparams.magnitude_std) hparams.magnitude_std = mstd;
   }
   const std::string& name = sections[0];
   Policy policy;
@@ -780,20 +859,20 @@ std::shared_ptr<AugMixAugment> augment_and_mix_transform(std::string_view config
     if (!kv) continue;
     const auto& [key, val] = *kv;
     if (key == "mstd") {
-      if (!hparams.magnitude_std) hparams.magnitude_std = parse_float(val, c, config);
+      const double mstd = parse_real(val, kMagnitudeStd, config);
+      if (!hparams.magnitude_std) hparams.magnitude_std = mstd;
     } else if (key == "m") {
-      magnitude = parse_int(val, c, config);
+      magnitude = parse_int(val, kMagnitude, config);
     } else if (key == "w") {
-      width = parse_int(val, c, config);
+      width = parse_int(val, kAugMixWidth, config);
     } else if (key == "d") {
-      depth = parse_int(val, c, config);
+      depth = parse_int(val, kAugMixDepth, config);
     } else if (key == "a") {
-      alpha = parse_float(val, c, config);
+      alpha = parse_real(val, kAugMixAlpha, config);
     } else if (key == "b") {
-      blended = parse_int(val, c, config) != 0;
+      blended = parse_flag(val, "b", config);
     } else {
-      throw UsageError("AugMix config " + in_quotes(std::string(config)) + ": unknown section " + in_quotes(c) +
-                       "; expected m, w, d, a, b or mstd");
+      refuse_section("AugMix", config, c, "m, w, d, a, b or mstd");
     }
   }
   if (!hparams.magnitude_std) hparams.magnitude_std = std::numeric_limits<double>::infinity();

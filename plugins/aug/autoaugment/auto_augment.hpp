@@ -135,12 +135,14 @@ Image augmix_mix(const Image& image, const std::vector<Image>& chains, const std
 // _apply_blended: Image.blend(acc, chain_i, w_i) with timm's blended weights.
 Image augmix_blend(const Image& image, const std::vector<Image>& chains, const std::vector<float>& weights, float m);
 
-// timm's parsers. A bad config string throws UsageError naming the section.
+// timm's parsers. A bad config string throws UsageError naming the section;
+// every number is bounded (n <= 100 ops, w and d <= 16, ...: auto_augment.cpp)
+// where timm's int() and float() are not, so no string can hang a run.
 // rand_augment_transform: "rand-m9-n2-mstd0.5-mmax10-inc1-p0.5-t<set>".
 std::shared_ptr<RandAugment> rand_augment_transform(std::string_view config, AugmentHparams hparams);
 // auto_augment_transform: "original|originalr|v0|v0r|3a[-mstd<f>]".
 std::shared_ptr<AutoAugment> auto_augment_transform(std::string_view config, AugmentHparams hparams);
-// augment_and_mix_transform: "augmix-m3-w3-d-1-a1-b0-mstd<f>".
+// augment_and_mix_transform: "augmix-m3-w3-d0-a1-b0-mstd<f>" (d0: random depth 1-3).
 std::shared_ptr<AugMixAugment> augment_and_mix_transform(std::string_view config, AugmentHparams hparams);
 // transforms_factory's choice by prefix ("rand", "augmix", else a policy),
 // with hparams from `args`.

@@ -5,11 +5,15 @@
 // paths' invariants with our Rng.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <unordered_set>
+#include <utility>
 
 #include "auto_augment.hpp"
 #include "test_support.hpp"
@@ -350,4 +354,152 @@ TEST_CASE("--aug-splits: a clean split and augmented splits per sample, laid out
   REQUIRE(batch.has_value());
   CHECK(batch->images.size(0) == 6);
   CHECK(batch->targets[3].item<int64_t>() == 5);
+}
+
+namespace {
+
+// The UsageError `config` gets from the parsers, or "" when it parses.
+std::string refusal(const std::string& config) {
+  try {
+    (void)auto_augment_from_args(train_args(config, 32, 32, "bilinear", {0.485, 0.456, 0.406}));
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+template <class T>
+std::shared_ptr<const T> parsed(const std::string& config, const std::string& interp = "bilinear") {
+  const auto t = std::dynamic_pointer_cast<const T>(
+      auto_augment_from_args(train_args(config, 32, 32, interp, {0.485, 0.456, 0.406})));
+  REQUIRE_MESSAGE(t != nullptr, config);
+  return t;
+}
+
+// Applies `t` to a small image with a few seeds: the call ends and keeps the size.
+void apply_a_few(const ImageTransform& t, const std::string& config) {
+  const Image src = test_image(24, 20);
+  for (std::uint64_t seed = 0; seed < 8; ++seed) {
+    Image img = src;
+    Rng rng(seed);
+    t.apply(img, rng);
+    CHECK_MESSAGE((img.height == 24 && img.width == 20 && img.channels == 3), config);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("--aa numbers out of range are refused, naming the string, the field, the value and the range") {
+  struct Bad {
+    const char* config;
+    const char* key;
+    const char* value;
+    const char* range;
+  };
+  const char* n_range = "an integer from 0 to 100";
+  const char* m_range = "an integer from 0 to 1000";
+  const char* any_finite = "a finite number >= 0";
+  const char* alpha_range = "a number from 0.1 to 1000";
+  const Bad cases[] = {
+      // The fuzzer's: 999999999999 ops per image (a hang), 10^11 chains (std::bad_alloc).
+      {"rand-m9-n999999999999", "n", "999999999999", n_range},
+      {"augmix-w99999999999-d99999999999", "w", "99999999999", "an integer from 1 to 16"},
+      {"rand-n101", "n", "101", n_range},
+      {"rand-n99999999999999999999", "n", "99999999999999999999", n_range},  // past int64
+      {"rand-n1_0", "n", "1_0", n_range},                                    // Python's int() reads 10
+      {"rand-m1001", "m", "1001", m_range},
+      {"rand-m1e9", "m", "1e9", m_range},  // timm's int() refuses it too
+      {"rand-m9-mmax1001", "mmax", "1001", m_range},
+      {"rand-mstd1e999", "mstd", "1e999", any_finite},  // Python's float() makes inf
+      {"rand-m9-p1e999", "p", "1e999", any_finite},
+      {"rand-p0x1p3", "p", "0x1p3", any_finite},  // hex: float() refuses it
+      {"rand-inc1x", "inc", "1x", "an integer"},
+      {"augmix-w0", "w", "0", "an integer from 1 to 16"},
+      {"augmix-w17", "w", "17", "an integer from 1 to 16"},
+      {"augmix-m5-d17", "d", "17", "an integer from 0 to 16"},
+      {"augmix-d99999999999", "d", "99999999999", "an integer from 0 to 16"},
+      {"augmix-m1001", "m", "1001", m_range},
+      {"augmix-a0.01", "a", "0.01", alpha_range},
+      {"augmix-a1001", "a", "1001", alpha_range},
+      {"augmix-a1e999", "a", "1e999", alpha_range},
+      {"augmix-mstd1e999", "mstd", "1e999", any_finite},
+      {"augmix-b1.5", "b", "1.5", "an integer"},
+      {"original-mstd1e999", "mstd", "1e999", any_finite},
+      {"v0-mstd0x10", "mstd", "0x10", any_finite},
+  };
+  for (const Bad& bad : cases) {
+    const std::string message = refusal(bad.config);
+    CHECK_MESSAGE(message.find("--aa '" + std::string(bad.config) + "': " + bad.key + " (") != std::string::npos,
+                  bad.config << ": " << message);
+    CHECK_MESSAGE(message.find("must be " + std::string(bad.range) + ", got '" + bad.value + "'") != std::string::npos,
+                  bad.config << ": " << message);
+  }
+  // Through the registry, as timm-run builds it: still a UsageError (exit 2).
+  test::load_builtin_plugins();
+  for (const char* config : {"rand-m9-n999999999999", "augmix-w99999999999-d99999999999"}) {
+    std::string message;
+    try {
+      (void)create_transform(train_args(config, 224, 224, "bilinear", {0.485, 0.456, 0.406}));
+    } catch (const UsageError& e) {
+      message = e.what();
+    }
+    CHECK_MESSAGE(message.find("--aa '" + std::string(config) + "'") != std::string::npos, config << ": " << message);
+  }
+}
+
+TEST_CASE("--aa values cannot be negative: the number after a '-' is an unknown section, as in timm") {
+  for (const char* config : {"rand-n-1", "rand-m9-mstd-1", "augmix-d-1", "v0-mstd-1"}) {
+    const std::string message = refusal(config);
+    CHECK_MESSAGE(message.find("'" + std::string(config) + "': unknown section '1'") != std::string::npos, message);
+    CHECK_MESSAGE(message.find("no value can be negative") != std::string::npos, message);
+  }
+}
+
+TEST_CASE("--aa edge values within the ranges keep timm's meaning and run") {
+  const auto none = parsed<RandAugment>("rand-n0");
+  CHECK(none->num_layers() == 0);
+  const Image src = test_image(24, 20);
+  Image img = src;
+  Rng rng(0);
+  none->apply(img, rng);
+  CHECK(img.pixels == src.pixels);
+
+  const auto many = parsed<RandAugment>("rand-m9-n100-mstd0.5");
+  CHECK(many->num_layers() == 100);
+  apply_a_few(*many, "rand-m9-n100-mstd0.5");
+
+  // Magnitudes past the ceiling are timm's: kept as given, clipped at each call.
+  CHECK(parsed<RandAugment>("rand-m30")->ops()[0].magnitude() == 30);
+  CHECK(parsed<RandAugment>("rand-m0009")->ops()[0].magnitude() == 9);
+  for (const auto& [config, mmax] :
+       {std::pair{"rand-m1000-mmax1000-p1", 1000}, {"rand-m1000-mmax1000-p1-mstd101", 1000}, {"rand-m0-mmax0-p1", 0}}) {
+    const auto t = parsed<RandAugment>(config, "nearest");
+    CHECK(t->ops()[0].hparams().magnitude_max.value_or(-1) == mmax);
+    apply_a_few(*t, config);
+  }
+  // p of 1 or more applies every op (timm's prob < 1.0 test); mstd above 100 is uniform.
+  CHECK(parsed<RandAugment>("rand-p2")->ops()[0].prob() == 2.0);
+  CHECK(parsed<RandAugment>("rand-mstd100")->ops()[0].hparams().magnitude_std == 100.0);
+  CHECK(std::isinf(*parsed<RandAugment>("rand-mstd100.5")->ops()[0].hparams().magnitude_std));
+  // inc and b are bool(int(value)): any length of digits.
+  auto increasing = [](const std::string& config) {
+    const auto t = parsed<RandAugment>(config);
+    return std::any_of(t->ops().begin(), t->ops().end(),
+                       [](const AugmentOp& op) { return op.name() == "PosterizeIncreasing"; });
+  };
+  CHECK(increasing("rand-inc99999999999999999999"));
+  CHECK_FALSE(increasing("rand-inc00"));
+  CHECK(parsed<AugMixAugment>("augmix-b2")->blended());
+  CHECK_FALSE(parsed<AugMixAugment>("augmix-b000")->blended());
+
+  // AugMix at the bounds: d0 is timm's random depth 1-3.
+  for (const char* config : {"augmix-w16-d16", "augmix-w1-d0-a0.1", "augmix-m1000-a1000-b1", "augmix-mstd0"}) {
+    apply_a_few(*parsed<AugMixAugment>(config), config);
+  }
+  const auto wide = parsed<AugMixAugment>("augmix-w16-d16-a0.1");
+  CHECK(wide->width() == 16);
+  CHECK(wide->depth() == 16);
+  CHECK(wide->alpha() == 0.1);
+  CHECK(parsed<AugMixAugment>("augmix-d0")->depth() == 0);
+  CHECK(parsed<AutoAugment>("original-mstd0")->policy()[0][0].hparams().magnitude_std == 0.0);
 }
