@@ -130,12 +130,12 @@ void distribute_bn_statistics(torch::nn::Module& model, const ModelEma* ema, con
   if (ema) dist::distribute_bn(*ema->module(), dist.group->comm(), mode);
 }
 
-std::vector<at::Tensor> cpu_rng_states(const Distributed& dist, const torch::Device& device) {
+std::vector<at::Tensor> cpu_rng_states(const Distributed& dist) {
   const at::Tensor mine = cpu_rng_state();
   if (!dist.active()) return {mine};
-  // On the training device, as the other collectives (NCCL moves only CUDA
-  // tensors); the states have one size on every rank.
-  std::vector<at::Tensor> input{mine.to(device)};
+  // On the training device, as the other collectives; the states have one
+  // size on every rank.
+  std::vector<at::Tensor> input{mine.to(dist.device)};
   std::vector<std::vector<at::Tensor>> output(1);
   for (int r = 0; r < dist.size(); ++r) output[0].push_back(at::empty_like(input[0]));
   dist.group->wait(dist.group->comm()->allgather(output, input), "allgather of the CPU RNG states for a checkpoint");

@@ -306,7 +306,7 @@ TrainResult train_epochs(const TrainArgs& args, TrainSetup& setup, RunOutput& ou
                    .dist = dist,
                    .log_interval = std::max<int64_t>(1, args.log_interval)};
   ctx.save_recovery = [&](int64_t epoch, int64_t update_idx) {
-    std::vector<at::Tensor> rng_states = cpu_rng_states(dist, device);
+    std::vector<at::Tensor> rng_states = cpu_rng_states(dist);
     if (dist.is_primary()) save_recovery(setup, output, epoch, update_idx, std::move(rng_states));
   };
   EpochHistory history;
@@ -322,7 +322,7 @@ TrainResult train_epochs(const TrainArgs& args, TrainSetup& setup, RunOutput& ou
     }
     const EpochRecord record{epoch, train_loss, evaluate(ctx, setup)};
     const double metric = record.eval ? metric_of(*record.eval, setup.eval_metric) : train_loss;
-    report_epoch(record, metric, cpu_rng_states(dist, device), setup, output, dist, history);
+    report_epoch(record, metric, cpu_rng_states(dist), setup, output, dist, history);
     setup.scheduler->step(epoch + 1, metric);
   }
   report_run_end(history, setup, output, dist);

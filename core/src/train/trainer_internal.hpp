@@ -80,7 +80,7 @@ void distribute_bn_statistics(torch::nn::Module& model, const ModelEma* ema, con
 // Every rank's torch CPU RNG state in rank order, for the checkpoint the
 // primary rank writes; this process's alone for a single process. Collective
 // in a distributed run: every rank calls it at the same point.
-std::vector<at::Tensor> cpu_rng_states(const Distributed& dist, const torch::Device& device);
+std::vector<at::Tensor> cpu_rng_states(const Distributed& dist);
 
 // Throws dist::Interrupted once SIGINT or SIGTERM arrived.
 void check_stop();
