@@ -13,7 +13,7 @@
 #   --seconds S   per target (default 60); --runs N   executions per target
 # A finding lands in build-fuzz/fuzz-work/<target>/crashes/; replay it with
 #   build-fuzz/bin/timm-fuzz-<target> FILE     (sanitized)
-#   build/bin/timm-fuzz <target> FILE          (the g++ build)
+#   build/bin/timm-fuzz <target> --runs 0 --inputs FILE   (the g++ build)
 # and add it to tests/fuzz/regressions/<target>/ once fixed.
 # Environment: CXX (default clang++), TIMM_CPP_FUZZ_BUILD (default build-fuzz),
 # ASAN_OPTIONS, UBSAN_OPTIONS.

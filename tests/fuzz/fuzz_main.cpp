@@ -1,8 +1,9 @@
 // timm-fuzz: the fuzz targets without libFuzzer (g++ has none), for a bounded
 // smoke run in ctest and for replaying a finding.
 //
-//   timm-fuzz TARGET [--runs N] [--seconds S] [--seed K] [--timeout S] [--max-len N] [--save-crash DIR] PATH...
-//   timm-fuzz --list
+//   timm-fuzz TARGET --inputs PATH... [--runs N] [--seconds S] [--seed K] [--timeout S] [--max-len N]
+//             [--save-crash DIR]
+//   timm-fuzz --help          (names the targets)
 //
 // Replays every file under the PATHs (the seed corpus, the regressions),
 // then runs N deterministic random mutations of them (bit flips, bytes set to
@@ -36,7 +37,9 @@
 #include <vector>
 
 #include "fuzz_target.hpp"
+#include "timm/base/app_main.hpp"
 #include "timm/base/error.hpp"
+#include "timm/tools/tool_args.hpp"
 
 namespace fs = std::filesystem;
 
@@ -55,54 +58,49 @@ struct Options {
   std::vector<fs::path> paths;
 };
 
-[[noreturn]] void usage_error(const std::string& message) {
-  std::cerr << "timm-fuzz: error: " << message
-            << "\nusage: timm-fuzz TARGET [--runs N] [--seconds S] [--seed K] [--timeout S] [--max-len N] "
-               "[--save-crash DIR] PATH...\n       timm-fuzz --list\n";
-  std::exit(2);
+// The targets' names, for --help and the unknown-target error.
+std::string target_names() {
+  std::string names;
+  for (const timm::fuzz::Target& target : timm::fuzz::targets()) {
+    if (!names.empty()) names += ", ";
+    names += target.name;
+  }
+  return names;
 }
 
-// The value of `flag`, argv[i + 1], as a number of type T.
+timm::ToolArgs make_args() {
+  timm::ToolArgs args(
+      "timm-fuzz",
+      "Replays inputs of one fuzz target, then runs seeded random mutations of them. Targets: " + target_names() + ".");
+  args.add_positional("target", "the fuzz target");
+  args.add_list("inputs", "i", "files and folders of inputs: the seed corpus, the regressions", true);
+  args.add("runs", "", "10000", "mutations to run at most");
+  args.add("seconds", "", "60", "seconds of mutations at most");
+  args.add("seed", "", "0", "seed of the mutations");
+  args.add("timeout", "", "10", "seconds one input may take");
+  args.add("max-len", "", "1048576", "bytes a mutated input may grow to");
+  args.add("save-crash", "", "", "folder to save a failing input in");
+  return args;
+}
+
+// A non-negative number of `name`, as T.
 template <class T>
-T number_after(int& i, int argc, char** argv) {
-  const std::string flag = argv[i];
-  if (++i >= argc) usage_error(flag + " expects a value");
-  const std::string text = argv[i];
-  try {
-    std::size_t used = 0;
-    const long double value = std::stold(text, &used);
-    if (used == text.size() && value >= 0) return static_cast<T>(value);
-  } catch (const std::exception&) {
-  }
-  usage_error(flag + " expects a non-negative number, got '" + text + "'");
+T non_negative(const timm::ToolArgs& args, const std::string& name) {
+  const double value = args.get_double(name);
+  if (!(value >= 0)) throw timm::UsageError("--" + name + " expects a non-negative number, got " + args.get(name));
+  return static_cast<T>(value);
 }
 
-Options parse_options(int argc, char** argv) {
+Options parse_options(const timm::ToolArgs& args) {
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--runs") {
-      options.runs = number_after<std::int64_t>(i, argc, argv);
-    } else if (arg == "--seconds") {
-      options.seconds = number_after<double>(i, argc, argv);
-    } else if (arg == "--seed") {
-      options.seed = number_after<std::uint64_t>(i, argc, argv);
-    } else if (arg == "--timeout") {
-      options.timeout = number_after<unsigned>(i, argc, argv);
-    } else if (arg == "--max-len") {
-      options.max_len = std::max<std::size_t>(1, number_after<std::size_t>(i, argc, argv));
-    } else if (arg == "--save-crash") {
-      if (++i >= argc) usage_error("--save-crash expects a folder");
-      options.save_crash = argv[i];
-    } else if (arg.starts_with("--")) {
-      usage_error("unknown option " + arg);
-    } else if (options.target.empty()) {
-      options.target = arg;
-    } else {
-      options.paths.emplace_back(arg);
-    }
-  }
-  if (options.target.empty()) usage_error("no target given");
+  options.target = args.get("target");
+  options.runs = non_negative<std::int64_t>(args, "runs");
+  options.seconds = non_negative<double>(args, "seconds");
+  options.seed = static_cast<std::uint64_t>(args.get_int_at_least("seed", 0));
+  options.timeout = static_cast<unsigned>(args.get_int_at_least("timeout", 1));
+  options.max_len = static_cast<std::size_t>(args.get_int_at_least("max-len", 1));
+  options.save_crash = args.get("save-crash");
+  for (const std::string& path : args.get_list("inputs")) options.paths.emplace_back(path);
   return options;
 }
 
@@ -117,7 +115,7 @@ std::vector<Input> read_inputs(const std::vector<fs::path>& paths) {
     } else if (fs::is_regular_file(path)) {
       files.push_back(path);
     } else {
-      usage_error("'" + path.string() + "' is neither a file nor a folder");
+      throw timm::UsageError("--inputs '" + path.string() + "' is neither a file nor a folder");
     }
   }
   std::sort(files.begin(), files.end());
@@ -363,11 +361,13 @@ class Mutator {
 
 int fuzz(const Options& options) {
   const timm::fuzz::Target* target = timm::fuzz::find_target(options.target);
-  if (target == nullptr) usage_error("unknown target '" + options.target + "' (timm-fuzz --list names them)");
+  if (target == nullptr) {
+    throw timm::UsageError("unknown target '" + options.target + "'; expected one of " + target_names());
+  }
   if (!options.save_crash.empty()) {
     fs::create_directories(options.save_crash);
     const std::string dir = fs::absolute(options.save_crash).string();
-    if (dir.size() >= sizeof running.save_dir) usage_error("--save-crash: the path is too long");
+    if (dir.size() >= sizeof running.save_dir) throw timm::UsageError("--save-crash: the path is too long");
     std::copy(dir.begin(), dir.end(), running.save_dir);
   }
   running.target = target->name.data();
@@ -396,19 +396,18 @@ int fuzz(const Options& options) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc == 2 && std::string(argv[1]) == "--list") {
-    for (const timm::fuzz::Target& target : timm::fuzz::targets()) std::cout << target.name << "\n";
+int run(int argc, char** argv) {
+  timm::ToolArgs args = make_args();
+  args.parse(argc, argv);
+  if (args.help_requested()) {
+    std::cout << args.help();
     return 0;
   }
+  const Options options = parse_options(args);
   install_signal_handlers();
-  try {
-    return fuzz(parse_options(argc, argv));
-  } catch (const std::exception& e) {
-    // Outside any input: the corpus or the scratch folder.
-    std::cerr << "timm-fuzz: error: " << e.what() << "\n";
-    return 1;
-  }
+  return fuzz(options);
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { return timm::run_app("timm-fuzz", argc, argv, run); }
