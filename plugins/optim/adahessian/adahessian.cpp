@@ -53,6 +53,13 @@ class Adahessian : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {
     init_hessian_steps();
   }
+  // Backward with create_graph leaves each gradient holding a graph that
+  // holds its parameter: a cycle that outlives model and optimizer (torch
+  // warns of it; LeakSanitizer reports it). The optimizer that asked for the
+  // graph drops the last step's gradients, which breaks it.
+  ~Adahessian() override { zero_grad(); }
+  Adahessian(const Adahessian&) = delete;
+  Adahessian& operator=(const Adahessian&) = delete;
 
   bool is_second_order() const override { return true; }
 
