@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -102,11 +101,7 @@ int run(int argc, char** argv) {
   args.add_positional("FOLDER", "the image folder (train: class sub-folders, as ImageFolder)");
   args.add("workers", "j", "2", "train: loader threads");
   args.add("batch-size", "b", "64", "train: batch size");
-  args.parse(argc, argv);
-  if (args.help_requested()) {
-    std::cout << args.help();
-    return 0;
-  }
+  if (!args.parse_or_print_help(argc, argv)) return 0;
   const std::string mode = args.get("MODE");
   if (mode == "train") {
     return bench_train(args.get("FOLDER"), args.get_int_at_least("workers", 0), args.get_int_at_least("batch-size", 1));

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
-#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,11 +73,7 @@ int run(int argc, char** argv) {
   args.add("warmup", "", "2", "untimed steps");
   args.add("steps", "", "10", "timed steps");
   args.add_list("plugin-dir", "", "extra folders to load plugins from (repeatable)", /*accumulate=*/true);
-  args.parse(argc, argv);
-  if (args.help_requested()) {
-    std::cout << args.help();
-    return 0;
-  }
+  if (!args.parse_or_print_help(argc, argv)) return 0;
   const std::vector<std::string> opts = args.get_list("opts");
   if (opts.empty()) throw timm::UsageError("--opts is required (see timm-bench-optim --help)");
   at::set_num_threads(static_cast<int>(args.get_int_at_least("threads", 1)));

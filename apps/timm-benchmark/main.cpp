@@ -183,11 +183,7 @@ Setup make_setup(const timm::ToolArgs& args) {
 
 int run(int argc, char** argv) {
   timm::ToolArgs args = make_args();
-  args.parse(argc, argv);
-  if (args.help_requested()) {
-    std::cout << args.help();
-    return 0;
-  }
+  if (!args.parse_or_print_help(argc, argv)) return 0;
   if (auto threads = args.get_optional_int("threads")) at::set_num_threads(static_cast<int>(*threads));
   const std::string bench = args.get("bench");
   if (bench != "both" && bench != "inference" && bench != "train" && bench != "fwd-bwd") {

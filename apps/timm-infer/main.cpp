@@ -147,11 +147,7 @@ Options make_options(const timm::ToolArgs& args, const std::string& dataset_name
 
 int run(int argc, char** argv) {
   timm::ToolArgs args = make_args();
-  args.parse(argc, argv);
-  if (args.help_requested()) {
-    std::cout << args.help();
-    return 0;
-  }
+  if (!args.parse_or_print_help(argc, argv)) return 0;
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
   const std::string dataset_name = timm::tool_dataset_name(args);
   const timm::DatasetDefaults defaults = timm::dataset_defaults(dataset_name);

@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -193,11 +192,7 @@ void write_csv(const fs::path& path, const at::Tensor& logits, const std::vector
 
 int run(int argc, char** argv) {
   timm::ToolArgs tool_args = make_args();
-  tool_args.parse(argc, argv);
-  if (tool_args.help_requested()) {
-    std::cout << tool_args.help();
-    return 0;
-  }
+  if (!tool_args.parse_or_print_help(argc, argv)) return 0;
   const Options o = options(tool_args);
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(o.plugin_dirs));
 

@@ -2,7 +2,6 @@
 // into an SVG picture.
 //
 //   timm-plot output/train/run/summary.csv run.svg
-#include <iostream>
 
 #include "timm/base/app_main.hpp"
 #include "timm/base/error.hpp"
@@ -16,11 +15,7 @@ int run(int argc, char** argv) {
   timm::ToolArgs args("timm-plot", "Renders loss, accuracy and lr curves of a summary.csv into an SVG file.");
   args.add_positional("SUMMARY.csv", "timm's summary.csv (epoch,train_loss,eval_loss,eval_top1,eval_top5,lr)");
   args.add_positional("OUT.svg", "the SVG file to write");
-  args.parse(argc, argv);
-  if (args.help_requested()) {
-    std::cout << args.help();
-    return 0;
-  }
+  if (!args.parse_or_print_help(argc, argv)) return 0;
   timm::plot_summary(args.get("SUMMARY.csv"), args.get("OUT.svg"));
   timm::log_info("Wrote " + args.get("OUT.svg"));
   return 0;

@@ -27,7 +27,6 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -398,11 +397,7 @@ int fuzz(const Options& options) {
 
 int run(int argc, char** argv) {
   timm::ToolArgs args = make_args();
-  args.parse(argc, argv);
-  if (args.help_requested()) {
-    std::cout << args.help();
-    return 0;
-  }
+  if (!args.parse_or_print_help(argc, argv)) return 0;
   const Options options = parse_options(args);
   install_signal_handlers();
   return fuzz(options);

@@ -1,5 +1,6 @@
 #include "timm/tools/tool_args.hpp"
 
+#include <iostream>
 #include <sstream>
 #include <stdexcept>
 
@@ -114,6 +115,12 @@ void ToolArgs::parse(int argc, const char* const* argv) {
                      names + ", got " + std::to_string(positional_values.size()));
   }
   for (std::size_t k = 0; k < positionals_.size(); ++k) values_[positionals_[k].first] = {positional_values[k]};
+}
+
+bool ToolArgs::parse_or_print_help(int argc, const char* const* argv) {
+  parse(argc, argv);
+  if (help_requested_) std::cout << help();
+  return !help_requested_;
 }
 
 std::string ToolArgs::help() const {

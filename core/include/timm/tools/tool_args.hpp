@@ -7,8 +7,7 @@
 //   timm::ToolArgs args("timm-validate", "Validates a model on a dataset.");
 //   args.add("batch-size", "b", "256", "mini-batch size");
 //   args.add_switch("amp", "", "mixed precision");
-//   args.parse(argc, argv);                     // throws UsageError
-//   if (args.help_requested()) { std::cout << args.help(); return 0; }
+//   if (!args.parse_or_print_help(argc, argv)) return 0;  // throws UsageError
 //   int64_t b = args.get_int("batch-size");
 #pragma once
 
@@ -40,6 +39,9 @@ class ToolArgs {
   // Parses argv (argv[0] is the program). Unknown flags, missing values and
   // missing positionals throw UsageError naming them.
   void parse(int argc, const char* const* argv);
+  // parse(), and for -h / --help prints help() to stdout. Returns whether
+  // the tool should run (false: help was asked for; exit 0).
+  bool parse_or_print_help(int argc, const char* const* argv);
 
   bool help_requested() const { return help_requested_; }
   std::string help() const;
