@@ -33,6 +33,10 @@ namespace fs = std::filesystem;
 
 constexpr const char* kWeightsExt = ".safetensors";
 constexpr const char* kStateExt = ".state.pt";
+constexpr const char* kKeptPrefix = "checkpoint-";
+
+// The stem of the checkpoint kept for `epoch` (--checkpoint-hist).
+std::string kept_stem(int64_t epoch) { return kKeptPrefix + std::to_string(epoch); }
 
 std::string new_checkpoint_id() {
   std::random_device rd;
@@ -246,7 +250,7 @@ std::pair<double, int64_t> CheckpointSaver::save(const CheckpointParts& parts, c
   if (!state.metric) throw Error("CheckpointSaver::save needs the epoch's metric");
   const double metric = *state.metric;
   const std::string id = save_pair(dir_, "last", parts, state);
-  keep_if_among_best("checkpoint-" + std::to_string(state.epoch), metric, id);
+  keep_if_among_best(kept_stem(state.epoch), metric, id);
   if (!best_ || better(metric, best_->first)) {
     best_ = {metric, state.epoch};
     link_checkpoint(dir_, "last", "model_best", id);
@@ -302,16 +306,17 @@ namespace {
 // N of a file named checkpoint-N.safetensors or checkpoint-N.state.pt (N as
 // the saver writes it: no sign, no leading zero).
 std::optional<int64_t> kept_checkpoint_epoch(const std::string& name) {
-  const std::string prefix = "checkpoint-";
+  const std::string_view prefix = kKeptPrefix;
   if (!name.starts_with(prefix)) return std::nullopt;
-  for (const std::string ext : {kWeightsExt, kStateExt}) {
-    if (!name.ends_with(ext) || name.size() <= prefix.size() + ext.size()) continue;
-    const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - ext.size());
+  for (const std::string_view ext : {kWeightsExt, kStateExt}) {
+    if (!name.ends_with(ext)) continue;
+    const char* first = name.data() + prefix.size();
+    const char* last = name.data() + name.size() - ext.size();
     int64_t epoch = -1;
-    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), epoch);
-    if (ec == std::errc() && end == digits.data() + digits.size() && epoch >= 0 && std::to_string(epoch) == digits) {
-      return epoch;
-    }
+    if (first >= last) continue;
+    const auto [end, ec] = std::from_chars(first, last, epoch);
+    // Round trip: exactly the name kept_stem() writes.
+    if (ec == std::errc() && end == last && epoch >= 0 && kept_stem(epoch) + std::string(ext) == name) return epoch;
   }
   return std::nullopt;
 }
@@ -347,7 +352,7 @@ void CheckpointSaver::resume_history(int64_t start_epoch) {
   std::vector<std::pair<std::string, double>> ranked;
   std::vector<std::string> without_metric;
   for (const int64_t epoch : epochs) {
-    const std::string stem = "checkpoint-" + std::to_string(epoch);
+    const std::string stem = kept_stem(epoch);
     if (const auto metric = saved_metric(dir_ / (stem + kStateExt))) {
       ranked.emplace_back(stem, *metric);
     } else {
