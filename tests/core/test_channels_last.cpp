@@ -18,6 +18,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_channels_last {
+
 namespace {
 
 constexpr double kAtol = 1e-5;
@@ -106,3 +108,5 @@ TEST_CASE("a channels_last train step gives the contiguous step's loss, gradient
   CHECK(cl->named_parameters()["layer2.0.conv1.weight"].grad().is_contiguous(at::MemoryFormat::ChannelsLast));
   CHECK(timm::is_channels_last(*cl));
 }
+
+}  // namespace test_channels_last

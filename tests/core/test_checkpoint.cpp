@@ -42,6 +42,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_checkpoint {
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -447,3 +449,5 @@ TEST_CASE("a save on a full disk fails naming the file and the reason, and leave
   CHECK(restored->fc->weight.flatten()[0].item<double>() == 1.0);
   CHECK(file_names(dir.path()) == files_before);
 }
+
+}  // namespace test_checkpoint

@@ -10,6 +10,8 @@
 #include "timm/data/image_ops.hpp"
 #include "timm/data/loader.hpp"
 
+namespace test_data_loader {
+
 namespace fs = std::filesystem;
 using namespace timm;
 
@@ -195,3 +197,5 @@ TEST_CASE("destroying a loader mid-epoch shuts down cleanly") {
   Loader idle(ds, make_local_sampler(ds->size(), true, 1), random_pipeline(), opt);
   CHECK_FALSE(idle.next());
 }
+
+}  // namespace test_data_loader

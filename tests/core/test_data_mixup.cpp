@@ -15,6 +15,8 @@
 
 #include <doctest/doctest.h>
 
+namespace test_data_mixup {
+
 namespace fs = std::filesystem;
 using namespace timm;
 
@@ -254,3 +256,5 @@ TEST_CASE("disabled mixup (--mixup-off-epoch) gives the smoothed one-hot targets
   CHECK(r.targets[0][0].item<double>() == doctest::Approx(0.025));
   CHECK(r.targets[1][0].item<double>() == doctest::Approx(0.925));
 }
+
+}  // namespace test_data_mixup

@@ -21,6 +21,8 @@
 
 #include <doctest/doctest.h>
 
+namespace test_hostile_data {
+
 namespace fs = std::filesystem;
 using namespace timm;
 
@@ -409,3 +411,5 @@ TEST_CASE("an image folder with a 40-level symlink diamond lists each image once
   }
   CHECK(files.size() == ds->size());  // each image once
 }
+
+}  // namespace test_hostile_data

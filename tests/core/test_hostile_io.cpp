@@ -23,6 +23,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_hostile_io {
+
 using namespace std::string_literals;  // opcodes with NUL bytes: "q\x00"s
 
 namespace {
@@ -341,3 +343,5 @@ TEST_CASE("a version 2 npy header written by hand reads") {
   timm::write_file_atomically(path, bytes);
   CHECK(at::equal(timm::read_npy(path), at::tensor({7, -3}, at::kInt)));
 }
+
+}  // namespace test_hostile_io

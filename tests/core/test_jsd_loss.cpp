@@ -11,6 +11,8 @@
 #include "timm/base/error.hpp"
 #include "timm/train/jsd_loss.hpp"
 
+namespace test_jsd_loss {
+
 using namespace timm;
 
 namespace {
@@ -64,3 +66,5 @@ TEST_CASE("jsd_cross_entropy refuses a batch that does not split evenly") {
   const at::Tensor target = at::zeros({7}, at::kLong);
   CHECK_THROWS_AS(jsd_cross_entropy(logits, target, 3), Error);
 }
+
+}  // namespace test_jsd_loss

@@ -16,6 +16,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_layers {
+
 namespace layers = timm::layers;
 
 TEST_CASE("drop_path is the identity in eval mode or at rate 0") {
@@ -109,3 +111,5 @@ TEST_CASE("activations by timm's names") {
   for (const auto& name : layers::activation_names()) CHECK((act(name).sizes() == x.sizes()));
   CHECK_THROWS_WITH_AS(layers::create_act("swishy"), doctest::Contains("activation 'swishy'"), timm::UsageError);
 }
+
+}  // namespace test_layers

@@ -21,6 +21,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_load_weights {
+
 namespace {
 
 constexpr double kAtol = 1e-4;
@@ -242,3 +244,5 @@ TEST_CASE("clean_state_dict strips timm's wrapper prefixes") {
   for (const auto& [key, tensor] : cleaned) keys.push_back(key);
   CHECK(keys == std::vector<std::string>{"a", "b", "c", "d.module.e"});
 }
+
+}  // namespace test_load_weights

@@ -10,6 +10,8 @@
 
 #include <doctest/doctest.h>
 
+namespace test_lookahead {
+
 namespace {
 
 using timm::test::OptimCase;
@@ -104,3 +106,5 @@ TEST_CASE("lookahead rejects bad settings and unknown base optimizers") {
   CHECK_THROWS_AS(timm::Lookahead(make_base(), params, 1.5, 6), timm::UsageError);
   CHECK_THROWS_AS(timm::Lookahead(make_base(), params, 0.5, 0), timm::UsageError);
 }
+
+}  // namespace test_lookahead

@@ -24,6 +24,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_norm_act {
+
 namespace layers = timm::layers;
 using nlohmann::json;
 
@@ -236,3 +238,5 @@ TEST_CASE("BatchNormAct2d's normalisation can be swapped in place, keeping drop 
   CHECK(block(x).min().item<double>() == 0.0);
   CHECK(block(x).max().item<double>() > 0.0);
 }
+
+}  // namespace test_norm_act

@@ -11,6 +11,8 @@
 #include "test_support.hpp"
 #include "timm/optim/optimizer.hpp"
 
+namespace test_param_groups {
+
 namespace {
 
 constexpr double kWeightDecays[] = {1e-4, 0.05, 0.0};
@@ -75,3 +77,5 @@ TEST_CASE("Python float repr") {
   CHECK(timm::python_float_repr(123456.0) == "123456.0");
   CHECK(timm::python_float_repr(0.016) == "0.016");
 }
+
+}  // namespace test_param_groups

@@ -16,6 +16,8 @@
 
 #include <doctest/doctest.h>  // last: c10 defines a CHECK of its own
 
+namespace test_parity_harness {
+
 namespace test = timm::test;
 
 namespace {
@@ -97,3 +99,5 @@ TEST_CASE("the model harness fails on NaN logits") {
   CHECK(std::isnan(test::max_abs_diff(ours, timm_logits)));
   CHECK_FALSE(test::all_close(at::zeros({5, 2}), timm_logits, test::Tolerance{}));  // no broadcasting
 }
+
+}  // namespace test_parity_harness

@@ -24,6 +24,8 @@
 
 #include <doctest/doctest.h>
 
+namespace test_plugin_loader {
+
 namespace fs = std::filesystem;
 using timm::PluginKind;
 using timm::PluginLoader;
@@ -516,3 +518,5 @@ TEST_CASE("the failures of every folder on the search path come in one error; a 
   CHECK_THROWS_AS(timm::load_plugins(untouched, timm::PluginSearchPath{{b, tmp / "missing"}, {}}), timm::UsageError);
   CHECK(untouched.size() == 0);
 }
+
+}  // namespace test_plugin_loader

@@ -25,6 +25,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_safetensors {
+
 namespace {
 
 using timm::test::TempDir;
@@ -290,3 +292,5 @@ TEST_CASE("load_state_dict copies values, converts dtype, and checks everything 
   CHECK_THROWS_WITH_AS(timm::load_state_dict(fresh, twice), doctest::Contains("given twice: 'conv.weight'"),
                        timm::Error);
 }
+
+}  // namespace test_safetensors

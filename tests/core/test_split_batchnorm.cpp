@@ -24,6 +24,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_split_batchnorm {
+
 namespace {
 
 constexpr double kAtol = 1e-5;
@@ -141,3 +143,5 @@ TEST_CASE("convert_splitbn_model rejects fewer than 2 splits, plain torch BatchN
   CHECK_THROWS_WITH_AS(timm::layers::convert_splitbn_model(*model, 2),
                        doctest::Contains("already normalise another way"), timm::Error);
 }
+
+}  // namespace test_split_batchnorm

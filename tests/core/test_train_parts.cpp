@@ -33,6 +33,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_train_parts {
+
 namespace {
 
 constexpr double kAtol = 1e-6;
@@ -258,3 +260,5 @@ TEST_CASE("summary.csv: a resumed run continues the file; an epoch trained again
   timm::update_summary(csv, 1, {{"loss", 1.0}}, {{"top1", 50.0}}, 0.1);  // other columns: a new file
   CHECK(timm::test::read_file(csv) == "epoch,train_loss,eval_top1,lr\r\n1,1.0,50.0,0.1\r\n");
 }
+
+}  // namespace test_train_parts

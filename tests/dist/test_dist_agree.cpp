@@ -13,6 +13,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_dist_agree {
+
 namespace {
 
 constexpr int kWorld = 3;
@@ -80,3 +82,5 @@ TEST_CASE("agree_on: ranks that return different values all throw, naming the fi
     CHECK_MESSAGE(o.error.find("rank 2: resuming from 'ckpt' gave 1 where rank 0's gave 3") == 0, o.error);
   }
 }
+
+}  // namespace test_dist_agree

@@ -15,6 +15,8 @@
 
 #include <doctest/doctest.h>
 
+namespace test_dist_ddp {
+
 namespace {
 
 using timm::test::DdpCase;
@@ -168,3 +170,5 @@ TEST_CASE("bucket assignment equals torch's _compute_bucket_assignment_by_size (
     }
   }
 }
+
+}  // namespace test_dist_ddp

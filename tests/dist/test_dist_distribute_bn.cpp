@@ -16,6 +16,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_dist_distribute_bn {
+
 namespace {
 
 constexpr int kWorld = 3;
@@ -94,3 +96,5 @@ TEST_CASE("parse_dist_bn") {
   CHECK(!timm::dist::parse_dist_bn("").has_value());
   CHECK_THROWS_AS(timm::dist::parse_dist_bn("average"), timm::UsageError);
 }
+
+}  // namespace test_dist_distribute_bn

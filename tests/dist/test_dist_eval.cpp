@@ -16,6 +16,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_dist_eval {
+
 namespace {
 
 constexpr int64_t kSamples = 37;  // divisible by neither 2 nor 3
@@ -73,3 +75,5 @@ TEST_CASE("EvalSums names a batch whose sizes disagree") {
   timm::dist::EvalSums sums;
   CHECK_THROWS(sums.add_batch(at::zeros({3, 5}), at::zeros({2}, at::kLong), at::zeros({3})));
 }
+
+}  // namespace test_dist_eval

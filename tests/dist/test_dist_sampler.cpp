@@ -16,6 +16,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_dist_sampler {
+
 namespace {
 
 using nlohmann::json;
@@ -149,3 +151,5 @@ TEST_CASE("samplers reject a rank outside the world") {
   CHECK_THROWS_AS(timm::dist::DistributedSampler(10, {.num_replicas = 2, .rank = -1}), timm::UsageError);
   CHECK_THROWS_AS(timm::dist::RepeatAugSampler(10, {.num_replicas = 2, .rank = 0, .num_repeats = 0}), timm::UsageError);
 }
+
+}  // namespace test_dist_sampler

@@ -28,6 +28,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_dist_sync_batchnorm {
+
 namespace {
 
 constexpr double kAtol = 1e-5;
@@ -267,3 +269,5 @@ TEST_CASE("convert_sync_batchnorm converts the SDK's BatchNormAct2d, keeping its
   check_close("BatchNormAct2d running_var", running_var[1], reference->running_var);
   CHECK(at::cat(outputs).min().item<double>() == 0.0);  // the ReLU is applied
 }
+
+}  // namespace test_dist_sync_batchnorm

@@ -20,6 +20,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_timm_logits {
+
 namespace {
 
 using timm::test::run_command;
@@ -180,3 +182,5 @@ TEST_CASE("hostile npy headers fail naming the problem, before any allocation") 
   CHECK_THROWS_WITH_AS(read("{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }", 8),
                        doctest::Contains("Fortran-order"), timm::Error);
 }
+
+}  // namespace test_timm_logits

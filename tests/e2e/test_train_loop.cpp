@@ -17,6 +17,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_train_loop {
+
 namespace fs = std::filesystem;
 using timm::test::run_command;
 
@@ -79,7 +81,8 @@ double max_weight_diff(const fs::path& a, const fs::path& b) {
   double diff = 0.0;
   for (std::size_t i = 0; i < wa.size(); ++i) {
     REQUIRE(wa[i].first == wb[i].first);
-    diff = timm::test::worst_diff(diff, (wa[i].second.to(at::kDouble) - wb[i].second.to(at::kDouble)).abs().max().item<double>());
+    diff = timm::test::worst_diff(
+        diff, (wa[i].second.to(at::kDouble) - wb[i].second.to(at::kDouble)).abs().max().item<double>());
   }
   return diff;
 }
@@ -157,7 +160,8 @@ TEST_CASE("a diverging run stops at the non-finite loss, naming epoch and step")
 
 TEST_CASE("--mixup and --cutmix train with soft targets; combined with --aug-splits they are refused") {
   timm::test::TempDir tmp;
-  const auto run = train(run_args(tmp.path(), "mixup", 1, {"--mixup", "0.2", "--cutmix", "1.0", "--mixup-mode", "elem"}));
+  const auto run =
+      train(run_args(tmp.path(), "mixup", 1, {"--mixup", "0.2", "--cutmix", "1.0", "--mixup-mode", "elem"}));
   CHECK(run.output.find("Train: 0 [") != std::string::npos);
   CHECK(timm::test::number_after(run.output, "Test top-1:") >= 0.0);
   const auto refused = run_command(run_args(tmp.path(), "refused", 1, {"--mixup", "0.2", "--aug-splits", "2"}),
@@ -165,3 +169,5 @@ TEST_CASE("--mixup and --cutmix train with soft targets; combined with --aug-spl
   CHECK(refused.exit_code == 2);
   CHECK(refused.output.find("cannot be combined with --aug-splits") != std::string::npos);
 }
+
+}  // namespace test_train_loop

@@ -18,6 +18,8 @@
 #include "timm/optim/param_groups.hpp"
 #include "timm/sched/scheduler.hpp"
 
+namespace test_layer_decay {
+
 namespace {
 
 struct LayerDecayCase {
@@ -112,3 +114,5 @@ TEST_CASE("layer_decay_no_opt_scale freezes the layers scaled below it, as timm"
     CHECK(item.value().requires_grad() == (layers.at(item.key()) >= 6));
   }
 }
+
+}  // namespace test_layer_decay

@@ -13,6 +13,8 @@
 
 #include <doctest/doctest.h>
 
+namespace test_optimizer_traits {
+
 namespace {
 
 using timm::LrBaseScale;
@@ -60,3 +62,5 @@ TEST_CASE("optimizer_traits resolves --opt as create_optimizer does") {
   CHECK(timm::optimizer_traits("madgrad").lr_base_scale == LrBaseScale::kLinear);
   CHECK_THROWS_AS(timm::optimizer_traits("adamx"), timm::UsageError);
 }
+
+}  // namespace test_optimizer_traits

@@ -24,6 +24,8 @@
 #include "timm/data/transform.hpp"
 #include "timm/plugin/registry.hpp"
 
+namespace test_autoaugment {
+
 using namespace timm;
 using namespace timm::autoaugment;
 
@@ -503,3 +505,5 @@ TEST_CASE("--aa edge values within the ranges keep timm's meaning and run") {
   CHECK(parsed<AugMixAugment>("augmix-d0")->depth() == 0);
   CHECK(parsed<AutoAugment>("original-mstd0")->policy()[0][0].hparams().magnitude_std == 0.0);
 }
+
+}  // namespace test_autoaugment

@@ -12,6 +12,8 @@
 #include "timm/data/transform.hpp"
 #include "timm/plugin/registry.hpp"
 
+namespace test_basic {
+
 using namespace timm;
 
 namespace {
@@ -336,3 +338,5 @@ TEST_CASE("the stages declare their place in timm's create_transform") {
   jitter.color_jitter = 0.0;
   CHECK_FALSE(traits("color_jitter").applies(jitter));
 }
+
+}  // namespace test_basic

@@ -15,6 +15,8 @@
 #include "timm/data/transform.hpp"
 #include "timm/plugin/registry.hpp"
 
+namespace test_random_erasing {
+
 using namespace timm;
 
 namespace {
@@ -230,3 +232,5 @@ TEST_CASE("bad settings are usage errors") {
   CHECK_THROWS_AS(erasing_stage(1.5, "const", 1), UsageError);
   CHECK_THROWS_AS(erasing_stage(0.5, "const", 0), UsageError);
 }
+
+}  // namespace test_random_erasing

@@ -20,6 +20,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_convnext {
+
 namespace {
 
 using timm::test::ParityCase;
@@ -129,3 +131,5 @@ TEST_CASE("convnext rejects what it does not support") {
   args.drop_path_rate = -0.1;
   CHECK_THROWS_AS(make("convnext_atto", args), timm::UsageError);
 }
+
+}  // namespace test_convnext

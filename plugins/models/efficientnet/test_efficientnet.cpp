@@ -32,6 +32,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_efficientnet {
+
 namespace {
 
 using timm::test::make_model;
@@ -187,3 +189,5 @@ TEST_CASE("efficientnet head options: num_classes 0, global_pool, drop_rate; bad
   CHECK(norm_acts == running_means);
   CHECK(norm_acts > 30);
 }
+
+}  // namespace test_efficientnet

@@ -28,6 +28,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_regnet {
+
 namespace {
 
 using timm::test::make_model;
@@ -133,3 +135,5 @@ TEST_CASE("regnet head options, group_matcher and bad input") {
   args.drop_path_rate = 1.5;
   CHECK_THROWS_AS(timm::create_model("regnetx_002", args), timm::UsageError);
 }
+
+}  // namespace test_regnet

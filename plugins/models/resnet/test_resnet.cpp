@@ -33,6 +33,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_resnet {
+
 namespace {
 
 using timm::test::make_model;
@@ -269,3 +271,5 @@ TEST_CASE("make_divisible follows timm's rounding") {
   const at::Tensor x = at::randn({2, 256, 3, 3});
   CHECK((se->forward(x).sizes() == x.sizes()));
 }
+
+}  // namespace test_resnet

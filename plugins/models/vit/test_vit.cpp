@@ -21,6 +21,8 @@
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
+namespace test_vit {
+
 namespace {
 
 using timm::test::ParityCase;
@@ -152,3 +154,5 @@ TEST_CASE("vit rejects what it does not support") {
   timm::ModelPtr model = make("vit_tiny_patch16_224");
   CHECK_THROWS_WITH_AS(model->forward(at::zeros({1, 3, 64, 64})), doctest::Contains("224x224"), timm::Error);
 }
+
+}  // namespace test_vit

@@ -9,6 +9,8 @@
 
 #include <doctest/doctest.h>
 
+namespace test_adafactor {
+
 namespace {
 
 using timm::test::StateCase;
@@ -57,3 +59,5 @@ TEST_CASE("adafactor rejects bad arguments") {
   args.kwargs = {{"momentum", "0.9"}};
   CHECK_THROWS_AS(timm::create_optimizer(model, {}, args), timm::UsageError);
 }
+
+}  // namespace test_adafactor

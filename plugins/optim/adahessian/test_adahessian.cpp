@@ -11,6 +11,8 @@
 
 #include <doctest/doctest.h>
 
+namespace test_adahessian {
+
 namespace {
 
 using timm::test::StateCase;
@@ -60,3 +62,5 @@ TEST_CASE("adahessian is second order and needs the gradients' graph") {
   args.kwargs = {{"hessian_power", "2"}};
   CHECK_THROWS_AS(timm::create_optimizer(model, {}, args), timm::UsageError);
 }
+
+}  // namespace test_adahessian

@@ -11,6 +11,8 @@
 
 #include <doctest/doctest.h>
 
+namespace test_adam {
+
 namespace {
 
 using timm::test::OptimCase;
@@ -140,3 +142,5 @@ TEST_CASE("the Adam family rejects bad arguments") {
   CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args, {}, "mymodel"), doctest::Contains("'mymodel'"),
                        timm::UsageError);
 }
+
+}  // namespace test_adam

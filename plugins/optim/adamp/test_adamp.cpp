@@ -10,6 +10,8 @@
 
 #include <doctest/doctest.h>
 
+namespace test_adamp {
+
 namespace {
 
 using timm::test::optim_case;
@@ -72,3 +74,5 @@ TEST_CASE("sgdp drops betas as timm does, and rejects unknown arguments") {
   CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args), doctest::Contains("'sgdp' has no argument 'amsgrad'"),
                        timm::UsageError);
 }
+
+}  // namespace test_adamp

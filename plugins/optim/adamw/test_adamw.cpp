@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+namespace test_adamw {
+
 namespace {
 
 using timm::test::OptimCase;
@@ -58,3 +60,5 @@ TEST_CASE("adamw rejects bad arguments") {
   args.kwargs = {{"betas", "(0.9,0.99)"}};
   CHECK_THROWS_AS(timm::create_optimizer(model, {}, args), timm::UsageError);
 }
+
+}  // namespace test_adamw

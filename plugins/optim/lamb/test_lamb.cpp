@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+namespace test_lamb {
+
 namespace {
 
 using timm::test::state_case;
@@ -61,3 +63,5 @@ TEST_CASE("lamb rejects bad arguments") {
   args.betas = std::vector<double>{0.9};
   CHECK_THROWS_AS(timm::create_optimizer(model, {}, args), timm::UsageError);
 }
+
+}  // namespace test_lamb

@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+namespace test_lars {
+
 namespace {
 
 using timm::test::state_case;
@@ -54,3 +56,5 @@ TEST_CASE("lars rejects bad arguments") {
   args.kwargs = {{"max_grad_norm", "1.0"}};
   CHECK_THROWS_AS(timm::create_optimizer(model, {}, args), timm::UsageError);
 }
+
+}  // namespace test_lars

@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+namespace test_lion {
+
 namespace {
 
 using timm::test::optim_case;
@@ -57,3 +59,5 @@ TEST_CASE("lion rejects bad arguments") {
   args.betas = std::vector<double>{0.9};
   CHECK_THROWS_AS(timm::create_optimizer(model, {}, args), timm::UsageError);
 }
+
+}  // namespace test_lion

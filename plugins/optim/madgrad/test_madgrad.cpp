@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+namespace test_madgrad {
+
 namespace {
 
 using timm::test::state_case;
@@ -47,3 +49,5 @@ TEST_CASE("madgrad rejects bad arguments") {
   CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args), doctest::Contains("must be in [0, 1)"),
                        timm::UsageError);
 }
+
+}  // namespace test_madgrad

@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+namespace test_rmsprop {
+
 namespace {
 
 using timm::test::state_case;
@@ -67,3 +69,5 @@ TEST_CASE("rmsprop rejects bad arguments") {
   args.momentum = -0.5;
   CHECK_THROWS_AS(timm::create_optimizer(model, {}, args), timm::UsageError);
 }
+
+}  // namespace test_rmsprop

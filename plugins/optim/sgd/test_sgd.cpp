@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+namespace test_sgd {
+
 namespace {
 
 using timm::test::OptimCase;
@@ -84,3 +86,5 @@ TEST_CASE("sgd's log line is train.py's") {
   CHECK(optimizer->weight_decay(1) == 2e-5);
   CHECK(optimizer->mean_lr() == 0.1);
 }
+
+}  // namespace test_sgd

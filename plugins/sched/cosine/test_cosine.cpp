@@ -7,6 +7,8 @@
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
 
+namespace test_cosine {
+
 namespace {
 
 using timm::test::SchedCase;
@@ -116,3 +118,5 @@ TEST_CASE("stepping on updates needs updates_per_epoch; unknown names are usage 
       std::make_unique<torch::optim::SGD>(timm::torch_param_groups({group}, defaults), defaults), {1.0}, "SGD");
   CHECK_THROWS_WITH_AS(timm::create_scheduler(optimizer, a), doctest::Contains("cosine"), timm::UsageError);
 }
+
+}  // namespace test_cosine

@@ -8,6 +8,8 @@
 #include "sched_parity.hpp"
 #include "test_support.hpp"
 
+namespace test_multistep {
+
 namespace {
 
 using timm::test::SchedCase;
@@ -66,3 +68,5 @@ TEST_CASE("per-update milestones in updates, with noise threshold") {
   check("per-update");
   check("per-update+prefix");
 }
+
+}  // namespace test_multistep

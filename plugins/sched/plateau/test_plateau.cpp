@@ -10,6 +10,8 @@
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
 
+namespace test_plateau {
+
 namespace {
 
 using timm::test::SchedCase;
@@ -134,3 +136,5 @@ TEST_CASE("plateau refuses --sched-on-updates and a factor >= 1 as usage errors"
   a = plateau(10, "mean", 2, 0.5, 1);
   CHECK_THROWS_AS(timm::create_scheduler(optimizer, a), timm::UsageError);
 }
+
+}  // namespace test_plateau

@@ -7,6 +7,8 @@
 #include "sched_parity.hpp"
 #include "test_support.hpp"
 
+namespace test_poly {
+
 namespace {
 
 using timm::test::SchedCase;
@@ -82,3 +84,5 @@ TEST_CASE("cycles") {
 TEST_CASE("noise [0.42, 0.9]") { check("noise range"); }
 
 TEST_CASE("per-update with warmup, noise threshold and k_decay") { check("per-update"); }
+
+}  // namespace test_poly

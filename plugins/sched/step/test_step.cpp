@@ -6,6 +6,8 @@
 #include "sched_parity.hpp"
 #include "test_support.hpp"
 
+namespace test_step {
+
 namespace {
 
 using timm::test::SchedCase;
@@ -71,3 +73,5 @@ TEST_CASE("Python's floor division of floats") {
   CHECK(timm::py_floordiv(-1.0, 2.4) == -1.0);
   CHECK(timm::py_floordiv(1.0, 0.1) == 9.0);  // as Python: 1 // 0.1 == 9.0
 }
+
+}  // namespace test_step

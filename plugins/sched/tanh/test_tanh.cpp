@@ -8,6 +8,8 @@
 #include "sched_parity.hpp"
 #include "test_support.hpp"
 
+namespace test_tanh {
+
 namespace {
 
 using timm::test::SchedCase;
@@ -86,3 +88,5 @@ TEST_CASE("per-update with warmup, noise threshold, prefix and cooldown") {
   check("per-update");
   check("per-update+prefix+cooldown");
 }
+
+}  // namespace test_tanh
