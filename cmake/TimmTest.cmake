@@ -48,17 +48,6 @@ if(NOT TIMM_TEST_THREADS MATCHES "^[1-9][0-9]*$")
   message(FATAL_ERROR "TIMM_TEST_THREADS must be a positive integer, got '${TIMM_TEST_THREADS}'")
 endif()
 
-# Test files compiled together, this many to a translation unit (a unity
-# build): each file alone pays the precompiled header's load (4.4 s) and
-# doctest's and the helpers' headers again (docs/build.md). 0 or 1 compiles
-# each file alone. Torch-free test files stay alone (they take no
-# precompiled header).
-set(TIMM_TEST_UNITY_BATCH_SIZE "8" CACHE STRING "Test files per unity translation unit (0: none)")
-if(NOT TIMM_TEST_UNITY_BATCH_SIZE MATCHES "^[0-9]+$")
-  message(FATAL_ERROR "TIMM_TEST_UNITY_BATCH_SIZE must be a non-negative integer, "
-                      "got '${TIMM_TEST_UNITY_BATCH_SIZE}'")
-endif()
-
 function(timm_add_test_group group)
   if(NOT BUILD_TESTING)
     return()
@@ -67,10 +56,6 @@ function(timm_add_test_group group)
   add_executable(${target})
   target_link_libraries(${target} PRIVATE timm_test_support)
   timm_use_test_pch(${target})
-  if(TIMM_TEST_UNITY_BATCH_SIZE GREATER 1)
-    set_target_properties(${target} PROPERTIES UNITY_BUILD ON
-                          UNITY_BUILD_BATCH_SIZE ${TIMM_TEST_UNITY_BATCH_SIZE})
-  endif()
 
   set(manifest "${CMAKE_CURRENT_BINARY_DIR}/${target}.manifest")
   set(ctest_file "${CMAKE_CURRENT_BINARY_DIR}/${target}_tests.cmake")

@@ -39,7 +39,7 @@ constexpr NpyType kTypes[] = {
 // numpy writes headers of a few hundred bytes (and itself refuses more than
 // 10000 without allow_pickle); version 2 and 3 headers declare 32-bit
 // lengths, so a cap keeps a hostile length from costing memory or time.
-constexpr size_t kMaxHeaderBytes = size_t{1} << 20;
+constexpr size_t kMaxNpyHeaderBytes = size_t{1} << 20;
 
 std::string read_all(const std::filesystem::path& path) {
   std::error_code ec;
@@ -226,9 +226,9 @@ at::Tensor read_npy(const std::filesystem::path& path) {
   } else {
     fail(path, "unsupported .npy version " + std::to_string(major));
   }
-  if (header_len > kMaxHeaderBytes) {
+  if (header_len > kMaxNpyHeaderBytes) {
     fail(path, "header of " + std::to_string(header_len) + " bytes is longer than the " +
-                   std::to_string(kMaxHeaderBytes) + "-byte limit (numpy writes a few hundred)");
+                   std::to_string(kMaxNpyHeaderBytes) + "-byte limit (numpy writes a few hundred)");
   }
   if (header_len > data.size() - offset) fail(path, "truncated header");
   const HeaderFields fields = HeaderParser(path, std::string_view(data).substr(offset, header_len)).parse();

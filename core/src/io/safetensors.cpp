@@ -28,7 +28,7 @@ static_assert(std::endian::native == std::endian::little, "safetensors data is l
 
 // The reference implementation's limit; it also bounds what a corrupt length
 // field can make us allocate.
-constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 constexpr const char* kMetadataKey = "__metadata__";
 
 struct DtypeInfo {
@@ -162,9 +162,9 @@ class Reader {
     }
     uint64_t header_size = 0;
     std::memcpy(&header_size, file.data(), 8);
-    if (header_size > kMaxHeaderBytes) {
-      fail("header length " + std::to_string(header_size) + " exceeds the limit of " + std::to_string(kMaxHeaderBytes) +
-           " bytes");
+    if (header_size > kMaxSafetensorsHeaderBytes) {
+      fail("header length " + std::to_string(header_size) + " exceeds the limit of " +
+           std::to_string(kMaxSafetensorsHeaderBytes) + " bytes");
     }
     if (header_size > file.size() - 8) {
       fail("header length " + std::to_string(header_size) + " runs past the end of the file (" +
