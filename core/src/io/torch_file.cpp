@@ -180,8 +180,11 @@ class Unpickler {
   void adopt(PyValue& parent, PyValue& child) {
     if (&child == &parent) fail("malformed pickle: a container holds itself (recursive objects are not supported)");
     if (child.depth >= kMaxDepth) {
-      fail("malformed pickle: nested deeper than " + std::to_string(kMaxDepth) + " levels at offset " +
-           std::to_string(pos_));
+      // Built by appending: g++ 12 warns falsely (-Warray-bounds) on
+      // "literal" + std::string&& once inlined here.
+      std::string message = "malformed pickle: nested deeper than ";
+      message.append(std::to_string(kMaxDepth)).append(" levels at offset ").append(std::to_string(pos_));
+      fail(message);
     }
     child.contained = true;
     parent.depth = std::max(parent.depth, child.depth + 1);
