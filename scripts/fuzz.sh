@@ -16,7 +16,7 @@
 #   build/bin/timm-fuzz <target> --runs 0 --inputs FILE   (the g++ build)
 # and add it to tests/fuzz/regressions/<target>/ once fixed.
 # Environment: CXX (default clang++), TIMM_CPP_FUZZ_BUILD (default build-fuzz),
-# ASAN_OPTIONS, UBSAN_OPTIONS.
+# ASAN_OPTIONS, UBSAN_OPTIONS, LSAN_OPTIONS (default: tests/sanitizers/lsan.supp).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
@@ -96,8 +96,10 @@ run_target() {
   # LibTorch is not instrumented; its allocations are still ASan's.
   # UBSan halts, so that libFuzzer saves the input of an undefined behaviour.
   local status=0
+  # LeakSanitizer skips LibTorch's own leaks, as in the asan preset.
   (cd "$work" &&
     ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1}" \
+      LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$TIMM_CPP_ROOT/tests/sanitizers/lsan.supp:print_suppressions=0}" \
       UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:abort_on_error=1:print_stacktrace=1}" \
       "$BUILD/bin/timm-fuzz-$target" -max_len="$(max_len_of "$target")" -rss_limit_mb=2048 -malloc_limit_mb=2048 \
       -timeout=10 "${limit[@]}" -artifact_prefix="$work/crashes/" -print_final_stats=1 "${extra[@]}" \

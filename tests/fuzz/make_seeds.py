@@ -502,6 +502,8 @@ def tar_seeds(w):
     for k, records in enumerate([b"abc path=x\n", b"1 path=x\n", b"99 path=x\n", b"12 path=xyz\t"]):
         bad("pax_malformed_%d.tar" % k, tar_member("pax", records, b"x") + tar_member("c/ok.png", one_pixel) + END)
     bad("long_name_past_end.tar", tar_header("././@LongLink", octal_size((1 << 20) + 1), b"L") + b"a" * 512 + END)
+    # Found by libFuzzer: an empty GNU long name (its bytes have no storage).
+    bad("long_name_empty.tar", tar_header("././@LongLink", octal_size(0), b"L") + tar_member("c/ok.png", one_pixel) + END)
     bad("bad_member.tar", tar_member("c/bad.png", one_pixel[:30]) + tar_member("c/ok.png", one_pixel) + END)
 
 

@@ -71,6 +71,9 @@ struct Member {
 
 // A NUL-terminated (or full-length) string field.
 std::string field(const std::uint8_t* header, std::size_t begin, std::size_t length) {
+  // An empty field may have no storage (an empty GNU long name's bytes):
+  // strnlen must not see a null pointer.
+  if (length == 0) return {};
   const char* p = reinterpret_cast<const char*>(header + begin);
   return std::string(p, strnlen(p, length));
 }
