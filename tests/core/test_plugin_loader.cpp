@@ -8,12 +8,15 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <any>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
@@ -49,6 +52,11 @@ std::string error_of(F&& f) {
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// An entry with no factory, for the registry's name checks and lookups.
+timm::RegistryEntry entry_of(PluginKind kind, std::string name, std::string origin = "<test>", std::any traits = {}) {
+  return timm::RegistryEntry{kind, std::move(name), "", std::move(origin), std::any(), std::move(traits)};
+}
 
 void set_mode(const fs::path& path, unsigned mode) {
   fs::permissions(path, static_cast<fs::perms>(mode), fs::perm_options::replace);
@@ -236,6 +244,101 @@ TEST_CASE("a registration that throws names the file and registers nothing") {
   CHECK(contains(message, "fixture_throws.so"));
   CHECK(contains(message, "registration failed: cannot initialise the fixture"));
   CHECK(registry.find(PluginKind::kModel, "fixture_before_throw") == nullptr);
+}
+
+TEST_CASE("a plugin registering a name that breaks its kind's rules is refused at load, naming file, name and rule") {
+  Registry registry;
+  PluginLoader loader(registry);
+  const std::string so = fs::canonical(fixture_so("fixture_bad_names")).string();
+  const std::string message = error_of([&] { loader.load_file(so); });
+  CHECK(contains(message, "plugin '" + so +
+                              "': refused: model name 'Fixture_Upper' has upper-case 'F' at position 0; model names "
+                              "are made of a-z, 0-9 and '_' (--model matches a name exactly"));
+  CHECK(contains(message,
+                 "; optimizer name 'lookahead_fixture' starts with 'lookahead_', which --opt reads as a modifier "
+                 "('lookahead_fixture' is lookahead around 'fixture'); an optimizer name must not start with "
+                 "'lookahead_'"));
+  // Whole: its good name is not registered either.
+  CHECK(registry.size() == 0);
+  CHECK(loader.loaded().empty());
+}
+
+TEST_CASE("the name rules of each kind") {
+  using timm::name_rule_violation;
+  for (PluginKind kind :
+       {PluginKind::kModel, PluginKind::kOptimizer, PluginKind::kScheduler, PluginKind::kAugmentation}) {
+    const std::string kind_name(timm::kind_name(kind));
+    INFO(kind_name);
+    CHECK(name_rule_violation(kind, "resnet50_d").empty());
+    CHECK(name_rule_violation(kind, "ceo_signum").empty());
+    CHECK(contains(name_rule_violation(kind, ""),
+                   "an empty " + kind_name + " name; " + kind_name + " names are made of a-z, 0-9 and '_' ("));
+    CHECK(contains(name_rule_violation(kind, "res-net"), kind_name + " name 'res-net' has '-' at position 3; "));
+    CHECK(contains(name_rule_violation(kind, "resnet50.a1"), "has '.' at position 8"));
+    CHECK(contains(name_rule_violation(kind, "ResNet"), "has upper-case 'R' at position 0"));
+    CHECK(contains(name_rule_violation(kind, "a b"), "has byte 0x20 at position 1"));
+    CHECK(contains(name_rule_violation(kind, "a\xff"), "has byte 0xff at position 1"));
+  }
+  // Only --opt reads modifiers, and only with the '_' after them.
+  CHECK(name_rule_violation(PluginKind::kModel, "lookahead_x").empty());
+  CHECK(name_rule_violation(PluginKind::kOptimizer, "lookahead").empty());
+  CHECK(name_rule_violation(PluginKind::kOptimizer, "lookaheadx").empty());
+  CHECK(contains(name_rule_violation(PluginKind::kOptimizer, "lookahead_sgd"), "starts with 'lookahead_'"));
+
+  // The registry refuses them as the loader does, naming the origin, and adds nothing.
+  Registry registry;
+  const std::string message = error_of([&] {
+    registry.add_all({entry_of(PluginKind::kScheduler, "cosine", "/p/x.so"),
+                      entry_of(PluginKind::kScheduler, "Cosine", "/p/x.so"),
+                      entry_of(PluginKind::kScheduler, "step-lr", "/p/x.so")});
+  });
+  CHECK(message ==
+        "plugin '/p/x.so': refused: scheduler name 'Cosine' has upper-case 'C' at position 0; scheduler names are made "
+        "of a-z, 0-9 and '_' (--sched matches a name exactly); scheduler name 'step-lr' has '-' at position 4; "
+        "scheduler names are made of a-z, 0-9 and '_' (--sched matches a name exactly)");
+  CHECK(registry.size() == 0);
+}
+
+TEST_CASE("--opt selects the whole registered name before timm's reading of prefixes") {
+  Registry registry;
+  registry.add_all({entry_of(PluginKind::kOptimizer, "ceo_signum"), entry_of(PluginKind::kOptimizer, "signum"),
+                    entry_of(PluginKind::kOptimizer, "adamw")});
+  const auto selects = [&](const std::string& opt, const std::string& name, bool lookahead) {
+    INFO(opt);
+    const timm::OptimizerSelection selection = timm::select_optimizer(registry, opt);
+    CHECK(selection.name == name);
+    CHECK(selection.lookahead == lookahead);
+  };
+  selects("ceo_signum", "ceo_signum", false);  // timm alone would read 'signum'
+  selects("CEO_Signum", "ceo_signum", false);
+  selects("lookahead_ceo_signum", "ceo_signum", true);
+  selects("lookahead_adamw", "adamw", true);
+  selects("LookAhead_AdamW", "adamw", true);
+  selects("signum", "signum", false);
+  // timm's reading when the whole name is not registered: the last part.
+  selects("foo_adamw", "adamw", false);
+  selects("lookahead_foo_signum", "signum", true);
+
+  const std::string two = error_of([&] { timm::select_optimizer(registry, "ceo_signm"); });
+  CHECK(contains(two, "unknown optimizer 'ceo_signm': neither 'ceo_signm' nor 'signm' is a registered optimizer"));
+  CHECK(contains(two, "did you mean 'ceo_signum'"));
+  const std::string three = error_of([&] { timm::select_optimizer(registry, "lookahead_ceo_signm"); });
+  CHECK(contains(three,
+                 "unknown optimizer 'lookahead_ceo_signm': none of 'lookahead_ceo_signm', 'ceo_signm' or "
+                 "'signm' is a registered optimizer"));
+  CHECK_THROWS_AS(timm::select_optimizer(registry, "lookahead_ceo_signm"), timm::UsageError);
+  CHECK(contains(error_of([&] { timm::select_optimizer(registry, "adamx"); }),
+                 "unknown optimizer 'adamx'; did you mean 'adamw'"));
+}
+
+TEST_CASE("optimizer_traits reads --opt with the whole registered name first") {
+  // The global registry, as the trainer reads it; names no plugin uses.
+  Registry::global().add_all(
+      {entry_of(PluginKind::kOptimizer, "ceo_fixturesignum", "<test>", timm::OptimizerTraits{timm::LrBaseScale::kSqrt}),
+       entry_of(PluginKind::kOptimizer, "fixturesignum", "<test>", timm::OptimizerTraits{timm::LrBaseScale::kLinear})});
+  CHECK(timm::optimizer_traits("ceo_fixturesignum").lr_base_scale == timm::LrBaseScale::kSqrt);
+  CHECK(timm::optimizer_traits("Lookahead_CEO_FixtureSignum").lr_base_scale == timm::LrBaseScale::kSqrt);
+  CHECK(timm::optimizer_traits("other_fixturesignum").lr_base_scale == timm::LrBaseScale::kLinear);
 }
 
 TEST_CASE("an unknown name suggests the nearest known names") {
@@ -468,13 +571,15 @@ TEST_CASE("a folder of bad plugins names each one with its reason in one error, 
   const fs::path no_entry = copy_fixture("fixture_no_entry", dir);
   const fs::path throws = copy_fixture("fixture_throws", dir);
   const fs::path wrong_abi = copy_fixture("fixture_wrong_abi", dir);
+  const fs::path bad_names = copy_fixture("fixture_bad_names", dir);
   const fs::path dup_a = copy_fixture("fixture_duplicate_a", dir, "zz_dup_a.so");  // after the bad ones
   const fs::path dup_b = copy_fixture("fixture_duplicate_b", dir, "zz_dup_b.so");
 
   Registry registry;
   PluginLoader loader(registry);
   const std::string message = error_of([&] { loader.load_directory(dir, /*required=*/true); });
-  CHECK(contains(message, "(4 problems)"));
+  CHECK(contains(message, "(5 problems)"));
+  CHECK(contains(message, "\n  plugin '" + bad_names.string() + "': refused: model name 'Fixture_Upper'"));
   CHECK(contains(
       message, "\n  plugin '" + no_entry.string() + "': not a timm-cpp plugin: missing entry point 'timm_plugin_v1'"));
   CHECK(contains(message, "\n  plugin '" + throws.string() + "': registration failed: cannot initialise the fixture"));

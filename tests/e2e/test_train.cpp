@@ -96,14 +96,16 @@ TEST_CASE("bad input fails with a clear message and the right exit code") {
     timm::test::TempDir tmp;
     const fs::path dir = fs::canonical(tmp.path());
     fs::permissions(dir, static_cast<fs::perms>(0755), fs::perm_options::replace);
-    for (const std::string name : {"fixture_no_entry", "fixture_throws", "fixture_wrong_abi"}) {
+    for (const std::string name : {"fixture_no_entry", "fixture_throws", "fixture_wrong_abi", "fixture_bad_names"}) {
       const fs::path so = dir / (name + ".so");
       fs::copy_file(timm::test::fixture_dir() / name / (name + ".so"), so);
       fs::permissions(so, static_cast<fs::perms>(0755), fs::perm_options::replace);
     }
     const auto r = run_command({timm_run(), "--plugin-dir", dir.string(), "--list-models"});
     CHECK(r.exit_code == 1);
-    CHECK(r.output.find("(3 problems)") != std::string::npos);
+    CHECK(r.output.find("(4 problems)") != std::string::npos);
+    CHECK(r.output.find("fixture_bad_names.so': refused: model name 'Fixture_Upper' has upper-case 'F'") !=
+          std::string::npos);
     CHECK(r.output.find("fixture_no_entry.so': not a timm-cpp plugin") != std::string::npos);
     CHECK(r.output.find("fixture_throws.so': registration failed") != std::string::npos);
     CHECK(r.output.find("fixture_wrong_abi.so': built for SDK ABI version") != std::string::npos);

@@ -196,9 +196,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return parts;
 }
 
-// The registered optimizer's name in `opt`, as timm's create_optimizer_v2:
-// the last part of opt.lower().split('_').
-std::string optimizer_name(const std::string& opt) { return split(ascii_lower(opt), '_').back(); }
+// The registered optimizer's name in `opt`: the whole name when registered,
+// else timm's create_optimizer_v2 reading (select_optimizer).
+std::string optimizer_name(const std::string& opt) { return select_optimizer(Registry::global(), opt).name; }
 
 }  // namespace
 
@@ -209,11 +209,12 @@ OptimizerTraits optimizer_traits(const std::string& opt) {
 }
 
 OptimizerPtr create_optimizer(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
-  // timm: parts = opt.lower().split('_'); the optimizer is the last part and a
-  // leading "lookahead" wraps it.
-  const std::vector<std::string> parts = split(ascii_lower(args.opt), '_');
-  const bool lookahead = parts.size() > 1 && parts.front() == "lookahead";
-  const std::string& name = parts.back();
+  // The whole name when registered, else timm's reading: parts =
+  // opt.lower().split('_'), the optimizer is the last part and a leading
+  // "lookahead" wraps it.
+  const OptimizerSelection selection = select_optimizer(Registry::global(), args.opt);
+  const bool lookahead = selection.lookahead;
+  const std::string& name = selection.name;
   const RegistryEntry& entry = Registry::global().get(PluginKind::kOptimizer, name);
   const auto& factory = Registry::global().factory<OptimizerFactory>(PluginKind::kOptimizer, name);
 

@@ -173,7 +173,8 @@ struct OptimizerTraits {
 };
 
 // The traits of the optimizer that `opt` names, resolved as create_optimizer
-// resolves it (case-insensitive; "lookahead_adamw" gives adamw's). An unknown
+// resolves it (select_optimizer: case-insensitive, the whole name when it is
+// registered, else timm's reading: "lookahead_adamw" gives adamw's). An unknown
 // name throws create_optimizer's UsageError; an optimizer registered without
 // traits has the defaults.
 OptimizerTraits optimizer_traits(const std::string& opt);
@@ -188,8 +189,10 @@ std::vector<ParamGroup> param_groups_weight_decay(const torch::nn::Module& model
 
 // Creates the optimizer named args.opt (case-insensitive, as timm) for the
 // given parameter groups, passing the flags as timm's create_optimizer_v2
-// does. Unknown names throw UsageError with the nearest known names;
-// "lookahead_<opt>" wraps <opt> (any registered optimizer) in timm's
+// does. The name is read by select_optimizer (registry.hpp): the whole
+// lowered name when registered, else timm's reading. Unknown names throw
+// UsageError with the nearest known names; "lookahead_<opt>" wraps <opt>
+// (any registered optimizer, its name may hold '_') in timm's
 // Lookahead (alpha 0.5, k 6). args.layer_decay is ignored here (the groups
 // are given).
 OptimizerPtr create_optimizer(std::vector<ParamGroup> groups, const OptimizerArgs& args);

@@ -38,13 +38,49 @@ const Traits* traits_of(const RegistryEntry& entry) {
   return std::any_cast<Traits>(&entry.traits);
 }
 
+// ---- Names (docs/plugins.md, "Names")
+//
+// Every kind: one or more of a-z, 0-9 and '_' (--opt lowers what it is
+// given; --model, --sched and the augmentation names match exactly, and timm
+// reads '.' in a model name as the start of a pretrained tag). Optimizers
+// also must not start with a modifier and '_' ("lookahead_"): --opt reads
+// "lookahead_<name>" as <name> wrapped in Lookahead. The rules are per kind;
+// the core knows no plugin by name.
+
+// The modifiers --opt may put before an optimizer's name, each followed by
+// '_' (timm's create_optimizer_v2: opt.lower().split('_')).
+inline constexpr std::string_view kOptimizerModifiers[] = {"lookahead"};
+
+// Why `name` cannot be registered as a `kind`, naming the rule it breaks
+// ("optimizer name 'Ceo' has 'C' at position 0; ..."), or "" when it can.
+std::string name_rule_violation(PluginKind kind, std::string_view name);
+
+class Registry;
+
+// What --opt selects: a registered optimizer and whether Lookahead wraps it.
+struct OptimizerSelection {
+  std::string name;  // the registered name
+  bool lookahead = false;
+};
+
+// Reads `opt` as --opt does: lowered; the whole name when an optimizer is
+// registered under it; else "lookahead_<rest>" is Lookahead around <rest>
+// when <rest> is registered; else timm's reading, the part after the last
+// '_' with "lookahead" as the first part meaning Lookahead. Nothing
+// registered under either reading throws a UsageError naming `opt` and the
+// nearest known names.
+OptimizerSelection select_optimizer(const Registry& registry, std::string_view opt);
+
 class Registry {
  public:
   // The process-wide registry that the plugin loader fills.
   static Registry& global();
 
-  // Adds all entries or none: a duplicate (against the registry or within
-  // `entries`) throws an Error naming both origins and nothing is added.
+  // Adds all entries or none: a name that breaks its kind's rules
+  // (name_rule_violation) throws an Error naming the origin (the plugin
+  // file), the name and the rule; a duplicate (against the registry or
+  // within `entries`) throws an Error naming both origins. Either way nothing
+  // is added.
   void add_all(std::vector<RegistryEntry> entries);
 
   // The entry, or nullptr.
