@@ -47,6 +47,10 @@ int run(int argc, char** argv) {
     case timm::Action::kListAugmentations:
       print_list(timm::PluginKind::kAugmentation, command.list_pattern);
       return 0;
+    case timm::Action::kListPlugins:
+      std::cout << (plugins.empty() ? "no plugins are loaded (check --plugin-dir and TIMM_PLUGIN_PATH)\n"
+                                    : timm::describe_loaded_plugins(plugins));
+      return 0;
     default:
       break;
   }

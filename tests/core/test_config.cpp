@@ -275,6 +275,7 @@ TEST_CASE("timm-cpp's own flags") {
   CHECK(parse({"--list-optimizers", "adam*"}).action == Action::kListOptimizers);
   CHECK(parse({"--list-schedulers"}).action == Action::kListSchedulers);
   CHECK(parse({"--list-augmentations"}).action == Action::kListAugmentations);
+  CHECK(parse({"--list-plugins"}).action == Action::kListPlugins);
   cli = parse({"--amp", "-h"});
   CHECK(cli.action == Action::kHelp);
   CHECK(contains(cli.help_text, "Dataset parameters:"));

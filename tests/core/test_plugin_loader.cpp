@@ -246,6 +246,25 @@ TEST_CASE("a registration that throws names the file and registers nothing") {
   CHECK(registry.find(PluginKind::kModel, "fixture_before_throw") == nullptr);
 }
 
+TEST_CASE("the loader keeps each plugin's SDK ABI, torch version and entries, and lists them") {
+  Registry registry;
+  PluginLoader loader(registry);
+  loader.load_directory(fixture("fixture_good"), /*required=*/true);
+  REQUIRE(loader.loaded().size() == 1);
+  const timm::LoadedPlugin& plugin = loader.loaded()[0];
+  CHECK(plugin.sdk_abi_version == timm::kSdkAbiVersion);
+  CHECK(plugin.torch_version == TORCH_VERSION);
+  using Entries = std::vector<std::pair<PluginKind, std::string>>;
+  const bool entries_in_order =
+      plugin.entries == Entries{{PluginKind::kModel, "fixture_tiny"}, {PluginKind::kModel, "fixture_tiny2"}};
+  CHECK(entries_in_order);
+  const std::string so = fs::canonical(fixture_so("fixture_good")).string();
+  CHECK(timm::describe_loaded_plugins(loader.loaded()) ==
+        "plugin 'fixture_good' from " + so + ": SDK ABI " + std::to_string(timm::kSdkAbiVersion) + ", torch " +
+            TORCH_VERSION + "\n  models (2): fixture_tiny, fixture_tiny2\n");
+  CHECK(timm::describe_loaded_plugins({}).empty());
+}
+
 TEST_CASE("a plugin registering a name that breaks its kind's rules is refused at load, naming file, name and rule") {
   Registry registry;
   PluginLoader loader(registry);

@@ -47,6 +47,16 @@ TEST_CASE("timm-run trains resnet18 on a Fashion-MNIST subset well above chance"
   // Plain blocks, not SUBCASEs: doctest reruns the whole case, training
   // included, once per SUBCASE.
   {
+    INFO("config.toml records the plugin files the run loaded, as comments");
+    const std::string config = timm::test::read_file(dir / "config.toml");
+    CHECK(config.find("\n# Plugins loaded for this run (timm-run --list-plugins)\n# plugin 'resnet' from /") !=
+          std::string::npos);
+    CHECK(config.find("/timm_models_resnet.so: SDK ABI ") != std::string::npos);
+    CHECK(config.find("\n#   models (") != std::string::npos);
+    CHECK(config.find("resnet18, ") != std::string::npos);
+  }
+
+  {
     INFO("the checkpoint loads strictly into Python timm's resnet18");
     const std::string out = timm::test::run_oracle(
         "load_checkpoint.py", {"resnet18", (dir / "last.safetensors").string(), "--num-classes", "10", "--in-chans", "1"});
@@ -131,4 +141,29 @@ TEST_CASE("bad input fails with a clear message and the right exit code") {
     CHECK(r.output.find("resnet18") < r.output.find("resnet34"));
     CHECK(r.output.find("resnet34") < r.output.find("resnet50"));
   }
+}
+
+TEST_CASE("--list-plugins lists each plugin file with its name, SDK ABI, torch version and entries, then exits 0") {
+  timm::test::TempDir tmp;
+  const fs::path dir = fs::canonical(tmp.path());
+  fs::permissions(dir, static_cast<fs::perms>(0755), fs::perm_options::replace);
+  const fs::path so = dir / "fixture_good.so";
+  fs::copy_file(timm::test::fixture_dir() / "fixture_good" / "fixture_good.so", so);
+  fs::permissions(so, static_cast<fs::perms>(0755), fs::perm_options::replace);
+
+  const auto r = run_command({timm_run(), "--plugin-dir", dir.string(), "--list-plugins"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  // The dropped-in plugin, with its entries.
+  CHECK_MESSAGE(r.output.find("plugin 'fixture_good' from " + so.string() + ": SDK ABI ") != std::string::npos,
+                r.output);
+  CHECK(r.output.find("\n  models (2): fixture_tiny, fixture_tiny2\n") != std::string::npos);
+  // And the built-in plugins beside the binary, by kind.
+  CHECK(r.output.find("plugin 'resnet' from ") != std::string::npos);
+  CHECK(r.output.find("/timm_models_resnet.so: SDK ABI ") != std::string::npos);
+  CHECK(r.output.find(", torch ") != std::string::npos);
+  CHECK(r.output.find("\n  optimizers (") != std::string::npos);
+  CHECK(r.output.find("\n  schedulers (") != std::string::npos);
+  CHECK(r.output.find("\n  augmentations (") != std::string::npos);
+  // Loaded in order: the user's folder first.
+  CHECK(r.output.find("plugin 'fixture_good'") < r.output.find("plugin 'resnet'"));
 }

@@ -460,6 +460,8 @@ void apply_action(const Occurrence& occurrence, CommandLine& result) {
   const FlagSpec& flag = *occurrence.flag;
   if (flag.name == "plugin-dir") {
     result.plugin_dirs.push_back(occurrence.values.at(0));
+  } else if (flag.name == "list-plugins") {
+    result.action = Action::kListPlugins;
   } else if (auto it = kListActions.find(flag.name); it != kListActions.end()) {
     result.action = it->second;
     result.list_pattern = std::get<std::string>(convert(flag, occurrence.values));

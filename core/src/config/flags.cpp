@@ -47,7 +47,7 @@ constexpr std::array kImplementedFlags = {
     "eval-metric",
     // timm-cpp's own.
     "config", "help", "plugin-dir", "list-models", "list-optimizers", "list-schedulers",
-    "list-augmentations",
+    "list-augmentations", "list-plugins",
     // Distributed runtime.
     "no-ddp-bb", "dist-backend", "dist-timeout", "ddp-bucket-cap-mb",
     "ddp-find-unused-parameters", "sync-bn", "split-bn", "aug-repeats",
@@ -515,6 +515,9 @@ void add_timm_cpp_group(std::vector<FlagSpec>& t) {
       {.name = "list-augmentations", .type = kOptionalString, .default_value = Str("*"),
        .help = "list the augmentations matching PATTERN and exit", .const_value = "*",
        .metavar = "PATTERN", .is_action = true},
+      {.name = "list-plugins", .type = kSwitch,
+       .help = "list the loaded plugin files (name, SDK ABI, torch version, the names each registered) and exit",
+       .is_action = true},
       {.name = "stop-after-epochs", .type = kInt, .default_value = None,
        .help = "stop after training this many epochs of the schedule in this run (checkpoints written as usual); "
                "resume later with --resume or --auto-resume, e.g. for time-limited jobs"},

@@ -16,6 +16,7 @@
 #include <boost/dll/shared_library.hpp>
 
 #include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 #include "timm/base/version.hpp"
 #include "timm/log/log.hpp"
 #include "timm/plugin/plugin.hpp"
@@ -222,10 +223,14 @@ void PluginLoader::load_file(const fs::path& path) {
   } catch (...) {
     throw Error(where + ": registration failed with an exception of unknown type");
   }
-  // All or nothing: add_all checks every name before it adds any.
-  registry_.add_all(registrar.take_entries());
-
-  loaded_.push_back(LoadedPlugin{canonical, info->name != nullptr ? info->name : "", info->torch_version});
+  // All or nothing: add_all checks every name (its kind's rules, duplicates)
+  // before it adds any.
+  std::vector<RegistryEntry> entries = registrar.take_entries();
+  LoadedPlugin loaded{
+      canonical, info->name != nullptr ? info->name : "", info->torch_version, info->sdk_abi_version, {}};
+  for (const RegistryEntry& entry : entries) loaded.entries.emplace_back(entry.kind, entry.name);
+  registry_.add_all(std::move(entries));
+  loaded_.push_back(std::move(loaded));
 }
 
 void PluginLoader::collect_directory(const fs::path& dir, bool required, std::vector<Failure>& failures) {
@@ -305,6 +310,28 @@ void PluginLoader::load_search_path(const PluginSearchPath& path) {
   for (const auto& dir : path.user_dirs) search(dir, /*required=*/true);
   for (const auto& dir : path.default_dirs) search(dir, /*required=*/false);
   if (!failures.empty()) throw_failures(failures);
+}
+
+std::string describe_loaded_plugins(const std::vector<LoadedPlugin>& plugins) {
+  std::string out;
+  for (const LoadedPlugin& plugin : plugins) {
+    out += "plugin '" + plugin.name + "' from " + plugin.path.string() + ": SDK ABI " +
+           std::to_string(plugin.sdk_abi_version) + ", torch " + plugin.torch_version + "\n";
+    for (PluginKind kind :
+         {PluginKind::kModel, PluginKind::kOptimizer, PluginKind::kScheduler, PluginKind::kAugmentation}) {
+      std::vector<std::string> names;
+      for (const auto& [entry_kind, name] : plugin.entries) {
+        if (entry_kind == kind) names.push_back(name);
+      }
+      if (names.empty()) continue;
+      std::sort(names.begin(), names.end(),
+                [](const std::string& a, const std::string& b) { return natural_less(a, b); });
+      out += "  " + std::string(kind_name(kind)) + "s (" + std::to_string(names.size()) + "):";
+      for (std::size_t i = 0; i < names.size(); ++i) out += (i == 0 ? " " : ", ") + names[i];
+      out += "\n";
+    }
+  }
+  return out;
 }
 
 PluginSearchPath plugin_search_path(const std::vector<std::string>& cli_dirs) {

@@ -11,6 +11,7 @@
 #include "timm/base/python_repr.hpp"
 #include "timm/io/atomic_file.hpp"
 #include "timm/log/log.hpp"
+#include "timm/plugin/loader.hpp"
 #include "timm/train/plot.hpp"
 #include "timm/train/summary.hpp"
 #include "trainer_internal.hpp"
@@ -47,8 +48,8 @@ void write_summary_row(const EpochRecord& record, const TrainSetup& setup, const
 
 }  // namespace
 
-RunOutput open_run_output(const TrainArgs& args, const Config& config, const TrainSetup& setup, const Distributed& dist,
-                          const torch::Device& device) {
+RunOutput open_run_output(const TrainArgs& args, const Config& config, const std::vector<LoadedPlugin>& plugins,
+                          const TrainSetup& setup, const Distributed& dist, const torch::Device& device) {
   RunOutput output;
   if (dist.is_primary()) {
     output.dir = make_output_dir(args.output, args.experiment, args.model, setup.data_config.input_size.back());
@@ -60,6 +61,19 @@ RunOutput open_run_output(const TrainArgs& args, const Config& config, const Tra
   effective.set("lr", setup.lr);
   effective.set("num_classes", setup.num_classes);
   output.config_toml = effective.to_toml();
+  // Which plugin files the run used, as comments: the file stays usable as
+  // --config.
+  if (!plugins.empty()) {
+    output.config_toml += "\n# Plugins loaded for this run (timm-run --list-plugins)\n";
+    const std::string listing = describe_loaded_plugins(plugins);
+    std::size_t start = 0;
+    while (start < listing.size()) {
+      const std::size_t end = listing.find('\n', start);
+      output.config_toml += "# " + listing.substr(start, end - start) + "\n";
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+  }
   if (dist.is_primary()) write_file_atomically(output.dir / "config.toml", output.config_toml);
   return output;
 }

@@ -16,9 +16,10 @@ using namespace train_detail;
 namespace {
 
 // The training itself, once the world is set up.
-TrainResult train(const TrainArgs& args, const Config& config, Distributed& dist, const torch::Device& device) {
+TrainResult train(const TrainArgs& args, const Config& config, const std::vector<LoadedPlugin>& plugins,
+                  Distributed& dist, const torch::Device& device) {
   TrainSetup setup = set_up_training(args, config, dist, device);
-  RunOutput output = open_run_output(args, config, setup, dist, device);
+  RunOutput output = open_run_output(args, config, plugins, setup, dist, device);
   const int64_t start_epoch = resume_if_asked(args, output.dir, setup, dist, device);
   open_checkpoint_saver(args, setup, dist, start_epoch, output);
   return train_epochs(args, setup, output, dist, device, start_epoch);
@@ -48,12 +49,12 @@ TrainResult run_training(const Config& config, const std::vector<LoadedPlugin>& 
   const torch::Device device = resolve_device(args, dist.world);
   if (!dist.world.distributed()) {
     log_info("Training with a single process on 1 device (" + device.str() + ").");
-    return train(args, config, dist, device);
+    return train(args, config, plugins, dist, device);
   }
   start_process_group(args, device, dist);
   try {
     dist::check_same_setup(*dist.group, dist::describe_plugins(plugins), dist::describe_config(config));
-    return train(args, config, dist, device);
+    return train(args, config, plugins, dist, device);
   } catch (const dist::Interrupted&) {
     throw;
   } catch (const std::exception& e) {

@@ -155,9 +155,10 @@ struct RunOutput {
   std::optional<CheckpointSaver> saver;
 };
 
-// Creates the output folder and writes config.toml (primary rank only).
-RunOutput open_run_output(const TrainArgs& args, const Config& config, const TrainSetup& setup, const Distributed& dist,
-                          const torch::Device& device);
+// Creates the output folder and writes config.toml (primary rank only): the
+// effective config, then `plugins` (describe_loaded_plugins) as comments.
+RunOutput open_run_output(const TrainArgs& args, const Config& config, const std::vector<LoadedPlugin>& plugins,
+                          const TrainSetup& setup, const Distributed& dist, const torch::Device& device);
 
 // CheckpointSaver (primary rank only), after the resume as train.py; a run
 // resumed at `start_epoch` > 0 takes in the checkpoint-N files of earlier

@@ -142,7 +142,8 @@ enum class Action {
   kListModels,
   kListOptimizers,
   kListSchedulers,
-  kListAugmentations
+  kListAugmentations,
+  kListPlugins
 };
 
 struct CommandLine {

@@ -13,20 +13,34 @@
 // the file dlopen opens, and the message names both.
 #pragma once
 
+#include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "timm/plugin/registry.hpp"
 
 namespace timm {
 
+// A plugin file the loader registered, with what its PluginInfo declared and
+// what it registered.
 struct LoadedPlugin {
-  std::filesystem::path path;
+  std::filesystem::path path;  // canonical
   std::string name;
   std::string torch_version;
+  std::uint32_t sdk_abi_version = 0;
+  std::vector<std::pair<PluginKind, std::string>> entries;  // in the order registered
 };
+
+// What `timm-run --list-plugins` prints and each run's config.toml records
+// (there as comments): for each plugin, in load order,
+//   plugin 'resnet' from /abs/timm_models_resnet.so: SDK ABI 1, torch 2.5.1
+//     models (2): resnet18, resnet34
+// with its entries by kind (model, optimizer, scheduler, augmentation), each
+// kind's names in natural order; "" when `plugins` is empty.
+std::string describe_loaded_plugins(const std::vector<LoadedPlugin>& plugins);
 
 // The folders searched, in order: each --plugin-dir, each entry of
 // TIMM_PLUGIN_PATH (':'-separated), then the plugin folder next to the
