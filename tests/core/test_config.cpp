@@ -146,7 +146,7 @@ TEST_CASE("the ResNet50 JSD documented line parses, --jsd abbreviating --jsd-los
   CHECK(c.get<bool>("jsd_loss"));
   CHECK(c.get<bool>("split_bn"));
   CHECK(c.get<double>("reprob") == 0.6);
-  CHECK_FALSE(contains(implemented_error(c), "--split-bn"));  // implemented (distributed runtime)
+  CHECK_FALSE(contains(implemented_error(c), "--split-bn"));    // implemented (distributed runtime)
   CHECK_FALSE(contains(implemented_error(c), "--aug-splits"));  // implemented
 }
 

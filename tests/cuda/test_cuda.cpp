@@ -91,10 +91,30 @@ TEST_CASE("timm-run trains resnet18 on CUDA with float16 AMP and channels-last")
   require_gpu();
   const char* data = std::getenv("TIMM_FASHION_MNIST_DIR");
   std::vector<std::string> argv = {(timm::test::bin_dir() / "timm-run").string(),
-                                   "--model", "resnet18", "--device", "cuda", "--amp", "--channels-last",
-                                   "--epochs", "1", "--train-num-samples", "8192", "--val-num-samples", "2000",
-                                   "-b", "128", "--lr", "0.1", "--warmup-epochs", "0", "--sched-on-updates",
-                                   "--no-aug", "-j", "4", "--output", "/tmp/timm-cuda-test"};
+                                   "--model",
+                                   "resnet18",
+                                   "--device",
+                                   "cuda",
+                                   "--amp",
+                                   "--channels-last",
+                                   "--epochs",
+                                   "1",
+                                   "--train-num-samples",
+                                   "8192",
+                                   "--val-num-samples",
+                                   "2000",
+                                   "-b",
+                                   "128",
+                                   "--lr",
+                                   "0.1",
+                                   "--warmup-epochs",
+                                   "0",
+                                   "--sched-on-updates",
+                                   "--no-aug",
+                                   "-j",
+                                   "4",
+                                   "--output",
+                                   "/tmp/timm-cuda-test"};
   if (data != nullptr) argv.insert(argv.end(), {"--dataset", "fashion-mnist", "--data-dir", data});
   const auto run = timm::test::run_command(argv, std::chrono::seconds(600));
   REQUIRE_MESSAGE(run.exit_code == 0, run.output);

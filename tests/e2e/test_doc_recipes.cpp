@@ -59,10 +59,9 @@ void check_recipe(const std::string& doc_args) {
   timm::test::TempDir tmp;
   std::vector<std::string> argv = {(timm::test::bin_dir() / "timm-run").string()};
   argv.insert(argv.end(), doc.begin(), doc.end());
-  argv.insert(argv.end(),
-              {"--train-num-samples", "32", "--val-split", "", "-b", "16", "--img-size", "32", "--amp-dtype", "bfloat16",
-               "--stop-after-epochs", std::to_string(kEpochs), "--output", tmp.path().string(), "--experiment",
-               "recipe"});
+  argv.insert(argv.end(), {"--train-num-samples", "32", "--val-split", "", "-b", "16", "--img-size", "32",
+                           "--amp-dtype", "bfloat16", "--stop-after-epochs", std::to_string(kEpochs), "--output",
+                           tmp.path().string(), "--experiment", "recipe"});
   const auto run = timm::test::run_command(argv, std::chrono::seconds(1200));
   REQUIRE_MESSAGE(run.exit_code == 0, run.output);
 

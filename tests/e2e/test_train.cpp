@@ -17,9 +17,30 @@ namespace {
 std::string timm_run() { return (timm::test::bin_dir() / "timm-run").string(); }
 
 std::vector<std::string> subset_run(const fs::path& out) {
-  return {timm_run(), "--model", "resnet18", "--epochs", "2", "--train-num-samples", "4000", "--val-num-samples",
-          "1000", "-b", "64", "--lr", "0.1", "--warmup-epochs", "0", "--sched-on-updates", "-j", "2", "--output",
-          out.string(), "--experiment", "e2e", "--log-interval", "20"};
+  return {timm_run(),
+          "--model",
+          "resnet18",
+          "--epochs",
+          "2",
+          "--train-num-samples",
+          "4000",
+          "--val-num-samples",
+          "1000",
+          "-b",
+          "64",
+          "--lr",
+          "0.1",
+          "--warmup-epochs",
+          "0",
+          "--sched-on-updates",
+          "-j",
+          "2",
+          "--output",
+          out.string(),
+          "--experiment",
+          "e2e",
+          "--log-interval",
+          "20"};
 }
 
 }  // namespace
@@ -39,8 +60,8 @@ TEST_CASE("timm-run trains resnet18 on a Fashion-MNIST subset well above chance"
   const std::string summary = timm::test::read_file(dir / "summary.csv");
   CHECK(summary.rfind("epoch,train_loss,eval_loss,eval_top1,eval_top5,lr\r\n", 0) == 0);
   CHECK(std::count(summary.begin(), summary.end(), '\n') == 3);  // header + 2 epochs
-  for (const char* file : {"last.safetensors", "last.state.pt", "model_best.safetensors", "model_best.state.pt",
-                           "config.toml"}) {
+  for (const char* file :
+       {"last.safetensors", "last.state.pt", "model_best.safetensors", "model_best.state.pt", "config.toml"}) {
     CHECK_MESSAGE(fs::exists(dir / file), file);
   }
 
@@ -59,15 +80,16 @@ TEST_CASE("timm-run trains resnet18 on a Fashion-MNIST subset well above chance"
   {
     INFO("the checkpoint loads strictly into Python timm's resnet18");
     const std::string out = timm::test::run_oracle(
-        "load_checkpoint.py", {"resnet18", (dir / "last.safetensors").string(), "--num-classes", "10", "--in-chans", "1"});
+        "load_checkpoint.py",
+        {"resnet18", (dir / "last.safetensors").string(), "--num-classes", "10", "--in-chans", "1"});
     CHECK(out.find("loaded 122 tensors") != std::string::npos);
   }
 
   {
     INFO("the written config.toml works as --config again");
-    const auto again = run_command({timm_run(), "--config", (dir / "config.toml").string(), "--epochs", "1",
-                                    "--train-num-samples", "640", "--val-num-samples", "200", "--output",
-                                    (tmp / "again").string(), "--experiment", "x"});
+    const auto again =
+        run_command({timm_run(), "--config", (dir / "config.toml").string(), "--epochs", "1", "--train-num-samples",
+                     "640", "--val-num-samples", "200", "--output", (tmp / "again").string(), "--experiment", "x"});
     REQUIRE_MESSAGE(again.exit_code == 0, again.output);
     CHECK(again.output.find("Model resnet18 created") != std::string::npos);
   }
@@ -91,9 +113,9 @@ TEST_CASE("bad input fails with a clear message and the right exit code") {
     CHECK(r.output.find("--torchscript is not implemented yet") != std::string::npos);
   }
   SUBCASE("a rank whose peers never come fails within --dist-timeout, naming the rendezvous") {
-    const auto r = run_command({timm_run(), "--epochs", "1", "--device", "cpu", "--dist-timeout", "3"},
-                               std::chrono::seconds(60), {"WORLD_SIZE=2", "RANK=1", "MASTER_ADDR=127.0.0.1",
-                                                          "MASTER_PORT=9"});
+    const auto r =
+        run_command({timm_run(), "--epochs", "1", "--device", "cpu", "--dist-timeout", "3"}, std::chrono::seconds(60),
+                    {"WORLD_SIZE=2", "RANK=1", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=9"});
     CHECK(r.exit_code == 1);
     CHECK(r.output.find("rank 1: rendezvous at 127.0.0.1:9") != std::string::npos);
   }

@@ -80,8 +80,7 @@ void accumulate(const at::Tensor& ours, const at::Tensor& want, double& abs_diff
   rel_diff = worst_diff(rel_diff, scale > 0 ? diff / scale : diff);
 }
 
-void compare_state(const Optimizer& optimizer, const OptimCase& c, const nlohmann::json& o,
-                   ParityResult& result) {
+void compare_state(const Optimizer& optimizer, const OptimCase& c, const nlohmann::json& o, ParityResult& result) {
   ParityModel fresh;  // groups of the same layout, without touching the run's model
   const OptimizerArgs args = c.args();
   const std::vector<ParamGroup> groups =
@@ -154,9 +153,7 @@ ParityResult optimizer_parity_full(const OptimCase& c, const nlohmann::json& o) 
   return result;
 }
 
-double optimizer_parity(const OptimCase& c, const nlohmann::json& o) {
-  return optimizer_parity_full(c, o).param_abs;
-}
+double optimizer_parity(const OptimCase& c, const nlohmann::json& o) { return optimizer_parity_full(c, o).param_abs; }
 
 double save_load_round_trip(const OptimCase& c, int split, int total) {
   TempDir dir;

@@ -144,8 +144,7 @@ void accumulate(const at::Tensor& ours, const at::Tensor& want, double& abs_diff
 
 // Checks our groups' names, lr_scale and weight decay against timm's and
 // compares every state entry (same keys as torch / timm).
-void compare_state(const Optimizer& optimizer, const OptimCase& c, const nlohmann::json& o,
-                   ParityResult& result);
+void compare_state(const Optimizer& optimizer, const OptimCase& c, const nlohmann::json& o, ParityResult& result);
 
 // Runs c.steps steps with the gradients and lr changes of timm's run `o`
 // and compares the final parameters and state with timm's. Also checks the

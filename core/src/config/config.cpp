@@ -15,9 +15,8 @@ namespace timm {
 namespace {
 
 const char* type_name(std::size_t variant_index) {
-  static constexpr const char* kNames[] = {
-      "None",     "a bool",         "an int",           "a float",
-      "a string", "a list of ints", "a list of floats", "a list of strings"};
+  static constexpr const char* kNames[] = {"None",     "a bool",         "an int",           "a float",
+                                           "a string", "a list of ints", "a list of floats", "a list of strings"};
   return kNames[variant_index];
 }
 
@@ -54,8 +53,7 @@ std::size_t stored_index(FlagType type) {
 
 // "k=v" tokens sorted by key, the last of a repeated key winning, as the
 // Python dict ParseKwargs builds (whose order does not matter to its users).
-std::vector<std::string> normalized_kwargs(const FlagSpec& flag,
-                                           const std::vector<std::string>& tokens) {
+std::vector<std::string> normalized_kwargs(const FlagSpec& flag, const std::vector<std::string>& tokens) {
   std::map<std::string, std::string> pairs;
   for (const std::string& token : tokens) {
     std::size_t eq = token.find('=');
@@ -81,8 +79,8 @@ ConfigValue fitted(const FlagSpec& flag, ConfigValue value) {
     }
   }
   if (value.index() != stored_index(flag.type)) {
-    throw Error("config value '" + flag.dest + "' takes " + type_name(stored_index(flag.type)) +
-                ", not " + type_name(value.index()));
+    throw Error("config value '" + flag.dest + "' takes " + type_name(stored_index(flag.type)) + ", not " +
+                type_name(value.index()));
   }
   if (flag.nargs > 1) {
     std::size_t count = std::visit(
@@ -94,8 +92,8 @@ ConfigValue fitted(const FlagSpec& flag, ConfigValue value) {
         },
         value);
     if (count != static_cast<std::size_t>(flag.nargs)) {
-      throw Error("config value '" + flag.dest + "' takes " + std::to_string(flag.nargs) +
-                  " values, not " + std::to_string(count));
+      throw Error("config value '" + flag.dest + "' takes " + std::to_string(flag.nargs) + " values, not " +
+                  std::to_string(count));
     }
   }
   if (flag.type == FlagType::kKwargs) {
@@ -161,8 +159,7 @@ std::string toml_kwargs(const std::vector<std::string>& tokens) {
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     std::size_t eq = tokens[i].find('=');
     std::string key = tokens[i].substr(0, eq);
-    out +=
-        (is_bare_key(key) ? key : toml_string(key)) + " = " + toml_string(tokens[i].substr(eq + 1));
+    out += (is_bare_key(key) ? key : toml_string(key)) + " = " + toml_string(tokens[i].substr(eq + 1));
     out += i + 1 < tokens.size() ? ", " : " }";
   }
   return out;
@@ -192,9 +189,7 @@ std::string toml_value(const FlagSpec& flag, const ConfigValue& value) {
       return toml_array(v, [](int64_t x) { return std::to_string(x); });
     }
     std::string operator()(const std::vector<double>& v) const { return toml_array(v, toml_float); }
-    std::string operator()(const std::vector<std::string>& v) const {
-      return toml_array(v, toml_string);
-    }
+    std::string operator()(const std::vector<std::string>& v) const { return toml_array(v, toml_string); }
   };
   return std::visit(Formatter{}, value);
 }
@@ -214,9 +209,7 @@ Config::Config() {
   }
 }
 
-bool Config::has(std::string_view dest) const {
-  return !std::holds_alternative<std::monostate>(value(dest));
-}
+bool Config::has(std::string_view dest) const { return !std::holds_alternative<std::monostate>(value(dest)); }
 
 const ConfigValue& Config::value(std::string_view dest) const {
   auto it = values_.find(dest);

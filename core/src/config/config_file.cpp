@@ -67,8 +67,8 @@ class ValueReader {
 
  private:
   [[noreturn]] void fail(const toml::node& node, const std::string& expected) const {
-    throw UsageError(location(file_, node.source().begin) + ": key " + timm::in_quotes(key_) +
-                     " expects " + expected + ", got " + type_name(node));
+    throw UsageError(location(file_, node.source().begin) + ": key " + timm::in_quotes(key_) + " expects " + expected +
+                     ", got " + type_name(node));
   }
 
   template <class T>
@@ -86,14 +86,13 @@ class ValueReader {
 
   std::string choice(const toml::node& node) const {
     std::string value = scalar<std::string>(node, "a string");
-    if (flag_.choices.empty() ||
-        std::find(flag_.choices.begin(), flag_.choices.end(), value) != flag_.choices.end()) {
+    if (flag_.choices.empty() || std::find(flag_.choices.begin(), flag_.choices.end(), value) != flag_.choices.end()) {
       return value;
     }
     std::string expected = "one of";
     for (const std::string& c : flag_.choices) expected += " " + c;
-    throw UsageError(location(file_, node.source().begin) + ": key " + timm::in_quotes(key_) +
-                     " expects " + expected + ", got " + timm::in_quotes(value));
+    throw UsageError(location(file_, node.source().begin) + ": key " + timm::in_quotes(key_) + " expects " + expected +
+                     ", got " + timm::in_quotes(value));
   }
 
   template <class Element>
@@ -101,9 +100,8 @@ class ValueReader {
     const toml::array* array = node.as_array();
     if (array == nullptr) fail(node, "an array");
     if (flag_.nargs > 1 && array->size() != static_cast<std::size_t>(flag_.nargs)) {
-      throw UsageError(location(file_, node.source().begin) + ": key " + timm::in_quotes(key_) +
-                       " expects " + std::to_string(flag_.nargs) + " values, got " +
-                       std::to_string(array->size()));
+      throw UsageError(location(file_, node.source().begin) + ": key " + timm::in_quotes(key_) + " expects " +
+                       std::to_string(flag_.nargs) + " values, got " + std::to_string(array->size()));
     }
     std::vector<decltype(element(node))> values;
     for (const toml::node& item : *array) values.push_back(element(item));
@@ -165,8 +163,7 @@ std::vector<std::string> config_keys_like(const std::string& key) {
   std::vector<std::string> near = nearest_names(key, config_keys_like(key));
   if (!near.empty()) {
     message += " (did you mean";
-    for (std::size_t i = 0; i < near.size(); ++i)
-      message += (i ? ", " : " ") + timm::in_quotes(near[i]);
+    for (std::size_t i = 0; i < near.size(); ++i) message += (i ? ", " : " ") + timm::in_quotes(near[i]);
     message += "?)";
   }
   throw UsageError(message);
@@ -175,14 +172,12 @@ std::vector<std::string> config_keys_like(const std::string& key) {
 toml::table parse(const std::filesystem::path& file) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(file, error)) {
-    throw UsageError("config file " + timm::in_quotes(file.string()) +
-                     " does not exist or is not a file");
+    throw UsageError("config file " + timm::in_quotes(file.string()) + " does not exist or is not a file");
   }
   try {
     return toml::parse_file(file.string());
   } catch (const toml::parse_error& e) {
-    throw UsageError(location(file, e.source().begin) +
-                     ": invalid TOML: " + std::string(e.description()));
+    throw UsageError(location(file, e.source().begin) + ": invalid TOML: " + std::string(e.description()));
   }
 }
 
@@ -197,8 +192,7 @@ void load_config_file(const std::filesystem::path& file, Config& config) {
     const FlagSpec* flag = find_flag(key);
     if (flag == nullptr) throw_unknown_key(where, key);
     if (flag->is_action) {
-      throw UsageError(where + ": key " + timm::in_quotes(key) +
-                       " is a command-line action, not a config value");
+      throw UsageError(where + ": key " + timm::in_quotes(key) + " is a command-line action, not a config value");
     }
     if (auto [it, added] = key_of_dest.emplace(flag->dest, key); !added) {
       throw UsageError(where + ": key " + timm::in_quotes(key) + " sets the same value as " +

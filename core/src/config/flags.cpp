@@ -562,8 +562,7 @@ int nargs_of(FlagType type) {
 }
 
 bool is_implemented(const std::string& name) {
-  return std::find(kImplementedFlags.begin(), kImplementedFlags.end(), name) !=
-         kImplementedFlags.end();
+  return std::find(kImplementedFlags.begin(), kImplementedFlags.end(), name) != kImplementedFlags.end();
 }
 
 // Fills what the rows leave to be derived: dest, nargs, implemented, and the
@@ -590,8 +589,7 @@ std::vector<FlagSpec> build_table() {
   for (FlagSpec& flag : table) complete(flag);
   // A misspelt entry in kImplementedFlags would silently keep a flag refused.
   for (std::string_view name : kImplementedFlags) {
-    bool found = std::any_of(table.begin(), table.end(),
-                             [&](const FlagSpec& flag) { return flag.name == name; });
+    bool found = std::any_of(table.begin(), table.end(), [&](const FlagSpec& flag) { return flag.name == name; });
     if (!found) throw Error("kImplementedFlags names no flag: " + std::string(name));
   }
   return table;

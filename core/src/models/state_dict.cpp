@@ -65,8 +65,9 @@ LoadStateDictResult load_state_dict(torch::nn::Module& module, const NamedTensor
     if (it == targets.end()) {
       result.unexpected_keys.push_back(key);
     } else if (!tensor.defined() || tensor.sizes() != it->second.sizes()) {
-      mismatches.push_back(in_quotes(key) + ": checkpoint has " + (tensor.defined() ? shape_string(tensor) : "no tensor") +
-                           ", model has " + shape_string(it->second));
+      mismatches.push_back(in_quotes(key) + ": checkpoint has " +
+                           (tensor.defined() ? shape_string(tensor) : "no tensor") + ", model has " +
+                           shape_string(it->second));
     }
   }
   for (const auto& [key, tensor] : own) {

@@ -119,10 +119,14 @@ OptimizerSelection select_optimizer(const Registry& registry, std::string_view o
 
 std::string_view kind_name(PluginKind kind) {
   switch (kind) {
-    case PluginKind::kModel: return "model";
-    case PluginKind::kOptimizer: return "optimizer";
-    case PluginKind::kScheduler: return "scheduler";
-    case PluginKind::kAugmentation: return "augmentation";
+    case PluginKind::kModel:
+      return "model";
+    case PluginKind::kOptimizer:
+      return "optimizer";
+    case PluginKind::kScheduler:
+      return "scheduler";
+    case PluginKind::kAugmentation:
+      return "augmentation";
   }
   return "unknown";
 }

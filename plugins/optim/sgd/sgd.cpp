@@ -36,17 +36,16 @@ OptimizerPtr make_sgd(std::vector<ParamGroup> groups, const OptimizerArgs& args,
   auto impl = std::make_unique<torch::optim::SGD>(torch_param_groups(groups, defaults), defaults);
 
   // train.py logs optimizer.defaults with weight_decay replaced by the flag.
-  const std::string description =
-      describe_optimizer("SGD", args.opt,
-                         {{"lr", python_float_repr(args.lr)},
-                          {"momentum", python_float_repr(momentum)},
-                          {"dampening", kwargs.repr("dampening", "0")},
-                          {"weight_decay", python_float_repr(args.weight_decay)},
-                          {"nesterov", py_bool(nesterov)},
-                          {"maximize", "False"},
-                          {"foreach", kwargs.repr("foreach", "None")},
-                          {"differentiable", "False"},
-                          {"fused", "None"}});
+  const std::string description = describe_optimizer("SGD", args.opt,
+                                                     {{"lr", python_float_repr(args.lr)},
+                                                      {"momentum", python_float_repr(momentum)},
+                                                      {"dampening", kwargs.repr("dampening", "0")},
+                                                      {"weight_decay", python_float_repr(args.weight_decay)},
+                                                      {"nesterov", py_bool(nesterov)},
+                                                      {"maximize", "False"},
+                                                      {"foreach", kwargs.repr("foreach", "None")},
+                                                      {"differentiable", "False"},
+                                                      {"fused", "None"}});
   return std::make_unique<TorchOptimizer>(std::move(impl), scales, description);
 }
 
@@ -64,6 +63,5 @@ TIMM_PLUGIN("sgd") {
   };
   registrar.add_optimizer("sgd", "torch.Optim Stochastic Gradient Descent (SGD) with Nesterov momentum", nesterov);
   registrar.add_optimizer("nesterov", "alias of sgd", nesterov);
-  registrar.add_optimizer("momentum", "torch.Optim Stochastic Gradient Descent (SGD) with classical momentum",
-                          classic);
+  registrar.add_optimizer("momentum", "torch.Optim Stochastic Gradient Descent (SGD) with classical momentum", classic);
 }

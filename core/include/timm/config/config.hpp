@@ -32,9 +32,8 @@
 namespace timm {
 
 // One flag value. std::monostate is Python's None.
-using ConfigValue =
-    std::variant<std::monostate, bool, int64_t, double, std::string, std::vector<int64_t>,
-                 std::vector<double>, std::vector<std::string>>;
+using ConfigValue = std::variant<std::monostate, bool, int64_t, double, std::string, std::vector<int64_t>,
+                                 std::vector<double>, std::vector<std::string>>;
 
 // How a flag's value is written and stored:
 //   kSwitch          store_true; bool
@@ -45,17 +44,7 @@ using ConfigValue =
 //                    of "k=v" tokens, sorted by key, the last of a repeated key
 //                    winning; read them with Config::get_kwargs()
 //   kOptionalString  nargs='?': the flag alone takes FlagSpec::const_value
-enum class FlagType {
-  kSwitch,
-  kInt,
-  kFloat,
-  kString,
-  kInts,
-  kFloats,
-  kStrings,
-  kKwargs,
-  kOptionalString
-};
+enum class FlagType { kSwitch, kInt, kFloat, kString, kInts, kFloats, kStrings, kKwargs, kOptionalString };
 
 // FlagSpec::nargs values besides a fixed count (0 for a switch, 1 for one value).
 inline constexpr int kNargsOneOrMore = -1;   // '+'
@@ -136,15 +125,7 @@ class Config {
   std::set<std::string, std::less<>> explicit_;
 };
 
-enum class Action {
-  kTrain,
-  kHelp,
-  kListModels,
-  kListOptimizers,
-  kListSchedulers,
-  kListAugmentations,
-  kListPlugins
-};
+enum class Action { kTrain, kHelp, kListModels, kListOptimizers, kListSchedulers, kListAugmentations, kListPlugins };
 
 struct CommandLine {
   Action action = Action::kTrain;
@@ -183,8 +164,7 @@ inline constexpr bool kIsConfigType =
     std::is_same_v<T, std::string> || std::is_same_v<T, std::vector<int64_t>> ||
     std::is_same_v<T, std::vector<double>> || std::is_same_v<T, std::vector<std::string>>;
 
-[[noreturn]] void throw_wrong_type(std::string_view dest, const ConfigValue& value,
-                                   std::size_t wanted_index);
+[[noreturn]] void throw_wrong_type(std::string_view dest, const ConfigValue& value, std::size_t wanted_index);
 }  // namespace config_detail
 
 template <class T>

@@ -31,15 +31,15 @@ std::shared_ptr<Sampler> make_local_sampler(std::size_t dataset_size, bool shuff
 struct LoaderOptions {
   int64_t batch_size = 128;
   bool drop_last = false;
-  int64_t num_workers = 4;  // -j; 0 loads on the calling thread
+  int64_t num_workers = 4;       // -j; 0 loads on the calling thread
   int64_t prefetch_batches = 2;  // per worker
   std::uint64_t seed = 42;
 };
 
 class Loader {
  public:
-  Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<Sampler> sampler,
-         TransformPipeline transform, LoaderOptions options);
+  Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<Sampler> sampler, TransformPipeline transform,
+         LoaderOptions options);
   ~Loader();
 
   // Starts an epoch; the sample order and per-sample seeds depend on it.

@@ -81,12 +81,12 @@ at::Tensor mixup_target(const at::Tensor& target, int64_t num_classes, double la
 at::Tensor mixup_target(const at::Tensor& target, int64_t num_classes, const at::Tensor& lam, double smoothing);
 
 struct MixupOptions {
-  double mixup_alpha = 1.0;                                // --mixup
-  double cutmix_alpha = 0.0;                               // --cutmix
+  double mixup_alpha = 1.0;                                  // --mixup
+  double cutmix_alpha = 0.0;                                 // --cutmix
   std::optional<std::pair<double, double>> cutmix_minmax{};  // --cutmix-minmax
-  double prob = 1.0;                                       // --mixup-prob
-  double switch_prob = 0.5;                                // --mixup-switch-prob
-  std::string mode = "batch";                              // --mixup-mode: batch | pair | elem
+  double prob = 1.0;                                         // --mixup-prob
+  double switch_prob = 0.5;                                  // --mixup-switch-prob
+  std::string mode = "batch";                                // --mixup-mode: batch | pair | elem
   bool correct_lam = true;
   double label_smoothing = 0.1;  // --smoothing
   int64_t num_classes = 1000;

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <torch/arg.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/pimpl.h>
-#include <torch/arg.h>
 
 namespace timm::layers {
 

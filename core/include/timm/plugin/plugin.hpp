@@ -72,13 +72,11 @@ using PluginEntryPoint = const PluginInfo* (*)();
 
 // Defines the entry point of a plugin named `plugin_name`; the braces that
 // follow are the registration function, with `registrar` in scope.
-#define TIMM_PLUGIN(plugin_name)                                                       \
-  static void timm_plugin_register(::timm::PluginRegistrar& registrar);                \
-  extern "C" __attribute__((visibility("default"))) const ::timm::PluginInfo*          \
-  timm_plugin_v1() {                                                                   \
-    static const ::timm::PluginInfo info{::timm::kSdkAbiVersion, TORCH_VERSION,        \
-                                         _GLIBCXX_USE_CXX11_ABI, plugin_name,          \
-                                         &timm_plugin_register};                       \
-    return &info;                                                                      \
-  }                                                                                    \
+#define TIMM_PLUGIN(plugin_name)                                                                                     \
+  static void timm_plugin_register(::timm::PluginRegistrar& registrar);                                              \
+  extern "C" __attribute__((visibility("default"))) const ::timm::PluginInfo* timm_plugin_v1() {                     \
+    static const ::timm::PluginInfo info{::timm::kSdkAbiVersion, TORCH_VERSION, _GLIBCXX_USE_CXX11_ABI, plugin_name, \
+                                         &timm_plugin_register};                                                     \
+    return &info;                                                                                                    \
+  }                                                                                                                  \
   static void timm_plugin_register([[maybe_unused]] ::timm::PluginRegistrar& registrar)
