@@ -30,6 +30,9 @@ def run(kwargs, lr, metrics=None):
 
     lrs = [[g['lr'] for g in optimizer.param_groups]]
     for t in range(1, num_epochs * upe + 1):
+        if scheduler is None:  # 'none': the lr is left untouched
+            lrs.append([g['lr'] for g in optimizer.param_groups])
+            continue
         # train.py: step_update after every update, step(epoch + 1) after
         # every epoch; only one of them is effective.
         scheduler.step_update(num_updates=t)

@@ -33,7 +33,7 @@ struct Schedule {
 inline nlohmann::json to_json(const SchedulerArgs& a) {
   nlohmann::json j = {{"sched", a.sched},
                       {"num_epochs", a.num_epochs},
-                      {"decay_epochs", a.decay_epochs},
+                      {"decay_epochs", nullptr},
                       {"decay_milestones", a.decay_milestones},
                       {"warmup_epochs", a.warmup_epochs},
                       {"cooldown_epochs", a.cooldown_epochs},
@@ -54,6 +54,9 @@ inline nlohmann::json to_json(const SchedulerArgs& a) {
                       {"step_on_epochs", a.step_on_epochs},
                       {"updates_per_epoch", a.updates_per_epoch}};
   if (!a.noise.empty()) j["noise"] = a.noise;  // --lr-noise is a list
+  if (a.decay_epochs) j["decay_epochs"] = *a.decay_epochs;
+  if (a.decay_fn) j["decay_fn"] = *a.decay_fn;
+  if (a.stable_timescale) j["stable_timescale"] = *a.stable_timescale;
   return j;
 }
 

@@ -30,7 +30,7 @@ constexpr std::array kImplementedFlags = {
     // Schedule.
     "sched", "sched-on-updates", "lr", "lr-base", "lr-base-size", "lr-base-scale", "lr-noise",
     "lr-noise-pct", "lr-noise-std", "lr-cycle-mul", "lr-cycle-decay", "lr-cycle-limit",
-    "lr-k-decay", "warmup-lr", "min-lr", "epochs", "decay-milestones", "decay-epochs",
+    "lr-k-decay", "lr-decay-fn", "lr-stable-timescale", "warmup-lr", "min-lr", "epochs", "decay-milestones", "decay-epochs",
     "warmup-epochs", "warmup-prefix", "cooldown-epochs", "patience-epochs", "decay-rate",
     // Augmentation and regularization.
     "no-aug", "train-crop-mode", "scale", "ratio", "hflip", "vflip", "color-jitter", "aa", "reprob", "remode",
@@ -284,6 +284,12 @@ void add_schedule_group(std::vector<FlagSpec>& t) {
        .help = "learning rate cycle limit, cycles enabled if > 1"},
       {.name = "lr-k-decay", .type = kFloat, .default_value = Float(1.0),
        .help = "learning rate k-decay for cosine/poly (default: 1.0)"},
+      {.name = "lr-decay-fn", .type = kString, .default_value = None,
+       .help = "decay phase function of wsd / rsqrt: linear, 1-sqrt, cosine, power or exp "
+               "(default: 1-sqrt for wsd, linear for rsqrt)",
+       .metavar = "FN"},
+      {.name = "lr-stable-timescale", .type = kFloat, .default_value = None,
+       .help = "timescale in epochs of the rsqrt stable phase (default: warmup epochs)"},
       {.name = "warmup-lr", .type = kFloat, .default_value = Float(1e-5),
        .help = "warmup learning rate (default: 1e-5)", .metavar = "LR"},
       {.name = "min-lr", .type = kFloat, .default_value = Float(0),

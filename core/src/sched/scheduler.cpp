@@ -95,7 +95,7 @@ SchedulerParams scheduler_params(const SchedulerArgs& args) {
     upe = args.updates_per_epoch;
   }
   p.t_initial = args.num_epochs * upe;
-  p.decay_t = args.decay_epochs * static_cast<double>(upe);
+  p.decay_t = args.decay_epochs.value_or(90.0) * static_cast<double>(upe);
   for (int64_t m : args.decay_milestones) p.decay_milestones.push_back(m * upe);
   p.cooldown_t = args.cooldown_epochs * upe;
   p.warmup.lr_init = args.warmup_lr;

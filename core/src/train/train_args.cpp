@@ -61,6 +61,8 @@ void read_schedule(const Config& config, TrainArgs& args) {
   args.lr_cycle_decay = config.get<double>("lr_cycle_decay");
   args.lr_cycle_limit = config.get<int64_t>("lr_cycle_limit");
   args.lr_k_decay = config.get<double>("lr_k_decay");
+  args.lr_decay_fn = config.get_optional<std::string>("lr_decay_fn");
+  args.lr_stable_timescale = config.get_optional<double>("lr_stable_timescale");
   args.warmup_lr = config.get<double>("warmup_lr");
   args.min_lr = config.get<double>("min_lr");
   args.epochs = config.get<int64_t>("epochs");

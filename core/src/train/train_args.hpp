@@ -77,6 +77,8 @@ struct TrainArgs {
   double lr_cycle_decay = 0.0;
   int64_t lr_cycle_limit = 0;
   double lr_k_decay = 0.0;
+  std::optional<std::string> lr_decay_fn;
+  std::optional<double> lr_stable_timescale;
   double warmup_lr = 0.0;
   double min_lr = 0.0;
   int64_t epochs = 0;

@@ -87,6 +87,8 @@ SchedulerArgs scheduler_args(const TrainArgs& args, bool decreasing_metric, int6
   result.cycle_decay = args.lr_cycle_decay;
   result.cycle_limit = args.lr_cycle_limit;
   result.k_decay = args.lr_k_decay;
+  result.decay_fn = args.lr_decay_fn;
+  result.stable_timescale = args.lr_stable_timescale;
   result.plateau_mode = decreasing_metric ? "min" : "max";
   result.step_on_epochs = !args.sched_on_updates;
   result.updates_per_epoch = updates_per_epoch;

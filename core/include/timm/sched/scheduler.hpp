@@ -23,7 +23,9 @@ namespace timm {
 struct SchedulerArgs {
   std::string sched = "cosine";
   int64_t num_epochs = 300;
-  double decay_epochs = 90;
+  // timm's None (nullopt): the scheduler's default, 90 for decay_t; a
+  // scheduler may read args.decay_epochs for a default of its own.
+  std::optional<double> decay_epochs = 90;
   std::vector<int64_t> decay_milestones{90, 180, 270};
   int64_t warmup_epochs = 5;
   int64_t cooldown_epochs = 0;
@@ -40,6 +42,8 @@ struct SchedulerArgs {
   double cycle_decay = 0.5;
   int64_t cycle_limit = 1;
   double k_decay = 1.0;
+  std::optional<std::string> decay_fn;     // --lr-decay-fn; nullopt: the scheduler's default
+  std::optional<double> stable_timescale;  // --lr-stable-timescale, in epochs; nullopt: the scheduler's default
   std::string plateau_mode = "max";
   bool step_on_epochs = true;
   int64_t updates_per_epoch = 0;
@@ -69,7 +73,7 @@ struct SchedulerParams {
   SchedulerArgs args;
   bool t_in_epochs = true;
   int64_t t_initial = 0;  // num_epochs in t units
-  double decay_t = 0.0;   // decay_epochs in t units (may be fractional)
+  double decay_t = 0.0;   // decay_epochs (90 when unset) in t units (may be fractional)
   std::vector<int64_t> decay_milestones;
   int64_t cooldown_t = 0;
   WarmupOptions warmup;
