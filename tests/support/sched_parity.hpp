@@ -30,6 +30,16 @@ struct Schedule {
   std::vector<std::vector<double>> lrs;  // [t][group], t = 0 .. num_epochs (x updates)
 };
 
+// The flags every scheduler test starts from: the name, the run's length and
+// its warmup; each case sets the rest.
+inline SchedulerArgs sched_args(const std::string& sched, int64_t num_epochs, int64_t warmup_epochs) {
+  SchedulerArgs a;
+  a.sched = sched;
+  a.num_epochs = num_epochs;
+  a.warmup_epochs = warmup_epochs;
+  return a;
+}
+
 inline nlohmann::json to_json(const SchedulerArgs& a) {
   nlohmann::json j = {{"sched", a.sched},
                       {"num_epochs", a.num_epochs},

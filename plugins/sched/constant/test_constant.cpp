@@ -11,26 +11,19 @@ namespace test_constant {
 
 namespace {
 
+using timm::test::sched_args;
 using timm::test::SchedCase;
-
-timm::SchedulerArgs constant(int64_t epochs, int64_t warmup_epochs) {
-  timm::SchedulerArgs a;
-  a.sched = "constant";
-  a.num_epochs = epochs;
-  a.warmup_epochs = warmup_epochs;
-  return a;
-}
 
 std::vector<SchedCase> make_cases() {
   std::vector<SchedCase> cases;
-  cases.push_back({"defaults", constant(20, 5), 0.1});
-  cases.push_back({"no warmup", constant(10, 0), 0.1});
-  auto a = constant(15, 3);
+  cases.push_back({"defaults", sched_args("constant", 20, 5), 0.1});
+  cases.push_back({"no warmup", sched_args("constant", 10, 0), 0.1});
+  auto a = sched_args("constant", 15, 3);
   a.warmup_prefix = true;
   a.cooldown_epochs = 4;  // not counted: not a cycle-based scheduler
   a.noise = {0.2, 0.8};
   cases.push_back({"prefix+noise", a, 0.1});
-  a = constant(4, 1);
+  a = sched_args("constant", 4, 1);
   a.step_on_epochs = false;
   a.updates_per_epoch = 6;
   a.warmup_lr = 0;

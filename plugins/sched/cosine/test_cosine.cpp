@@ -11,29 +11,22 @@ namespace test_cosine {
 
 namespace {
 
+using timm::test::sched_args;
 using timm::test::SchedCase;
-
-timm::SchedulerArgs cosine(int64_t epochs, int64_t warmup_epochs) {
-  timm::SchedulerArgs a;
-  a.sched = "cosine";
-  a.num_epochs = epochs;
-  a.warmup_epochs = warmup_epochs;
-  return a;
-}
 
 std::vector<SchedCase> make_cases() {
   std::vector<SchedCase> cases;
-  auto a = cosine(150, 5);
+  auto a = sched_args("cosine", 150, 5);
   a.warmup_lr = 1e-5;
   cases.push_back({"seresnet34", a, 0.4});
 
-  a = cosine(100, 5);
+  a = sched_args("cosine", 100, 5);
   a.warmup_prefix = true;
   a.cooldown_epochs = 10;
   a.min_lr = 1e-6;
   cases.push_back({"prefix+cooldown+min_lr", a, 0.1});
 
-  a = cosine(30, 0);
+  a = sched_args("cosine", 30, 0);
   a.cycle_mul = 2;
   a.cycle_decay = 0.5;
   a.cycle_limit = 3;
@@ -42,16 +35,16 @@ std::vector<SchedCase> make_cases() {
   a.warmup_prefix = true;
   a.cooldown_epochs = 4;
   cases.push_back({"cycle_mul 2+prefix+cooldown", a, 0.1});
-  a = cosine(20, 2);
+  a = sched_args("cosine", 20, 2);
   a.cycle_limit = 3;
   a.cycle_decay = 0.7;
   cases.push_back({"3 cycles", a, 0.1});
 
-  a = cosine(100, 0);
+  a = sched_args("cosine", 100, 0);
   a.k_decay = 2;
   cases.push_back({"k_decay 2", a, 0.1});
 
-  a = cosine(100, 5);
+  a = sched_args("cosine", 100, 5);
   a.noise = {0.42, 0.9};
   a.noise_pct = 0.67;
   a.noise_seed = 42;
@@ -62,7 +55,7 @@ std::vector<SchedCase> make_cases() {
   a.noise_seed = 7;
   cases.push_back({"noise threshold", a, 0.1});
 
-  a = cosine(10, 1);
+  a = sched_args("cosine", 10, 1);
   a.warmup_lr = 0;
   a.step_on_epochs = false;
   a.updates_per_epoch = 100;
@@ -106,10 +99,10 @@ TEST_CASE("per-update: 10 epochs x 100 updates, warmup 1 epoch from 0") {
 
 TEST_CASE("stepping on updates needs updates_per_epoch; unknown names are usage errors") {
   timm::test::load_builtin_plugins();
-  auto a = cosine(10, 1);
+  auto a = sched_args("cosine", 10, 1);
   a.step_on_epochs = false;
   CHECK_THROWS_AS(timm::scheduler_params(a), timm::UsageError);
-  a = cosine(10, 1);
+  a = sched_args("cosine", 10, 1);
   a.sched = "cosin";
   timm::ParamGroup group;
   group.params = {at::zeros({1}).requires_grad_()};

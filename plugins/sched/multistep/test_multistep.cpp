@@ -15,12 +15,9 @@ namespace {
 using timm::test::SchedCase;
 
 timm::SchedulerArgs multistep(int64_t epochs, std::vector<int64_t> milestones, double rate, int64_t warmup_epochs) {
-  timm::SchedulerArgs a;
-  a.sched = "multistep";
-  a.num_epochs = epochs;
+  timm::SchedulerArgs a = timm::test::sched_args("multistep", epochs, warmup_epochs);
   a.decay_milestones = std::move(milestones);
   a.decay_rate = rate;
-  a.warmup_epochs = warmup_epochs;
   return a;
 }
 

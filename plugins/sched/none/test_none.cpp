@@ -11,25 +11,18 @@ namespace test_none {
 
 namespace {
 
+using timm::test::sched_args;
 using timm::test::SchedCase;
-
-timm::SchedulerArgs none(int64_t epochs, int64_t warmup_epochs) {
-  timm::SchedulerArgs a;
-  a.sched = "none";
-  a.num_epochs = epochs;
-  a.warmup_epochs = warmup_epochs;
-  return a;
-}
 
 std::vector<SchedCase> make_cases() {
   std::vector<SchedCase> cases;
-  cases.push_back({"defaults", none(10, 5), 0.1});
-  auto a = none(8, 3);
+  cases.push_back({"defaults", sched_args("none", 10, 5), 0.1});
+  auto a = sched_args("none", 8, 3);
   a.warmup_prefix = true;
   a.cooldown_epochs = 2;
   a.noise = {0.1};
   cases.push_back({"prefix+noise", a, 0.1});
-  a = none(3, 1);
+  a = sched_args("none", 3, 1);
   a.step_on_epochs = false;
   a.updates_per_epoch = 5;
   cases.push_back({"per-update", a, 0.5});

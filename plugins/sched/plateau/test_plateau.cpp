@@ -19,13 +19,10 @@ using Metrics = std::vector<std::optional<double>>;
 
 timm::SchedulerArgs plateau(int64_t epochs, const std::string& mode, int64_t patience, double decay_rate,
                             int64_t warmup_epochs) {
-  timm::SchedulerArgs a;
-  a.sched = "plateau";
-  a.num_epochs = epochs;
+  timm::SchedulerArgs a = timm::test::sched_args("plateau", epochs, warmup_epochs);
   a.plateau_mode = mode;
   a.patience_epochs = patience;
   a.decay_rate = decay_rate;
-  a.warmup_epochs = warmup_epochs;
   return a;
 }
 

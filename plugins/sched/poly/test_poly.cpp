@@ -14,11 +14,8 @@ namespace {
 using timm::test::SchedCase;
 
 timm::SchedulerArgs poly(int64_t epochs, double power, int64_t warmup_epochs) {
-  timm::SchedulerArgs a;
-  a.sched = "poly";
-  a.num_epochs = epochs;
+  timm::SchedulerArgs a = timm::test::sched_args("poly", epochs, warmup_epochs);
   a.decay_rate = power;
-  a.warmup_epochs = warmup_epochs;
   return a;
 }
 

@@ -12,29 +12,22 @@ namespace test_tanh {
 
 namespace {
 
+using timm::test::sched_args;
 using timm::test::SchedCase;
-
-timm::SchedulerArgs tanh_args(int64_t epochs, int64_t warmup_epochs) {
-  timm::SchedulerArgs a;
-  a.sched = "tanh";
-  a.num_epochs = epochs;
-  a.warmup_epochs = warmup_epochs;
-  return a;
-}
 
 std::vector<SchedCase> make_cases() {
   std::vector<SchedCase> cases;
-  auto a = tanh_args(100, 3);
+  auto a = sched_args("tanh", 100, 3);
   a.warmup_lr = 1e-4;
   cases.push_back({"spec", a, 0.1});
 
-  a = tanh_args(100, 5);
+  a = sched_args("tanh", 100, 5);
   a.warmup_prefix = true;
   a.cooldown_epochs = 10;
   a.min_lr = 1e-6;
   cases.push_back({"prefix+cooldown+min_lr", a, 0.1});
 
-  a = tanh_args(30, 0);
+  a = sched_args("tanh", 30, 0);
   a.cycle_mul = 2;
   a.cycle_decay = 0.5;
   a.cycle_limit = 3;
@@ -43,17 +36,17 @@ std::vector<SchedCase> make_cases() {
   a.cooldown_epochs = 4;
   cases.push_back({"cycle_mul 2+warmup+cooldown", a, 0.1});
 
-  a = tanh_args(20, 2);
+  a = sched_args("tanh", 20, 2);
   a.cycle_limit = 3;
   a.cycle_decay = 0.7;
   a.min_lr = 1e-5;
   cases.push_back({"3 cycles", a, 0.1});
 
-  a = tanh_args(100, 5);
+  a = sched_args("tanh", 100, 5);
   a.noise = {0.42, 0.9};
   cases.push_back({"noise range", a, 0.1});
 
-  a = tanh_args(6, 1);
+  a = sched_args("tanh", 6, 1);
   a.warmup_lr = 0;
   a.step_on_epochs = false;
   a.updates_per_epoch = 7;

@@ -19,11 +19,8 @@ namespace {
 using timm::test::SchedCase;
 
 timm::SchedulerArgs wsd(const std::string& sched, int64_t epochs, int64_t warmup_epochs) {
-  timm::SchedulerArgs a;
-  a.sched = sched;
-  a.num_epochs = epochs;
+  timm::SchedulerArgs a = timm::test::sched_args(sched, epochs, warmup_epochs);
   a.decay_epochs = std::nullopt;  // timm's None
-  a.warmup_epochs = warmup_epochs;
   return a;
 }
 
