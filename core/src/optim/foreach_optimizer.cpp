@@ -333,7 +333,11 @@ OptimizerFactory bind_defaults(OptimizerFactory factory, std::map<std::string, s
   return [factory = std::move(factory), defaults = std::move(defaults)](std::vector<ParamGroup> groups,
                                                                         const OptimizerArgs& args) {
     OptimizerArgs bound = args;
-    for (const auto& [key, value] : defaults) bound.kwargs.emplace(key, value);
+    for (const auto& [key, value] : defaults) {
+      // timm's partial(opt_class, **defaults) yields to --opt-betas / --opt-eps.
+      if ((key == "betas" && args.betas) || (key == "eps" && args.eps)) continue;
+      bound.kwargs.emplace(key, value);
+    }
     return factory(std::move(groups), bound);
   };
 }

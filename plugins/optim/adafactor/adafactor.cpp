@@ -153,6 +153,11 @@ OptimizerPtr make_adafactor(std::vector<ParamGroup> groups, const OptimizerArgs&
 TIMM_PLUGIN("adafactor") {
   // train.py scales --lr-base by the square root of the batch ratio for
   // timm's adaptive optimizers ("ada" in the name).
+  const timm::OptimizerTraits sqrt_lr{.lr_base_scale = timm::LrBaseScale::kSqrt};
   registrar.add_optimizer("adafactor", "Memory-efficient implementation of Adam with factored gradients",
-                          timm::make_adafactor, timm::OptimizerTraits{.lr_base_scale = timm::LrBaseScale::kSqrt});
+                          timm::make_adafactor, sqrt_lr);
+  // Caution acts on the first moment, so timm turns beta1 on with it.
+  registrar.add_optimizer("cadafactor", "Cautious Adafactor",
+                          timm::bind_defaults(timm::make_adafactor, {{"caution", "True"}, {"betas", "(0.9, 0.999)"}}),
+                          sqrt_lr);
 }

@@ -18,8 +18,9 @@ using timm::test::StateCase;
 // Measured 0: timm's per-tensor CPU kernels in timm's order (kSameKernelsTolerance).
 constexpr double kTolerance = timm::test::kSameKernelsTolerance;
 
-StateCase make(const std::string& name, double lr, double wd, std::map<std::string, std::string> kwargs = {}) {
-  StateCase m = timm::test::state_case(name, "adafactor", lr, wd, std::move(kwargs));
+StateCase make(const std::string& name, double lr, double wd, std::map<std::string, std::string> kwargs = {},
+               const std::string& opt = "adafactor") {
+  StateCase m = timm::test::state_case(name, opt, lr, wd, std::move(kwargs));
   m.big = true;
   return m;
 }
@@ -33,6 +34,9 @@ std::vector<StateCase> make_cases() {
   cases.push_back(make("adafactor kwargs", 3e-2, 0.0,
                        {{"clip_threshold", "0.5"}, {"decay_rate", "-0.5"}, {"min_dim_size_to_factor", "2"}}));
   cases.push_back(make("adafactor caution", 1e-2, 0.1, {{"betas", "(0.8,0.99)"}, {"caution", "True"}}));
+  cases.push_back(make("cadafactor", 1e-2, 0.05, {}, "cadafactor"));
+  cases.push_back(make("cadafactor --opt-betas", 1e-2, 0.05, {}, "cadafactor"));
+  cases.back().c.betas = std::vector<double>{0.8, 0.99};
   return cases;
 }
 
@@ -43,6 +47,10 @@ timm::test::StateOracle oracle(make_cases());
 TEST_CASE("adafactor matches timm") {
   oracle.expect_parity_each({"adafactor", "adafactor first moment", "adafactor kwargs", "adafactor caution"},
                             kTolerance);
+}
+
+TEST_CASE("cadafactor matches timm") {
+  oracle.expect_parity_each({"cadafactor", "cadafactor --opt-betas"}, kTolerance);
 }
 
 TEST_CASE("adafactor state survives save and load") {

@@ -186,26 +186,28 @@ OptimizerPtr make_lamb(std::vector<ParamGroup> groups, const OptimizerArgs& args
 }  // namespace timm
 
 TIMM_PLUGIN("lamb") {
+  using timm::bind_defaults;
   using timm::OptimizerArgs;
   using timm::ParamGroup;
-  struct Variant {
-    const char* name;
-    const char* description;
-    bool trust_clip;
-    bool decoupled;
+  auto lamb = [](bool trust_clip, bool decoupled) -> timm::OptimizerFactory {
+    return [trust_clip, decoupled](std::vector<ParamGroup> groups, const OptimizerArgs& args) {
+      return timm::make_lamb(std::move(groups), args, trust_clip, decoupled);
+    };
   };
-  for (const Variant& v :
-       {Variant{"lamb", "Layer-wise Adaptive Moments for batch optimization", false, false},
-        Variant{"lambc", "LAMB with trust ratio clipping for stability", true, false},
-        Variant{"lambw", "LAMB with decoupled weight decay", false, true},
-        Variant{"lambcw", "LAMB with trust ratio clipping for stability and decoupled decay", true, true}}) {
-    // train.py scales --lr-base by the square root of the batch ratio for
-    // timm's adaptive optimizers ("lamb" in the name).
-    registrar.add_optimizer(
-        v.name, v.description,
-        [v](std::vector<ParamGroup> groups, const OptimizerArgs& args) {
-          return timm::make_lamb(std::move(groups), args, v.trust_clip, v.decoupled);
-        },
-        timm::OptimizerTraits{.lr_base_scale = timm::LrBaseScale::kSqrt});
-  }
+  // train.py scales --lr-base by the square root of the batch ratio for
+  // timm's adaptive optimizers ("lamb" in the name).
+  const timm::OptimizerTraits sqrt_lr{.lr_base_scale = timm::LrBaseScale::kSqrt};
+  registrar.add_optimizer("lamb", "Layer-wise Adaptive Moments for batch optimization", lamb(false, false), sqrt_lr);
+  registrar.add_optimizer("lambc", "LAMB with trust ratio clipping for stability", lamb(true, false), sqrt_lr);
+  registrar.add_optimizer("lambw", "LAMB with decoupled weight decay", lamb(false, true), sqrt_lr);
+  registrar.add_optimizer("lambcw", "LAMB with trust ratio clipping for stability and decoupled decay",
+                          lamb(true, true), sqrt_lr);
+  // timm binds these through OptimInfo.defaults (Lamb's keyword arguments).
+  registrar.add_optimizer(
+      "lambcd", "LAMB with corrected decoupled weight decay (lr²/max_lr scaling)",
+      bind_defaults(lamb(false, false), {{"decoupled_decay", "True"}, {"corrected_weight_decay", "True"}}), sqrt_lr);
+  registrar.add_optimizer("clamb", "Cautious LAMB", bind_defaults(lamb(false, false), {{"caution", "True"}}), sqrt_lr);
+  registrar.add_optimizer("clambw", "Cautious LAMB with decoupled weight decay",
+                          bind_defaults(lamb(false, false), {{"caution", "True"}, {"decoupled_decay", "True"}}),
+                          sqrt_lr);
 }

@@ -31,6 +31,10 @@ std::vector<StateCase> make_cases() {
   cases.push_back(state_case("lambc", "lambc", 1e-2, 0.05));
   cases.push_back(state_case("lambc no bias correction", "lambc", 1e-2, 0.0, {{"bias_correction", "False"}}));
   cases.push_back(state_case("lambw", "lambw", 1e-2, 0.05, {{"corrected_weight_decay", "True"}}));
+  cases.push_back(state_case("lambcd", "lambcd", 1e-2, 0.05));
+  cases.push_back(state_case("clamb", "clamb", 1e-2, 0.05));
+  cases.push_back(state_case("clambw", "clambw", 1e-2, 0.05));
+  cases.push_back(state_case("clamb trust_clip", "clamb", 3e-3, 0.1, {{"trust_clip", "True"}}));
   return cases;
 }
 
@@ -45,6 +49,10 @@ TEST_CASE("lamb matches timm") {
 
 TEST_CASE("lambc and lambw match timm") {
   oracle.expect_parity_each({"lambc", "lambc no bias correction", "lambw"}, kTolerance);
+}
+
+TEST_CASE("lambcd, clamb and clambw match timm") {
+  oracle.expect_parity_each({"lambcd", "clamb", "clambw", "clamb trust_clip"}, kTolerance);
 }
 
 TEST_CASE("lamb state survives save and load") { oracle.expect_round_trips({"lamb", "lambc"}); }

@@ -215,15 +215,23 @@ OptimizerPtr make_rmsproptf(std::vector<ParamGroup> groups, const OptimizerArgs&
 }  // namespace timm
 
 TIMM_PLUGIN("rmsprop") {
+  using timm::bind_defaults;
   using timm::OptimizerArgs;
   using timm::ParamGroup;
+  auto rmsproptf = [](bool decoupled) -> timm::OptimizerFactory {
+    return [decoupled](std::vector<ParamGroup> groups, const OptimizerArgs& args) {
+      return timm::make_rmsproptf(std::move(groups), args, decoupled);
+    };
+  };
   registrar.add_optimizer("rmsprop", "torch.optim.RMSprop, Root Mean Square Propagation", timm::make_rmsprop);
   registrar.add_optimizer("rmsproptf", "TensorFlow-style RMSprop implementation, Root Mean Square Propagation",
-                          [](std::vector<ParamGroup> groups, const OptimizerArgs& args) {
-                            return timm::make_rmsproptf(std::move(groups), args, /*decoupled_default=*/false);
-                          });
-  registrar.add_optimizer("rmsproptfw", "TensorFlow-style RMSprop with decoupled weight decay",
-                          [](std::vector<ParamGroup> groups, const OptimizerArgs& args) {
-                            return timm::make_rmsproptf(std::move(groups), args, /*decoupled_default=*/true);
-                          });
+                          rmsproptf(false));
+  registrar.add_optimizer("rmsproptfw", "TensorFlow-style RMSprop with decoupled weight decay", rmsproptf(true));
+  // timm binds these through OptimInfo.defaults (RMSpropTF's keyword arguments).
+  registrar.add_optimizer(
+      "rmsproptfc", "RMSprop TF-style with corrected decoupled weight decay (lr²/max_lr scaling)",
+      bind_defaults(rmsproptf(false),
+                    {{"alpha", "0.9"}, {"decoupled_decay", "True"}, {"corrected_weight_decay", "True"}}));
+  registrar.add_optimizer("crmsproptf", "Cautious TensorFlow-style RMSprop",
+                          bind_defaults(rmsproptf(false), {{"alpha", "0.9"}, {"caution", "True"}}));
 }

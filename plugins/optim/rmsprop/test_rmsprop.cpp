@@ -34,6 +34,9 @@ std::vector<StateCase> make_cases() {
   cases.push_back(state_case("rmsproptf no momentum", "rmsproptf", 1e-2, 0.05));
   cases.back().c.momentum = 0.0;
   cases.push_back(state_case("rmsproptfw corrected", "rmsproptfw", 1e-2, 0.05, {{"corrected_weight_decay", "True"}}));
+  cases.push_back(state_case("rmsproptfc", "rmsproptfc", 1e-2, 0.05));
+  cases.push_back(state_case("crmsproptf", "crmsproptf", 1e-2, 0.05));
+  cases.push_back(state_case("rmsproptfc alpha kwarg", "rmsproptfc", 1e-2, 0.05, {{"alpha", "0.95"}}));
   return cases;
 }
 
@@ -49,6 +52,10 @@ TEST_CASE("rmsproptf matches timm") {
   oracle.expect_parity("rmsproptf caution", kTolerance);
   oracle.expect_parity("rmsproptf no momentum", kTolerance);
   oracle.expect_parity("rmsproptfw corrected", kTolerance);
+}
+
+TEST_CASE("rmsproptfc and crmsproptf match timm") {
+  oracle.expect_parity_each({"rmsproptfc", "crmsproptf", "rmsproptfc alpha kwarg"}, kTolerance);
 }
 
 TEST_CASE("rmsprop state survives save and load") {

@@ -155,8 +155,9 @@ EpsArg resolve_eps(const OptimizerArgs& args, const OptimizerKwargs& kwargs, dou
 void check_lr(const OptimizerArgs& args);
 
 // timm's OptimInfo.defaults: `factory` with `defaults` (--opt-kwargs as
-// typed, e.g. {"caution", "True"}) set where --opt-kwargs does not set them,
-// as timm's opt_args.setdefault. For registering variants ("cadopt", ...).
+// typed, e.g. {"caution", "True"}) set where neither --opt-kwargs nor the
+// argument's own flag (--opt-betas, --opt-eps) sets them, as timm's
+// partial(opt_class, **defaults). For registering variants ("cadopt", ...).
 OptimizerFactory bind_defaults(OptimizerFactory factory, std::map<std::string, std::string> defaults);
 
 // A float argument that may be None ("clip_exp=None"): --opt-kwargs `key`,
