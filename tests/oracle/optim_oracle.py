@@ -22,6 +22,9 @@ optimizer steps on a small model that tests/support/optim_parity.hpp mirrors.
       writes instead of the groups "state" (per parameter name, the base
       optimizer's state[p] as flat lists, spaces in keys replaced by "_")
       and "group_state" (per group, its tensors such as LAMB's step).
+  optim_oracle.py names
+      -> JSON {"all": timm.optim.list_optimizers(), "external": the names
+         whose class lives in apex or bitsandbytes (a string in timm's registry)}
   optim_oracle.py layer_groups MODEL WEIGHT_DECAY LAYER_DECAY MIN_SCALE
       -> JSON {"layers": {name: layer id} (group_parameters of the model's
          group_matcher(coarse=False)), "groups": [{"names", "lr_scale",
@@ -293,9 +296,17 @@ def cmd_steps(argv):
         json.dump([steps(c) for c in cases], f)
 
 
+def cmd_names(argv):
+    from timm.optim import get_optimizer_info, list_optimizers
+    names = list_optimizers()
+    external = [n for n in names if isinstance(get_optimizer_info(n).opt_class, str)]
+    print(json.dumps({'all': names, 'external': external}))
+
+
 def main():
     cmd, argv = sys.argv[1], sys.argv[2:]
-    {'groups': cmd_groups, 'steps': cmd_steps, 'layer_groups': cmd_layer_groups}[cmd](argv)
+    commands = {'groups': cmd_groups, 'steps': cmd_steps, 'layer_groups': cmd_layer_groups, 'names': cmd_names}
+    commands[cmd](argv)
 
 
 if __name__ == '__main__':
