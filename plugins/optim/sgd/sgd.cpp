@@ -1,9 +1,12 @@
 // "sgd" / "nesterov" and "momentum": torch.optim.SGD as timm's registry binds
 // it (nesterov=True / False), with momentum from --momentum and weight decay
-// per parameter group (coupled L2, torch's SGD semantics).
+// per parameter group (coupled L2, torch's SGD semantics); and timm's SGDW
+// names (sgdw.cpp): "sgdw" / "nesterovw", "csgdw", "sgdc", "csgdc".
 #include <torch/optim/sgd.h>
 
+#include "sgdw.hpp"
 #include "timm/base/error.hpp"
+#include "timm/optim/foreach_optimizer.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/plugin/plugin.hpp"
 
@@ -13,8 +16,6 @@ namespace {
 // eps and betas are accepted and dropped (timm: has_eps/has_betas False);
 // foreach only picks an implementation.
 const std::vector<std::string> kKnownKwargs{"dampening", "nesterov", "foreach", "eps", "betas"};
-
-std::string py_bool(bool value) { return value ? "True" : "False"; }
 
 OptimizerPtr make_sgd(std::vector<ParamGroup> groups, const OptimizerArgs& args, bool nesterov_default) {
   const OptimizerKwargs kwargs(args, kKnownKwargs);
@@ -64,4 +65,15 @@ TIMM_PLUGIN("sgd") {
   registrar.add_optimizer("sgd", "torch.Optim Stochastic Gradient Descent (SGD) with Nesterov momentum", nesterov);
   registrar.add_optimizer("nesterov", "alias of sgd", nesterov);
   registrar.add_optimizer("momentum", "torch.Optim Stochastic Gradient Descent (SGD) with classical momentum", classic);
+
+  using timm::bind_defaults;
+  const auto sgdw = bind_defaults(timm::sgd::make_sgdw, {{"nesterov", "True"}});
+  registrar.add_optimizer("sgdw", "SGD with decoupled weight decay and Nesterov momentum", sgdw);
+  registrar.add_optimizer("nesterovw", "alias of sgdw", sgdw);
+  registrar.add_optimizer("csgdw", "Cautious SGD with decoupled weight decay and Nesterov momentum",
+                          bind_defaults(sgdw, {{"caution", "True"}}));
+  registrar.add_optimizer("sgdc", "SGD with corrected decoupled weight decay (lr²/max_lr scaling)",
+                          bind_defaults(sgdw, {{"corrected_weight_decay", "True"}}));
+  registrar.add_optimizer("csgdc", "Cautious SGD with corrected decoupled weight decay (lr²/max_lr scaling)",
+                          bind_defaults(sgdw, {{"caution", "True"}, {"corrected_weight_decay", "True"}}));
 }

@@ -1,6 +1,7 @@
 // Parity of "sgd", "nesterov" and "momentum" with timm's create_optimizer_v2
-// (torch.optim.SGD): 10 steps with weight-decay groups, lr changes between
-// steps and a parameter without gradient on some steps.
+// (torch.optim.SGD), and of "sgdw", "nesterovw", "csgdw", "sgdc" and "csgdc"
+// (timm's SGDW, parameters and state): 10 steps with weight-decay groups, lr
+// changes between steps and a parameter without gradient on some steps.
 #include "optim_parity.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
@@ -11,10 +12,14 @@ namespace test_sgd {
 
 namespace {
 
+using timm::test::optim_case;
 using timm::test::OptimCase;
 
 // float32 steps through the same ATen kernels: differences stay at rounding.
 constexpr double kTolerance = 1e-6;
+// SGDW's momentum buffers, relative to their largest value: the same ops in
+// timm's order, float32 rounding only.
+constexpr double kStateTolerance = 1e-5;
 
 std::vector<OptimCase> make_cases() {
   std::vector<OptimCase> cases{OptimCase("sgd", "sgd", 0.1, 1e-2)};
@@ -27,6 +32,22 @@ std::vector<OptimCase> make_cases() {
   cases.back().eps = 1e-3;
   cases.back().kwargs = {{"dampening", "0.1"}};
   cases.emplace_back("sgd wd 0", "sgd", 0.1, 0.0);
+  // timm's SGDW: Nesterov by the registry's default, decoupled decay.
+  for (const char* name : {"sgdw", "nesterovw", "csgdw"}) cases.push_back(optim_case(name, name, 0.1, 1e-2));
+  // lr² / max_lr scaled decay; a larger decay so that it shows.
+  for (const char* name : {"sgdc", "csgdc"}) cases.push_back(optim_case(name, name, 0.1, 0.5));
+  // Classic momentum with dampening, maximize; --opt-eps dropped.
+  cases.push_back(optim_case("sgdw kwargs", "sgdw", 0.05, 1e-2,
+                             {{"nesterov", "False"}, {"dampening", "0.1"}, {"maximize", "True"}}));
+  cases.back().momentum = 0.8;
+  cases.back().eps = 1e-3;
+  // No momentum: no buffers (timm's state entries stay empty).
+  cases.push_back(optim_case("sgdw no momentum", "sgdw", 0.1, 1e-2, {{"nesterov", "False"}}));
+  cases.back().momentum = 0.0;
+  // Cautious classic momentum.
+  cases.push_back(optim_case("csgdw classic", "csgdw", 0.1, 1e-2, {{"nesterov", "False"}}));
+  cases.push_back(optim_case("sgdw layer-decay", "sgdw", 0.1, 1e-2));
+  cases.back().layer_decay = 0.8;
   return cases;
 }
 
@@ -69,6 +90,44 @@ TEST_CASE("sgd rejects bad --opt-kwargs and flags") {
   CHECK(timm::create_optimizer(model, {}, args)->describe().rfind("Lookahead (lookahead_sgd) optimizer: ", 0) == 0);
   args.opt = "sgdd";
   CHECK_THROWS_AS(timm::create_optimizer(model, {}, args), timm::UsageError);
+}
+
+TEST_CASE("sgdw and its variants match timm's SGDW") {
+  oracle.expect_parity_each({"sgdw", "nesterovw", "csgdw", "sgdc", "csgdc", "sgdw kwargs", "sgdw no momentum",
+                             "csgdw classic", "sgdw layer-decay"},
+                            kTolerance, kStateTolerance);
+}
+
+TEST_CASE("sgdw state survives save and load") { oracle.expect_round_trips({"sgdw", "csgdc", "sgdw kwargs"}); }
+
+TEST_CASE("sgdw rejects bad arguments") {
+  timm::test::load_builtin_plugins();
+  timm::test::ParityModel model;
+  timm::OptimizerArgs args;
+  args.opt = "sgdw";
+  args.kwargs = {{"amsgrad", "True"}};
+  CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args), doctest::Contains("'sgdw' has no argument 'amsgrad'"),
+                       timm::UsageError);
+  args.kwargs = {{"dampening", "0.1"}};
+  CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args), doctest::Contains("Nesterov"), timm::UsageError);
+  args.kwargs = {};
+  args.momentum = 0.0;  // Nesterov (the default) needs a momentum
+  CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args), doctest::Contains("Nesterov"), timm::UsageError);
+  args.momentum = -0.5;
+  args.kwargs = {{"nesterov", "False"}};
+  CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args), doctest::Contains("invalid momentum value -0.5"),
+                       timm::UsageError);
+  args.momentum = 0.9;
+  args.kwargs = {{"differentiable", "True"}};
+  CHECK_THROWS_AS(timm::create_optimizer(model, {}, args), timm::UsageError);
+  args.kwargs = {};
+  args.lr = -0.1;
+  CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args), doctest::Contains("invalid learning rate"),
+                       timm::UsageError);
+  args.opt = "sgdc";
+  args.lr = 0.0;
+  CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args), doctest::Contains("requires a positive max lr"),
+                       timm::UsageError);
 }
 
 TEST_CASE("sgd's log line is train.py's") {

@@ -1,0 +1,116 @@
+// timm.optim.SGDW ("sgdw" / "nesterovw" and its cautious / corrected-decay
+// variants): SGD with momentum (Nesterov by timm's registry default) and
+// decoupled weight decay (param *= 1 - lr * wd, or lr² / max_lr corrected),
+// optional caution on the momentum update. No eps or betas (timm drops them).
+#include <cmath>
+
+#include "sgdw.hpp"
+#include "timm/base/error.hpp"
+#include "timm/optim/foreach_optimizer.hpp"
+
+namespace timm::sgd {
+namespace {
+
+using Tensors = std::vector<at::Tensor>;
+
+struct SGDWConfig {
+  double momentum = 0.0;
+  double dampening = 0.0;
+  bool nesterov = false;
+  bool caution = false;
+  bool maximize = false;
+  std::optional<double> max_lr;  // set with corrected_weight_decay
+};
+
+class SGDW : public ForeachOptimizer {
+ public:
+  SGDW(std::vector<ParamGroup> groups, double lr, std::string description, SGDWConfig config)
+      : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config) {}
+
+ private:
+  // timm's _single_tensor_sgdw (its CPU path), as foreach ops.
+  void step_group(GroupStep& g) override {
+    const Tensors grads = c_.maximize ? at::_foreach_neg(g.grads) : g.grads;
+    const double wd_scale = c_.max_lr ? std::pow(g.lr, 2) / *c_.max_lr : g.lr;
+    at::_foreach_mul_(g.params, 1. - wd_scale * g.weight_decay);
+
+    Tensors updates = grads;
+    if (c_.momentum != 0) {
+      // A new buffer is the gradient itself; the others decay and add it.
+      Tensors old_bufs;
+      Tensors old_grads;
+      for (std::size_t i = 0; i < g.params.size(); ++i) {
+        auto& state = *g.states[i];
+        if (state.empty()) {
+          state["momentum_buffer"] = grads[i].clone().detach();
+        } else {
+          old_bufs.push_back(state.at("momentum_buffer"));
+          old_grads.push_back(grads[i]);
+        }
+      }
+      if (!old_bufs.empty()) {
+        at::_foreach_mul_(old_bufs, c_.momentum);
+        at::_foreach_add_(old_bufs, old_grads, 1 - c_.dampening);
+      }
+      Tensors bufs = state_list(g, "momentum_buffer");
+      if (c_.caution) {
+        if (c_.nesterov) bufs = at::_foreach_add(grads, bufs, c_.momentum);
+        updates = cautioned(bufs, grads);
+      } else if (c_.nesterov) {
+        updates = at::_foreach_add(grads, bufs, c_.momentum);
+      } else {
+        updates = bufs;
+      }
+    }
+    at::_foreach_add_(g.params, updates, -g.lr);
+  }
+
+  SGDWConfig c_;
+};
+
+}  // namespace
+
+OptimizerPtr make_sgdw(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
+  // timm drops eps and betas (has_eps / has_betas False); foreach only picks
+  // an implementation.
+  const OptimizerKwargs kwargs(args, {"dampening", "nesterov", "caution", "corrected_weight_decay", "maximize",
+                                      "foreach", "differentiable", "eps", "betas"});
+  check_lr(args);
+  const std::string opt = in_quotes(args.opt);
+  if (kwargs.get_bool("differentiable", false)) {
+    throw UsageError("--opt-kwargs differentiable=True: not supported by timm-cpp's " + opt);
+  }
+  SGDWConfig c;
+  c.momentum = args.momentum;
+  c.dampening = kwargs.get_double("dampening", 0.0);
+  c.nesterov = kwargs.get_bool("nesterov", false);
+  c.caution = kwargs.get_bool("caution", false);
+  c.maximize = kwargs.get_bool("maximize", false);
+  const bool corrected = kwargs.get_bool("corrected_weight_decay", false);
+  if (c.momentum < 0)
+    throw UsageError("optimizer " + opt + ": invalid momentum value " + python_float_repr(c.momentum));
+  if (corrected && args.lr <= 0) {
+    throw UsageError("optimizer " + opt + ": corrected weight decay requires a positive max lr, got " +
+                     python_float_repr(args.lr));
+  }
+  if (c.nesterov && (c.momentum <= 0 || c.dampening != 0)) {
+    throw UsageError("optimizer " + opt + ": Nesterov momentum requires a momentum and zero dampening (--momentum " +
+                     python_float_repr(c.momentum) + ", dampening " + python_float_repr(c.dampening) + ")");
+  }
+  if (corrected) c.max_lr = args.lr;
+  const std::string description = describe_optimizer("SGDW", args.opt,
+                                                     {{"lr", python_float_repr(args.lr)},
+                                                      {"momentum", python_float_repr(c.momentum)},
+                                                      {"dampening", kwargs.repr("dampening", "0.0")},
+                                                      {"weight_decay", python_float_repr(args.weight_decay)},
+                                                      {"nesterov", py_bool(c.nesterov)},
+                                                      {"caution", py_bool(c.caution)},
+                                                      {"corrected_weight_decay", py_bool(corrected)},
+                                                      {"max_lr_snapshot", python_float_repr(args.lr)},
+                                                      {"maximize", py_bool(c.maximize)},
+                                                      {"foreach", kwargs.repr("foreach", "None")},
+                                                      {"differentiable", "False"}});
+  return std::make_unique<SGDW>(std::move(groups), args.lr, description, c);
+}
+
+}  // namespace timm::sgd
