@@ -1,8 +1,12 @@
 // "adamw": torch.optim.AdamW (decoupled weight decay per parameter group),
-// betas (0.9, 0.999) and eps 1e-8 unless --opt-betas / --opt-eps.
+// betas (0.9, 0.999) and eps 1e-8 unless --opt-betas / --opt-eps; and the
+// names timm binds to its AdamWLegacy (adamw_legacy.cpp): "adamwlegacy",
+// "cadamw", "adamc", "cadamc".
 #include <torch/optim/adamw.h>
 
+#include "adamw_legacy.hpp"
 #include "timm/base/error.hpp"
+#include "timm/optim/foreach_optimizer.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/plugin/plugin.hpp"
 
@@ -10,8 +14,6 @@ namespace timm {
 namespace {
 
 const std::vector<std::string> kKnownKwargs{"betas", "eps", "amsgrad", "foreach"};
-
-std::string py_bool(bool value) { return value ? "True" : "False"; }
 
 OptimizerPtr make_adamw(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
   const OptimizerKwargs kwargs(args, kKnownKwargs);
@@ -62,6 +64,15 @@ OptimizerPtr make_adamw(std::vector<ParamGroup> groups, const OptimizerArgs& arg
 TIMM_PLUGIN("adamw") {
   // train.py scales --lr-base by the square root of the batch ratio for
   // timm's adaptive optimizers.
-  registrar.add_optimizer("adamw", "torch.optim.AdamW, Adam with decoupled weight decay", timm::make_adamw,
-                          timm::OptimizerTraits{.lr_base_scale = timm::LrBaseScale::kSqrt});
+  using timm::bind_defaults;
+  const timm::OptimizerTraits sqrt_lr{.lr_base_scale = timm::LrBaseScale::kSqrt};
+  registrar.add_optimizer("adamw", "torch.optim.AdamW, Adam with decoupled weight decay", timm::make_adamw, sqrt_lr);
+  const auto legacy = timm::adamw::make_adamw_legacy;
+  registrar.add_optimizer("adamwlegacy", "legacy impl of AdamW that pre-dates inclusion to torch.optim", legacy,
+                          sqrt_lr);
+  registrar.add_optimizer("cadamw", "Cautious AdamW", bind_defaults(legacy, {{"caution", "True"}}), sqrt_lr);
+  registrar.add_optimizer("adamc", "AdamW with corrected weight decay (lr²/max_lr scaling)",
+                          bind_defaults(legacy, {{"corrected_weight_decay", "True"}}), sqrt_lr);
+  registrar.add_optimizer("cadamc", "Cautious AdamW with corrected weight decay (lr²/max_lr scaling)",
+                          bind_defaults(legacy, {{"caution", "True"}, {"corrected_weight_decay", "True"}}), sqrt_lr);
 }
