@@ -20,5 +20,9 @@ OptimizerPtr make_nadamw(std::vector<ParamGroup> groups, const OptimizerArgs& ar
 OptimizerPtr make_adabelief(std::vector<ParamGroup> groups, const OptimizerArgs& args);
 // timm.optim.Adopt ("adopt", "adoptw", "cadopt", "cadoptw", "adoptc", "cadoptc").
 OptimizerPtr make_adopt(std::vector<ParamGroup> groups, const OptimizerArgs& args);
+// timm.optim.NAdamLegacy ("nadamlegacy").
+OptimizerPtr make_nadam_legacy(std::vector<ParamGroup> groups, const OptimizerArgs& args);
+// timm.optim.RAdamLegacy ("radamlegacy").
+OptimizerPtr make_radam_legacy(std::vector<ParamGroup> groups, const OptimizerArgs& args);
 
 }  // namespace timm::adam

@@ -15,6 +15,10 @@ TIMM_PLUGIN("adam") {
   registrar.add_optimizer("nadam", "torch.optim.NAdam, Adam with Nesterov momentum", adam::make_nadam, sqrt_lr);
   registrar.add_optimizer("radam", "torch.optim.RAdam, Rectified Adam with variance adaptation", adam::make_radam,
                           sqrt_lr);
+  registrar.add_optimizer("nadamlegacy", "legacy impl of NAdam that pre-dates inclusion in torch.optim",
+                          adam::make_nadam_legacy, sqrt_lr);
+  registrar.add_optimizer("radamlegacy", "legacy impl of RAdam that predates inclusion in torch.optim",
+                          adam::make_radam_legacy, sqrt_lr);
   registrar.add_optimizer("radamw",
                           "torch.optim.RAdamW, Rectified Adam with variance adaptation and decoupled weight decay",
                           bind_defaults(adam::make_radam, {{"decoupled_weight_decay", "True"}}), sqrt_lr);

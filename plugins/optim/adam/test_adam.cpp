@@ -1,10 +1,10 @@
 // Parity of the Adam family ("adam", "nadam", "radam", "radamw", "nadamw" and
-// variants, "adabelief", "radabelief", "adopt" and variants) with timm's
-// create_optimizer_v2: 10-12 steps on the same parameters and gradients,
-// weight-decay groups (no decay on 1-D / bias / no_weight_decay), lr changes
-// between steps, a parameter without gradient on some steps, --layer-decay
-// groups; the final parameters, every state tensor, the groups and the log
-// line compared. Then save / load / resume.
+// variants, "adabelief", "radabelief", "adopt" and variants, "nadamlegacy",
+// "radamlegacy") with timm's create_optimizer_v2: 10-12 steps on the same
+// parameters and gradients, weight-decay groups (no decay on 1-D / bias /
+// no_weight_decay), lr changes between steps, a parameter without gradient
+// on some steps, --layer-decay groups; the final parameters, every state
+// tensor, the groups and the log line compared. Then save / load / resume.
 #include "optim_parity.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
@@ -75,6 +75,18 @@ std::vector<OptimCase> make_cases() {
   cases.back().betas = std::vector<double>{0.9, 0.999};
   cases.push_back(make("adopt layer-decay", "adopt", 1e-2, 0.05));
   cases.back().layer_decay = 0.5;
+  // timm NAdamLegacy
+  cases.push_back(make("nadamlegacy", "nadamlegacy", 2e-3, 0.05));
+  cases.push_back(make("nadamlegacy flags+schedule_decay", "nadamlegacy", 1e-2, 0.01, {{"schedule_decay", "0.01"}}));
+  cases.back().eps = 1e-6;
+  cases.back().betas = std::vector<double>{0.85, 0.99};
+  cases.push_back(make("nadamlegacy layer-decay", "nadamlegacy", 2e-3, 0.05));
+  cases.back().layer_decay = 0.75;
+  // timm RAdamLegacy: the first steps unrectified, the later rectified.
+  cases.push_back(make("radamlegacy", "radamlegacy", 1e-2, 0.05, {}, 12));
+  cases.push_back(make("radamlegacy kwargs", "radamlegacy", 1e-2, 0.0, {{"betas", "[0.9,0.99]"}, {"eps", "1e-6"}}, 12));
+  cases.push_back(make("radamlegacy layer-decay", "radamlegacy", 1e-2, 0.05, {}, 12));
+  cases.back().layer_decay = 0.75;
   return cases;
 }
 
@@ -109,6 +121,45 @@ TEST_CASE("adabelief and radabelief match timm's AdaBelief") {
 TEST_CASE("adopt and its variants match timm's Adopt") {
   oracle.expect_parity_each({"adopt", "adoptw", "cadoptw", "adoptc", "adopt clip_exp=None", "adopt layer-decay"},
                             kTolerance, kStateTolerance);
+}
+
+TEST_CASE("nadamlegacy and radamlegacy match timm's NAdamLegacy and RAdamLegacy") {
+  oracle.expect_parity_each({"nadamlegacy", "nadamlegacy flags+schedule_decay", "nadamlegacy layer-decay",
+                             "radamlegacy", "radamlegacy kwargs", "radamlegacy layer-decay"},
+                            kTolerance, kStateTolerance);
+}
+
+TEST_CASE("nadamlegacy and radamlegacy state survives save and load") {
+  oracle.expect_round_trips({"nadamlegacy", "nadamlegacy flags+schedule_decay", "radamlegacy"});
+}
+
+TEST_CASE("nadamlegacy and radamlegacy reject bad arguments, and take the square-root lr scaling") {
+  timm::test::load_builtin_plugins();
+  timm::test::ParityModel model;
+  timm::OptimizerArgs args;
+  args.opt = "nadamlegacy";
+  args.kwargs = {{"amsgrad", "True"}};
+  CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args),
+                       doctest::Contains("'nadamlegacy' has no argument 'amsgrad'"), timm::UsageError);
+  args.kwargs = {{"schedule_decay", "abc"}};
+  CHECK_THROWS_AS(timm::create_optimizer(model, {}, args), timm::UsageError);
+  args.kwargs = {};
+  args.lr = -1e-3;
+  CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args), doctest::Contains("invalid learning rate"),
+                       timm::UsageError);
+  args.lr = 1e-3;
+  args.opt = "radamlegacy";
+  args.kwargs = {{"schedule_decay", "0.01"}};
+  CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args),
+                       doctest::Contains("'radamlegacy' has no argument 'schedule_decay'"), timm::UsageError);
+  args.kwargs = {};
+  args.betas = std::vector<double>{0.9};
+  CHECK_THROWS_AS(timm::create_optimizer(model, {}, args), timm::UsageError);
+  args.betas.reset();
+  for (const char* name : {"nadamlegacy", "radamlegacy"}) {
+    CAPTURE(name);
+    CHECK(timm::optimizer_traits(name).lr_base_scale == timm::LrBaseScale::kSqrt);
+  }
 }
 
 TEST_CASE("the Adam family's state survives save and load") {
