@@ -31,7 +31,7 @@ class NAdamLegacy : public ForeachOptimizer {
       State& state = *g.states[i];
       if (!state.empty()) continue;
       // timm keeps m_schedule as a Python float: a double here.
-      state["m_schedule"] = at::tensor(1.0, at::kDouble);
+      state["m_schedule"] = at::scalar_tensor(1.0, at::kDouble);
       state["exp_avg"] = at::zeros_like(g.params[i]);
       state["exp_avg_sq"] = at::zeros_like(g.params[i]);
     }
