@@ -1,0 +1,241 @@
+// torch.optim.Adagrad, Adadelta and Adamax as timm's registry binds them
+// ("adagrad" with eps 1e-8, "adadelta", "adamax"): torch's single-tensor
+// update (the path Python runs on CPU) with its operations in its order,
+// over lists, and per-parameter float32 step counts as torch keeps them.
+// L2 weight decay (grad + wd * p) as torch's weight_decay.
+#include <cmath>
+
+#include "timm/base/error.hpp"
+#include "timm/optim/foreach_optimizer.hpp"
+#include "timm/plugin/plugin.hpp"
+
+namespace timm {
+namespace {
+
+using Tensors = std::vector<at::Tensor>;
+
+std::vector<c10::Scalar> scalars(const std::vector<double>& values) { return {values.begin(), values.end()}; }
+
+// torch's coupled weight decay: grad + weight_decay * param, new tensors.
+Tensors with_l2_decay(const Tensors& params, const Tensors& grads, double weight_decay) {
+  return weight_decay == 0 ? grads : at::_foreach_add(grads, params, weight_decay);
+}
+
+// ---- Adagrad ----------------------------------------------------------------
+
+struct AdagradConfig {
+  double lr_decay = 0.0;
+  double initial_accumulator_value = 0.0;
+  double eps = 1e-8;
+};
+
+class Adagrad : public ForeachOptimizer {
+ public:
+  Adagrad(std::vector<ParamGroup> groups, double lr, std::string description, AdagradConfig config)
+      : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config) {}
+
+ private:
+  void step_group(GroupStep& g) override {
+    for (std::size_t i = 0; i < g.params.size(); ++i) {
+      if (!g.states[i]->empty()) continue;
+      (*g.states[i])["sum"] = at::full_like(g.params[i], c_.initial_accumulator_value, at::MemoryFormat::Preserve);
+    }
+    const std::vector<double> steps = increment_steps(g);
+    const Tensors sums = state_list(g, "sum");
+    const Tensors grads = with_l2_decay(g.params, g.grads, g.weight_decay);
+    std::vector<double> neg_clrs;
+    for (double step : steps) neg_clrs.push_back(-(g.lr / (1 + (step - 1) * c_.lr_decay)));
+    at::_foreach_addcmul_(sums, grads, grads, 1);
+    Tensors std = at::_foreach_sqrt(sums);
+    at::_foreach_add_(std, c_.eps);
+    at::_foreach_addcdiv_(g.params, grads, std, scalars(neg_clrs));
+  }
+
+  AdagradConfig c_;
+};
+
+// ---- Adadelta ---------------------------------------------------------------
+
+struct AdadeltaConfig {
+  double rho = 0.9;
+  double eps = 1e-6;
+};
+
+class Adadelta : public ForeachOptimizer {
+ public:
+  Adadelta(std::vector<ParamGroup> groups, double lr, std::string description, AdadeltaConfig config)
+      : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config) {}
+
+ private:
+  void step_group(GroupStep& g) override {
+    for (std::size_t i = 0; i < g.params.size(); ++i) {
+      if (!g.states[i]->empty()) continue;
+      (*g.states[i])["square_avg"] = at::zeros_like(g.params[i], at::MemoryFormat::Preserve);
+      (*g.states[i])["acc_delta"] = at::zeros_like(g.params[i], at::MemoryFormat::Preserve);
+    }
+    increment_steps(g);
+    const Tensors square_avgs = state_list(g, "square_avg");
+    const Tensors acc_deltas = state_list(g, "acc_delta");
+    const Tensors grads = with_l2_decay(g.params, g.grads, g.weight_decay);
+    at::_foreach_mul_(square_avgs, c_.rho);
+    at::_foreach_addcmul_(square_avgs, grads, grads, 1 - c_.rho);
+    Tensors std = at::_foreach_add(square_avgs, c_.eps);
+    at::_foreach_sqrt_(std);
+    Tensors delta = at::_foreach_add(acc_deltas, c_.eps);
+    at::_foreach_sqrt_(delta);
+    at::_foreach_div_(delta, std);
+    at::_foreach_mul_(delta, grads);
+    at::_foreach_mul_(acc_deltas, c_.rho);
+    at::_foreach_addcmul_(acc_deltas, delta, delta, 1 - c_.rho);
+    at::_foreach_add_(g.params, delta, -g.lr);
+  }
+
+  AdadeltaConfig c_;
+};
+
+// ---- Adamax -----------------------------------------------------------------
+
+struct AdamaxConfig {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+};
+
+class Adamax : public ForeachOptimizer {
+ public:
+  Adamax(std::vector<ParamGroup> groups, double lr, std::string description, AdamaxConfig config)
+      : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config) {}
+
+ private:
+  void step_group(GroupStep& g) override {
+    for (std::size_t i = 0; i < g.params.size(); ++i) {
+      if (!g.states[i]->empty()) continue;
+      (*g.states[i])["exp_avg"] = at::zeros_like(g.params[i], at::MemoryFormat::Preserve);
+      (*g.states[i])["exp_inf"] = at::zeros_like(g.params[i], at::MemoryFormat::Preserve);
+    }
+    const std::vector<double> steps = increment_steps(g);
+    const Tensors exp_avgs = state_list(g, "exp_avg");
+    const Tensors exp_infs = state_list(g, "exp_inf");
+    const Tensors grads = with_l2_decay(g.params, g.grads, g.weight_decay);
+    at::_foreach_lerp_(exp_avgs, grads, 1 - c_.beta1);
+    // torch.maximum(exp_inf.mul_(beta2), grad.abs().add_(eps), out=exp_inf)
+    at::_foreach_mul_(exp_infs, c_.beta2);
+    Tensors abs_grads = at::_foreach_abs(grads);
+    at::_foreach_add_(abs_grads, c_.eps);
+    at::_foreach_maximum_(exp_infs, abs_grads);
+    std::vector<double> neg_clrs;
+    for (double step : steps) neg_clrs.push_back(-(g.lr / (1 - std::pow(c_.beta1, step))));
+    at::_foreach_addcdiv_(g.params, exp_avgs, exp_infs, scalars(neg_clrs));
+  }
+
+  AdamaxConfig c_;
+};
+
+// ---- Factories --------------------------------------------------------------
+
+// torch's maximize / capturable / differentiable / fused are accepted only at
+// their defaults (they change nothing here otherwise).
+void check_torch_flags(const OptimizerKwargs& kwargs, const OptimizerArgs& args) {
+  for (const char* key : {"maximize", "capturable", "differentiable", "fused"}) {
+    if (kwargs.get_bool(key, false)) {
+      throw UsageError("--opt-kwargs " + std::string(key) + "=True: not supported by timm-cpp's " +
+                       in_quotes(args.opt));
+    }
+  }
+}
+
+void check_non_negative(const OptimizerArgs& args, const std::string& what, double value) {
+  if (value < 0) {
+    throw UsageError("optimizer " + in_quotes(args.opt) + ": invalid " + what + " value " + python_float_repr(value) +
+                     " (expected >= 0)");
+  }
+}
+
+OptimizerPtr make_adagrad(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
+  // timm has no betas for it (has_betas False): accepted and dropped.
+  const OptimizerKwargs kwargs(args, {"lr_decay", "initial_accumulator_value", "eps", "foreach", "maximize",
+                                      "differentiable", "fused", "betas"});
+  check_lr(args);
+  check_torch_flags(kwargs, args);
+  AdagradConfig c;
+  c.lr_decay = kwargs.get_double("lr_decay", 0.0);
+  c.initial_accumulator_value = kwargs.get_double("initial_accumulator_value", 0.0);
+  const EpsArg eps = resolve_eps(args, kwargs, 1e-8);  // timm's OptimInfo default; torch's is 1e-10
+  c.eps = eps.value;
+  check_non_negative(args, "lr_decay", c.lr_decay);
+  check_non_negative(args, "initial_accumulator_value", c.initial_accumulator_value);
+  const std::string description =
+      describe_optimizer("Adagrad", args.opt,
+                         {{"lr", python_float_repr(args.lr)},
+                          {"lr_decay", kwargs.repr("lr_decay", "0")},
+                          {"eps", eps.repr},
+                          {"weight_decay", python_float_repr(args.weight_decay)},
+                          {"initial_accumulator_value", kwargs.repr("initial_accumulator_value", "0")},
+                          {"foreach", kwargs.repr("foreach", "None")},
+                          {"maximize", "False"},
+                          {"differentiable", "False"},
+                          {"fused", kwargs.repr("fused", "None")}});
+  return std::make_unique<Adagrad>(std::move(groups), args.lr, description, c);
+}
+
+OptimizerPtr make_adadelta(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
+  const OptimizerKwargs kwargs(args, {"rho", "eps", "foreach", "maximize", "capturable", "differentiable", "betas"});
+  check_lr(args);
+  check_torch_flags(kwargs, args);
+  AdadeltaConfig c;
+  c.rho = kwargs.get_double("rho", 0.9);
+  const EpsArg eps = resolve_eps(args, kwargs, 1e-6);
+  c.eps = eps.value;
+  if (c.rho < 0 || c.rho > 1) {
+    throw UsageError("optimizer " + in_quotes(args.opt) + ": invalid rho value " + python_float_repr(c.rho) +
+                     " (expected in [0, 1])");
+  }
+  const std::string description = describe_optimizer("Adadelta", args.opt,
+                                                     {{"lr", python_float_repr(args.lr)},
+                                                      {"rho", kwargs.repr("rho", "0.9")},
+                                                      {"eps", eps.repr},
+                                                      {"weight_decay", python_float_repr(args.weight_decay)},
+                                                      {"maximize", "False"},
+                                                      {"capturable", "False"},
+                                                      {"foreach", kwargs.repr("foreach", "None")},
+                                                      {"differentiable", "False"}});
+  return std::make_unique<Adadelta>(std::move(groups), args.lr, description, c);
+}
+
+OptimizerPtr make_adamax(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
+  const OptimizerKwargs kwargs(args, {"betas", "eps", "foreach", "maximize", "differentiable", "capturable"});
+  check_lr(args);
+  check_torch_flags(kwargs, args);
+  const std::vector<double> betas = resolve_betas(args, kwargs, {0.9, 0.999});
+  const EpsArg eps = resolve_eps(args, kwargs, 1e-8);
+  AdamaxConfig c;
+  c.beta1 = betas[0];
+  c.beta2 = betas[1];
+  c.eps = eps.value;
+  const std::string description = describe_optimizer("Adamax", args.opt,
+                                                     {{"lr", python_float_repr(args.lr)},
+                                                      {"betas", betas_repr(args, betas, /*always_tuple=*/false)},
+                                                      {"eps", eps.repr},
+                                                      {"weight_decay", python_float_repr(args.weight_decay)},
+                                                      {"foreach", kwargs.repr("foreach", "None")},
+                                                      {"maximize", "False"},
+                                                      {"differentiable", "False"},
+                                                      {"capturable", "False"}});
+  return std::make_unique<Adamax>(std::move(groups), args.lr, description, c);
+}
+
+}  // namespace
+}  // namespace timm
+
+TIMM_PLUGIN("adagrad") {
+  // train.py scales --lr-base by the square root of the batch ratio for
+  // timm's adaptive optimizers ("ada" in the name).
+  const timm::OptimizerTraits sqrt_lr{.lr_base_scale = timm::LrBaseScale::kSqrt};
+  registrar.add_optimizer("adagrad", "torch.optim.Adagrad, Adapts learning rates using cumulative squared gradients",
+                          timm::make_adagrad, sqrt_lr);
+  registrar.add_optimizer("adadelta",
+                          "torch.optim.Adadelta, Adapts learning rates based on running windows of gradients",
+                          timm::make_adadelta, sqrt_lr);
+  registrar.add_optimizer("adamax", "torch.optim.Adamax, Adam with infinity norm for more stable updates",
+                          timm::make_adamax, sqrt_lr);
+}
