@@ -171,10 +171,21 @@ void write_state(torch::serialize::OutputArchive& archive, const std::string& ke
 }
 
 // A state tensor is shaped as its parameter, or as the parameter reduced over
-// one of two or more dims (factored second moments: Adafactor's rows and
-// columns); not a scalar, which stays on the host.
+// one of two or more dims, dropped (Adafactor's factored rows and columns) or
+// kept as 1 (AdafactorBigVision's); not a scalar, which stays on the host.
 bool fits(at::IntArrayRef value, at::IntArrayRef param) {
   if (value == param) return true;
+  if (value.size() == param.size() && param.size() >= 2) {
+    std::size_t kept_dims = 0;
+    for (std::size_t d = 0; d < param.size(); ++d) kept_dims += value[d] == param[d] ? 1 : 0;
+    const bool one_reduced = kept_dims + 1 == param.size();
+    if (one_reduced) {
+      for (std::size_t d = 0; d < param.size(); ++d) {
+        if (value[d] != param[d]) return value[d] == 1;
+      }
+    }
+    return false;
+  }
   if (value.empty() || value.size() + 1 != param.size()) return false;
   for (std::size_t d = 0; d < param.size(); ++d) {
     std::vector<int64_t> reduced(param.begin(), param.end());

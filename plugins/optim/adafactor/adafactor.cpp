@@ -13,6 +13,7 @@
 
 #include <ATen/ATen.h>
 
+#include "adafactor_bv.hpp"
 #include "timm/base/error.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
 #include "timm/optim/optimizer.hpp"
@@ -160,4 +161,16 @@ TIMM_PLUGIN("adafactor") {
   registrar.add_optimizer("cadafactor", "Cautious Adafactor",
                           timm::bind_defaults(timm::make_adafactor, {{"caution", "True"}, {"betas", "(0.9, 0.999)"}}),
                           sqrt_lr);
+  using timm::adafactor_bv::make_adafactor_bv;
+  registrar.add_optimizer("adafactorbv",
+                          "Big Vision variant of Adafactor with factored gradients, half precision momentum",
+                          make_adafactor_bv, sqrt_lr);
+  registrar.add_optimizer("adafactorbvc",
+                          "Adafactor Big Vision with corrected weight decay (lr²/max_lr or lr/max_lr scaling)",
+                          timm::bind_defaults(make_adafactor_bv, {{"corrected_weight_decay", "True"}}), sqrt_lr);
+  registrar.add_optimizer("cadafactorbv", "Cautious Big Vision Adafactor",
+                          timm::bind_defaults(make_adafactor_bv, {{"caution", "True"}}), sqrt_lr);
+  registrar.add_optimizer(
+      "cadafactorbvc", "Cautious Adafactor Big Vision with corrected weight decay",
+      timm::bind_defaults(make_adafactor_bv, {{"caution", "True"}, {"corrected_weight_decay", "True"}}), sqrt_lr);
 }
