@@ -371,7 +371,10 @@ class Muon : public ForeachOptimizer {
         it = state.emplace("use_muon", at::scalar_tensor(suitable, at::TensorOptions().dtype(at::kBool))).first;
         if (c_.verbose) {
           std::string shape;
-          for (int64_t d = 0; d < p.dim(); ++d) shape += (d ? "x" : "") + std::to_string(p.size(d));
+          for (int64_t d = 0; d < p.dim(); ++d) {
+            if (d > 0) shape += 'x';
+            shape += std::to_string(p.size(d));
+          }
           routing_reasons_[shape].push_back(reason);
         }
       }
