@@ -159,6 +159,8 @@ def info(names, patterns, drop_path_rates_fn):
             "crop_mode": cfg.get("crop_mode", "center"),
             "first_conv": cfg["first_conv"],
             "classifier": classifier if isinstance(classifier, str) else classifier[0],
+            "hf_hub_id": cfg.get("hf_hub_id") or "",
+            "pretrained_num_classes": cfg.get("num_classes", 1000),
             "no_weight_decay": sorted(model.no_weight_decay()) if hasattr(model, "no_weight_decay") else [],
             "group_matcher": {c: model.group_matcher(coarse=c == "coarse") for c in ("fine", "coarse")},
             "drop_path_rates": drop_path_rates_fn(model),

@@ -350,6 +350,8 @@ inline nlohmann::json check_registered(const std::string& oracle, const std::vec
     CHECK(cfg.crop_mode == e.at("crop_mode").get<std::string>());
     CHECK(cfg.first_conv == e.at("first_conv").get<std::string>());
     CHECK(cfg.classifier == e.at("classifier").get<std::string>());
+    CHECK(cfg.hf_hub_id == e.at("hf_hub_id").get<std::string>());
+    CHECK(cfg.num_classes == e.at("pretrained_num_classes").get<int64_t>());
     auto nwd = model->no_weight_decay();
     std::sort(nwd.begin(), nwd.end());
     CHECK(nwd == e.at("no_weight_decay").get<std::vector<std::string>>());

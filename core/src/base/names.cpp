@@ -103,6 +103,13 @@ std::string ascii_lower(std::string_view s) {
 
 bool wildcard_match(std::string_view pattern, std::string_view name) { return match_from(pattern, 0, name, 0); }
 
+bool wildcard_match_any(const std::vector<std::string>& patterns, std::string_view name) {
+  for (const std::string& pattern : patterns) {
+    if (wildcard_match(pattern, name)) return true;
+  }
+  return false;
+}
+
 bool natural_less(std::string_view a, std::string_view b) {
   std::size_t i = 0, j = 0;
   while (i < a.size() && j < b.size()) {

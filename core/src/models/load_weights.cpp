@@ -11,6 +11,7 @@
 #include "timm/io/safetensors.hpp"
 #include "timm/io/torch_file.hpp"
 #include "timm/log/log.hpp"
+#include "timm/models/hf_hub_cache.hpp"
 
 namespace timm {
 namespace {
@@ -130,7 +131,8 @@ at::Tensor adapt_input_conv(int64_t in_chans, const at::Tensor& weight, int64_t 
   return w.to(weight.scalar_type());
 }
 
-LoadStateDictResult load_pretrained_file(ClassifierImpl& model, const std::filesystem::path& path, int64_t in_chans) {
+LoadStateDictResult load_pretrained_file(ClassifierImpl& model, const std::filesystem::path& path, int64_t in_chans,
+                                         int64_t num_classes) {
   log_info("Loading pretrained weights from file (" + path.string() + ")");
   NamedTensors state = load_state_dict_file(path);
   const PretrainedCfg& cfg = model.pretrained_cfg();
@@ -148,9 +150,12 @@ LoadStateDictResult load_pretrained_file(ClassifierImpl& model, const std::files
     }
   }
 
-  // num_classes=-1 in train.py's overlay: the head is never taken from the file.
+  // timm's load_pretrained: the head comes from the file only for as many
+  // classes as it was trained on (never with train.py's num_classes=-1).
   std::vector<std::string> head_keys;
-  if (!cfg.classifier.empty()) head_keys = {cfg.classifier + ".weight", cfg.classifier + ".bias"};
+  if (!cfg.classifier.empty() && num_classes != cfg.num_classes) {
+    head_keys = {cfg.classifier + ".weight", cfg.classifier + ".bias"};
+  }
   std::erase_if(state, [&](const auto& item) {
     return std::find(head_keys.begin(), head_keys.end(), item.first) != head_keys.end();
   });
@@ -182,6 +187,18 @@ LoadStateDictResult load_pretrained_file(ClassifierImpl& model, const std::files
     }
     return result;
   });
+}
+
+LoadStateDictResult load_hub_pretrained(ClassifierImpl& model, const std::string& model_name, int64_t in_chans,
+                                        int64_t num_classes) {
+  const std::string& hf_hub_id = model.pretrained_cfg().hf_hub_id;
+  if (hf_hub_id.empty()) {
+    throw Error("--pretrained: timm has no pretrained weights for model " + in_quotes(model_name) +
+                "; give a weights file with --pretrained-path or train from scratch");
+  }
+  const std::filesystem::path path = find_hf_cached_weights(hf_hub_id, hf_hub_cache_dir());
+  log_info("Loading pretrained weights from Hugging Face hub cache (" + hf_hub_id + ")");
+  return load_pretrained_file(model, path, in_chans, num_classes);
 }
 
 }  // namespace timm

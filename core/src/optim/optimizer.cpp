@@ -137,13 +137,6 @@ void TorchOptimizer::load(torch::serialize::InputArchive& archive) {
 
 namespace {
 
-bool matches_any(const std::string& name, const std::vector<std::string>& patterns) {
-  for (const auto& pattern : patterns) {
-    if (wildcard_match(pattern, name)) return true;
-  }
-  return false;
-}
-
 bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -162,7 +155,8 @@ std::vector<ParamGroup> param_groups_weight_decay(const torch::nn::Module& model
     const std::string& name = item.key();
     const at::Tensor& param = item.value();
     if (!param.requires_grad()) continue;
-    const bool excluded = no_wd || param.dim() <= 1 || ends_with(name, ".bias") || matches_any(name, no_weight_decay);
+    const bool excluded =
+        no_wd || param.dim() <= 1 || ends_with(name, ".bias") || wildcard_match_any(no_weight_decay, name);
     ParamGroup& group = excluded ? no_decay : decay;
     group.names.push_back(name);
     group.params.push_back(param);

@@ -61,13 +61,6 @@ std::vector<double> grouping(const std::string& name, const std::vector<Compiled
   return {std::numeric_limits<double>::infinity()};
 }
 
-bool matches_any(const std::string& name, const std::vector<std::string>& patterns) {
-  for (const auto& pattern : patterns) {
-    if (wildcard_match(pattern, name)) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 std::map<std::string, int64_t> group_parameters(const torch::nn::Module& model, const GroupMatcher& matcher) {
@@ -105,7 +98,7 @@ std::vector<ParamGroup> param_groups_layer_decay(const torch::nn::Module& model,
     const std::string& name = item.key();
     at::Tensor param = item.value();
     if (!param.requires_grad()) continue;
-    const bool no_decay = param.dim() <= 1 || matches_any(name, no_weight_decay);
+    const bool no_decay = param.dim() <= 1 || wildcard_match_any(no_weight_decay, name);
     const auto found = layer_of.find(name);
     const int64_t layer = found == layer_of.end() ? layer_max : found->second;
     const double scale = scales[static_cast<std::size_t>(layer)];

@@ -14,6 +14,7 @@ void read_dataset_and_model(const Config& config, TrainArgs& args) {
   args.val_num_samples = config.get_optional<int64_t>("val_num_samples");
 
   args.model = config.get<std::string>("model");
+  args.pretrained = config.get<bool>("pretrained");
   args.pretrained_path = config.get_optional<std::string>("pretrained_path");
   args.initial_checkpoint = config.get<std::string>("initial_checkpoint");
   args.resume = config.get<std::string>("resume");

@@ -31,6 +31,7 @@ struct TrainArgs {
 
   // Model parameters.
   std::string model;                             // registry name, "resnet50"
+  bool pretrained = false;                       // timm's default weights, from the hub cache
   std::optional<std::string> pretrained_path;    // weights loaded with head adaptation
   std::string initial_checkpoint;                // weights loaded strictly; empty: none
   std::string resume;                            // checkpoint to resume; empty: none

@@ -254,13 +254,17 @@ Datasets load_datasets(const TrainArgs& args, const std::string& dataset, int64_
   return datasets;
 }
 
-// --pretrained-path (timm's load_pretrained with head adaptation), then
-// --initial-checkpoint (timm's load_checkpoint: EMA weights first, strict), in
-// create_model's order. Unlike train.py, --pretrained-path needs no
-// --pretrained beside it: there is no download to choose instead.
-void load_initial_weights(const TrainArgs& args, ClassifierImpl& model, int64_t in_chans) {
+// --pretrained-path (timm's load_pretrained with head adaptation), else
+// --pretrained (the model's default weights from the Hugging Face hub cache,
+// the head kept when --num-classes is its own), then --initial-checkpoint
+// (timm's load_checkpoint: EMA weights first, strict), in create_model's
+// order. Unlike train.py, --pretrained-path needs no --pretrained beside it:
+// there is no download to choose instead.
+void load_initial_weights(const TrainArgs& args, ClassifierImpl& model, const ModelArgs& model_args) {
   if (const auto& path = args.pretrained_path; path && !path->empty()) {
-    load_pretrained_file(model, *path, in_chans);
+    load_pretrained_file(model, *path, model_args.in_chans);
+  } else if (args.pretrained) {
+    load_hub_pretrained(model, args.model, model_args.in_chans, model_args.num_classes);
   }
   const std::string& checkpoint = args.initial_checkpoint;
   if (!checkpoint.empty()) {
@@ -273,7 +277,7 @@ ModelPtr create_train_model(const TrainArgs& args, const ModelArgs& model_args) 
   ModelPtr model = create_model(args.model, model_args);
   log_info(format("Model %s created, param count:%lld", args.model.c_str(),
                   static_cast<long long>(count_parameters(*model))));
-  load_initial_weights(args, *model, model_args.in_chans);
+  load_initial_weights(args, *model, model_args);
   return model;
 }
 

@@ -11,6 +11,7 @@
 // over all blocks), global_pool ('avg' default, 'max', 'avgmax', 'fast*', or
 // '' with a 1x1-conv head as timm). No --model-kwargs.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,13 @@ namespace timm::convnext {
 namespace {
 
 namespace nn = torch::nn;
+
+// timm 1.0.31's default pretrained tag of each model (the first tag of its
+// default_cfgs); a model without one has no pretrained weights in timm.
+const std::map<std::string, std::string> kDefaultTags = {
+    {"convnext_atto", "d2_in1k"},       {"convnext_base", "fb_in22k_ft_in1k"}, {"convnext_femto", "d1_in1k"},
+    {"convnext_nano", "in12k_ft_in1k"}, {"convnext_pico", "d1_in1k"},          {"convnext_small", "in12k_ft_in1k"},
+    {"convnext_tiny", "in12k_ft_in1k"}};
 
 struct BlockArgs {
   int64_t dim = 0;
@@ -126,6 +134,7 @@ class ConvNeXtImpl : public ClassifierImpl {
     cfg_.crop_pct = spec.crop_pct;
     cfg_.first_conv = "stem.0";
     cfg_.classifier = "head.fc";
+    cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
     stem =
         register_module("stem", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(args.in_chans, spec.dims[0], 4).stride(4)),
                                                layers::LayerNorm2d(spec.dims[0])));

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,6 +44,25 @@ namespace timm::efficientnet {
 namespace {
 
 namespace nn = torch::nn;
+
+// timm 1.0.31's default pretrained tag of each model (the first tag of its
+// default_cfgs); a model without one has no pretrained weights in timm.
+const std::map<std::string, std::string> kDefaultTags = {{"efficientnet_b0", "ra_in1k"},
+                                                         {"efficientnet_b1", "ra4_e3600_r240_in1k"},
+                                                         {"efficientnet_b2", "ra_in1k"},
+                                                         {"efficientnet_b3", "ra2_in1k"},
+                                                         {"efficientnet_b4", "ra2_in1k"},
+                                                         {"efficientnet_b5", "sw_in12k_ft_in1k"},
+                                                         {"mobilenetv2_050", "lamb_in1k"},
+                                                         {"mobilenetv2_100", "ra_in1k"},
+                                                         {"mobilenetv2_110d", "ra_in1k"},
+                                                         {"mobilenetv2_120d", "ra_in1k"},
+                                                         {"mobilenetv2_140", "ra_in1k"},
+                                                         {"mobilenetv3_large_100", "ra_in1k"},
+                                                         {"mobilenetv3_large_150d", "ra4_e3600_r256_in1k"},
+                                                         {"mobilenetv3_small_050", "lamb_in1k"},
+                                                         {"mobilenetv3_small_075", "lamb_in1k"},
+                                                         {"mobilenetv3_small_100", "lamb_in1k"}};
 
 enum class Family { kEfficientNet, kMobileNetV3 };
 
@@ -113,6 +133,7 @@ class EfficientNetImpl : public ClassifierImpl {
   EfficientNetImpl(const Spec& spec, const ModelArgs& args)
       : family_(spec.family), cfg_(spec.cfg), num_classes_(args.num_classes), drop_rate_(args.drop_rate) {
     validate_model_args(spec.name, args, {"bn_eps", "bn_momentum"});
+    cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
     const NormArgs norm = norm_args(spec.name, args);
     const double multiplier = spec.channel_multiplier;
     RoundChsFn round_chs = [multiplier](int64_t chs) { return round_channels(static_cast<double>(chs), multiplier); };

@@ -16,6 +16,7 @@
 // --model-kwargs (timm's output_stride, zero_init_last, ... are not taken).
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,19 @@ namespace timm::regnet {
 namespace {
 
 namespace nn = torch::nn;
+
+// timm 1.0.31's default pretrained tag of each model (the first tag of its
+// default_cfgs); a model without one has no pretrained weights in timm.
+const std::map<std::string, std::string> kDefaultTags = {
+    {"regnetx_002", "pycls_in1k"},       {"regnetx_004", "pycls_in1k"},       {"regnetx_004_tv", "tv2_in1k"},
+    {"regnetx_006", "pycls_in1k"},       {"regnetx_008", "tv2_in1k"},         {"regnetx_016", "tv2_in1k"},
+    {"regnetx_032", "tv2_in1k"},         {"regnetx_040", "pycls_in1k"},       {"regnetx_064", "pycls_in1k"},
+    {"regnetx_080", "tv2_in1k"},         {"regnetx_120", "pycls_in1k"},       {"regnetx_160", "tv2_in1k"},
+    {"regnetx_320", "tv2_in1k"},         {"regnety_002", "pycls_in1k"},       {"regnety_004", "tv2_in1k"},
+    {"regnety_006", "pycls_in1k"},       {"regnety_008", "pycls_in1k"},       {"regnety_008_tv", "tv2_in1k"},
+    {"regnety_016", "tv2_in1k"},         {"regnety_032", "ra_in1k"},          {"regnety_040", "ra3_in1k"},
+    {"regnety_064", "ra3_in1k"},         {"regnety_080", "ra3_in1k"},         {"regnety_080_tv", "tv2_in1k"},
+    {"regnety_120", "sw_in12k_ft_in1k"}, {"regnety_160", "sw_in12k_ft_in1k"}, {"regnety_320", "tv2_in1k"}};
 
 // timm's RegNetCfg, the fields the registered X / Y models set.
 struct RegNetCfg {
@@ -199,6 +213,7 @@ class RegNetImpl : public ClassifierImpl {
  public:
   RegNetImpl(const RegNetSpec& spec, const ModelArgs& args) : cfg_(spec.pretrained), num_classes_(args.num_classes) {
     validate_model_args(spec.name, args);
+    cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
     const RegNetCfg& cfg = spec.cfg;
     stem = register_module("stem", conv_norm_act(args.in_chans, cfg.stem_width, 3, 2));
     int64_t prev_width = cfg.stem_width;

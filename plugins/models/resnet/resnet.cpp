@@ -14,6 +14,7 @@
 // global_pool. No --model-kwargs.
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,16 @@ namespace timm::resnet {
 namespace {
 
 namespace nn = torch::nn;
+
+// timm 1.0.31's default pretrained tag of each model (the first tag of its
+// default_cfgs); a model without one has no pretrained weights in timm.
+const std::map<std::string, std::string> kDefaultTags = {
+    {"resnet18", "a1_in1k"},           {"resnet18d", "ra2_in1k"},  {"resnet26", "bt_in1k"},
+    {"resnet34", "a1_in1k"},           {"resnet34d", "ra2_in1k"},  {"resnet50", "a1_in1k"},
+    {"resnet50d", "ra2_in1k"},         {"resnet101", "a1h_in1k"},  {"resnet101d", "ra2_in1k"},
+    {"resnet152", "a1h_in1k"},         {"resnet152d", "ra2_in1k"}, {"resnext50_32x4d", "a1h_in1k"},
+    {"resnext101_32x8d", "tv_in1k"},   {"seresnet50", "a1_in1k"},  {"seresnext26d_32x4d", "bt_in1k"},
+    {"seresnext50_32x4d", "racm_in1k"}};
 
 nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t groups = 1) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).groups(groups).bias(false));
@@ -182,6 +193,7 @@ class ResNetImpl : public ClassifierImpl {
   ResNetImpl(const ResNetSpec& spec, const ModelArgs& args)
       : cfg_(spec.cfg), num_classes_(args.num_classes), drop_rate_(args.drop_rate) {
     validate_model_args(spec.name, args);
+    cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
     if (spec.deep_stem) {
       // timm's stem_type='deep', stem_width=32: three 3x3 convs 32, 32, 64.
       constexpr int64_t kStemWidth = 32;

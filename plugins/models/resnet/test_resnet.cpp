@@ -57,9 +57,10 @@ const std::vector<ParityCase> kCases = {
 };
 
 // Every variant registered besides the plain ResNets.
-const std::vector<std::string> kVariants = {"resnet18d",  "resnet34d",       "resnet50d",          "resnet101d",
-                                            "resnet152d", "resnext50_32x4d", "resnext101_32x8d",   "seresnet18",
-                                            "seresnet34", "seresnet50",      "seresnext26d_32x4d", "seresnext50_32x4d"};
+const std::vector<std::string> kVariants = {
+    "resnet18",         "resnet26",   "resnet34",   "resnet50",   "resnet101",          "resnet152",
+    "resnet18d",        "resnet34d",  "resnet50d",  "resnet101d", "resnet152d",         "resnext50_32x4d",
+    "resnext101_32x8d", "seresnet18", "seresnet34", "seresnet50", "seresnext26d_32x4d", "seresnext50_32x4d"};
 
 // The drop_prob of each block's drop_path (0 where it has none), in block order.
 std::vector<double> block_drop_path_rates(const torch::nn::Module& model) {
@@ -209,7 +210,7 @@ TEST_CASE("load_state_dict on a resnet names every missing, unexpected and mis-s
                        doctest::Contains("'fc.weight': checkpoint has [7, 512], model has [10, 512]"), timm::Error);
 }
 
-TEST_CASE("resnet variants: parameter counts, state_dict sizes, pretrained_cfg and --list-models 'se*' match timm") {
+TEST_CASE("every resnet: parameter counts, state_dict sizes, pretrained_cfg and --list-models 'se*' match timm") {
   // The state_dict's keys in order (so its size), shapes and dtypes, no_weight_decay, group_matcher and drop-path
   // rates too.
   const auto info = timm::test::check_registered("resnet_oracle.py", kVariants, {"se*"}, kParity);

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,6 +47,28 @@ namespace timm::vit {
 namespace {
 
 namespace nn = torch::nn;
+
+// timm 1.0.31's default pretrained tag of each model (the first tag of its
+// default_cfgs); a model without one has no pretrained weights in timm.
+const std::map<std::string, std::string> kDefaultTags = {{"deit_base_distilled_patch16_224", "fb_in1k"},
+                                                         {"deit_base_distilled_patch16_384", "fb_in1k"},
+                                                         {"deit_base_patch16_224", "fb_in1k"},
+                                                         {"deit_base_patch16_384", "fb_in1k"},
+                                                         {"deit_small_distilled_patch16_224", "fb_in1k"},
+                                                         {"deit_small_patch16_224", "fb_in1k"},
+                                                         {"deit_tiny_distilled_patch16_224", "fb_in1k"},
+                                                         {"deit_tiny_patch16_224", "fb_in1k"},
+                                                         {"vit_base_patch8_224", "augreg2_in21k_ft_in1k"},
+                                                         {"vit_base_patch16_224", "augreg2_in21k_ft_in1k"},
+                                                         {"vit_base_patch16_384", "augreg_in21k_ft_in1k"},
+                                                         {"vit_base_patch32_224", "augreg_in21k_ft_in1k"},
+                                                         {"vit_base_patch32_384", "augreg_in21k_ft_in1k"},
+                                                         {"vit_small_patch16_224", "augreg_in21k_ft_in1k"},
+                                                         {"vit_small_patch16_384", "augreg_in21k_ft_in1k"},
+                                                         {"vit_small_patch32_224", "augreg_in21k_ft_in1k"},
+                                                         {"vit_small_patch32_384", "augreg_in21k_ft_in1k"},
+                                                         {"vit_tiny_patch16_224", "augreg_in21k_ft_in1k"},
+                                                         {"vit_tiny_patch16_384", "augreg_in21k_ft_in1k"}};
 
 struct BlockArgs {
   int64_t dim = 0;
@@ -133,6 +156,7 @@ class VisionTransformerImpl : public ClassifierImpl {
         drop_rate_(args.drop_rate),
         global_pool_(args.global_pool.value_or("token")),
         distilled_(spec.distilled) {
+    cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
     validate(spec, args);
     const int64_t dim = spec.embed_dim;
     num_prefix_tokens_ = distilled_ ? 2 : 1;

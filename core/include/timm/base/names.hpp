@@ -18,6 +18,10 @@ std::string ascii_lower(std::string_view s);
 // '[!seq]'. Case-sensitive, as timm's list_models on POSIX.
 bool wildcard_match(std::string_view pattern, std::string_view name);
 
+// Whether `name` matches any of `patterns` (wildcard_match): timm's
+// _matches_pattern for no_weight_decay and fallback lists.
+bool wildcard_match_any(const std::vector<std::string>& patterns, std::string_view name);
+
 // timm's natural_key order: case-insensitive, digit runs compared as numbers
 // ("resnet18" < "resnet101"; "b2" < "B10").
 bool natural_less(std::string_view a, std::string_view b);

@@ -47,7 +47,20 @@ at::Tensor adapt_input_conv(int64_t in_chans, const at::Tensor& weight, int64_t 
 // the model keeps its freshly initialised head whatever its --num-classes, and
 // the stem conv (pretrained_cfg().first_conv) is adapted to `in_chans` when
 // its shape differs. Everything else must match: missing keys other than the
-// classifier's, unexpected keys and shape mismatches throw Error.
-LoadStateDictResult load_pretrained_file(ClassifierImpl& model, const std::filesystem::path& path, int64_t in_chans);
+// classifier's, unexpected keys and shape mismatches throw Error. A
+// `num_classes` equal to pretrained_cfg().num_classes (the model's own, for
+// --pretrained: timm's load_pretrained without the overlay) loads the
+// classifier too; -1 is train.py's overlay.
+LoadStateDictResult load_pretrained_file(ClassifierImpl& model, const std::filesystem::path& path, int64_t in_chans,
+                                         int64_t num_classes = -1);
+
+// --pretrained: timm's load_pretrained of the model's default weights,
+// pretrained_cfg().hf_hub_id, from the local Hugging Face hub cache
+// (timm/models/hf_hub_cache.hpp), with load_pretrained_file's adaptation for
+// the model's `in_chans` and `num_classes`. Throws Error naming `model_name`
+// when timm has no pretrained weights for it, or naming the files looked for
+// when they are not in the cache.
+LoadStateDictResult load_hub_pretrained(ClassifierImpl& model, const std::string& model_name, int64_t in_chans,
+                                        int64_t num_classes);
 
 }  // namespace timm

@@ -33,7 +33,21 @@ struct PretrainedCfg {
   std::string crop_mode = "center";
   std::string first_conv;  // state_dict prefix of the stem conv, e.g. "conv1"
   std::string classifier;  // state_dict prefix of the head, e.g. "fc"
+  // timm's default pretrained weights on the Hugging Face hub, its
+  // pretrained_cfg hf_hub_id ("timm/resnet50.a1_in1k"); empty when timm has
+  // none. --pretrained reads them from the local hub cache.
+  std::string hf_hub_id;
+  int64_t num_classes = 1000;  // the classifier size of those weights
 };
+
+// The hf_hub_id of a model's default pretrained tag as timm names it,
+// "timm/<model>.<tag>" ("timm/resnet50.a1_in1k"), from a plugin's table of
+// default tags; "" when the table has no tag for `model` (timm has no
+// pretrained weights for it).
+inline std::string timm_hub_id(const std::string& model, const std::map<std::string, std::string>& default_tags) {
+  const auto it = default_tags.find(model);
+  return it == default_tags.end() ? "" : "timm/" + model + "." + it->second;
+}
 
 // What timm's create_model passes to a model constructor.
 struct ModelArgs {
