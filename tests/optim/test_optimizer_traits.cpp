@@ -3,7 +3,6 @@
 // of testing the name. For every registered optimizer the declaration must
 // equal timm's rule in train.py, on the name as given to --opt:
 //   'sqrt' if any([o in args.opt.lower() for o in ('ada', 'lamb')]) else 'linear'
-#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -66,10 +65,6 @@ TEST_CASE("optimizer_traits resolves --opt as create_optimizer does") {
   CHECK_THROWS_AS(timm::optimizer_traits("adamx"), timm::UsageError);
 }
 
-// timm's optimizers that have no plugin yet (issue 19). A name here that
-// gets registered fails the test too, so the list only shrinks.
-const std::set<std::string> kNotBuiltYet{"kron", "kronc", "kronw"};
-
 TEST_CASE("every optimizer of timm's list_optimizers() is registered") {
   timm::test::load_builtin_plugins();
   const timm::Registry& registry = timm::Registry::global();
@@ -78,12 +73,8 @@ TEST_CASE("every optimizer of timm's list_optimizers() is registered") {
   std::size_t registered = 0;
   for (const std::string name : names.at("all")) {
     const bool found = registry.find(timm::PluginKind::kOptimizer, name) != nullptr;
-    if (kNotBuiltYet.count(name) != 0) {
-      CHECK_MESSAGE(!found, name << " is registered now: take it off kNotBuiltYet");
-    } else {
-      CHECK_MESSAGE(found, name << " (timm's) is not registered");
-      registered += found ? 1 : 0;
-    }
+    CHECK_MESSAGE(found, name << " (timm's) is not registered");
+    registered += found ? 1 : 0;
   }
   MESSAGE(registered << " of timm's " << names.at("all").size() << " optimizer names registered");
 }
