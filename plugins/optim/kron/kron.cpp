@@ -285,15 +285,19 @@ class Kron : public ForeachOptimizer {
   void save(torch::serialize::OutputArchive& archive) const override {
     ForeachOptimizer::save(archive);
     archive.write(kRngKey, at::tensor(rng_.state(), at::kLong), /*is_buffer=*/true);
+    // Q of every parameter that has a state, "<group>_<param>_<dim>"; none
+    // before the first step (as the per-parameter states).
     torch::serialize::OutputArchive qs;
+    bool any = false;
     for (std::size_t g = 0; g < q_.size(); ++g) {
       for (std::size_t j = 0; j < q_[g].size(); ++j) {
         for (std::size_t i = 0; i < q_[g][j].size(); ++i) {
           qs.write(std::to_string(g) + "_" + std::to_string(j) + "_" + std::to_string(i), q_[g][j][i].detach().cpu());
+          any = true;
         }
       }
     }
-    archive.write(kQKey, qs);
+    if (any) archive.write(kQKey, qs);
   }
 
   void load(torch::serialize::InputArchive& archive) override {
