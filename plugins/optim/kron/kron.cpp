@@ -85,6 +85,7 @@ const std::string kLetters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWX
 std::vector<bool> diagonal_dims(at::IntArrayRef shape, const KronConfig& c) {
   const std::size_t n = shape.size();
   std::vector<bool> diag(n, false);
+  if (n == 0) return diag;  // a scalar has no factors
   // np.argsort(shape)[::-1][0]: the last of the largest dims (argsort is
   // stable for timm's few dims).
   auto largest = [&] {
@@ -97,9 +98,11 @@ std::vector<bool> diagonal_dims(at::IntArrayRef shape, const KronConfig& c) {
   if (c.memory_save_mode == "one_diag") {
     diag[largest()] = true;
   } else if (c.memory_save_mode == "smart_one_diag") {
-    std::vector<int64_t> sorted(shape.begin(), shape.end());
-    std::sort(sorted.begin(), sorted.end());
-    if (n >= 2 && sorted[n - 1] > sorted[n - 2]) diag[largest()] = true;
+    // sorted(shape)[-1] > sorted(shape)[-2]: the largest dim is the only one of its size.
+    const std::size_t best = largest();
+    bool unique = n >= 2;
+    for (std::size_t i = 0; i < n; ++i) unique = unique && (i == best || shape[i] < shape[best]);
+    if (unique) diag[best] = true;
   } else if (c.memory_save_mode == "all_diag") {
     std::fill(diag.begin(), diag.end(), true);
   }
