@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <initializer_list>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <system_error>
@@ -155,7 +157,7 @@ class ImageFolderDataset final : public Dataset {
   int64_t channels_;
 };
 
-// ---- Fashion-MNIST (IDX files) --------------------------------------------
+// ---- IDX files: Fashion-MNIST, torchvision's MNIST family ------------------
 
 // The largest IDX payload read: Fashion-MNIST's training images are 47 MB,
 // the largest MNIST-style sets (EMNIST) about 550 MB. The header's sizes are
@@ -163,15 +165,17 @@ class ImageFolderDataset final : public Dataset {
 // into gigabytes.
 constexpr std::uint64_t kMaxIdxBytes = std::uint64_t{1} << 30;
 
-[[noreturn]] void bad_idx(const fs::path& path, const std::string& what) {
-  throw Error("fashion-mnist: " + in_quotes(path.string()) + ": " + what);
+// `dataset` names the reader in messages: "fashion-mnist", "torch/mnist".
+[[noreturn]] void bad_idx(const std::string& dataset, const fs::path& path, const std::string& what) {
+  throw Error(dataset + ": " + in_quotes(path.string()) + ": " + what);
 }
 
 // A file read through zlib, which passes uncompressed files through.
 class GzReader {
  public:
-  explicit GzReader(const fs::path& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
-    if (file_ == nullptr) throw Error("fashion-mnist: cannot open " + in_quotes(path.string()));
+  GzReader(const std::string& dataset, const fs::path& path)
+      : dataset_(dataset), path_(path), file_(gzopen(path.c_str(), "rb")) {
+    if (file_ == nullptr) throw Error(dataset + ": cannot open " + in_quotes(path.string()));
   }
   ~GzReader() { gzclose(file_); }
   GzReader(const GzReader&) = delete;
@@ -185,7 +189,7 @@ class GzReader {
       const int got = gzread(file_, buffer.data(), static_cast<unsigned>(std::min<std::uint64_t>(n, buffer.size())));
       if (got < 0) {
         int err = 0;
-        bad_idx(path_, std::string("corrupt: ") + gzerror(file_, &err));
+        bad_idx(dataset_, path_, std::string("corrupt: ") + gzerror(file_, &err));
       }
       if (got == 0) return;
       out.insert(out.end(), buffer.begin(), buffer.begin() + got);
@@ -194,6 +198,7 @@ class GzReader {
   }
 
  private:
+  std::string dataset_;
   fs::path path_;
   gzFile file_;
 };
@@ -202,17 +207,25 @@ std::uint32_t be32(const std::vector<std::uint8_t>& b, std::size_t at) {
   return (std::uint32_t{b[at]} << 24) | (std::uint32_t{b[at + 1]} << 16) | (std::uint32_t{b[at + 2]} << 8) | b[at + 3];
 }
 
-// An IDX file's dimensions: the big-endian u32 counts after the magic number
-// (0x0000080N: unsigned bytes, N dimensions), read from `in`.
-std::vector<std::uint32_t> idx_header(GzReader& in, const fs::path& path, std::uint32_t magic, const char* kind) {
+// IDX magic numbers: 0x0000TTNN, type TT (0x08 unsigned bytes, 0x0C
+// big-endian int32), NN dimensions.
+constexpr std::uint32_t kIdxImages = 0x0803;     // uint8, N x rows x cols
+constexpr std::uint32_t kIdxLabels = 0x0801;     // uint8, N
+constexpr std::uint32_t kIdxIntLabels = 0x0C02;  // int32, N x columns (QMNIST)
+
+// An IDX file's dimensions: the big-endian u32 counts after the magic number,
+// read from `in`.
+std::vector<std::uint32_t> idx_header(const std::string& dataset, GzReader& in, const fs::path& path,
+                                      std::uint32_t magic, const char* kind) {
   const std::size_t dims = magic & 0xFF;
   std::vector<std::uint8_t> header;
   in.read(header, 4 + 4 * dims);
   if (header.size() < 4 + 4 * dims || be32(header, 0) != magic) {
     char hex[11];
     std::snprintf(hex, sizeof hex, "0x%08X", magic);
-    bad_idx(path, std::string("not an IDX ") + kind + " file; expected magic number " + std::to_string(magic) + " (" +
-                      hex + ")");
+    bad_idx(
+        dataset, path,
+        std::string("not an IDX ") + kind + " file; expected magic number " + std::to_string(magic) + " (" + hex + ")");
   }
   std::vector<std::uint32_t> out;
   for (std::size_t d = 0; d < dims; ++d) out.push_back(be32(header, 4 + 4 * d));
@@ -222,59 +235,94 @@ std::vector<std::uint32_t> idx_header(GzReader& in, const fs::path& path, std::u
 // The rest of an IDX file, which must be exactly `bytes` long; `header_bytes`
 // and `what` ("2 images of 28x28") are for the message. Reads at most one
 // byte more than `bytes`.
-std::vector<std::uint8_t> idx_payload(GzReader& in, const fs::path& path, std::uint64_t header_bytes,
-                                      std::uint64_t bytes, const std::string& what) {
+std::vector<std::uint8_t> idx_payload(const std::string& dataset, GzReader& in, const fs::path& path,
+                                      std::uint64_t header_bytes, std::uint64_t bytes, const std::string& what) {
   const std::string expected = "expected " + std::to_string(header_bytes + bytes) + " for " + what;
   if (bytes > kMaxIdxBytes) {
-    bad_idx(path, "declares " + what + ", " + std::to_string(bytes) + " bytes; expected at most " +
-                      std::to_string(kMaxIdxBytes));
+    bad_idx(
+        dataset, path,
+        "declares " + what + ", " + std::to_string(bytes) + " bytes; expected at most " + std::to_string(kMaxIdxBytes));
   }
   std::vector<std::uint8_t> out;
   in.read(out, bytes + 1);
   if (out.size() > bytes)
-    bad_idx(path, "has more than " + std::to_string(header_bytes + bytes) + " bytes; " + expected);
-  if (out.size() < bytes) bad_idx(path, "has " + std::to_string(header_bytes + out.size()) + " bytes; " + expected);
+    bad_idx(dataset, path, "has more than " + std::to_string(header_bytes + bytes) + " bytes; " + expected);
+  if (out.size() < bytes)
+    bad_idx(dataset, path, "has " + std::to_string(header_bytes + out.size()) + " bytes; " + expected);
   return out;
 }
 
-fs::path idx_file(const fs::path& root, const std::string& stem) {
-  for (const char* suffix : {".gz", ""}) {
+// The first of root/<stem><suffix> that is a file, or nullopt.
+std::optional<fs::path> find_file(const fs::path& root, const std::string& stem,
+                                  std::initializer_list<const char*> suffixes) {
+  for (const char* suffix : suffixes) {
     fs::path p = root / (stem + suffix);
     std::error_code ec;
     if (fs::is_regular_file(p, ec)) return p;
   }
+  return std::nullopt;
+}
+
+fs::path idx_file(const fs::path& root, const std::string& stem) {
+  if (auto p = find_file(root, stem, {".gz", ""})) return *p;
   throw Error("fashion-mnist: missing " + in_quotes((root / (stem + ".gz")).string()) +
               "; expected the IDX files of Fashion-MNIST (the package dataset-fashion-mnist installs them in " +
               kFashionMnistDir.string() + ")");
 }
 
-class FashionMnistDataset final : public Dataset {
+// 28x28-style grayscale images and their labels (0..9) from two IDX files:
+// labels are unsigned bytes (MNIST), or the first column of an int32 matrix
+// (QMNIST, as torchvision's QMNIST with compat=True).
+class IdxDataset final : public Dataset {
  public:
-  FashionMnistDataset(const fs::path& root, const std::string& prefix, int64_t channels) : channels_(channels) {
-    const fs::path images_path = idx_file(root, prefix + "-images-idx3-ubyte");
-    const fs::path labels_path = idx_file(root, prefix + "-labels-idx1-ubyte");
-    GzReader images(images_path), labels(labels_path);
-    const std::vector<std::uint32_t> shape = idx_header(images, images_path, 2051, "image");
-    const std::uint32_t label_count = idx_header(labels, labels_path, 2049, "label")[0];
+  IdxDataset(const std::string& dataset, const fs::path& images_path, const fs::path& labels_path, bool int_labels,
+             int64_t channels)
+      : dataset_(dataset), channels_(channels) {
+    GzReader images(dataset, images_path), labels(dataset, labels_path);
+    const std::vector<std::uint32_t> shape = idx_header(dataset, images, images_path, kIdxImages, "image");
+    const std::vector<std::uint32_t> label_shape =
+        idx_header(dataset, labels, labels_path, int_labels ? kIdxIntLabels : kIdxLabels, "label");
+    const std::uint32_t label_count = label_shape[0];
     count_ = shape[0];
     rows_ = shape[1];
     cols_ = shape[2];
     const std::string images_of =
         std::to_string(count_) + " images of " + std::to_string(rows_) + "x" + std::to_string(cols_);
-    if (rows_ == 0 || cols_ == 0) bad_idx(images_path, "declares " + images_of + "; expected images of 1x1 or more");
+    if (rows_ == 0 || cols_ == 0) {
+      bad_idx(dataset, images_path, "declares " + images_of + "; expected images of 1x1 or more");
+    }
     // Each factor is below 2^32: the first product fits, the second may not.
     std::uint64_t image_bytes = 0;
     if (__builtin_mul_overflow(std::uint64_t{count_} * rows_, std::uint64_t{cols_}, &image_bytes)) {
-      bad_idx(images_path, "declares " + images_of + ", more than 2^64 bytes");
+      bad_idx(dataset, images_path, "declares " + images_of + ", more than 2^64 bytes");
     }
-    pixels_ = idx_payload(images, images_path, 16, image_bytes, images_of);
+    pixels_ = idx_payload(dataset, images, images_path, 16, image_bytes, images_of);
     if (label_count != count_) {
-      bad_idx(labels_path, "has " + std::to_string(label_count) + " labels; expected " + std::to_string(count_) +
-                               ", one per image of " + in_quotes(images_path.string()));
+      bad_idx(dataset, labels_path,
+              "has " + std::to_string(label_count) + " labels; expected " + std::to_string(count_) +
+                  ", one per image of " + in_quotes(images_path.string()));
     }
-    labels_ = idx_payload(labels, labels_path, 8, count_, std::to_string(count_) + " labels");
+    if (!int_labels) {
+      labels_ = idx_payload(dataset, labels, labels_path, 8, count_, std::to_string(count_) + " labels");
+    } else {
+      // count x columns big-endian int32; the class is column 0.
+      const std::uint32_t columns = label_shape[1];
+      const std::string labels_of = std::to_string(count_) + " labels of " + std::to_string(columns) + " int32";
+      if (columns == 0) bad_idx(dataset, labels_path, "declares " + labels_of + "; expected 1 or more columns");
+      const std::vector<std::uint8_t> table =
+          idx_payload(dataset, labels, labels_path, 12, std::uint64_t{count_} * columns * 4, labels_of);
+      labels_.resize(count_);
+      for (std::size_t i = 0; i < count_; ++i) {
+        const auto label = static_cast<std::int32_t>(be32(table, i * columns * 4));
+        if (label < 0 || label >= 10) {
+          bad_idx(dataset, labels_path,
+                  "has label " + std::to_string(label) + " (sample " + std::to_string(i) + "); expected 0..9");
+        }
+        labels_[i] = static_cast<std::uint8_t>(label);
+      }
+    }
     for (std::uint8_t label : labels_) {
-      if (label >= 10) bad_idx(labels_path, "has label " + std::to_string(label) + "; expected 0..9");
+      if (label >= 10) bad_idx(dataset, labels_path, "has label " + std::to_string(label) + "; expected 0..9");
     }
   }
 
@@ -291,17 +339,53 @@ class FashionMnistDataset final : public Dataset {
     return labels_[index];
   }
   int64_t num_classes() const override { return 10; }
-  std::string describe(std::size_t index) const override { return "fashion-mnist[" + std::to_string(index) + "]"; }
+  std::string describe(std::size_t index) const override { return dataset_ + "[" + std::to_string(index) + "]"; }
 
  private:
   void check(std::size_t index) const {
-    TORCH_CHECK(index < count_, "fashion-mnist: index ", index, " out of range for ", count_, " samples");
+    TORCH_CHECK(index < count_, dataset_, ": index ", index, " out of range for ", count_, " samples");
   }
+  std::string dataset_;
   std::vector<std::uint8_t> pixels_;
   std::vector<std::uint8_t> labels_;
   std::uint32_t count_ = 0, rows_ = 0, cols_ = 0;
   int64_t channels_;
 };
+
+// torchvision's MNIST family in root/<ClassName>/raw: the IDX files
+// torchvision reads (uncompressed), or the .gz it downloads.
+struct MnistLayout {
+  std::string_view name;        // timm's: "mnist"
+  std::string_view class_name;  // torchvision's, the folder: "MNIST"
+  std::string_view title;       // for messages: "MNIST"
+  std::string_view train_prefix, test_prefix;
+  std::string_view labels_suffix;  // after "<prefix>-labels-"
+  bool int_labels;
+};
+
+constexpr MnistLayout kMnistLayouts[] = {
+    {"mnist", "MNIST", "MNIST", "train", "t10k", "idx1-ubyte", false},
+    {"kmnist", "KMNIST", "Kuzushiji-MNIST", "train", "t10k", "idx1-ubyte", false},
+    {"fashion_mnist", "FashionMNIST", "Fashion-MNIST", "train", "t10k", "idx1-ubyte", false},
+    {"qmnist", "QMNIST", "QMNIST", "qmnist-train", "qmnist-test", "idx2-int", true},
+};
+
+std::unique_ptr<Dataset> make_torch_mnist(const MnistLayout& layout, const fs::path& root, bool train,
+                                          int64_t channels) {
+  const std::string dataset = "torch/" + std::string(layout.name);
+  const fs::path raw = root / std::string(layout.class_name) / "raw";
+  const std::string prefix(train ? layout.train_prefix : layout.test_prefix);
+  const auto file = [&](const std::string& stem) {
+    if (auto p = find_file(raw, stem, {"", ".gz"})) return *p;
+    throw Error(dataset + ": missing " + in_quotes((raw / stem).string()) + "; expected torchvision's layout of " +
+                std::string(layout.title) + ": its IDX files (uncompressed, or gzipped with .gz) in " +
+                in_quotes(raw.string()) + ", where torchvision.datasets." + std::string(layout.class_name) +
+                "(root, download=True) puts them (root: --data-dir)");
+  };
+  const fs::path images = file(prefix + "-images-idx3-ubyte");
+  const fs::path labels = file(prefix + "-labels-" + std::string(layout.labels_suffix));
+  return std::make_unique<IdxDataset>(dataset, images, labels, layout.int_labels, channels);
+}
 
 void check_channels(int64_t channels) {
   if (channels != 1 && channels != 3) {
@@ -368,7 +452,10 @@ std::unique_ptr<Dataset> make_image_folder(const fs::path& root, int64_t channel
 std::unique_ptr<Dataset> make_fashion_mnist(const fs::path& root, const std::string& split, int64_t channels) {
   check_channels(channels);
   const bool train = is_one_of(kTrainSplits, split_name(split));
-  return std::make_unique<FashionMnistDataset>(root, train ? "train" : "t10k", channels);
+  const std::string prefix = train ? "train" : "t10k";
+  const fs::path images = idx_file(root, prefix + "-images-idx3-ubyte");
+  const fs::path labels = idx_file(root, prefix + "-labels-idx1-ubyte");
+  return std::make_unique<IdxDataset>("fashion-mnist", images, labels, /*int_labels=*/false, channels);
 }
 
 bool is_fashion_mnist(std::string_view name) {
@@ -407,12 +494,39 @@ std::unique_ptr<Dataset> create_dataset(const std::string& name, const fs::path&
     std::error_code ec;
     return make_image_in_tar(fs::is_directory(root, ec) ? find_split_folder(root, split) : root, channels);
   }
+  // timm: the prefix before the first '/' in any case; for torch/, the name
+  // after the second '/' if any (name.split('/', 2)[-1]), lowercased.
+  const std::size_t slash = name.find('/');
+  if (slash != std::string::npos && ascii_lower(name.substr(0, slash)) == "torch") {
+    std::string torch_name = name.substr(slash + 1);
+    if (const std::size_t second = torch_name.find('/'); second != std::string::npos) {
+      torch_name = torch_name.substr(second + 1);
+    }
+    torch_name = ascii_lower(torch_name);
+    const std::string qualified = "torch/" + torch_name;
+    if (torch_name == "fashion_mnist" && root.empty()) return make_fashion_mnist(kFashionMnistDir, split, channels);
+    const bool train = is_one_of(kTrainSplits, split);  // timm: split in _TRAIN_SYNONYM, slices included
+    if (torch_name == "cifar10" || torch_name == "cifar100") {
+      if (root.empty()) throw UsageError("dataset " + in_quotes(qualified) + ": --data-dir is required");
+      return make_cifar(torch_name, root, train, channels);
+    }
+    for (const MnistLayout& layout : kMnistLayouts) {
+      if (torch_name != layout.name) continue;
+      if (root.empty()) throw UsageError("dataset " + in_quotes(qualified) + ": --data-dir is required");
+      check_channels(channels);
+      return make_torch_mnist(layout, root, train, channels);
+    }
+    throw UsageError("unknown torchvision dataset " + in_quotes(name) +
+                     "; expected torch/cifar10, torch/cifar100, torch/mnist, torch/kmnist, torch/fashion_mnist or "
+                     "torch/qmnist (read from --data-dir in torchvision's layout, no downloads)");
+  }
   if (is_fashion_mnist(name)) {
     return make_fashion_mnist(root.empty() ? kFashionMnistDir : root, split, channels);
   }
   throw UsageError("unknown dataset " + in_quotes(name) +
                    "; expected '' or 'image_folder' (a folder of class sub-folders, or a .tar file), "
-                   "'tar' (a folder of .tar shards) or 'fashion-mnist'");
+                   "'tar' (a folder of .tar shards), 'fashion-mnist', or torchvision's torch/cifar10, torch/cifar100, "
+                   "torch/mnist, torch/kmnist, torch/fashion_mnist or torch/qmnist (from --data-dir)");
 }
 
 }  // namespace timm

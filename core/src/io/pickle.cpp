@@ -81,6 +81,10 @@ std::string Unpickler::read_line() {
 void Unpickler::push(Ref v) {
   if (stack_.size() >= kMaxStack)
     fail("malformed pickle: more than " + std::to_string(kMaxStack) + " values on the stack");
+  if (options_.max_values != 0 && ++pushed_ > options_.max_values) {
+    fail("malformed pickle: more than " + std::to_string(options_.max_values) + " values (expected " +
+         options_.expected + ")");
+  }
   stack_.push_back(std::move(v));
 }
 

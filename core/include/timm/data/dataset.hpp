@@ -66,6 +66,19 @@ std::unique_ptr<Dataset> make_image_in_tar(const std::filesystem::path& root, in
 std::unique_ptr<Dataset> make_fashion_mnist(const std::filesystem::path& root, const std::string& split,
                                             int64_t channels);
 
+// torchvision's CIFAR10 (`name` "cifar10") or CIFAR100 ("cifar100") from the
+// Python version's pickled batches, as timm's create_dataset("torch/cifar10")
+// reads them: root/cifar-10-batches-py/data_batch_1..5 (train) or test_batch,
+// root/cifar-100-python/train or test (fine labels). Each batch is a dict
+// with 'data' (a uint8 numpy array, N x 3072: the R, G and B planes of 32x32
+// images) and 'labels' (else 'fine_labels'), read by timm/io/pickle.hpp with
+// an allow-list of globals (numpy's _reconstruct, ndarray, dtype;
+// _codecs.encode): no code runs, and a missing, malformed or hostile file
+// throws Error naming it. Images are RGB 32x32 (converted to `channels`);
+// describe() is "torch/cifar10[<index>]".
+std::unique_ptr<Dataset> make_cifar(std::string_view name, const std::filesystem::path& root, bool train,
+                                    int64_t channels);
+
 // The folder the Debian package dataset-fashion-mnist installs.
 inline const std::filesystem::path kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
@@ -87,8 +100,18 @@ std::filesystem::path find_split_folder(const std::filesystem::path& root, const
 // split folder; "tar" or "image_in_tar" (timm-cpp's names; timm reaches a
 // folder of shards only through its Python API) -> image-in-tar over the
 // split folder (a folder of shards) or the .tar file;
-// "fashion-mnist" (also "torch/fashion_mnist") -> IDX files in `root`, or the
-// Debian package's folder when root is empty. Anything else throws UsageError.
+// "fashion-mnist" (also "fashion_mnist") -> IDX files in `root`, or the
+// Debian package's folder when root is empty;
+// "torch/<name>" (the prefix in any case, <name> lowercased, as timm) ->
+// torchvision's dataset in `root` (no downloads), the train set for a split
+// of exactly "train" or "training" (timm's _TRAIN_SYNONYM), else the test set:
+//   mnist, kmnist, fashion_mnist, qmnist: root/<MNIST, KMNIST, FashionMNIST,
+//     QMNIST>/raw/ IDX files (uncompressed or .gz), L 28x28, 10 classes
+//     (QMNIST: the qmnist-train/-test files, the class in the labels' first
+//     column); "torch/fashion_mnist" without a root reads the Debian
+//     package's folder as "fashion-mnist" does;
+//   cifar10, cifar100: make_cifar.
+// describe() is "torch/<name>[<index>]". Anything else throws UsageError.
 std::unique_ptr<Dataset> create_dataset(const std::string& name, const std::filesystem::path& root,
                                         const std::string& split, int64_t channels);
 

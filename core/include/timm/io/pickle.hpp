@@ -109,6 +109,11 @@ struct UnpickleOptions {
   // What the file should be, in "unsupported pickle opcode 0xff at offset 2
   // (expected <expected>)".
   std::string expected = "a pickle";
+  // The most values the opcodes may push in all (each push of a new or
+  // memoized value counts), 0 for no limit beyond the stack's and the memo's:
+  // a reader that knows how many values its files hold bounds its memory
+  // with it (a value costs about 200 bytes, a 1-byte opcode makes one).
+  std::size_t max_values = 0;
 };
 
 // Executes the opcodes of one pickle, from its first byte to STOP.
@@ -153,6 +158,7 @@ class Unpickler {
   std::vector<Ref> stack_;
   std::vector<std::size_t> marks_;
   std::map<int64_t, Ref> memo_;
+  std::size_t pushed_ = 0;
 };
 
 // The bytes a str or bytes value stands for as Python's latin1 codec
