@@ -8,6 +8,11 @@ Usage: data_oracle.py <command> <outdir>
   folder   a folder tree; writes timm's ReaderImageFolder samples to samples.txt
   fmnist   Fashion-MNIST read with numpy: counts, first labels, pixel sums
   eval     timm.data.create_transform(is_training=False / no_aug) outputs + reprs
+  torchvision  synthetic files in torchvision's layouts (CIFAR pickles written by
+           Python 3 under protocol 2 and hand-assembled as Python 2 wrote them,
+           MNIST / KMNIST / FashionMNIST / QMNIST IDX files), read with timm's
+           create_dataset('torch/...'); manifest.txt; hostile CIFAR batches
+           under hostile/<case>/
 
 Images are written raw (H x W x C, uint8, row-major); manifest lines are
 whitespace-separated fields described per command.
@@ -225,9 +230,133 @@ def cmd_eval(out):
             f.write(repr(t))
 
 
+def _idx(path, array, type_code):
+    """An IDX file: magic 0x0000TTNN, big-endian dims, big-endian data."""
+    import struct
+    with open(path, 'wb') as f:
+        f.write(struct.pack('>I', (type_code << 8) | array.ndim))
+        f.write(struct.pack('>' + 'I' * array.ndim, *array.shape))
+        f.write(array.astype('>i4' if type_code == 0x0C else np.uint8).tobytes())
+
+
+def _py2_binstring(b):
+    import struct
+    return (b'U' + bytes([len(b)]) + b) if len(b) < 256 else (b'T' + struct.pack('<I', len(b)) + b)
+
+
+def _py2_int(i):
+    import struct
+    return b'K' + bytes([i]) if i < 256 else b'M' + struct.pack('<H', i) if i < 65536 else b'J' + struct.pack('<i', i)
+
+
+def _py2_cifar_pickle(items, fortran_op=b'\x89'):
+    """A CIFAR batch as Python 2's cPickle (protocol 2) wrote it: str keys and
+    data as SHORT_BINSTRING / BINSTRING, numpy.core.multiarray._reconstruct."""
+    out = b'\x80\x02}q\x01('
+    for key, value in items:
+        out += _py2_binstring(key.encode())
+        if isinstance(value, np.ndarray):
+            out += b'cnumpy.core.multiarray\n_reconstruct\nq\x02cnumpy\nndarray\nq\x03K\x00\x85U\x01b\x87R('
+            out += b'K\x01' + b''.join(_py2_int(n) for n in value.shape) + bytes([0x84 + len(value.shape)])
+            out += b'cnumpy\ndtype\nq\x04U\x02u1K\x00K\x01\x87R(K\x03U\x01|NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb'
+            out += fortran_op + _py2_binstring(value.tobytes()) + b'tb'
+        elif isinstance(value, list):
+            out += b'](' + b''.join(_py2_int(v) if isinstance(v, int) else _py2_binstring(v.encode()) for v in value)
+            out += b'e'
+        else:
+            out += _py2_binstring(value.encode())
+    return out + b'u.'
+
+
+def cmd_torchvision(out):
+    import pickle
+    import pickletools
+    import torchvision.datasets.cifar as tv_cifar
+    from timm.data import create_dataset
+    # The synthetic files cannot have the real ones' md5s.
+    tv_cifar.check_integrity = lambda fpath, md5=None: os.path.isfile(fpath)
+    rng = np.random.RandomState(7)
+
+    def batch(n, classes, label_key):
+        data = rng.randint(0, 256, (n, 3072)).astype(np.uint8)
+        labels = [int(x) for x in rng.randint(0, classes, n)]
+        items = [('batch_label', 'batch'), ('data', data), (label_key, labels),
+                 ('filenames', [f'img_{i}.png' for i in range(n)])]
+        if label_key == 'fine_labels':
+            items.insert(2, ('coarse_labels', [int(x) for x in rng.randint(0, 20, n)]))
+        return items
+
+    def write(path, items, py2, fortran_op=b'\x89'):
+        data = _py2_cifar_pickle(items, fortran_op) if py2 else pickle.dumps(dict(items), protocol=2)
+        pickletools.dis(data, out=open(os.devnull, 'w'))  # well-formed
+        open(path, 'wb').write(data)
+        return data
+
+    c10 = os.path.join(out, 'cifar-10-batches-py')
+    os.makedirs(c10, exist_ok=True)
+    for k in range(1, 6):  # batches 1 and 4 as Python 2 wrote them
+        write(os.path.join(c10, f'data_batch_{k}'), batch(5 + k, 10, 'labels'), py2=k in (1, 4))
+    test10 = write(os.path.join(c10, 'test_batch'), batch(6, 10, 'labels'), py2=False)
+    pickle.dump({'label_names': [f'c{i}' for i in range(10)]}, open(os.path.join(c10, 'batches.meta'), 'wb'), 2)
+    c100 = os.path.join(out, 'cifar-100-python')
+    os.makedirs(c100, exist_ok=True)
+    write(os.path.join(c100, 'train'), batch(9, 100, 'fine_labels'), py2=False)
+    write(os.path.join(c100, 'test'), batch(4, 100, 'fine_labels'), py2=True, fortran_op=b'I00\n')
+    pickle.dump({'fine_label_names': [f'f{i}' for i in range(100)], 'coarse_label_names': [f'g{i}' for i in range(20)]},
+                open(os.path.join(c100, 'meta'), 'wb'), 2)
+    for cls, n_train, n_test, qmnist in (('MNIST', 7, 3, False), ('KMNIST', 4, 5, False),
+                                         ('FashionMNIST', 6, 2, False), ('QMNIST', 5, 4, True)):
+        raw = os.path.join(out, cls, 'raw')
+        os.makedirs(raw, exist_ok=True)
+        for split, n in (('train', n_train), ('test' if qmnist else 't10k', n_test)):
+            prefix = f'qmnist-{split}' if qmnist else split
+            _idx(os.path.join(raw, f'{prefix}-images-idx3-ubyte'), rng.randint(0, 256, (n, 28, 28)), 0x08)
+            if qmnist:  # class, NIST writer, ... as int32; torchvision's target is column 0
+                labels = np.concatenate([rng.randint(0, 10, (n, 1)), rng.randint(0, 100000, (n, 7))], axis=1)
+                _idx(os.path.join(raw, f'{prefix}-labels-idx2-int'), labels, 0x0C)
+            else:
+                _idx(os.path.join(raw, f'{prefix}-labels-idx1-ubyte'), rng.randint(0, 10, n), 0x08)
+    # KMNIST gzipped only for its test split: torchvision reads uncompressed files, so keep both.
+    kraw = os.path.join(out, 'KMNIST', 'raw')
+    with open(os.path.join(kraw, 't10k-images-idx3-ubyte'), 'rb') as f:
+        gzip.open(os.path.join(kraw, 't10k-images-idx3-ubyte.gz'), 'wb').write(f.read())
+
+    lines = []
+    for name in ('torch/cifar10', 'Torch/CIFAR100', 'torch/mnist', 'torch/kmnist', 'torch/fashion_mnist',
+                 'torch/qmnist'):
+        for split in ('train', 'validation', 'training', 'train[:50%]'):
+            ds = create_dataset(name, root=out, split=split, download=False)
+            labels = [int(ds[i][1]) for i in range(len(ds))]
+            lines.append(f'ds {name} {split} {len(ds)} {len(ds.classes)} ' + ' '.join(map(str, labels)))
+            for i in sorted({0, len(ds) // 2, len(ds) - 1}):
+                img = from_pil(ds[i][0])
+                tag = f'{name.replace("/", "_")}_{split.replace("[", "_").replace(":", "_").replace("%]", "")}_{i}'
+                img.tofile(os.path.join(out, tag + '.raw'))
+                lines.append(f'img {name} {split} {i} {img.shape[0]} {img.shape[1]} {img.shape[2]} {tag}.raw')
+    with open(os.path.join(out, 'manifest.txt'), 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+
+    # Hostile batches, each in hostile/<case>/cifar-10-batches-py/test_batch.
+    def hostile(case, data):
+        folder = os.path.join(out, 'hostile', case, 'cifar-10-batches-py')
+        os.makedirs(folder, exist_ok=True)
+        open(os.path.join(folder, 'test_batch'), 'wb').write(data)
+    hostile('truncated', test10[:len(test10) // 2])
+    hostile('global', b'\x80\x02cos\nsystem\nX\x04\x00\x00\x00echo\x85R.')
+    items = batch(5, 10, 'labels')
+    big = dict(items)['data']
+    shape_items = [(k, v) for k, v in items if k != 'data']
+    py2 = _py2_cifar_pickle([('data', big)] + shape_items)
+    # The shape says 6 images; the data holds 5.
+    hostile('shape', py2.replace(b'K\x01K\x05M\x00\x0c\x86', b'K\x01K\x06M\x00\x0c\x86', 1))
+    short = dict(items)
+    short['labels'] = short['labels'][:4]
+    hostile('labels', pickle.dumps(short, protocol=2))
+
+
 if __name__ == '__main__':
     command, out = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else ''
     if out:
         os.makedirs(out, exist_ok=True)
     {'resize': cmd_resize, 'decode': cmd_decode, 'enhance': cmd_enhance, 'folder': cmd_folder,
-     'fmnist': cmd_fmnist, 'eval': cmd_eval}[command](out)
+     'fmnist': cmd_fmnist, 'eval': cmd_eval, 'torchvision': cmd_torchvision}[command](out)
