@@ -144,4 +144,29 @@ std::vector<SwappableEntry> convertible_batch_norms(torch::nn::Module& module, c
   return norms;
 }
 
+namespace {
+
+// Sets `options`' momentum and eps where given; true when `options` was set.
+template <typename Options>
+bool set_args(Options& options, std::optional<double> momentum, std::optional<double> eps) {
+  if (momentum) options.momentum(*momentum);
+  if (eps) options.eps(*eps);
+  return true;
+}
+
+}  // namespace
+
+std::size_t set_batch_norm_args(torch::nn::Module& module, std::optional<double> momentum, std::optional<double> eps) {
+  std::size_t count = 0;
+  visit(module, "", [&](const std::string& /*name*/, torch::nn::Module& m) {
+    bool set = false;
+    if (auto* bn = dynamic_cast<BatchNormAct2dImpl*>(&m)) set = set_args(bn->options, momentum, eps);
+    if (auto* bn = dynamic_cast<torch::nn::BatchNorm1dImpl*>(&m)) set = set_args(bn->options, momentum, eps);
+    if (auto* bn = dynamic_cast<torch::nn::BatchNorm2dImpl*>(&m)) set = set_args(bn->options, momentum, eps);
+    if (auto* bn = dynamic_cast<torch::nn::BatchNorm3dImpl*>(&m)) set = set_args(bn->options, momentum, eps);
+    count += set ? 1 : 0;
+  });
+  return count;
+}
+
 }  // namespace timm::layers

@@ -15,6 +15,10 @@ void read_dataset_and_model(const Config& config, TrainArgs& args) {
 
   args.model = config.get<std::string>("model");
   args.pretrained = config.get<bool>("pretrained");
+  args.bn_momentum = config.get_optional<double>("bn_momentum");
+  args.bn_eps = config.get_optional<double>("bn_eps");
+  args.head_init_scale = config.get_optional<double>("head_init_scale");
+  args.head_init_bias = config.get_optional<double>("head_init_bias");
   args.pretrained_path = config.get_optional<std::string>("pretrained_path");
   args.initial_checkpoint = config.get<std::string>("initial_checkpoint");
   args.resume = config.get<std::string>("resume");

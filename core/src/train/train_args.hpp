@@ -32,6 +32,10 @@ struct TrainArgs {
   // Model parameters.
   std::string model;                             // registry name, "resnet50"
   bool pretrained = false;                       // timm's default weights, from the hub cache
+  std::optional<double> bn_momentum;             // every BatchNorm's momentum, when set
+  std::optional<double> bn_eps;                  // every BatchNorm's eps, when set
+  std::optional<double> head_init_scale;         // classifier weight and bias scaled by it
+  std::optional<double> head_init_bias;          // classifier bias set to it
   std::optional<std::string> pretrained_path;    // weights loaded with head adaptation
   std::string initial_checkpoint;                // weights loaded strictly; empty: none
   std::string resume;                            // checkpoint to resume; empty: none

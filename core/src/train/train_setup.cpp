@@ -11,6 +11,7 @@
 #include "timm/data/transform.hpp"
 #include "timm/dist/collectives.hpp"
 #include "timm/dist/sampler.hpp"
+#include "timm/layers/batch_norm.hpp"
 #include "timm/layers/split_batchnorm.hpp"
 #include "timm/log/log.hpp"
 #include "timm/models/channels_last.hpp"
@@ -273,11 +274,49 @@ void load_initial_weights(const TrainArgs& args, ClassifierImpl& model, const Mo
   }
 }
 
+// --bn-momentum / --bn-eps on every BatchNorm (layers::set_batch_norm_args).
+void apply_batch_norm_args(const TrainArgs& args, torch::nn::Module& model) {
+  if (!args.bn_momentum && !args.bn_eps) return;
+  const std::size_t count = layers::set_batch_norm_args(model, args.bn_momentum, args.bn_eps);
+  if (count == 0) {
+    throw UsageError(std::string(args.bn_momentum ? "--bn-momentum" : "--bn-eps") + ": model " + in_quotes(args.model) +
+                     " has no BatchNorm layers");
+  }
+  log_info(format("Set %s of %zu BatchNorm layers",
+                  args.bn_momentum && args.bn_eps ? "momentum and eps"
+                  : args.bn_momentum              ? "momentum"
+                                                  : "eps",
+                  count));
+}
+
+// train.py's --head-init-scale (classifier weight and bias scaled) and
+// --head-init-bias (bias set), after the weights are loaded.
+void apply_head_init(const TrainArgs& args, ClassifierImpl& model) {
+  if (!args.head_init_scale && !args.head_init_bias) return;
+  const std::string& head = model.pretrained_cfg().classifier;
+  auto params = model.named_parameters();
+  const at::Tensor* weight = params.find(head + ".weight");
+  const at::Tensor* bias = params.find(head + ".bias");
+  if (head.empty() || weight == nullptr || bias == nullptr) {
+    throw UsageError(std::string(args.head_init_scale ? "--head-init-scale" : "--head-init-bias") + ": model " +
+                     in_quotes(args.model) + " has no classifier weight and bias" +
+                     (head.empty() ? "" : " (" + in_quotes(head + ".weight") + ")"));
+  }
+  const at::NoGradGuard no_grad;
+  if (args.head_init_scale) {
+    weight->mul_(*args.head_init_scale);
+    bias->mul_(*args.head_init_scale);
+  }
+  if (args.head_init_bias) bias->fill_(*args.head_init_bias);
+}
+
 ModelPtr create_train_model(const TrainArgs& args, const ModelArgs& model_args) {
   ModelPtr model = create_model(args.model, model_args);
   log_info(format("Model %s created, param count:%lld", args.model.c_str(),
                   static_cast<long long>(count_parameters(*model))));
+  apply_batch_norm_args(args, *model);
   load_initial_weights(args, *model, model_args);
+  apply_head_init(args, *model);
   return model;
 }
 

@@ -109,4 +109,12 @@ std::vector<std::string> unswappable_batch_norms(torch::nn::Module& module);
 // do not combine) and every unswappable BatchNorm, before anything changes.
 std::vector<SwappableEntry> convertible_batch_norms(torch::nn::Module& module, const std::string& what);
 
+// train.py's --bn-momentum and --bn-eps: the momentum and the eps of every
+// BatchNorm in `module`'s tree (timm::layers::BatchNorm2d and
+// BatchNormAct2d, torch's BatchNorm1d/2d/3d), each where set. Returns the
+// number of layers. timm passes both to the model's constructor, which only
+// its EfficientNet family accepts (others raise a TypeError); here every
+// model with BatchNorm layers takes them, with the same result.
+std::size_t set_batch_norm_args(torch::nn::Module& module, std::optional<double> momentum, std::optional<double> eps);
+
 }  // namespace timm::layers
