@@ -1,7 +1,12 @@
 // The only translation unit that includes spdlog (see core/CMakeLists.txt).
+#include <unistd.h>
+
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include <spdlog/sinks/stdout_sinks.h>
@@ -16,6 +21,8 @@ struct LogState {
   int rank = 0;
   int world_size = 1;
   std::shared_ptr<spdlog::logger> out;
+  std::mutex status_mutex;
+  bool status_open = false;  // a status line without its newline is on stdout
 };
 
 LogState& state() {
@@ -43,6 +50,16 @@ std::string rank_prefix() {
   return s.world_size > 1 ? "[rank " + std::to_string(s.rank) + "] " : "";
 }
 
+// Ends an open status line, so that the next line starts on its own.
+void end_status() {
+  LogState& s = state();
+  const std::lock_guard<std::mutex> lock(s.status_mutex);
+  if (!s.status_open) return;
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  s.status_open = false;
+}
+
 }  // namespace
 
 void setup_logging(int rank, int world_size) {
@@ -51,14 +68,43 @@ void setup_logging(int rank, int world_size) {
 }
 
 void log_info(const std::string& message) {
-  if (state().rank == 0) state().out->info(message);
+  if (state().rank != 0) return;
+  end_status();
+  state().out->info(message);
 }
 
-void log_info_all_ranks(const std::string& message) { state().out->info(rank_prefix() + message); }
+void log_info_all_ranks(const std::string& message) {
+  end_status();
+  state().out->info(rank_prefix() + message);
+}
 
-void log_warning(const std::string& message) { error_logger()->warn(rank_prefix() + "WARNING: " + message); }
+void log_warning(const std::string& message) {
+  end_status();
+  error_logger()->warn(rank_prefix() + "WARNING: " + message);
+}
 
-void log_error(const std::string& message) { error_logger()->error(rank_prefix() + "ERROR: " + message); }
+void log_error(const std::string& message) {
+  end_status();
+  error_logger()->error(rank_prefix() + "ERROR: " + message);
+}
+
+void log_status(const std::string& line) {
+  LogState& s = state();
+  if (s.rank != 0) return;
+  const std::lock_guard<std::mutex> lock(s.status_mutex);
+  std::fprintf(stdout, "\r%s\033[K", line.c_str());
+  std::fflush(stdout);
+  s.status_open = true;
+}
+
+void log_status_end() { end_status(); }
+
+bool log_status_enabled() {
+  if (const char* forced = std::getenv("TIMM_PROGRESS"); forced != nullptr && *forced != '\0') {
+    return std::strcmp(forced, "0") != 0;
+  }
+  return isatty(STDOUT_FILENO) != 0;
+}
 
 std::string format(const char* spec, ...) {
   va_list args;

@@ -21,6 +21,19 @@ void log_info_all_ranks(const std::string& message);
 void log_warning(const std::string& message);
 void log_error(const std::string& message);
 
+// A status line redrawn in place on stdout by the primary rank: a carriage
+// return, `line`, and a clear to the end of the line, without a newline. The
+// next info line, warning or error, or log_status_end(), first ends it with a
+// newline. Keep `line` shorter than a terminal's 80 columns: a wrapped line
+// is not redrawn in place.
+void log_status(const std::string& line);
+void log_status_end();
+
+// Whether this process shows status lines instead of periodic log lines:
+// when stdout is a terminal, unless TIMM_PROGRESS=0 in the environment
+// (plain log lines); TIMM_PROGRESS=1 forces status lines.
+bool log_status_enabled();
+
 // printf-style formatting into a std::string.
 std::string format(const char* spec, ...) __attribute__((format(printf, 1, 2)));
 
