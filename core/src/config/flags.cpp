@@ -52,6 +52,8 @@ constexpr std::array kImplementedFlags = {
     // Distributed runtime.
     "no-ddp-bb", "dist-backend", "dist-timeout", "ddp-bucket-cap-mb",
     "ddp-find-unused-parameters", "sync-bn", "split-bn", "aug-repeats",
+    // Run logging.
+    "log-tensorboard",
 };
 
 using Strings = std::vector<std::string>;
@@ -528,6 +530,8 @@ void add_timm_cpp_group(std::vector<FlagSpec>& t) {
       {.name = "stop-after-epochs", .type = kInt, .default_value = None,
        .help = "stop after training this many epochs of the schedule in this run (checkpoints written as usual); "
                "resume later with --resume or --auto-resume, e.g. for time-limited jobs"},
+      {.name = "log-tensorboard", .type = kSwitch,
+       .help = "also write the run's scalars as TensorBoard event files in the output folder (rank 0)"},
       {.name = "auto-resume", .type = kSwitch,
        .help = "resume from the newest checkpoint (last or recovery) in the output folder, if any "
                "(for restarts under torchrun --max-restarts; needs --experiment)"},

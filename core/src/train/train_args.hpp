@@ -158,6 +158,7 @@ struct TrainArgs {
   int64_t dist_timeout = 0;  // seconds
   double ddp_bucket_cap_mb = 0.0;
   bool ddp_find_unused_parameters = false;
+  bool log_tensorboard = false;  // event files in the output folder
 };
 
 // Reads every field from `config`. Throws timm::Error when a value the

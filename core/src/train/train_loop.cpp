@@ -14,6 +14,7 @@
 #include "timm/log/log.hpp"
 #include "timm/train/clip_grad.hpp"
 #include "timm/train/metrics.hpp"
+#include "timm/train/train_status.hpp"
 #include "trainer_internal.hpp"
 
 namespace timm::train_detail {
@@ -31,6 +32,11 @@ struct TrainContext {
   int64_t log_interval;  // at least 1
   // Saves recovery-<epoch>-<update_idx> (--recovery-interval); collective.
   std::function<void(int64_t epoch, int64_t update_idx)> save_recovery{};
+  // --log-tensorboard: the primary rank's event file; null elsewhere.
+  TensorBoardWriter* tensorboard = nullptr;
+  // stdout is a terminal (log_status_enabled): a status line redrawn after
+  // each update instead of the "Train: ..." log lines.
+  bool status_line = false;
   double images_seen = 0;
   double train_seconds = 0;
 };
@@ -117,13 +123,42 @@ struct EpochProgress {
   Stopwatch data_watch;
   Stopwatch update_watch;
   int64_t update_sample_count = 0;  // since the last update, over all ranks
+  Stopwatch epoch_watch;            // for the status line's ETA
+  Stopwatch status_watch;           // since the status line was last drawn
 };
 
-// train.py's "Train: ..." line; the logged losses are the means over the ranks.
-void log_train_progress(const TrainContext& ctx, const EpochProgress& p, int64_t update_idx) {
+// Redraws the terminal's status line; between log points at most 10 times a
+// second.
+void show_train_status(EpochProgress& p, int64_t update_idx, double loss_now, double loss_avg, bool force) {
+  if (!force && p.status_watch.seconds() < 0.1) return;
+  p.status_watch.restart();
+  log_status(format_train_status(TrainStatus{.epoch = p.epoch,
+                                             .update_idx = update_idx,
+                                             .updates = p.updates,
+                                             .loss = loss_now,
+                                             .loss_avg = loss_avg,
+                                             .images_per_second = p.update_sample_count / p.update_time.avg(),
+                                             .epoch_seconds = p.epoch_watch.seconds()}));
+}
+
+// train.py's "Train: ..." line, or the status line on a terminal, and the
+// step's TensorBoard scalars (step: the updates so far); the logged losses
+// are the means over the ranks (collective: every rank calls it).
+void log_train_progress(const TrainContext& ctx, EpochProgress& p, int64_t update_idx) {
   std::vector<double> logged{p.losses.val(), p.losses.avg()};
   ctx.dist.sum(logged, "allreduce of the logged train loss");
   const double loss_now = logged[0] / ctx.dist.size(), loss_avg = logged[1] / ctx.dist.size();
+  if (ctx.tensorboard) {
+    ctx.tensorboard->add_scalars(p.num_updates,
+                                 {{"train/loss", loss_now},
+                                  {"train/loss_avg", loss_avg},
+                                  {"train/lr", ctx.optimizer.mean_lr()},
+                                  {"train/images_per_sec", p.update_sample_count / p.update_time.avg()}});
+  }
+  if (ctx.status_line) {
+    show_train_status(p, update_idx, loss_now, loss_avg, /*force=*/true);
+    return;
+  }
   log_info(format(
       "Train: %lld [%4lld/%lld (%3.0f%%)]  Loss: %#.3g (%#.3g)  Time: %.3fs, %7.2f/s  "
       "(%.3fs, %7.2f/s)  LR: %.3e  Data: %.3f (%.3f)",
@@ -142,7 +177,13 @@ void after_update(TrainContext& ctx, EpochProgress& p, int64_t update_idx, bool 
   p.update_time.update(p.update_watch.lap());
   ctx.images_seen += static_cast<double>(p.update_sample_count);
   ctx.train_seconds += p.update_time.val();
-  if (update_idx % ctx.log_interval == 0 || last_batch) log_train_progress(ctx, p, update_idx);
+  if (update_idx % ctx.log_interval == 0 || last_batch) {
+    log_train_progress(ctx, p, update_idx);
+  } else if (ctx.status_line && ctx.dist.size() == 1) {
+    // Between log points only for one process: with several, the line's
+    // losses are the ranks' means, known at the log points.
+    show_train_status(p, update_idx, p.losses.val(), p.losses.avg(), /*force=*/false);
+  }
   // On every rank: the save gathers each rank's RNG state into rank 0's file.
   const int64_t recovery_interval = ctx.args.recovery_interval;
   if (ctx.save_recovery && recovery_interval > 0 && (update_idx + 1) % recovery_interval == 0) {
@@ -194,6 +235,7 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
     if (need_update) after_update(ctx, p, update_idx, last_batch);
     p.data_watch.restart();
   }
+  if (ctx.status_line) log_status_end();
   if (batch_idx == 0) throw Error("the training loader produced no batch; is the dataset smaller than --batch-size?");
   return ctx.dist.active() ? ctx.dist.mean(p.losses.avg(), "allreduce of the epoch's train loss") : p.losses.avg();
 }
@@ -304,7 +346,9 @@ TrainResult train_epochs(const TrainArgs& args, TrainSetup& setup, RunOutput& ou
                    .loader = *setup.train_loader,
                    .tools = setup.tools,
                    .dist = dist,
-                   .log_interval = std::max<int64_t>(1, args.log_interval)};
+                   .log_interval = std::max<int64_t>(1, args.log_interval),
+                   .tensorboard = output.tensorboard.get(),
+                   .status_line = log_status_enabled()};
   ctx.save_recovery = [&](int64_t epoch, int64_t update_idx) {
     std::vector<at::Tensor> rng_states = cpu_rng_states(dist);
     if (dist.is_primary()) save_recovery(setup, output, epoch, update_idx, std::move(rng_states));
@@ -314,6 +358,7 @@ TrainResult train_epochs(const TrainArgs& args, TrainSetup& setup, RunOutput& ou
   const int64_t end_epoch = last_epoch_of_run(args, start_epoch, setup.scheduler->num_epochs());
   for (int64_t epoch = start_epoch; epoch < end_epoch; ++epoch) {
     const double train_loss = train_one_epoch(ctx, epoch);
+    if (output.tensorboard) output.tensorboard->flush();  // the epoch's step scalars
     if (setup.dist_bn) distribute_bn_statistics(*setup.model, setup.tools.ema.get(), dist, *setup.dist_bn);
     if ((epoch + 1) % val_interval != 0 && epoch + 1 != end_epoch) {
       log_info("Skipping eval and checkpointing ");

@@ -46,6 +46,20 @@ void write_summary_row(const EpochRecord& record, const TrainSetup& setup, const
                  setup.optimizer->mean_lr());
 }
 
+// The summary.csv row's columns as TensorBoard scalars "epoch/<column>" at
+// step = epoch, flushed so that a killed run keeps them.
+void write_epoch_scalars(const EpochRecord& record, const TrainSetup& setup, TensorBoardWriter& tensorboard) {
+  std::vector<TensorBoardScalar> scalars{{"epoch/train_loss", record.train_loss}};
+  if (record.eval) {
+    scalars.push_back({"epoch/eval_loss", record.eval->loss});
+    scalars.push_back({"epoch/eval_top1", record.eval->top1});
+    scalars.push_back({"epoch/eval_top5", record.eval->top5});
+  }
+  scalars.push_back({"epoch/lr", setup.optimizer->mean_lr()});
+  tensorboard.add_scalars(record.epoch, scalars);
+  tensorboard.flush();
+}
+
 }  // namespace
 
 RunOutput open_run_output(const TrainArgs& args, const Config& config, const std::vector<LoadedPlugin>& plugins,
@@ -75,6 +89,9 @@ RunOutput open_run_output(const TrainArgs& args, const Config& config, const std
     }
   }
   if (dist.is_primary()) write_file_atomically(output.dir / "config.toml", output.config_toml);
+  // Beside summary.csv, so `tensorboard --logdir <--output>` shows each
+  // experiment as a run.
+  if (dist.is_primary() && args.log_tensorboard) output.tensorboard = std::make_unique<TensorBoardWriter>(output.dir);
   return output;
 }
 
@@ -104,6 +121,7 @@ void report_epoch(const EpochRecord& record, double metric, std::vector<at::Tens
                   RunOutput& output, const Distributed& dist, EpochHistory& history) {
   if (dist.is_primary()) {
     write_summary_row(record, setup, output);
+    if (output.tensorboard) write_epoch_scalars(record, setup, *output.tensorboard);
     const TrainingState state{record.epoch, metric, setup.eval_metric, output.config_toml};
     const auto [best, best_epoch] = output.saver->save(checkpoint_parts(setup, std::move(rng_states)), state);
     history.best_metric = best;

@@ -27,6 +27,7 @@
 #include "timm/dist/distribute_bn.hpp"
 #include "timm/dist/process_group.hpp"
 #include "timm/dist/world.hpp"
+#include "timm/log/tensorboard.hpp"
 #include "timm/models/model.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/sched/scheduler.hpp"
@@ -153,10 +154,13 @@ struct RunOutput {
   std::filesystem::path dir;
   std::string config_toml;  // the effective config, kept in each checkpoint
   std::optional<CheckpointSaver> saver;
+  // --log-tensorboard: the run's event file in `dir` (primary rank only).
+  std::unique_ptr<TensorBoardWriter> tensorboard;
 };
 
 // Creates the output folder and writes config.toml (primary rank only): the
-// effective config, then `plugins` (describe_loaded_plugins) as comments.
+// effective config, then `plugins` (describe_loaded_plugins) as comments;
+// with --log-tensorboard, opens the event file there.
 RunOutput open_run_output(const TrainArgs& args, const Config& config, const std::vector<LoadedPlugin>& plugins,
                           const TrainSetup& setup, const Distributed& dist, const torch::Device& device);
 
@@ -185,8 +189,9 @@ double metric_of(const EvalMetrics& metrics, const std::string& name);
 // `rng_states`: cpu_rng_states(), every rank's.
 CheckpointParts checkpoint_parts(const TrainSetup& setup, std::vector<at::Tensor> rng_states);
 
-// An evaluated epoch: its summary.csv row and checkpoints (primary rank,
-// with every rank's `rng_states`), and the best metric so far.
+// An evaluated epoch: its summary.csv row (and the same scalars in the
+// TensorBoard file, flushed) and checkpoints (primary rank, with every
+// rank's `rng_states`), and the best metric so far.
 void report_epoch(const EpochRecord& record, double metric, std::vector<at::Tensor> rng_states, const TrainSetup& setup,
                   RunOutput& output, const Distributed& dist, EpochHistory& history);
 
