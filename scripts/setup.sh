@@ -33,8 +33,18 @@ create_venv() {
   python3 -m venv "$TIMM_CPP_VENV"
   "$TIMM_CPP_VENV/bin/pip" install -q --disable-pip-version-check \
     "torch==$TORCH_VERSION" "timm==$TIMM_VERSION" \
-    "safetensors==$SAFETENSORS_VERSION" "pillow==$PILLOW_VERSION" numpy >&2
+    "safetensors==$SAFETENSORS_VERSION" "pillow==$PILLOW_VERSION" numpy \
+    "tensorboard==$TENSORBOARD_VERSION" >&2
   touch "$marker"
+}
+
+# Packages added to the set-up after a cached venv was made: installed into
+# it when missing, so existing caches get them too.
+complete_venv() {
+  if ! "$TIMM_CPP_VENV/bin/python" -c "import tensorboard" 2>/dev/null; then
+    log "installing tensorboard $TENSORBOARD_VERSION into $TIMM_CPP_VENV"
+    "$TIMM_CPP_VENV/bin/pip" install -q --disable-pip-version-check "tensorboard==$TENSORBOARD_VERSION" >&2
+  fi
 }
 
 configure_and_build() {
@@ -55,6 +65,7 @@ configure_and_build() {
 
 install_apt_packages
 create_venv
+complete_venv
 if [ "${1:-}" = "--deps-only" ]; then
   exit 0
 fi
