@@ -1,10 +1,14 @@
-// The basic augmentations of timm's transforms_factory: the train crop
-// (RandomResizedCropAndInterpolation), flips, ColorJitter, the eval crops
-// (center, squash, border), the no-aug train resize and the batch Normalize
-// that timm's PrefetchLoader applies. Pixel work goes through the SDK's
-// image_ops, which match PIL.
+// The basic augmentations of timm's transforms_factory: the train crops
+// (RandomResizedCropAndInterpolation; ResizeKeepRatio with CenterCropOrPad or
+// RandomCropOrPad for --train-crop-mode rkrc / rkrr), flips, ColorJitter (in
+// a RandomApply with --color-jitter-prob), RandomGrayscale, the RandomApply'd
+// GaussianBlur, the eval crops (center, squash, border), the no-aug train
+// resize and the batch Normalize that timm's PrefetchLoader applies. Pixel
+// work goes through the SDK's image_ops, which match PIL, except the blur
+// and the reflect padding, which follow torchvision's and numpy's.
 #include <ATen/ATen.h>
 
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <cmath>
@@ -203,6 +207,133 @@ class ColorJitter final : public ImageTransform {
   double lo_ = 1.0, hi_ = 1.0;
 };
 
+// ---- RandomApply, RandomGrayscale, GaussianBlur ----------------------------
+
+// Python's random.uniform(a, b): a + (b - a) * random(). Equal to
+// Rng::uniform(a, b) for a < b (libstdc++ computes the same expression) and
+// defined for a >= b too, as Python's.
+double py_uniform(Rng& rng, double a, double b) { return a + (b - a) * rng.uniform(); }
+
+// torchvision's RandomApply([t], p): the transform runs when a uniform draw
+// is below p (torchvision: unless p < torch.rand(1)).
+class RandomApply final : public ImageTransform {
+ public:
+  RandomApply(std::shared_ptr<const ImageTransform> inner, double p) : inner_(std::move(inner)), p_(p) {}
+  void apply(Image& image, Rng& rng) const override {
+    if (rng.bernoulli(p_)) inner_->apply(image, rng);
+  }
+  // torchvision's repr, whose lines Compose does not indent further.
+  std::string repr() const override {
+    return "RandomApply(\n    p=" + py_float(p_) + "\n    " + inner_->repr() + "\n)";
+  }
+
+ private:
+  std::shared_ptr<const ImageTransform> inner_;
+  double p_;
+};
+
+// torchvision's RandomGrayscale(p): PIL's convert('L') with as many channels
+// as the image had (an L image stays as it is).
+class RandomGrayscale final : public ImageTransform {
+ public:
+  explicit RandomGrayscale(double p) : p_(p) {}
+  void apply(Image& image, Rng& rng) const override {
+    if (!rng.bernoulli(p_)) return;
+    if (image.channels == 3) image = convert_channels(convert_channels(image, 1), 3);
+  }
+  std::string repr() const override { return "RandomGrayscale(p=" + py_float(p_) + ")"; }
+
+ private:
+  double p_;
+};
+
+// numpy's and torch's 'reflect' index (no edge repeat), periodic beyond one
+// reflection as numpy's pad; a single pixel repeats.
+int64_t reflect_index(int64_t i, int64_t n) {
+  if (n == 1) return 0;
+  const int64_t period = 2 * (n - 1);
+  int64_t m = i % period;
+  if (m < 0) m += period;
+  return m >= n ? period - m : m;
+}
+
+// torchvision's F.pad(img, [left, top, right, bottom], padding_mode='reflect')
+// on a PIL image (numpy's pad).
+Image reflect_pad(const Image& src, int64_t left, int64_t top, int64_t right, int64_t bottom) {
+  const int64_t c = src.channels;
+  Image out(src.height + top + bottom, src.width + left + right, c);
+  for (int64_t y = 0; y < out.height; ++y) {
+    const std::uint8_t* in = src.row(reflect_index(y - top, src.height));
+    std::uint8_t* row = out.row(y);
+    for (int64_t x = 0; x < out.width; ++x) {
+      const int64_t sx = reflect_index(x - left, src.width);
+      for (int64_t k = 0; k < c; ++k) row[x * c + k] = in[sx * c + k];
+    }
+  }
+  return out;
+}
+
+// torchvision's GaussianBlur(kernel_size=23, sigma=(0.1, 2.0)) as timm's
+// transforms_imagenet_train makes it: sigma uniform in the range (drawn in
+// float32, as torch's uniform_), torchvision's normalised float32 kernel,
+// reflect padding by 11 pixels and the result rounded half to even. The
+// convolution runs separably in double, where torch's conv2d sums the 23x23
+// kernel in float32: values may differ by 1 where the exact value lies within
+// float rounding of a half.
+class GaussianBlur final : public ImageTransform {
+ public:
+  static constexpr int64_t kKernel = 23;
+  static constexpr double kSigmaMin = 0.1, kSigmaMax = 2.0;
+
+  void apply(Image& image, Rng& rng) const override {
+    const auto sigma = static_cast<float>(rng.uniform(kSigmaMin, kSigmaMax));
+    blur(image, sigma);
+  }
+
+  static void blur(Image& image, float sigma) {
+    constexpr int64_t half = kKernel / 2;
+    // torch's reflect padding needs more pixels than it pads.
+    if (image.height <= half || image.width <= half) {
+      throw Error("gaussian_blur: an image of " + std::to_string(image.height) + "x" + std::to_string(image.width) +
+                  " is too small for the 23-pixel kernel (torch's reflect padding needs 12 pixels a side)");
+    }
+    // torchvision's _get_gaussian_kernel1d in float32.
+    std::array<float, kKernel> kernel{};
+    double sum = 0.0;
+    for (int64_t i = 0; i < kKernel; ++i) {
+      const float t = static_cast<float>(i - half) / sigma;
+      kernel[i] = std::exp(-0.5F * (t * t));
+      sum += kernel[i];
+    }
+    for (float& k : kernel) k = k / static_cast<float>(sum);
+
+    const int64_t h = image.height, w = image.width, c = image.channels;
+    std::vector<double> rows(static_cast<std::size_t>(h * w * c));
+    for (int64_t y = 0; y < h; ++y) {
+      const std::uint8_t* in = image.row(y);
+      for (int64_t x = 0; x < w; ++x) {
+        for (int64_t k = 0; k < c; ++k) {
+          double acc = 0.0;
+          for (int64_t j = 0; j < kKernel; ++j) acc += kernel[j] * in[reflect_index(x + j - half, w) * c + k];
+          rows[(y * w + x) * c + k] = acc;
+        }
+      }
+    }
+    for (int64_t y = 0; y < h; ++y) {
+      std::uint8_t* out = image.row(y);
+      for (int64_t i = 0; i < w * c; ++i) {
+        double acc = 0.0;
+        for (int64_t j = 0; j < kKernel; ++j) acc += kernel[j] * rows[reflect_index(y + j - half, h) * w * c + i];
+        out[i] = static_cast<std::uint8_t>(std::clamp(std::nearbyint(acc), 0.0, 255.0));
+      }
+    }
+  }
+
+  std::string repr() const override {
+    return "GaussianBlur(kernel_size=" + int_pair(kKernel, kKernel) + ", sigma=" + py_pair(kSigmaMin, kSigmaMax) + ")";
+  }
+};
+
 // ---- Eval crops and the no-aug train resize --------------------------------
 
 Size2 scale_size(const TransformArgs& args) {
@@ -211,19 +342,33 @@ Size2 scale_size(const TransformArgs& args) {
   return {static_cast<int64_t>(std::floor(size.h / crop_pct)), static_cast<int64_t>(std::floor(size.w / crop_pct))};
 }
 
-// timm's ResizeKeepRatio.get_params (no random scale or aspect).
-Size2 keep_ratio_size(int64_t img_h, int64_t img_w, Size2 target, double longest) {
+// timm's ResizeKeepRatio.get_params with the random factors drawn
+// (factor_h, factor_w; 1 without random scale or aspect). A side that rounds
+// to 0 is kept at 1 pixel, where PIL would fail.
+Size2 keep_ratio_size(int64_t img_h, int64_t img_w, Size2 target, double longest, double factor_h = 1.0,
+                      double factor_w = 1.0) {
   const double ratio_h = static_cast<double>(img_h) / target.h, ratio_w = static_cast<double>(img_w) / target.w;
   const double ratio = std::max(ratio_h, ratio_w) * longest + std::min(ratio_h, ratio_w) * (1.0 - longest);
-  return {std::max<int64_t>(1, round_half_even(img_h * 1.0 / ratio)),
-          std::max<int64_t>(1, round_half_even(img_w * 1.0 / ratio))};
+  return {std::max<int64_t>(1, round_half_even(static_cast<double>(img_h) * factor_h / ratio)),
+          std::max<int64_t>(1, round_half_even(static_cast<double>(img_w) * factor_w / ratio))};
 }
 
+struct KeepRatioRandom {
+  double scale_prob = 0.0;
+  std::array<double, 2> scale_range{0.85, 1.05};
+  double aspect_prob = 0.0;
+  std::array<double, 2> aspect_range{0.9, 1.11};
+};
+
+std::string keep_ratio_repr(Size2 size, const std::string& interpolation, double longest,
+                            const KeepRatioRandom& r = {}) {
+  return "ResizeKeepRatio(size=" + int_pair(size.h, size.w) + ", interpolation=" + interpolation +
+         ", longest=" + fixed3(longest) + ", random_scale_prob=" + fixed3(r.scale_prob) + ", random_scale_range=(" +
+         fixed3(r.scale_range[0]) + ", " + fixed3(r.scale_range[1]) + "), random_aspect_prob=" + fixed3(r.aspect_prob) +
+         ", random_aspect_range=(" + fixed3(r.aspect_range[0]) + ", " + fixed3(r.aspect_range[1]) + "))";
+}
 std::string keep_ratio_repr(Size2 size, Interpolation interpolation, double longest) {
-  return "ResizeKeepRatio(size=" + int_pair(size.h, size.w) +
-         ", interpolation=" + std::string(interpolation_name(interpolation)) + ", longest=" + fixed3(longest) +
-         ", random_scale_prob=0.000, random_scale_range=(0.850, 1.050), random_aspect_prob=0.000, "
-         "random_aspect_range=(0.900, 1.110))";
+  return keep_ratio_repr(size, std::string(interpolation_name(interpolation)), longest);
 }
 
 enum class EvalMode { kCenter, kSquash, kBorder, kNoAugTrain };
@@ -282,6 +427,111 @@ class EvalCrop final : public ImageTransform {
   Size2 size_, scale_;
   Interpolation interpolation_;
   std::vector<std::uint8_t> fill_;
+};
+
+// ---- Train crops rkrc / rkrr -----------------------------------------------
+
+// timm's center_crop_or_pad with padding_mode='reflect'.
+Image center_crop_or_pad_reflect(Image image, int64_t crop_h, int64_t crop_w) {
+  if (crop_w > image.width || crop_h > image.height) {
+    const int64_t dw = crop_w - image.width, dh = crop_h - image.height;
+    image = reflect_pad(image, dw > 0 ? dw / 2 : 0, dh > 0 ? dh / 2 : 0, dw > 0 ? (dw + 1) / 2 : 0,
+                        dh > 0 ? (dh + 1) / 2 : 0);
+    if (image.width == crop_w && image.height == crop_h) return image;
+  }
+  const int64_t top = round_half_even(static_cast<double>(image.height - crop_h) / 2.0);
+  const int64_t left = round_half_even(static_cast<double>(image.width - crop_w) / 2.0);
+  return crop(image, top, left, crop_h, crop_w);
+}
+
+// timm's crop_or_pad with padding_mode='reflect': top / left may be negative.
+Image crop_or_pad_reflect(Image image, int64_t top, int64_t left, int64_t height, int64_t width) {
+  const int64_t right = left + width, bottom = top + height;
+  if (left < 0 || top < 0 || right > image.width || bottom > image.height) {
+    image = reflect_pad(image, std::max<int64_t>(-left + std::min<int64_t>(0, right), 0),
+                        std::max<int64_t>(-top + std::min<int64_t>(0, bottom), 0),
+                        std::max<int64_t>(right - std::max(image.width, left), 0),
+                        std::max<int64_t>(bottom - std::max(image.height, top), 0));
+  }
+  return crop(image, std::max<int64_t>(top, 0), std::max<int64_t>(left, 0), height, width);
+}
+
+// --train-crop-mode rkrc / rkrr as timm's transforms_imagenet_train builds
+// them: ResizeKeepRatio(size, interpolation, random_scale_prob=0.5,
+// random_scale_range=scale, random_scale_area=True, random_aspect_prob=0.5,
+// random_aspect_range=ratio), then CenterCropOrPad (rkrc) or RandomCropOrPad
+// (rkrr) to the input size with reflect padding. Draws, in timm's order:
+// uniform() < 0.5 then the scale (uniform in --scale), uniform() < 0.5 then
+// the log aspect (uniform in log --ratio), with 'random' interpolation
+// randint(0, 1) (bilinear, bicubic), and for rkrr randint(0, |dh|) then
+// randint(0, |dw|), negated where the image is smaller than the crop.
+class ResizeKeepRatioCrop final : public ImageTransform {
+ public:
+  ResizeKeepRatioCrop(const TransformArgs& args, bool random_crop)
+      : size_(image_size(args)), random_crop_(random_crop) {
+    const std::string mode = random_crop ? "rkrr" : "rkrc";
+    if (args.scale.size() != 2 || args.ratio.size() != 2) {
+      throw UsageError(mode + ": --scale and --ratio need two values each");
+    }
+    for (double v : {args.scale[0], args.scale[1], args.ratio[0], args.ratio[1]}) {
+      if (!(v > 0.0) || !std::isfinite(v)) {
+        throw UsageError(mode + ": --scale and --ratio values must be finite and > 0, got " + py_float(v));
+      }
+    }
+    random_.scale_prob = 0.5;
+    random_.scale_range = {args.scale[0], args.scale[1]};
+    random_.aspect_prob = 0.5;
+    random_.aspect_range = {args.ratio[0], args.ratio[1]};
+    if (args.interpolation == "random") {
+      random_interpolation_ = true;
+    } else {
+      interpolation_ = interpolation_from_name(args.interpolation);
+    }
+  }
+
+  void apply(Image& image, Rng& rng) const override {
+    double factor_h = 1.0, factor_w = 1.0;
+    if (rng.uniform() < random_.scale_prob) {
+      // random_scale_area: the factor of an area, as RandomResizedCrop's scale.
+      const double factor = 1.0 / std::sqrt(py_uniform(rng, random_.scale_range[0], random_.scale_range[1]));
+      factor_h = factor_w = factor;
+    }
+    if (rng.uniform() < random_.aspect_prob) {
+      const double log_aspect = py_uniform(rng, std::log(random_.aspect_range[0]), std::log(random_.aspect_range[1]));
+      const double aspect = std::sqrt(std::exp(log_aspect));
+      factor_h = factor_h / aspect;
+      factor_w = factor_w * aspect;
+    }
+    const Size2 s = keep_ratio_size(image.height, image.width, size_, 0.0, factor_h, factor_w);
+    const Interpolation interpolation =
+        random_interpolation_ ? (rng.randint(0, 1) == 0 ? Interpolation::kBilinear : Interpolation::kBicubic)
+                              : interpolation_;
+    image = resize(image, s.h, s.w, interpolation);
+    if (!random_crop_) {
+      image = center_crop_or_pad_reflect(std::move(image), size_.h, size_.w);
+      return;
+    }
+    // timm's RandomCropOrPad.get_params: copysign(randint(0, |d|), d).
+    const int64_t dh = image.height - size_.h, dw = image.width - size_.w;
+    const int64_t top = rng.randint(0, std::abs(dh)) * (dh < 0 ? -1 : 1);
+    const int64_t left = rng.randint(0, std::abs(dw)) * (dw < 0 ? -1 : 1);
+    image = crop_or_pad_reflect(std::move(image), top, left, size_.h, size_.w);
+  }
+
+  std::string repr() const override {
+    const std::string interp =
+        random_interpolation_ ? "bilinear bicubic" : std::string(interpolation_name(interpolation_));
+    return two_lines(keep_ratio_repr(size_, interp, 0.0, random_),
+                     std::string(random_crop_ ? "RandomCropOrPad" : "CenterCropOrPad") +
+                         "(size=" + int_pair(size_.h, size_.w) + ")");
+  }
+
+ private:
+  Size2 size_;
+  bool random_crop_;
+  KeepRatioRandom random_;
+  bool random_interpolation_ = false;
+  Interpolation interpolation_ = Interpolation::kBilinear;
 };
 
 // ---- Batch normalisation (timm's PrefetchLoader) ----------------------------
@@ -355,6 +605,12 @@ TIMM_PLUGIN("aug_basic") {
   registrar.add_augmentation(
       "rrc", "RandomResizedCropAndInterpolation: random area/aspect crop resized to the input size",
       [](const TransformArgs& a) { return image_stage<RandomResizedCrop>(a); }, crop("rrc"));
+  registrar.add_augmentation(
+      "rkrc", "ResizeKeepRatio (random scale and aspect by --scale, --ratio), then CenterCropOrPad (reflect)",
+      [](const TransformArgs& a) { return image_stage<ResizeKeepRatioCrop>(a, false); }, crop("rkrc"));
+  registrar.add_augmentation(
+      "rkrr", "ResizeKeepRatio (random scale and aspect by --scale, --ratio), then RandomCropOrPad (reflect)",
+      [](const TransformArgs& a) { return image_stage<ResizeKeepRatioCrop>(a, true); }, crop("rkrr"));
   registrar.add_augmentation("hflip", "RandomHorizontalFlip with probability --hflip",
                              [](const TransformArgs& a) { return image_stage<RandomFlip>(a.hflip, true); },
                              {.stage = Stage::kPrimary, .order = 10, .applies = [](const TransformArgs& a) {
@@ -367,12 +623,36 @@ TIMM_PLUGIN("aug_basic") {
                               }});
   // After auto-augment (10, its own plugin), as timm's secondary transforms.
   registrar.add_augmentation(
-      "color_jitter", "ColorJitter of brightness, contrast and saturation by --color-jitter",
-      [](const TransformArgs& a) { return image_stage<ColorJitter>(a.color_jitter.value_or(0.0)); },
+      "color_jitter",
+      "ColorJitter of brightness, contrast and saturation by --color-jitter (RandomApply with --color-jitter-prob)",
+      [](const TransformArgs& a) {
+        auto jitter = std::make_shared<const ColorJitter>(a.color_jitter.value_or(0.0));
+        if (!a.color_jitter_prob) return Augmentation{jitter, nullptr};
+        return image_stage<RandomApply>(jitter, *a.color_jitter_prob);
+      },
       {.stage = Stage::kSecondary, .order = 20, .applies = [](const TransformArgs& a) {
          // timm: colour jitter is off with --aa, except for 3-Augment.
          const bool off_by_aa = !a.auto_augment.empty() && a.auto_augment.find("3a") == std::string::npos;
          return a.augmenting() && !off_by_aa && a.color_jitter.has_value() && *a.color_jitter > 0.0;
+       }});
+  // After colour jitter, as timm's secondary transforms; whatever --aa is.
+  registrar.add_augmentation("grayscale", "RandomGrayscale with probability --grayscale-prob",
+                             [](const TransformArgs& a) { return image_stage<RandomGrayscale>(a.grayscale_prob); },
+                             {.stage = Stage::kSecondary, .order = 30, .applies = [](const TransformArgs& a) {
+                                return a.augmenting() && a.grayscale_prob != 0.0;
+                              }});
+  registrar.add_augmentation(
+      "gaussian_blur", "GaussianBlur (kernel 23, sigma 0.1-2.0) with probability --gaussian-blur-prob",
+      [](const TransformArgs& a) {
+        const Size2 size = image_size(a);
+        if (size.h < 12 || size.w < 12) {
+          throw UsageError("--gaussian-blur-prob needs an input size of at least 12x12 (timm's 23-pixel kernel), got " +
+                           std::to_string(size.h) + "x" + std::to_string(size.w));
+        }
+        return image_stage<RandomApply>(std::make_shared<const GaussianBlur>(), a.gaussian_blur_prob);
+      },
+      {.stage = Stage::kSecondary, .order = 40, .applies = [](const TransformArgs& a) {
+         return a.augmenting() && a.gaussian_blur_prob != 0.0;
        }});
   registrar.add_augmentation(
       "center", "eval: Resize the shorter side to size / crop_pct, then CenterCrop",

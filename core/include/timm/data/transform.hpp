@@ -62,9 +62,12 @@ struct TransformArgs {
   std::vector<double> std{0.229, 0.224, 0.225};
   double crop_pct = 0.875;
   // The eval crop and the train crop, named as timm's crop_mode and
-  // --train-crop-mode; empty: timm's default crop.
+  // --train-crop-mode ("rrc", "rkrc", "rkrr"); empty: timm's default crop.
   std::string crop_mode;
   std::string train_crop_mode;
+  // --scale and --ratio: RandomResizedCrop's area and aspect ranges; with
+  // "rkrc" / "rkrr", ResizeKeepRatio's random scale (as an area) and aspect
+  // ranges, as timm passes them.
   std::vector<double> scale{0.08, 1.0};
   std::vector<double> ratio{3.0 / 4.0, 4.0 / 3.0};
   double hflip = 0.5;
@@ -72,6 +75,15 @@ struct TransformArgs {
   // --color-jitter: brightness, contrast and saturation factor range
   // [max(0, 1 - j), 1 + j]; unset or 0 turns colour jitter off.
   std::optional<double> color_jitter = 0.4;
+  // --color-jitter-prob: set, colour jitter (when on) runs with this
+  // probability, as timm's RandomApply([ColorJitter], p); unset: always.
+  std::optional<double> color_jitter_prob;
+  // --grayscale-prob: timm's RandomGrayscale(p) after colour jitter; 0 (or
+  // unset) leaves it out.
+  double grayscale_prob = 0.0;
+  // --gaussian-blur-prob: timm's RandomApply([GaussianBlur(kernel_size=23,
+  // sigma=(0.1, 2.0))], p) after grayscale; 0 (or unset) leaves it out.
+  double gaussian_blur_prob = 0.0;
   bool no_aug = false;
   // --aa: timm's auto-augment config ("rand-m9-mstd0.5-inc1", "augmix-m5-w4-d2",
   // "original", "v0", "3a", ...); empty turns it off. Except with "3a" in it,
