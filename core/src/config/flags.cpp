@@ -34,7 +34,8 @@ constexpr std::array kImplementedFlags = {
     "lr-k-decay", "lr-decay-fn", "lr-stable-timescale", "warmup-lr", "min-lr", "epochs", "decay-milestones", "decay-epochs",
     "warmup-epochs", "warmup-prefix", "cooldown-epochs", "patience-epochs", "decay-rate",
     // Augmentation and regularization.
-    "no-aug", "train-crop-mode", "scale", "ratio", "hflip", "vflip", "color-jitter", "aa", "reprob", "remode",
+    "no-aug", "train-crop-mode", "scale", "ratio", "hflip", "vflip", "color-jitter", "color-jitter-prob",
+    "grayscale-prob", "gaussian-blur-prob", "aa", "reprob", "remode",
     "recount", "resplit", "aug-splits", "jsd-loss", "mixup", "cutmix", "cutmix-minmax", "mixup-prob",
     "mixup-switch-prob", "mixup-mode", "mixup-off-epoch", "smoothing",
     "train-interpolation", "drop", "drop-path",

@@ -89,6 +89,9 @@ void read_augmentation(const Config& config, TrainArgs& args) {
   args.hflip = config.get<double>("hflip");
   args.vflip = config.get<double>("vflip");
   args.color_jitter = config.get_optional<double>("color_jitter");
+  args.color_jitter_prob = config.get_optional<double>("color_jitter_prob");
+  args.grayscale_prob = config.get_optional<double>("grayscale_prob");
+  args.gaussian_blur_prob = config.get_optional<double>("gaussian_blur_prob");
   args.aa = config.get_optional<std::string>("aa");
   args.aug_repeats = config.get<double>("aug_repeats");
   args.aug_splits = config.get<int64_t>("aug_splits");

@@ -104,8 +104,11 @@ struct TrainArgs {
   double hflip = 0.0;
   double vflip = 0.0;
   std::optional<double> color_jitter;
-  std::optional<std::string> aa;  // auto-augment policy
-  double aug_repeats = 0.0;       // RepeatAugSampler's repeats (distributed)
+  std::optional<double> color_jitter_prob;   // RandomApply's p around colour jitter
+  std::optional<double> grayscale_prob;      // RandomGrayscale's p
+  std::optional<double> gaussian_blur_prob;  // RandomApply's p around GaussianBlur
+  std::optional<std::string> aa;             // auto-augment policy
+  double aug_repeats = 0.0;                  // RepeatAugSampler's repeats (distributed)
   int64_t aug_splits = 0;
   bool jsd_loss = false;
   bool bce_loss = false;

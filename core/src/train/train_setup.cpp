@@ -119,6 +119,9 @@ TransformArgs transform_args(const TrainArgs& args, const DataConfig& data, bool
   result.hflip = args.hflip;
   result.vflip = args.vflip;
   result.color_jitter = args.color_jitter;
+  result.color_jitter_prob = args.color_jitter_prob;
+  result.grayscale_prob = args.grayscale_prob.value_or(0.0);
+  result.gaussian_blur_prob = args.gaussian_blur_prob.value_or(0.0);
   result.auto_augment = args.aa.value_or("");
   if (!result.no_aug) add_random_erasing(args, result);
   return result;
