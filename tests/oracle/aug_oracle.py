@@ -12,6 +12,12 @@ Usage: aug_oracle.py <command> <outdir>
   augmix   AugMixAugment's mix of given chains with given weights; manifest.txt
   erasing  timm's RandomErasing geometry with the random draws recorded; erasing.txt
   jsd      timm's JsdCrossEntropy on random logits: loss and gradient; manifest.txt
+  basic    timm's create_transform reprs with --train-crop-mode rkrc / rkrr,
+           --color-jitter-prob, --grayscale-prob, --gaussian-blur-prob
+           (basic_reprs.txt); with <outdir>/basic_cases.txt (written by the
+           C++ test) timm's rkrc / rkrr crops driven by the recorded random
+           draws, torchvision's gaussian_blur at given sigmas and
+           RandomGrayscale(p=1) on the given images; basic_results.txt
 
 Images are written raw (H x W x C uint8, row-major).
 """
@@ -428,9 +434,110 @@ def cmd_jsd(out):
         f.write('\n'.join(lines) + '\n')
 
 
+BASIC_REPR_CONFIGS = [
+    # (train_crop_mode, H, W, interpolation, color_jitter, color_jitter_prob, grayscale_prob,
+    #  gaussian_blur_prob, auto_augment, scale, ratio, hflip)
+    ('rkrc', 192, 160, 'random', 0.4, 0.8, 0.2, 0.5, None, (0.08, 1.0), (3. / 4., 4. / 3.), 0.5),
+    ('rkrr', 224, 224, 'bicubic', 0.4, None, 0.2, 0.5, 'rand-m9-mstd0.5-inc1', (0.08, 1.0), (3. / 4., 4. / 3.), 0.5),
+    ('rrc', 96, 128, 'bilinear', 0.3, 0.0, 1.0, 0.0, None, (0.35, 1.0), (0.5, 2.0), 0.0),
+    (None, 224, 224, 'bicubic', 0.4, 0.5, 0.1, 0.0, '3a', (0.08, 1.0), (3. / 4., 4. / 3.), 0.5),
+    ('rkrc', 160, 192, 'nearest', None, 0.8, 0.0, 1.0, None, (0.8, 1.0), (0.9, 1 / 0.9), 0.5),
+    ('rkrr', 64, 64, 'bilinear', 0.4, 1.0, 0.3, 0.3, 'v0', (0.5, 0.9), (0.8, 1.25), 0.0),
+]
+
+
+class QueueRandom:
+    """Stands in for the random module in timm.data.transforms: returns the
+    draws the C++ plugin made (r: random(), u: uniform(a, b), i: randint(a, b),
+    c: choice's index), checking their kind and range."""
+
+    def __init__(self, draws):
+        self.queue = list(draws)
+
+    def _pop(self, kind):
+        assert self.queue, f'no draw left for {kind}'
+        k, v = self.queue.pop(0).split(':', 1)
+        assert k == kind, f'expected a {kind} draw, got {k}:{v}'
+        return v
+
+    def random(self):
+        return float(self._pop('r'))
+
+    def uniform(self, a, b):
+        v = float(self._pop('u'))
+        assert min(a, b) <= v <= max(a, b), f'uniform({a!r}, {b!r}) got {v!r}'
+        return v
+
+    def randint(self, a, b):
+        v = int(self._pop('i'))
+        assert a <= v <= b, f'randint({a}, {b}) got {v}'
+        return v
+
+    def choice(self, seq):
+        return seq[int(self._pop('c'))]
+
+
+def none_or(v):
+    return '-' if v is None else repr(v)
+
+
+def basic_case(out, f, fields):
+    import timm.data.transforms as T
+    from timm.data import create_transform
+    from torchvision import transforms
+    from torchvision.transforms import functional as F
+    kind, tag, in_file, h, w, c = fields[:6]
+    a = np.fromfile(os.path.join(out, in_file), dtype=np.uint8).reshape(int(h), int(w), int(c))
+    if kind == 'rkr':
+        mode, th, tw, interp, s0, s1, r0, r1 = fields[6:14]
+        t = create_transform((3, int(th), int(tw)), is_training=True, train_crop_mode=mode,
+                             scale=(float(s0), float(s1)), ratio=(float(r0), float(r1)), hflip=0.,
+                             color_jitter=None, interpolation=interp, use_prefetcher=True)
+        crop = transforms.Compose(t.transforms[:2])
+        fake = QueueRandom(fields[14:])
+        saved = T.random
+        T.random = fake
+        try:
+            res = crop(to_pil(a))
+        finally:
+            T.random = saved
+        assert not fake.queue, f'{tag}: draws left over: {fake.queue}'
+    elif kind == 'blur':
+        sigma = float(fields[6])
+        res = F.gaussian_blur(to_pil(a), [23, 23], [sigma, sigma])
+    elif kind == 'gray':
+        res = transforms.RandomGrayscale(p=1.0)(to_pil(a))
+    else:
+        raise ValueError(kind)
+    r = from_pil(res)
+    r.tofile(os.path.join(out, tag + '.out'))
+    f.write(f'{tag} {r.shape[0]} {r.shape[1]} {r.shape[2]}\n')
+
+
+def cmd_basic(out):
+    from timm.data import create_transform
+    with open(os.path.join(out, 'basic_reprs.txt'), 'w') as f:
+        for k, (mode, h, w, interp, cj, cjp, gray, blur, aa, scale, ratio, hflip) in enumerate(BASIC_REPR_CONFIGS):
+            t = create_transform((3, h, w), is_training=True, train_crop_mode=mode, interpolation=interp,
+                                 color_jitter=cj, color_jitter_prob=cjp, grayscale_prob=gray,
+                                 gaussian_blur_prob=blur, auto_augment=aa, scale=scale, ratio=ratio, hflip=hflip,
+                                 use_prefetcher=True)
+            with open(os.path.join(out, f'basic_repr_{k}.txt'), 'w') as r:
+                r.write(repr(t))
+            f.write(f'{mode or "-"} {h} {w} {interp} {none_or(cj)} {none_or(cjp)} {gray!r} {blur!r} {aa or "-"} '
+                    f'{scale[0]!r} {scale[1]!r} {ratio[0]!r} {ratio[1]!r} {hflip!r} basic_repr_{k}.txt\n')
+    cases = os.path.join(out, 'basic_cases.txt')
+    if not os.path.exists(cases):
+        return
+    with open(cases) as src, open(os.path.join(out, 'basic_results.txt'), 'w') as f:
+        for line in src:
+            if line.strip():
+                basic_case(out, f, line.split())
+
+
 if __name__ == '__main__':
     command, out = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else ''
     if out:
         os.makedirs(out, exist_ok=True)
     {'ops': cmd_ops, 'levels': cmd_levels, 'parse': cmd_parse, 'augmix': cmd_augmix,
-     'erasing': cmd_erasing, 'jsd': cmd_jsd}[command](out)
+     'erasing': cmd_erasing, 'jsd': cmd_jsd, 'basic': cmd_basic}[command](out)

@@ -1,15 +1,22 @@
 // The basic augmentations: eval crops against timm's PIL transforms, reprs
-// against timm's, RandomResizedCrop geometry, flips, ColorJitter, Normalize.
+// against timm's, RandomResizedCrop geometry, flips, ColorJitter, Normalize;
+// rkrc / rkrr against timm's transforms on the same random draws, blur and
+// grayscale against torchvision's, the probabilities of the RandomApply'd
+// stages.
 #include <ATen/ATen.h>
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <unordered_set>
 
 #include "test_support.hpp"
 #include "timm/data/image_ops.hpp"
 #include "timm/data/transform.hpp"
+#include "timm/log/log.hpp"
 #include "timm/plugin/registry.hpp"
 
 namespace test_basic {
@@ -45,8 +52,8 @@ const ImageTransform& image_stage(const TransformPipeline& t, std::size_t i) {
 
 TEST_CASE("the plugin registers timm's stage names with descriptions") {
   test::load_builtin_plugins();
-  for (const char* name :
-       {"rrc", "hflip", "vflip", "color_jitter", "center", "squash", "border", "resize_center", "normalize"}) {
+  for (const char* name : {"rrc", "rkrc", "rkrr", "hflip", "vflip", "color_jitter", "grayscale", "gaussian_blur",
+                           "center", "squash", "border", "resize_center", "normalize"}) {
     const RegistryEntry* entry = Registry::global().find(PluginKind::kAugmentation, name);
     REQUIRE_MESSAGE(entry != nullptr, name);
     CHECK(!entry->description.empty());
@@ -337,6 +344,387 @@ TEST_CASE("the stages declare their place in timm's create_transform") {
   CHECK(traits("color_jitter").applies(jitter));
   jitter.color_jitter = 0.0;
   CHECK_FALSE(traits("color_jitter").applies(jitter));
+}
+
+// ---- --train-crop-mode rkrc / rkrr, --color-jitter-prob, --grayscale-prob,
+// --gaussian-blur-prob -----------------------------------------------------
+
+namespace {
+
+std::string exact(double v) { return format("%.17g", v); }
+
+void write_raw(const std::filesystem::path& path, const Image& img) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(img.pixels.data()), static_cast<std::streamsize>(img.pixels.size()));
+  REQUIRE(f.good());
+}
+
+// Gradients with noise and sharp edges, so that resampling, padding and
+// blurring all show.
+Image pattern_image(int64_t h, int64_t w, int64_t c, std::uint32_t seed) {
+  Image img(h, w, c);
+  std::uint32_t s = seed * 2654435761U + 1U;
+  for (int64_t y = 0; y < h; ++y) {
+    for (int64_t x = 0; x < w; ++x) {
+      for (int64_t k = 0; k < c; ++k) {
+        s = s * 1664525U + 1013904223U;
+        const int64_t v = x * 255 / std::max<int64_t>(1, w - 1) * (k % 2 == 0) + y * 9 * (k + 1) + (s >> 27);
+        img.row(y)[x * c + k] = static_cast<std::uint8_t>(((x / 5 + y / 7) % 3 == 0 ? 255 - v % 256 : v) & 255);
+      }
+    }
+  }
+  return img;
+}
+
+AugmentationFactory stage_factory(const char* name) {
+  return Registry::global().factory<AugmentationFactory>(PluginKind::kAugmentation, name);
+}
+
+// The draws the rkrc / rkrr stage makes for `seed`, replayed in its order
+// (basic.cpp's ResizeKeepRatioCrop), as QueueRandom tokens for the oracle,
+// which then runs timm's own transforms on them.
+std::vector<std::string> rkr_draws(std::uint64_t seed, int64_t in_h, int64_t in_w, int64_t th, int64_t tw,
+                                   bool random_interpolation, bool random_crop, const std::vector<double>& scale,
+                                   const std::vector<double>& ratio) {
+  std::vector<std::string> draws;
+  Rng rng(seed);
+  double fh = 1.0, fw = 1.0;
+  double u = rng.uniform();
+  draws.push_back("r:" + exact(u));
+  if (u < 0.5) {
+    const double s = scale[0] + (scale[1] - scale[0]) * rng.uniform();
+    draws.push_back("u:" + exact(s));
+    fh = fw = 1.0 / std::sqrt(s);
+  }
+  u = rng.uniform();
+  draws.push_back("r:" + exact(u));
+  if (u < 0.5) {
+    const double lo = std::log(ratio[0]), hi = std::log(ratio[1]);
+    const double la = lo + (hi - lo) * rng.uniform();
+    draws.push_back("u:" + exact(la));
+    const double a = std::sqrt(std::exp(la));
+    fh = fh / a;
+    fw = fw * a;
+  }
+  const double r = std::min(static_cast<double>(in_h) / th, static_cast<double>(in_w) / tw);
+  const int64_t h = round_half_even(static_cast<double>(in_h) * fh / r);
+  const int64_t w = round_half_even(static_cast<double>(in_w) * fw / r);
+  if (random_interpolation) draws.push_back("c:" + std::to_string(rng.randint(0, 1)));
+  if (random_crop) {
+    draws.push_back("i:" + std::to_string(rng.randint(0, std::abs(h - th))));
+    draws.push_back("i:" + std::to_string(rng.randint(0, std::abs(w - tw))));
+  }
+  return draws;
+}
+
+// The number of `seeds` samples (seeded 0, 1, ...) for which `applied` holds.
+template <class F>
+int count_applied(int seeds, F applied) {
+  int n = 0;
+  for (int seed = 0; seed < seeds; ++seed) n += applied(static_cast<std::uint64_t>(seed)) ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("rkrc, rkrr, colour jitter probability, grayscale and blur: reprs match timm's create_transform") {
+  test::load_builtin_plugins();
+  test::TempDir dir;
+  test::run_oracle("aug_oracle.py", {"basic", dir.path().string()});
+  std::ifstream manifest(dir / "basic_reprs.txt");
+  std::string line;
+  int cases = 0;
+  while (std::getline(manifest, line)) {
+    std::istringstream f(line);
+    std::string mode, interp, cj, cjp, aa, repr_file;
+    int64_t h, w;
+    double gray, blur, s0, s1, r0, r1, hflip;
+    f >> mode >> h >> w >> interp >> cj >> cjp >> gray >> blur >> aa >> s0 >> s1 >> r0 >> r1 >> hflip >> repr_file;
+    REQUIRE_MESSAGE(!f.fail(), line);
+    TransformArgs args;
+    args.is_training = true;
+    args.train_crop_mode = mode == "-" ? "" : mode;
+    args.input_size = {3, h, w};
+    args.interpolation = interp;
+    args.color_jitter = cj == "-" ? std::nullopt : std::optional<double>(std::stod(cj));
+    args.color_jitter_prob = cjp == "-" ? std::nullopt : std::optional<double>(std::stod(cjp));
+    args.grayscale_prob = gray;
+    args.gaussian_blur_prob = blur;
+    args.auto_augment = aa == "-" ? "" : aa;
+    args.scale = {s0, s1};
+    args.ratio = {r0, r1};
+    args.hflip = hflip;
+    const TransformPipeline t = create_transform(args);
+    CHECK_MESSAGE(compose_repr(t) == test::read_file(dir / repr_file), line);
+    ++cases;
+  }
+  CHECK(cases == 6);
+}
+
+TEST_CASE("rkrc and rkrr equal timm's transforms for the same random draws; blur and grayscale equal torchvision's") {
+  test::load_builtin_plugins();
+  test::TempDir dir;
+  struct Input {
+    std::string name;
+    Image image;
+  };
+  const std::vector<Input> inputs{{"rgb0", pattern_image(50, 70, 3, 1)},
+                                  {"gray1", pattern_image(23, 31, 1, 2)},
+                                  {"rgb2", pattern_image(61, 45, 3, 3)},
+                                  {"rgb3", pattern_image(12, 12, 3, 4)},
+                                  {"rgb4", pattern_image(40, 52, 3, 5)}};
+  for (const Input& in : inputs) write_raw(dir / (in.name + ".in"), in.image);
+
+  struct RkrCase {
+    std::size_t input;
+    std::string mode;
+    int64_t th, tw;
+    std::string interpolation;
+    std::vector<double> scale, ratio;
+  };
+  // Scales above 1 shrink the image below the crop: reflect padding, beyond
+  // one reflection with (16, 25).
+  const std::vector<RkrCase> rkr{
+      {0, "rkrc", 32, 40, "bilinear", {0.08, 1.0}, {0.75, 4.0 / 3.0}},
+      {0, "rkrr", 32, 40, "bicubic", {0.08, 1.0}, {0.75, 4.0 / 3.0}},
+      {1, "rkrr", 40, 36, "random", {0.08, 1.0}, {0.5, 2.0}},
+      {2, "rkrc", 24, 24, "nearest", {16.0, 25.0}, {0.75, 4.0 / 3.0}},
+      {2, "rkrr", 30, 20, "bilinear", {16.0, 25.0}, {0.75, 4.0 / 3.0}},
+      {1, "rkrc", 40, 36, "random", {2.5, 4.0}, {0.8, 1.25}},
+  };
+  struct Expect {
+    std::string tag;
+    Image ours;
+    bool blur = false;
+  };
+  std::vector<Expect> expect;
+  std::ofstream cases(dir / "basic_cases.txt");
+  auto head = [&](const char* kind, const std::string& tag, const Input& in) {
+    cases << kind << ' ' << tag << ' ' << in.name << ".in " << in.image.height << ' ' << in.image.width << ' '
+          << in.image.channels;
+  };
+  for (std::size_t k = 0; k < rkr.size(); ++k) {
+    const RkrCase& c = rkr[k];
+    TransformArgs args;
+    args.is_training = true;
+    args.input_size = {3, c.th, c.tw};
+    args.interpolation = c.interpolation;
+    args.scale = c.scale;
+    args.ratio = c.ratio;
+    const auto stage = stage_factory(c.mode.c_str())(args).image;
+    REQUIRE(stage);
+    const Input& in = inputs[c.input];
+    for (std::uint64_t seed = 0; seed < 12; ++seed) {
+      const std::string tag = "rkr" + std::to_string(k) + "_" + std::to_string(seed);
+      Image img = in.image;
+      Rng rng(seed);
+      stage->apply(img, rng);
+      REQUIRE(img.height == c.th);
+      REQUIRE(img.width == c.tw);
+      head("rkr", tag, in);
+      cases << ' ' << c.mode << ' ' << c.th << ' ' << c.tw << ' ' << c.interpolation << ' ' << exact(c.scale[0]) << ' '
+            << exact(c.scale[1]) << ' ' << exact(c.ratio[0]) << ' ' << exact(c.ratio[1]);
+      for (const std::string& d : rkr_draws(seed, in.image.height, in.image.width, c.th, c.tw,
+                                            c.interpolation == "random", c.mode == "rkrr", c.scale, c.ratio)) {
+        cases << ' ' << d;
+      }
+      cases << '\n';
+      expect.push_back({tag, std::move(img)});
+    }
+  }
+
+  // Blur with p=1: the stage draws RandomApply's uniform, then sigma.
+  TransformArgs blur_args;
+  blur_args.gaussian_blur_prob = 1.0;
+  const auto blur = stage_factory("gaussian_blur")(blur_args).image;
+  for (std::size_t i : {0, 1, 2, 3, 4}) {
+    for (std::uint64_t seed = 0; seed < 6; ++seed) {
+      const std::string tag = "blur" + std::to_string(i) + "_" + std::to_string(seed);
+      Rng replay(seed);
+      replay.uniform();
+      const auto sigma = static_cast<float>(replay.uniform(0.1, 2.0));
+      Image img = inputs[i].image;
+      Rng rng(seed);
+      blur->apply(img, rng);
+      head("blur", tag, inputs[i]);
+      cases << ' ' << exact(sigma) << '\n';
+      expect.push_back({tag, std::move(img), true});
+    }
+  }
+  TransformArgs gray_args;
+  gray_args.grayscale_prob = 1.0;
+  const auto gray = stage_factory("grayscale")(gray_args).image;
+  for (std::size_t i : {0, 1, 4}) {
+    const std::string tag = "gray" + std::to_string(i);
+    Image img = inputs[i].image;
+    Rng rng(7);
+    gray->apply(img, rng);
+    head("gray", tag, inputs[i]);
+    cases << '\n';
+    expect.push_back({tag, std::move(img)});
+  }
+  cases.close();
+
+  test::run_oracle("aug_oracle.py", {"basic", dir.path().string()});
+  std::ifstream results(dir / "basic_results.txt");
+  std::string tag;
+  int64_t h, w, c;
+  std::size_t n = 0;
+  int worst_blur = 0;
+  std::size_t blur_values = 0, blur_off = 0;
+  while (results >> tag >> h >> w >> c) {
+    REQUIRE(n < expect.size());
+    const Expect& e = expect[n++];
+    REQUIRE(e.tag == tag);
+    REQUIRE(e.ours.height == h);
+    REQUIRE(e.ours.width == w);
+    REQUIRE(e.ours.channels == c);
+    const Image want = test::read_raw(dir / (tag + ".out"), h, w, c);
+    if (!e.blur) {
+      CHECK_MESSAGE(test::max_diff(e.ours.pixels, want.pixels) == 0, tag);
+      continue;
+    }
+    const int d = test::max_diff(e.ours.pixels, want.pixels);
+    CHECK_MESSAGE(d <= 1, tag << ": max difference " << d);
+    worst_blur = std::max(worst_blur, d);
+    for (std::size_t i = 0; i < want.pixels.size(); ++i) blur_off += e.ours.pixels[i] != want.pixels[i];
+    blur_values += want.pixels.size();
+  }
+  CHECK(n == expect.size());
+  // Tolerance: torch's float32 23x23 convolution against ours in double
+  // differs only where the exact value lies within float rounding of a half:
+  // at most 1, in at most 0.5% of the values.
+  MESSAGE("gaussian blur vs torchvision: max difference " << worst_blur << ", " << blur_off << " of " << blur_values
+                                                          << " values differ");
+  CHECK(blur_off * 200 <= blur_values);
+}
+
+TEST_CASE("grayscale, blur and colour jitter apply with their probability") {
+  test::load_builtin_plugins();
+  // Deterministic counts (fixed seeds); the bounds are six standard
+  // deviations of Binomial(20000, 0.3) wide (sd 64.8).
+  constexpr int kSeeds = 20000;
+  auto within = [](int count) {
+    CHECK(count > 6000 - 389);
+    CHECK(count < 6000 + 389);
+  };
+  const Image colour = pattern_image(4, 4, 3, 9);
+
+  TransformArgs args;
+  args.grayscale_prob = 0.3;
+  const auto gray = stage_factory("grayscale")(args).image;
+  CHECK(gray->repr() == "RandomGrayscale(p=0.3)");
+  within(count_applied(kSeeds, [&](std::uint64_t seed) {
+    Image img = colour;
+    Rng rng(seed);
+    gray->apply(img, rng);
+    return img.pixels != colour.pixels;
+  }));
+  args.grayscale_prob = 0.0;
+  const auto never_gray = stage_factory("grayscale")(args).image;
+  CHECK(count_applied(2000, [&](std::uint64_t seed) {
+          Image img = colour;
+          Rng rng(seed);
+          never_gray->apply(img, rng);
+          return img.pixels != colour.pixels;
+        }) == 0);
+
+  // Colour jitter: p=1 is the plain jitter after RandomApply's draw, p=0 a no-op.
+  TransformArgs cj;
+  cj.color_jitter = 0.4;
+  const auto plain = stage_factory("color_jitter")(cj).image;
+  cj.color_jitter_prob = 1.0;
+  const auto always = stage_factory("color_jitter")(cj).image;
+  CHECK(always->repr() == "RandomApply(\n    p=1.0\n    " + plain->repr() + "\n)");
+  for (std::uint64_t seed = 0; seed < 200; ++seed) {
+    Image a = colour, b = colour;
+    Rng ra(seed), rb(seed);
+    always->apply(a, ra);
+    rb.uniform();
+    plain->apply(b, rb);
+    REQUIRE(a.pixels == b.pixels);
+  }
+  cj.color_jitter_prob = 0.0;
+  const auto never = stage_factory("color_jitter")(cj).image;
+  CHECK(count_applied(2000, [&](std::uint64_t seed) {
+          Image img = colour;
+          Rng rng(seed);
+          never->apply(img, rng);
+          return img.pixels != colour.pixels;
+        }) == 0);
+  cj.color_jitter_prob = 0.3;
+  const auto sometimes = stage_factory("color_jitter")(cj).image;
+  within(count_applied(kSeeds, [&](std::uint64_t seed) {
+    Image img = colour;
+    Rng rng(seed);
+    sometimes->apply(img, rng);
+    return img.pixels != colour.pixels;
+  }));
+
+  // Blur: a small sigma can leave an image as it was, so count the draws:
+  // an applied blur draws its sigma after RandomApply's uniform.
+  TransformArgs b;
+  b.gaussian_blur_prob = 0.3;
+  const auto blur = stage_factory("gaussian_blur")(b).image;
+  const Image big = pattern_image(12, 12, 3, 10);
+  within(count_applied(kSeeds, [&](std::uint64_t seed) {
+    Image img = big;
+    Rng rng(seed), skipped(seed);
+    blur->apply(img, rng);
+    skipped.uniform();
+    const bool applied = !(rng.engine() == skipped.engine());
+    if (!applied) REQUIRE(img.pixels == big.pixels);
+    return applied;
+  }));
+}
+
+TEST_CASE("the new stages' conditions, order and limits follow timm's transforms_imagenet_train") {
+  test::load_builtin_plugins();
+  TransformArgs args;
+  args.is_training = true;
+  args.input_size = {3, 32, 32};
+  args.grayscale_prob = 0.2;
+  args.gaussian_blur_prob = 0.5;
+  args.color_jitter_prob = 0.8;
+  auto names = [](const TransformPipeline& t) {
+    std::vector<std::string> out;
+    for (const auto& s : t.image) out.push_back(s->repr().substr(0, s->repr().find('(')));
+    return out;
+  };
+  const std::vector<std::string> expected{"RandomResizedCropAndInterpolation", "RandomHorizontalFlip", "RandomApply",
+                                          "RandomGrayscale", "RandomApply"};
+  CHECK(names(create_transform(args)) == expected);
+  // The three are secondary: with --aug-splits only the augmented splits run them.
+  CHECK(create_transform(args).secondary_begin == 2);
+  // --aa (not 3a) turns colour jitter off, not grayscale or blur.
+  args.auto_augment = "rand-m9-mstd0.5-inc1";
+  const std::vector<std::string> with_aa{"RandomResizedCropAndInterpolation", "RandomHorizontalFlip", "RandAugment",
+                                         "RandomGrayscale", "RandomApply"};
+  CHECK(names(create_transform(args)) == with_aa);
+  // --no-aug: none of them.
+  args.no_aug = true;
+  CHECK(create_transform(args).image.size() == 1);
+  args.no_aug = false;
+  args.auto_augment.clear();
+
+  args.train_crop_mode = "rkrr";
+  CHECK(names(create_transform(args)).front() == "ResizeKeepRatio");
+  args.scale = {0.0, 1.0};
+  CHECK_THROWS_AS(create_transform(args), UsageError);
+  args.scale = {0.08, 1.0};
+  args.ratio = {-1.0, 1.0};
+  CHECK_THROWS_AS(create_transform(args), UsageError);
+  args.ratio = {0.75, 4.0 / 3.0};
+
+  // timm's 23-pixel kernel needs 12 pixels a side (torch's reflect padding).
+  args.input_size = {3, 11, 32};
+  CHECK_THROWS_AS(create_transform(args), UsageError);
+  TransformArgs one;
+  one.gaussian_blur_prob = 1.0;
+  const auto blur = stage_factory("gaussian_blur")(one).image;
+  Image small = pattern_image(11, 30, 3, 1);
+  Rng rng(0);
+  CHECK_THROWS_AS(blur->apply(small, rng), Error);
 }
 
 }  // namespace test_basic
