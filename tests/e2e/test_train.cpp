@@ -40,7 +40,10 @@ std::vector<std::string> subset_run(const fs::path& out) {
           "--experiment",
           "e2e",
           "--log-interval",
-          "20"};
+          "20",
+          "--pin-mem",  // on the CPU: a warning, as torch's DataLoader
+          "--worker-seeding",
+          "part"};
 }
 
 }  // namespace
@@ -55,6 +58,7 @@ TEST_CASE("timm-run trains resnet18 on a Fashion-MNIST subset well above chance"
   CHECK(run.output.find("Model resnet18 created, param count:") != std::string::npos);
   CHECK(run.output.find("Train: 0 [   0/62 (  2%)]  Loss: ") != std::string::npos);
   CHECK(run.output.find("*** Best metric: ") != std::string::npos);
+  CHECK(run.output.find("--pin-mem: the device is cpu, so batches are not pinned") != std::string::npos);
 
   const fs::path dir = tmp / "e2e";
   const std::string summary = timm::test::read_file(dir / "summary.csv");
@@ -111,6 +115,16 @@ TEST_CASE("bad input fails with a clear message and the right exit code") {
     const auto r = run_command({timm_run(), "--torchscript", "--epochs", "1"});
     CHECK(r.exit_code == 2);
     CHECK(r.output.find("--torchscript is not implemented yet") != std::string::npos);
+  }
+  SUBCASE("train.py's values only for --worker-seeding") {
+    const auto r = run_command({timm_run(), "--worker-seeding", "some", "--epochs", "1"});
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("--worker-seeding 'some': expected 'all' or 'part'") != std::string::npos);
+  }
+  SUBCASE("model flags that do not apply to the model name it") {
+    const auto r = run_command({timm_run(), "--model", "vit_tiny_patch16_224", "--bn-eps", "1e-3", "--epochs", "1"});
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("--bn-eps: model 'vit_tiny_patch16_224' has no BatchNorm layers") != std::string::npos);
   }
   SUBCASE("a rank whose peers never come fails within --dist-timeout, naming the rendezvous") {
     const auto r =

@@ -20,7 +20,7 @@ constexpr std::array kImplementedFlags = {
     // Dataset and model.
     "data", "data-dir", "dataset", "train-split", "val-split", "train-num-samples",
     "val-num-samples", "model", "pretrained", "pretrained-path", "initial-checkpoint", "num-classes", "gp",
-    "bn-momentum", "bn-eps", "head-init-scale", "head-init-bias",
+    "bn-momentum", "bn-eps", "head-init-scale", "head-init-bias", "pin-mem", "worker-seeding",
     "img-size", "in-chans", "input-size", "crop-pct", "mean", "std", "interpolation",
     "batch-size", "validation-batch-size", "channels-last", "model-kwargs",
     // Device.

@@ -178,7 +178,8 @@ static Batch build_batch(const Dataset& dataset, const TransformPipeline& transf
   // With aug splits, split j of sample k is row k + j * n (timm's fast_collate).
   const int64_t splits = transform.num_splits();
   Batch batch;
-  batch.targets = at::empty({n * splits}, at::kLong);
+  const auto pinned = at::TensorOptions().pinned_memory(options.pin_memory);
+  batch.targets = at::empty({n * splits}, pinned.dtype(at::kLong));
   int64_t* targets = batch.targets.data_ptr<int64_t>();
   std::uint8_t* images = nullptr;
   int64_t c = 0, h = 0, w = 0;
@@ -189,7 +190,7 @@ static Batch build_batch(const Dataset& dataset, const TransformPipeline& transf
     const Image& image = sample.front();
     if (k == 0) {
       c = image.channels, h = image.height, w = image.width;
-      batch.images = at::empty({n * splits, c, h, w}, at::kByte);
+      batch.images = at::empty({n * splits, c, h, w}, pinned.dtype(at::kByte));
       images = batch.images.data_ptr<std::uint8_t>();
     } else if (image.channels != c || image.height != h || image.width != w) {
       throw Error("data: sample " + in_quotes(dataset.describe(index)) + " is " + std::to_string(image.height) + "x" +

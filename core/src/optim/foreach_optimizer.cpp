@@ -1,5 +1,7 @@
 #include "timm/optim/foreach_optimizer.hpp"
 
+#include <cmath>
+
 #include <algorithm>
 #include <cstddef>
 #include <string>
@@ -137,6 +139,14 @@ std::vector<at::Tensor> ForeachOptimizer::state_list(const GroupStep& group, con
   out.reserve(group.states.size());
   for (const State* state : group.states) out.push_back(state->at(key));
   return out;
+}
+
+void ForeachOptimizer::init_zero_states(const GroupStep& group, const std::vector<std::string>& keys) {
+  for (std::size_t i = 0; i < group.params.size(); ++i) {
+    State& state = *group.states[i];
+    if (!state.empty()) continue;
+    for (const std::string& key : keys) state[key] = at::zeros_like(group.params[i], at::MemoryFormat::Preserve);
+  }
 }
 
 std::vector<double> ForeachOptimizer::increment_steps(const GroupStep& group, at::ScalarType dtype) {
@@ -278,6 +288,14 @@ std::vector<at::Tensor> cautioned(const std::vector<at::Tensor>& updates, const 
   }
   at::_foreach_div_(masks, scales);
   return at::_foreach_mul(updates, masks);
+}
+
+void rms_clip_denominators(const std::vector<at::Tensor>& denoms, const std::vector<at::Tensor>& grads,
+                           double threshold) {
+  for (std::size_t i = 0; i < denoms.size(); ++i) {
+    const at::Tensor rms = grads[i].div(denoms[i]).norm() / std::pow(static_cast<double>(grads[i].numel()), 0.5);
+    denoms[i].mul_((rms / threshold).clamp_min_(1.0));
+  }
 }
 
 std::vector<at::Tensor> select(const std::vector<at::Tensor>& list, const std::vector<std::size_t>& indices) {

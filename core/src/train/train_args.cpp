@@ -135,6 +135,11 @@ void read_misc(const Config& config, TrainArgs& args) {
   args.recovery_interval = config.get<int64_t>("recovery_interval");
   args.checkpoint_hist = config.get<int64_t>("checkpoint_hist");
   args.workers = config.get<int64_t>("workers");
+  args.pin_mem = config.get<bool>("pin_mem");
+  args.worker_seeding = config.get<std::string>("worker_seeding");
+  if (args.worker_seeding != "all" && args.worker_seeding != "part") {
+    throw UsageError("--worker-seeding " + in_quotes(args.worker_seeding) + ": expected 'all' or 'part'");
+  }
   args.output = config.get<std::string>("output");
   args.experiment = config.get<std::string>("experiment");
   args.experiment_is_explicit = config.is_explicit("experiment");

@@ -163,6 +163,7 @@ std::shared_ptr<Loader> make_loader(std::shared_ptr<const Dataset> dataset, bool
   options.drop_last = is_training;
   options.num_workers = args.workers;
   options.seed = seed + (is_training ? 0 : 1);
+  options.pin_memory = args.pin_mem && dist.device.is_cuda();
   std::shared_ptr<Sampler> sampler = make_sampler(*dataset, is_training, args, seed, dist);
   return std::make_shared<Loader>(std::move(dataset), std::move(sampler), std::move(transform), options);
 }
@@ -330,6 +331,10 @@ void convert_to_split_bn(const TrainArgs& args, torch::nn::Module& model) {
 }
 
 void make_loaders(const TrainArgs& args, const Datasets& datasets, const Distributed& dist, TrainSetup& setup) {
+  if (args.pin_mem && !dist.device.is_cuda()) {
+    log_warning("--pin-mem: the device is " + dist.device.str() +
+                ", so batches are not pinned (as torch's DataLoader)");
+  }
   setup.train_loader =
       make_loader(datasets.train, true, create_transform(transform_args(args, setup.data_config, true)), args,
                   args.batch_size, dist);

@@ -68,11 +68,7 @@ class Adadelta : public ForeachOptimizer {
 
  private:
   void step_group(GroupStep& g) override {
-    for (std::size_t i = 0; i < g.params.size(); ++i) {
-      if (!g.states[i]->empty()) continue;
-      (*g.states[i])["square_avg"] = at::zeros_like(g.params[i], at::MemoryFormat::Preserve);
-      (*g.states[i])["acc_delta"] = at::zeros_like(g.params[i], at::MemoryFormat::Preserve);
-    }
+    init_zero_states(g, {"square_avg", "acc_delta"});
     increment_steps(g);
     const Tensors square_avgs = state_list(g, "square_avg");
     const Tensors acc_deltas = state_list(g, "acc_delta");
@@ -108,11 +104,7 @@ class Adamax : public ForeachOptimizer {
 
  private:
   void step_group(GroupStep& g) override {
-    for (std::size_t i = 0; i < g.params.size(); ++i) {
-      if (!g.states[i]->empty()) continue;
-      (*g.states[i])["exp_avg"] = at::zeros_like(g.params[i], at::MemoryFormat::Preserve);
-      (*g.states[i])["exp_inf"] = at::zeros_like(g.params[i], at::MemoryFormat::Preserve);
-    }
+    init_zero_states(g, {"exp_avg", "exp_inf"});
     const std::vector<double> steps = increment_steps(g);
     const Tensors exp_avgs = state_list(g, "exp_avg");
     const Tensors exp_infs = state_list(g, "exp_inf");

@@ -29,11 +29,7 @@ class NAdamW : public ForeachOptimizer {
 
  private:
   void step_group(GroupStep& g) override {
-    for (std::size_t i = 0; i < g.params.size(); ++i) {
-      if (!g.states[i]->empty()) continue;
-      (*g.states[i])["exp_avg"] = at::zeros_like(g.params[i], at::MemoryFormat::Preserve);
-      (*g.states[i])["exp_avg_sq"] = at::zeros_like(g.params[i], at::MemoryFormat::Preserve);
-    }
+    init_zero_states(g, {"exp_avg", "exp_avg_sq"});
     const std::vector<double> steps = increment_steps(g);
     const Tensors exp_avgs = state_list(g, "exp_avg");
     const Tensors exp_avg_sqs = state_list(g, "exp_avg_sq");
@@ -55,17 +51,9 @@ class NAdamW : public ForeachOptimizer {
     Tensors denom = at::_foreach_sqrt(exp_avg_sqs);
     at::_foreach_div_(denom, bias_correction2_sqrts);
     at::_foreach_add_(denom, c_.eps);
-    if (c_.clipping_threshold) rms_clip(denom, g.grads, *c_.clipping_threshold);
+    if (c_.clipping_threshold) rms_clip_denominators(denom, g.grads, *c_.clipping_threshold);
     if (c_.caution) nesterov = cautioned(nesterov, g.grads);
     at::_foreach_addcdiv_(g.params, nesterov, denom, step_sizes);
-  }
-
-  // timm's _rms_clip_denom_: denom *= max(1, rms(grad / denom) / threshold).
-  static void rms_clip(const Tensors& denom, const Tensors& grads, double threshold) {
-    for (std::size_t i = 0; i < denom.size(); ++i) {
-      const at::Tensor rms = grads[i].div(denom[i]).norm() / std::pow(static_cast<double>(grads[i].numel()), 0.5);
-      denom[i].mul_((rms / threshold).clamp_min_(1.0));
-    }
   }
 
   NAdamWConfig c_;

@@ -32,11 +32,10 @@ class AdamWLegacy : public ForeachOptimizer {
  private:
   // timm's _single_tensor_adamw (its CPU path), as foreach ops in its order.
   void step_group(GroupStep& g) override {
-    for (std::size_t i = 0; i < g.params.size(); ++i) {
-      if (!g.states[i]->empty()) continue;
-      (*g.states[i])["exp_avg"] = at::zeros_like(g.params[i], at::MemoryFormat::Preserve);
-      (*g.states[i])["exp_avg_sq"] = at::zeros_like(g.params[i], at::MemoryFormat::Preserve);
-      if (c_.amsgrad) (*g.states[i])["max_exp_avg_sq"] = at::zeros_like(g.params[i], at::MemoryFormat::Preserve);
+    if (c_.amsgrad) {
+      init_zero_states(g, {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"});
+    } else {
+      init_zero_states(g, {"exp_avg", "exp_avg_sq"});
     }
     const Tensors grads = c_.maximize ? at::_foreach_neg(g.grads) : g.grads;
     const std::vector<double> steps = increment_steps(g);
@@ -65,17 +64,9 @@ class AdamWLegacy : public ForeachOptimizer {
     }
     at::_foreach_div_(denom, bias_correction2_sqrts);
     at::_foreach_add_(denom, c_.eps);
-    if (c_.clipping_threshold) rms_clip(denom, grads, *c_.clipping_threshold);
+    if (c_.clipping_threshold) rms_clip_denominators(denom, grads, *c_.clipping_threshold);
     const Tensors updates = c_.caution ? cautioned(exp_avgs, grads) : exp_avgs;
     at::_foreach_addcdiv_(g.params, updates, denom, step_sizes);
-  }
-
-  // timm's _rms_clip_denom_: denom *= max(1, rms(grad / denom) / threshold).
-  static void rms_clip(const Tensors& denom, const Tensors& grads, double threshold) {
-    for (std::size_t i = 0; i < denom.size(); ++i) {
-      const at::Tensor rms = grads[i].div(denom[i]).norm() / std::pow(static_cast<double>(grads[i].numel()), 0.5);
-      denom[i].mul_((rms / threshold).clamp_min_(1.0));
-    }
   }
 
   AdamWLegacyConfig c_;

@@ -26,9 +26,7 @@ class Lion : public ForeachOptimizer {
 
  private:
   void step_group(GroupStep& g) override {
-    for (std::size_t i = 0; i < g.params.size(); ++i) {
-      if (g.states[i]->empty()) (*g.states[i])["exp_avg"] = at::zeros_like(g.params[i], at::MemoryFormat::Preserve);
-    }
+    init_zero_states(g, {"exp_avg"});
     const Tensors exp_avgs = state_list(g, "exp_avg");
     const double wd_scale = c_.max_lr ? std::pow(g.lr, 2) / *c_.max_lr : g.lr;
     at::_foreach_mul_(g.params, 1 - wd_scale * g.weight_decay);

@@ -34,6 +34,9 @@ struct LoaderOptions {
   int64_t num_workers = 4;       // -j; 0 loads on the calling thread
   int64_t prefetch_batches = 2;  // per worker
   std::uint64_t seed = 42;
+  // Batches in page-locked host memory (torch's pin_memory) for asynchronous
+  // copies to a CUDA device; needs CUDA at run time.
+  bool pin_memory = false;
 };
 
 class Loader {

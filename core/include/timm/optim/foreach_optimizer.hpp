@@ -104,6 +104,11 @@ class ForeachOptimizer : public Optimizer {
   // the state, so in-place ops update it.
   static std::vector<at::Tensor> state_list(const GroupStep& group, const std::string& key);
 
+  // At each parameter's first step (its state empty), zeros shaped as the
+  // parameter (memory format kept) under each of `keys`, as torch's
+  // optimizers create their moments.
+  static void init_zero_states(const GroupStep& group, const std::vector<std::string>& keys);
+
   // Increments state["step"] (a 0-dim CPU tensor of `dtype`, created at 0,
   // as torch keeps it) and returns each parameter's new step count.
   static std::vector<double> increment_steps(const GroupStep& group, at::ScalarType dtype = at::kFloat);
@@ -127,6 +132,11 @@ class ForeachOptimizer : public Optimizer {
 // the mask scaled by 1 / max(mean(mask), 1e-3). New tensors; the updates are
 // left as they were.
 std::vector<at::Tensor> cautioned(const std::vector<at::Tensor>& updates, const std::vector<at::Tensor>& grads);
+
+// timm's _rms_clip_denom_ (AdamW's and NAdamW's clipping_threshold): each
+// denominator multiplied in place by max(1, rms(grad / denom) / threshold).
+void rms_clip_denominators(const std::vector<at::Tensor>& denoms, const std::vector<at::Tensor>& grads,
+                           double threshold);
 
 // The tensors of `list` at `indices`.
 std::vector<at::Tensor> select(const std::vector<at::Tensor>& list, const std::vector<std::size_t>& indices);
