@@ -8,10 +8,39 @@
 
 namespace timm {
 
+namespace {
+
+// "model 'resnet50' (from plugin '/abs/libtimm_models_resnet.so')", or the
+// class name for a model built without create_model.
+std::string describe_model(const ClassifierImpl& model) {
+  if (model.registered_name().empty()) return "model " + in_quotes(model.name());
+  return "model " + in_quotes(model.registered_name()) + " (from plugin " + in_quotes(model.registered_origin()) + ")";
+}
+
+}  // namespace
+
+torch::Tensor ClassifierImpl::forward_features(torch::Tensor x) {
+  (void)x;
+  throw Error(describe_model(*this) +
+              " does not implement forward_features (timm's unpooled features); its plugin must override "
+              "ClassifierImpl::forward_features and forward_head to support this (docs/plugins.md, Models)");
+}
+
+torch::Tensor ClassifierImpl::forward_head(torch::Tensor x, bool pre_logits) {
+  (void)x;
+  (void)pre_logits;
+  throw Error(describe_model(*this) +
+              " does not implement forward_head (timm's pooling and classifier on forward_features' output); its "
+              "plugin must override ClassifierImpl::forward_features and forward_head to support this "
+              "(docs/plugins.md, Models)");
+}
+
 ModelPtr create_model(const std::string& name, const ModelArgs& args) {
+  const RegistryEntry& entry = Registry::global().get(PluginKind::kModel, name);
   const auto& factory = Registry::global().factory<ModelFactory>(PluginKind::kModel, name);
   ModelPtr model = factory(args);
   if (!model) throw Error("model '" + name + "': its factory returned no model");
+  model->set_registered(entry.name, entry.origin);
   return model;
 }
 

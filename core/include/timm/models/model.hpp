@@ -77,8 +77,21 @@ using GroupMatcher = std::vector<std::pair<std::string, std::vector<MatcherRule>
 
 class ClassifierImpl : public torch::nn::Module {
  public:
-  // Logits, (N, num_classes).
+  // Logits, (N, num_classes). A model that implements the two halves below
+  // returns forward_head(forward_features(x)), as timm's models do.
   virtual torch::Tensor forward(torch::Tensor x) = 0;
+  // timm's model.forward_features(x): the unpooled features before the head,
+  // NCHW maps for a CNN, the token sequence after the final norm for a ViT.
+  // The default throws Error naming the model and its plugin: a plugin that
+  // does not implement it still builds and loads, and fails only here.
+  virtual torch::Tensor forward_features(torch::Tensor x);
+  // timm's model.forward_head(x, pre_logits): from forward_features' output,
+  // the global pool, the head's norm / dropout as the model has them, then the
+  // classifier; with pre_logits the pooled features before the classifier
+  // (N, num_features). num_classes 0 (no classifier) returns the same either
+  // way. The default throws as forward_features' does. Overrides repeat the
+  // default argument (a default is taken from the static type).
+  virtual torch::Tensor forward_head(torch::Tensor x, bool pre_logits = false);
   virtual int64_t num_classes() const = 0;
   virtual const PretrainedCfg& pretrained_cfg() const = 0;
   // Parameter names (fnmatch patterns) excluded from weight decay, as timm's
@@ -90,6 +103,21 @@ class ClassifierImpl : public torch::nn::Module {
     (void)coarse;
     return {};
   }
+
+  // The name the model was created under and the plugin file that registered
+  // it (RegistryEntry::origin), for messages; create_model sets both. A model
+  // built without create_model has empty ones (messages then use the class
+  // name, Module::name()).
+  const std::string& registered_name() const { return registered_name_; }
+  const std::string& registered_origin() const { return registered_origin_; }
+  void set_registered(std::string name, std::string origin) {
+    registered_name_ = std::move(name);
+    registered_origin_ = std::move(origin);
+  }
+
+ private:
+  std::string registered_name_;
+  std::string registered_origin_;
 };
 
 using ModelPtr = std::shared_ptr<ClassifierImpl>;
