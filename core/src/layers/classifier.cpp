@@ -112,11 +112,13 @@ void NormMlpClassifierHeadImpl::pretty_print(std::ostream& stream) const {
          << ", num_classes=" << options.num_classes() << ", pool_type=" << options.pool_type() << ")";
 }
 
-at::Tensor NormMlpClassifierHeadImpl::forward(const at::Tensor& x) {
+at::Tensor NormMlpClassifierHeadImpl::forward_pre_logits(const at::Tensor& x) {
   at::Tensor y = norm(global_pool(x));
   if (!global_pool->is_identity()) y = y.flatten(1);
   if (pre_logits) y = pre_logits->forward(y);
-  return fc.forward(drop(y));
+  return drop(y);
 }
+
+at::Tensor NormMlpClassifierHeadImpl::forward(const at::Tensor& x) { return fc.forward(forward_pre_logits(x)); }
 
 }  // namespace timm::layers

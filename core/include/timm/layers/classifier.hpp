@@ -85,6 +85,9 @@ class NormMlpClassifierHeadImpl : public torch::nn::Cloneable<NormMlpClassifierH
   void reset() override;
   void pretty_print(std::ostream& stream) const override;
   at::Tensor forward(const at::Tensor& x);
+  // timm's forward(x, pre_logits=True): everything but fc (pool, norm,
+  // flatten, pre_logits, drop); forward(x) is fc.forward(forward_pre_logits(x)).
+  at::Tensor forward_pre_logits(const at::Tensor& x);
 
   NormMlpClassifierHeadOptions options;
   SelectAdaptivePool2d global_pool{nullptr};
