@@ -155,8 +155,13 @@ class ConvNeXtImpl : public ClassifierImpl {
     init_weights();
   }
 
-  at::Tensor forward_features(const at::Tensor& input) { return stages->forward(stem->forward(input)); }
-  at::Tensor forward(at::Tensor x) override { return head(forward_features(x)); }
+  // timm's forward_features: stem, stages (norm_pre is an Identity here), (N, C, H, W).
+  at::Tensor forward_features(at::Tensor input) override { return stages->forward(stem->forward(input)); }
+  // timm's forward_head: the NormMlpClassifierHead, up to its fc with pre_logits.
+  at::Tensor forward_head(at::Tensor x, bool pre_logits = false) override {
+    return pre_logits ? head->forward_pre_logits(x) : head(x);
+  }
+  at::Tensor forward(at::Tensor x) override { return forward_head(forward_features(x)); }
   int64_t num_classes() const override { return num_classes_; }
   const PretrainedCfg& pretrained_cfg() const override { return cfg_; }
   GroupMatcher group_matcher(bool coarse) const override {

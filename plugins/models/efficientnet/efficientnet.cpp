@@ -160,14 +160,18 @@ class EfficientNetImpl : public ClassifierImpl {
     efficientnet_init_weights(*this);
   }
 
-  at::Tensor forward_features(const at::Tensor& input) {
+  // timm's forward_features: stem, blocks and (EfficientNet) conv_head + bn2,
+  // (N, C, H, W); MobileNetV3's conv_head comes after the pool, in the head.
+  at::Tensor forward_features(at::Tensor input) override {
     at::Tensor x = bn1(conv_stem(input));
     for (auto& stage : stages_) x = stage->forward(x);
     if (family_ == Family::kEfficientNet) x = bn2(conv_head(x));
     return x;
   }
 
-  at::Tensor forward_head(const at::Tensor& features) {
+  // timm's forward_head: global_pool, (MobileNetV3: conv_head, act2,
+  // flatten), dropout, then the classifier unless pre_logits.
+  at::Tensor forward_head(at::Tensor features, bool pre_logits = false) override {
     at::Tensor x = global_pool(features);
     if (family_ == Family::kMobileNetV3) {
       x = act2(conv_head(x));
@@ -176,7 +180,7 @@ class EfficientNetImpl : public ClassifierImpl {
     if (drop_rate_ > 0.0) {
       x = nn::functional::dropout(x, nn::functional::DropoutFuncOptions().p(drop_rate_).training(is_training()));
     }
-    return classifier.forward(x);
+    return pre_logits ? x : classifier.forward(x);
   }
 
   at::Tensor forward(at::Tensor x) override { return forward_head(forward_features(x)); }

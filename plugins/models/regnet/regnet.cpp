@@ -186,12 +186,16 @@ class HeadImpl : public nn::Module {
     register_module("fc", fc.ptr());
   }
 
-  at::Tensor forward(const at::Tensor& features) {
+  at::Tensor forward(const at::Tensor& features) { return fc.forward(forward_pre_logits(features)); }
+
+  // timm's forward(x, pre_logits=True): the pooled features after dropout (no
+  // flatten step: the pool flattens, or there is no pool).
+  at::Tensor forward_pre_logits(const at::Tensor& features) {
     at::Tensor x = global_pool(features);
     if (drop_rate_ > 0.0) {
       x = nn::functional::dropout(x, nn::functional::DropoutFuncOptions().p(drop_rate_).training(is_training()));
     }
-    return fc.forward(x);
+    return x;
   }
 
   layers::SelectAdaptivePool2d global_pool{nullptr};
@@ -242,13 +246,19 @@ class RegNetImpl : public ClassifierImpl {
     init_weights();
   }
 
-  at::Tensor forward_features(const at::Tensor& input) {
+  // timm's forward_features: stem, s1..s4 (final_conv is an Identity), (N, C, H, W).
+  at::Tensor forward_features(at::Tensor input) override {
     at::Tensor x = stem(input);
     for (auto& stage : stages_) x = stage->forward(x);
     return x;
   }
 
-  at::Tensor forward(at::Tensor x) override { return head(forward_features(x)); }
+  // timm's forward_head: the ClassifierHead, up to its fc with pre_logits.
+  at::Tensor forward_head(at::Tensor x, bool pre_logits = false) override {
+    return pre_logits ? head->forward_pre_logits(x) : head(x);
+  }
+
+  at::Tensor forward(at::Tensor x) override { return forward_head(forward_features(x)); }
   int64_t num_classes() const override { return num_classes_; }
   const PretrainedCfg& pretrained_cfg() const override { return cfg_; }
   GroupMatcher group_matcher(bool coarse) const override {

@@ -216,18 +216,20 @@ class ResNetImpl : public ClassifierImpl {
     init_weights();
   }
 
-  at::Tensor forward_features(const at::Tensor& input) {
+  // timm's forward_features: stem, max-pool, layer1..layer4, (N, C, H, W).
+  at::Tensor forward_features(at::Tensor input) override {
     at::Tensor x = maxpool(act1(bn1(conv1 ? conv1(input) : conv1_deep->forward(input))));
     for (auto& stage : stages_) x = stage->forward(x);
     return x;
   }
 
-  at::Tensor forward_head(const at::Tensor& features) {
+  // timm's forward_head: global_pool, dropout, then fc unless pre_logits.
+  at::Tensor forward_head(at::Tensor features, bool pre_logits = false) override {
     at::Tensor x = global_pool(features);
     if (drop_rate_ > 0.0) {
       x = nn::functional::dropout(x, nn::functional::DropoutFuncOptions().p(drop_rate_).training(is_training()));
     }
-    return fc.forward(x);
+    return pre_logits ? x : fc.forward(x);
   }
 
   at::Tensor forward(at::Tensor x) override { return forward_head(forward_features(x)); }

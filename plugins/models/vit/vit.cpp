@@ -196,7 +196,9 @@ class VisionTransformerImpl : public ClassifierImpl {
     init_weights();
   }
 
-  at::Tensor forward_features(const at::Tensor& input) {
+  // timm's forward_features: patch embedding, prefix tokens + pos_embed,
+  // blocks, the final norm (an Identity with fc_norm): (N, prefix + patches, dim).
+  at::Tensor forward_features(at::Tensor input) override {
     at::Tensor x = patch_embed(input);
     const int64_t batch = x.size(0);
     std::vector<at::Tensor> tokens{cls_token.expand({batch, -1, -1})};
@@ -207,18 +209,23 @@ class VisionTransformerImpl : public ClassifierImpl {
     return norm ? norm(x) : x;
   }
 
-  at::Tensor forward_head(const at::Tensor& x) {
+  // timm's forward_head: pool, fc_norm, head_drop, then head unless pre_logits.
+  // Distilled (VisionTransformerDistilled.forward_head): each head reads its
+  // own token after head_drop; pre_logits gives the mean of the two tokens,
+  // else the mean of both heads' logits. timm returns the pair of logits only
+  // in training with distilled_training, which it sets through
+  // set_distilled_training(), not a model argument: off here, as timm's default.
+  at::Tensor forward_head(at::Tensor x, bool pre_logits = false) override {
     if (distilled_) {
-      // Both heads read their own token; inference and plain training average them.
       const at::Tensor cls = head_dropout(x.select(1, 0));
       const at::Tensor dist = head_dropout(x.select(1, 1));
-      if (!head) return (cls + dist) / 2;
+      if (pre_logits || !head) return (cls + dist) / 2;
       return (head(cls) + head_dist(dist)) / 2;
     }
     at::Tensor y = pool(x);
     if (fc_norm) y = fc_norm(y);
     y = head_dropout(y);
-    return head ? head(y) : y;
+    return pre_logits || !head ? y : head(y);
   }
 
   at::Tensor forward(at::Tensor x) override { return forward_head(forward_features(x)); }
