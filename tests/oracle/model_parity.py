@@ -11,11 +11,14 @@ generate --dir D --cases JSON
     For each case writes D/<id>.expected.safetensors: the model's state_dict
     ("model.<key>", random weights: timm's init with the norm affines, biases,
     layer-scale factors and BatchNorm running statistics perturbed so nothing
-    sits at an identity), an input, eval logits, train-mode logits, the
-    cross-entropy loss and the gradients of the parameters listed in the
-    metadata ("grad.<key>"), the case's "after_buffers" after that train step
-    ("after.<key>"), plus as metadata the state_dict key order, the parameter
-    count and the per-block drop-path rates for drop_path_rate=0.2.
+    sits at an identity), an input, eval logits, the eval-mode halves of
+    forward ("features_eval" = forward_features(input), "head_eval" =
+    forward_head(features), "pre_logits_eval" = forward_head(features,
+    pre_logits=True)), train-mode logits, the cross-entropy loss and the
+    gradients of the parameters listed in the metadata ("grad.<key>"), the
+    case's "after_buffers" after that train step ("after.<key>"), plus as
+    metadata the state_dict key order, the parameter count and the per-block
+    drop-path rates for drop_path_rate=0.2.
 check --dir D --cases JSON
     Loads D/<id>.cpp.safetensors with model.load_state_dict(load_file(...))
     (strict) and compares its eval logits on D/<id>.probe.safetensors' input
@@ -98,6 +101,13 @@ def generate(directory, case, grad_keys_fn, drop_path_rates_fn):
     model.eval()
     with torch.no_grad():
         out["logits_eval"] = model(x)
+        # The two halves of forward (clones: a pooled token or an unpooled
+        # head's output is a view of the features, and save_file refuses
+        # tensors that share memory).
+        features = model.forward_features(x)
+        out["features_eval"] = features.clone().contiguous()
+        out["head_eval"] = model.forward_head(features).clone().contiguous()
+        out["pre_logits_eval"] = model.forward_head(features, pre_logits=True).clone().contiguous()
     model.train()
     logits_train = model(x)
     loss = F.cross_entropy(logits_train, target)

@@ -165,13 +165,85 @@ class ThreadCount {
 struct ParityDiffs {
   double eval = 0.0;
   double train = 0.0;
-  double grad = 0.0;  // max over the compared gradients
+  double grad = 0.0;      // max over the compared gradients
+  double features = 0.0;  // max over forward_features, forward_head and its pre_logits output
 };
 
+// timm's forward_features / forward_head split, eval mode, no grad, on timm's
+// weights and input (`expected` from the oracle's generate): our
+// forward_features(input) against timm's ("features_eval"), forward_head of
+// those features against timm's forward_head ("head_eval") and with
+// pre_logits against timm's pre-logits features ("pre_logits_eval"), each
+// within `tol`; and our forward(input) equal bit for bit to
+// forward_head(forward_features(input)), as timm's forward is. Returns the
+// largest difference from timm.
+inline double check_features_and_head(ClassifierImpl& model, const ParityCase& c,
+                                      const std::map<std::string, at::Tensor>& expected, const Tolerance& tol) {
+  const bool was_training = model.is_training();
+  model.eval();
+  c10::NoGradGuard no_grad;
+  const at::Tensor& input = expected.at("input");
+  const at::Tensor features = model.forward_features(input);
+  const at::Tensor head = model.forward_head(features);
+  const at::Tensor pre_logits = model.forward_head(features, /*pre_logits=*/true);
+  double worst = 0.0;
+  for (const auto& [key, ours] : {std::pair<std::string, at::Tensor>{"features_eval", features},
+                                  std::pair<std::string, at::Tensor>{"head_eval", head},
+                                  std::pair<std::string, at::Tensor>{"pre_logits_eval", pre_logits}}) {
+    const at::Tensor& timm_value = expected.at(key);
+    CHECK_MESSAGE((ours.sizes() == timm_value.sizes()),
+                  c.id << " " << key << ": shape " << ours.sizes() << ", timm " << timm_value.sizes());
+    if (ours.sizes() != timm_value.sizes()) continue;
+    const double d = max_abs_diff(ours, timm_value);
+    worst = worst_diff(worst, d);
+    CHECK_MESSAGE(all_close(ours, timm_value, tol), c.id << " " << key << " max abs diff " << d);
+  }
+  CHECK_MESSAGE(at::equal(model.forward(input), head), c.id << ": forward != forward_head(forward_features(x))");
+  model.train(was_training);
+  return worst;
+}
+
+// forward_head's num_classes 0 and pre_logits on our side alone (eval, no
+// grad, random weights): a model without a classifier, given the weights of
+// one with kParityNumClasses (its head keys left out), returns from
+// forward_head the same with and without pre_logits, equal to the classifier
+// model's forward_head(features, pre_logits=true) and to its own forward;
+// the classifier model's forward_head is its forward. `kwargs` as a case's.
+inline void check_head_split(const std::string& name, int64_t img_size, const nlohmann::json& kwargs = {}) {
+  CAPTURE(name);
+  load_builtin_plugins();
+  ParityCase c{name, name, 3, img_size, 2, kwargs.is_null() ? nlohmann::json::object() : kwargs};
+  at::manual_seed(0);
+  ModelPtr with_fc = create_model(name, parity_args(c));
+  ModelArgs no_fc_args = parity_args(c);
+  no_fc_args.num_classes = 0;
+  ModelPtr no_fc = create_model(name, no_fc_args);
+  const auto loaded = load_state_dict(*no_fc, state_dict(*with_fc), /*strict=*/false);
+  CHECK(loaded.missing_keys.empty());
+  CHECK(!loaded.unexpected_keys.empty());  // the classifier's weights
+  with_fc->eval();
+  no_fc->eval();
+  c10::NoGradGuard no_grad;
+  const at::Tensor x = at::randn({c.batch, c.in_chans, img_size, img_size});
+  const at::Tensor features = with_fc->forward_features(x);
+  CHECK(at::equal(no_fc->forward_features(x), features));
+  const at::Tensor pre_logits = with_fc->forward_head(features, /*pre_logits=*/true);
+  CHECK(pre_logits.dim() == 2);
+  CHECK(pre_logits.size(0) == c.batch);
+  const at::Tensor logits = with_fc->forward_head(features);
+  CHECK((logits.sizes() == at::IntArrayRef{c.batch, kParityNumClasses}));
+  CHECK(at::equal(with_fc->forward(x), logits));
+  const at::Tensor pooled = no_fc->forward_head(features);
+  CHECK(at::equal(pooled, pre_logits));
+  CHECK(at::equal(no_fc->forward_head(features, /*pre_logits=*/true), pooled));
+  CHECK(at::equal(no_fc->forward(x), pooled));
+}
+
 // Structure (state_dict keys in order, shapes, dtypes, parameter count), then
-// timm's weights give timm's eval and train logits, loss, gradients and
-// `after_buffers` here, and the per-block drop-path rates for drop_path_rate
-// 0.2 equal timm's.
+// timm's weights give timm's eval logits, eval forward_features /
+// forward_head / pre-logits (check_features_and_head), train logits, loss,
+// gradients and `after_buffers` here, and the per-block drop-path rates for
+// drop_path_rate 0.2 equal timm's.
 inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile& file, const ParityOptions& opts) {
   const Tolerance& tol = opts.tol;
   std::map<std::string, at::Tensor> expected(file.tensors.begin(), file.tensors.end());
@@ -206,6 +278,7 @@ inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile&
     diffs.eval = max_abs_diff(logits, expected.at("logits_eval"));
     CHECK_MESSAGE(all_close(logits, expected.at("logits_eval"), tol), c.id << " eval max abs diff " << diffs.eval);
   }
+  diffs.features = check_features_and_head(*model, c, expected, tol);
   model->train();
   const at::Tensor logits = model->forward(input);
   diffs.train = max_abs_diff(logits, expected.at("logits_train"));
@@ -238,8 +311,8 @@ inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile&
   dp_args.drop_path_rate = 0.2;
   ModelPtr dp_model = create_model(c.name, dp_args);
   check_drop_path_rates(*dp_model, nlohmann::json::parse(meta.at("drop_path_rates")).get<std::vector<double>>(), opts);
-  MESSAGE(c.id << ": eval logits max abs diff " << diffs.eval << ", train " << diffs.train << ", grads " << diffs.grad
-               << " (" << grad_keys.size() << " tensors)");
+  MESSAGE(c.id << ": eval logits max abs diff " << diffs.eval << ", forward_features / forward_head " << diffs.features
+               << ", train " << diffs.train << ", grads " << diffs.grad << " (" << grad_keys.size() << " tensors)");
   return diffs;
 }
 
