@@ -1,6 +1,7 @@
 // ConvNeXt plugin against timm (tests/oracle/convnext_oracle.py), both ways:
-// timm's weights load here and give timm's logits and gradients; our weights
-// load in timm and give our logits. Tolerance for every float comparison:
+// timm's weights load here and give timm's logits, eval forward_features /
+// forward_head / pre-logits outputs and gradients; our weights load in timm
+// and give our logits. Tolerance for every float comparison:
 // |ours - timm| <= 1e-4 + 1e-4 * |timm| (one thread, float32).
 #include <string>
 #include <vector>
@@ -64,6 +65,11 @@ timm::ModelPtr make(const std::string& name, timm::ModelArgs args = {}) {
 
 TEST_CASE("convnext matches timm both ways: structure, eval and train logits, gradients, weights") {
   timm::test::run_parity("convnext_oracle.py", kCases, kParity);
+}
+
+TEST_CASE("convnext forward_head without a classifier is the pre-logits features (avg and avgmax pools)") {
+  timm::test::check_head_split("convnext_atto", 64);
+  timm::test::check_head_split("convnext_atto", 64, {{"global_pool", "avgmax"}});
 }
 
 TEST_CASE("every registered convnext has timm's state_dict, parameter count, pretrained cfg, no_weight_decay, groups") {

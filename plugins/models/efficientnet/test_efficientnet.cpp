@@ -4,7 +4,8 @@
 // state_dict keys, shapes, dtypes, parameter count, pretrained cfg,
 // group_matcher and drop-path schedule equal timm's; for one model of each
 // family and block kind, timm's random weights load here and give timm's
-// eval logits, train-mode logits, gradients and BN statistics, and our
+// eval logits, eval forward_features / forward_head / pre-logits outputs,
+// train-mode logits, gradients and BN statistics, and our
 // weights load in timm (strict) and give our logits. Tolerance for every float
 // comparison: |ours - timm| <= 1e-4 + 1e-4 * |timm|.
 //
@@ -106,6 +107,11 @@ TEST_CASE("every registered EfficientNet / MobileNet: keys, shapes, parameter co
 
 TEST_CASE("efficientnet / mobilenet match timm both ways: logits, gradients, BN statistics, weights") {
   timm::test::run_parity("efficientnet_oracle.py", kCases, kParity);
+}
+
+TEST_CASE("efficientnet forward_head without a classifier is the pre-logits features (EfficientNet, MobileNetV3)") {
+  timm::test::check_head_split("efficientnet_b0", 64);
+  timm::test::check_head_split("mobilenetv3_small_050", 64);
 }
 
 TEST_CASE("efficientnet init follows timm's _init_weight_goog") {

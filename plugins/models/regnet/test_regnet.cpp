@@ -1,7 +1,8 @@
 // RegNet plugin against timm (tests/oracle/regnet_oracle.py) through the
 // shared harness (tests/support/model_parity.hpp), both ways: timm's weights
-// load here and give timm's logits, gradients and BN statistics; our weights
-// load in timm and give our logits. Tolerance for every float comparison:
+// load here and give timm's logits, eval forward_features / forward_head /
+// pre-logits outputs, gradients and BN statistics; our weights load in timm
+// and give our logits. Tolerance for every float comparison:
 // |ours - timm| <= 1e-4 + 1e-4 * |timm|.
 //
 // The parity cases (smallest and largest RegNetX and RegNetY) run on one
@@ -91,6 +92,11 @@ TEST_CASE("every registered regnet has timm's state_dict keys, shapes, parameter
 
 TEST_CASE("regnet matches timm both ways: logits, train-mode gradients, weights (smallest and largest X and Y)") {
   timm::test::run_parity("regnet_oracle.py", kCases, kParity);
+}
+
+TEST_CASE("regnet forward_head without a classifier is the pre-logits features (RegNetX, RegNetY)") {
+  timm::test::check_head_split("regnetx_002", 64);
+  timm::test::check_head_split("regnety_002", 64);
 }
 
 TEST_CASE("regnet init follows timm: conv normal(0, sqrt(2 / fan_out)), zero biases, fc std 0.01, last BN zero") {

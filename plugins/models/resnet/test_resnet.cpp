@@ -1,7 +1,8 @@
 // ResNet plugin against timm (tests/oracle/resnet_oracle.py) through the
 // shared harness (tests/support/model_parity.hpp), both ways: timm's weights
-// load here and give timm's logits, gradients and BN statistics; our weights
-// load in timm and give our logits. Tolerance for every float comparison:
+// load here and give timm's logits, eval forward_features / forward_head /
+// pre-logits outputs, gradients and BN statistics; our weights load in timm
+// and give our logits. Tolerance for every float comparison:
 // |ours - timm| <= 1e-4 + 1e-4 * |timm|.
 //
 // The parity case runs on one thread, as the oracle does: train-mode
@@ -83,6 +84,11 @@ const timm::test::ParityOptions kParity = {
 
 TEST_CASE("resnet matches timm both ways: structure, logits, gradients, weights") {
   timm::test::run_parity("resnet_oracle.py", kCases, kParity);
+}
+
+TEST_CASE("resnet forward_head without a classifier is the pre-logits features (plain and deep-stem SE bottleneck)") {
+  timm::test::check_head_split("resnet18", 64);
+  timm::test::check_head_split("seresnext26d_32x4d", 64);
 }
 
 TEST_CASE("resnet init follows timm: kaiming fan_out convs, last BN of each block zero") {

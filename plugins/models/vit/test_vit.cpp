@@ -1,6 +1,7 @@
 // ViT / DeiT plugin against timm (tests/oracle/vit_oracle.py), both ways:
-// timm's weights load here and give timm's logits and gradients; our weights
-// load in timm and give our logits. Tolerance for every float comparison:
+// timm's weights load here and give timm's logits, eval forward_features /
+// forward_head / pre-logits outputs and gradients; our weights load in timm
+// and give our logits. Tolerance for every float comparison:
 // |ours - timm| <= 1e-4 + 1e-4 * |timm| (one thread, float32).
 #include <algorithm>
 #include <string>
@@ -81,6 +82,12 @@ timm::ModelPtr make(const std::string& name, timm::ModelArgs args = {}) {
 
 TEST_CASE("vit matches timm both ways: structure, eval and train logits, gradients, weights") {
   timm::test::run_parity("vit_oracle.py", kCases, kParity);
+}
+
+TEST_CASE("vit forward_head without a classifier is the pre-logits features (token, avg + fc_norm, distilled)") {
+  timm::test::check_head_split("vit_tiny_patch16_224", 224);
+  timm::test::check_head_split("vit_tiny_patch16_224", 224, {{"global_pool", "avg"}});
+  timm::test::check_head_split("deit_tiny_distilled_patch16_224", 224);
 }
 
 TEST_CASE("every registered vit/deit has timm's state_dict, parameter count, pretrained cfg, no_weight_decay, groups") {
