@@ -53,6 +53,17 @@ std::string error_of(F&& f) {
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+// A model that implements only what ClassifierImpl requires.
+class BareModelImpl : public timm::ClassifierImpl {
+ public:
+  torch::Tensor forward(torch::Tensor x) override { return x; }
+  int64_t num_classes() const override { return 0; }
+  const timm::PretrainedCfg& pretrained_cfg() const override { return cfg_; }
+
+ private:
+  timm::PretrainedCfg cfg_;
+};
+
 // An entry with no factory, for the registry's name checks and lookups.
 timm::RegistryEntry entry_of(PluginKind kind, std::string name, std::string origin = "<test>", std::any traits = {}) {
   return timm::RegistryEntry{kind, std::move(name), "", std::move(origin), std::any(), std::move(traits)};
@@ -182,6 +193,37 @@ TEST_CASE("a good plugin registers its models with their origin") {
   // Loading the same file again is a no-op, not a duplicate.
   loader.load_file(fixture_so("fixture_good"));
   CHECK(registry.size() == 2);
+}
+
+TEST_CASE("a model plugin without forward_features / forward_head loads, and they throw naming the model") {
+  // fixture_tiny implements only forward (as a third-party plugin built before them may): it loads and
+  // trains, and the base class's defaults fail only when called, naming the model and its plugin file.
+  PluginLoader loader(Registry::global());
+  loader.load_directory(fixture("fixture_good"), /*required=*/true);
+  timm::ModelArgs args;
+  args.num_classes = 4;
+  timm::ModelPtr model = timm::create_model("fixture_tiny", args);
+  const std::string so = fs::canonical(fixture_so("fixture_good")).string();
+  CHECK(model->registered_name() == "fixture_tiny");
+  CHECK(model->registered_origin() == so);
+  const torch::Tensor x = torch::ones({2, 3, 8, 8});
+  CHECK(model->forward(x).sizes() == torch::IntArrayRef({2, 4}));
+  const std::string features = error_of([&] { model->forward_features(x); });
+  CHECK_MESSAGE(
+      contains(features, "model 'fixture_tiny' (from plugin '" + so + "') does not implement forward_features"),
+      features);
+  CHECK(contains(features, "docs/plugins.md"));
+  for (const bool pre_logits : {false, true}) {
+    const std::string head = error_of([&] { model->forward_head(x, pre_logits); });
+    CHECK_MESSAGE(contains(head, "model 'fixture_tiny' (from plugin '" + so + "') does not implement forward_head"),
+                  head);
+  }
+
+  // A model built without create_model has no registered name: its class name stands in.
+  BareModelImpl bare;
+  const std::string bare_error = error_of([&] { bare.forward_features(x); });
+  CHECK_MESSAGE(contains(bare_error, "BareModelImpl"), bare_error);
+  CHECK(contains(bare_error, "does not implement forward_features"));
 }
 
 TEST_CASE("a file that is not a shared library is refused with the reason") {
