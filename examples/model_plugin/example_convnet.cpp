@@ -24,23 +24,32 @@ class ConvNetImpl : public timm::ClassifierImpl {
     bn1 = register_module("bn1", torch::nn::BatchNorm2d(w));
     conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(w, 2 * w, 3).stride(2).padding(1)));
     bn2 = register_module("bn2", torch::nn::BatchNorm2d(2 * w));
-    fc = register_module("fc", torch::nn::Linear(2 * w, options.num_classes()));
+    // timm's num_classes 0: no classifier, forward returns the pooled features.
+    if (options.num_classes() > 0) fc = register_module("fc", torch::nn::Linear(2 * w, options.num_classes()));
     cfg_.input_size = {options.in_chans(), 28, 28};
     cfg_.first_conv = "conv1";
     cfg_.classifier = "fc";
   }
 
-  torch::Tensor forward(torch::Tensor x) override {
+  // timm's split of forward: forward_features gives the unpooled feature map
+  // (N, 2 * width, H / 2, W / 2); forward_head pools it and applies the
+  // classifier, or stops before it with pre_logits. Without these two the
+  // model still loads; the base class's versions throw when called.
+  torch::Tensor forward_features(torch::Tensor x) override {
     x = torch::relu(bn1->forward(conv1->forward(x)));
-    x = torch::relu(bn2->forward(conv2->forward(x)));
-    return fc->forward(x.mean({2, 3}));
+    return torch::relu(bn2->forward(conv2->forward(x)));
   }
+  torch::Tensor forward_head(torch::Tensor x, bool pre_logits = false) override {
+    x = x.mean({2, 3});
+    return pre_logits || !fc ? x : fc->forward(x);
+  }
+  torch::Tensor forward(torch::Tensor x) override { return forward_head(forward_features(x)); }
   int64_t num_classes() const override { return options_.num_classes(); }
   const timm::PretrainedCfg& pretrained_cfg() const override { return cfg_; }
 
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
   torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
-  torch::nn::Linear fc{nullptr};
+  torch::nn::Linear fc{nullptr};  // null when num_classes is 0
 
  private:
   ConvNetOptions options_;
