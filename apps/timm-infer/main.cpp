@@ -176,9 +176,9 @@ int run(int argc, char** argv) {
   if (shape.in_chans && !args.given("in-chans") && !args.given("input-size")) in_chans = *shape.in_chans;
   config.set("in_chans", in_chans);
   // A flat folder of images is its own split; otherwise timm's split search.
-  auto dataset =
-      timm::first_samples(timm::create_dataset(dataset_name, args.get("data-dir"), args.get("split"), in_chans),
-                          args.get_optional_int("num-samples"), "num-samples");
+  auto dataset = timm::first_samples(
+      timm::create_dataset(dataset_name, args.get("data-dir"), args.get("split"), in_chans, args.get("class-map")),
+      args.get_optional_int("num-samples"), "num-samples");
 
   timm::ModelArgs model_args;
   model_args.in_chans = in_chans;

@@ -192,9 +192,9 @@ int run(int argc, char** argv) {
   if (checkpoints.front() && !args.given("in-chans") && !args.given("input-size")) {
     if (auto c = timm::checkpoint_shape(*checkpoints.front(), args.get("model")).in_chans) in_chans = *c;
   }
-  auto dataset =
-      timm::first_samples(timm::create_dataset(dataset_name, args.get("data-dir"), args.get("split"), in_chans),
-                          args.get_optional_int("num-samples"), "num-samples");
+  auto dataset = timm::first_samples(
+      timm::create_dataset(dataset_name, args.get("data-dir"), args.get("split"), in_chans, args.get("class-map")),
+      args.get_optional_int("num-samples"), "num-samples");
 
   std::vector<timm::ResultRow> rows;
   for (const auto& checkpoint : checkpoints)

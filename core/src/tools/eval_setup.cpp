@@ -56,6 +56,7 @@ void add_dataset_flags(ToolArgs& args, int64_t default_batch, int64_t default_wo
   args.add("data-dir", "", "", "path to dataset root (default: Fashion-MNIST)");
   args.add("dataset", "", "", "dataset type: '' (image folder) or fashion-mnist");
   args.add("split", "", "validation", "dataset split");
+  args.add("class-map", "", "", "path to class to idx mapping file (.txt: one class name per line, or .pkl)");
   args.add("num-samples", "", "", "use the first N samples of the split");
   args.add("batch-size", "b", std::to_string(default_batch), "mini-batch size");
   args.add("workers", "j", std::to_string(default_workers), "number of data loading workers");

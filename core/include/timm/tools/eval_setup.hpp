@@ -47,7 +47,7 @@ EvalPrecision eval_precision(const ToolArgs& args);
 // validate.py and inference.py take it when --num-classes is not given.
 int64_t pretrained_num_classes(const std::string& model_name);
 
-// Declares --data-dir, --dataset, --split, --num-samples, -b, -j, --log-freq.
+// Declares --data-dir, --dataset, --split, --class-map, --num-samples, -b, -j, --log-freq.
 void add_dataset_flags(ToolArgs& args, int64_t default_batch, int64_t default_workers);
 
 // The given data flags as a train Config (marked explicit), so the trainer's
