@@ -6,17 +6,21 @@
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include <iostream>
+#include <optional>
 
 #include "timm/base/app_main.hpp"
 #include "timm/base/error.hpp"
 #include "timm/base/stopwatch.hpp"
 #include "timm/data/dataset.hpp"
 #include "timm/log/log.hpp"
+#include "timm/models/channels_last.hpp"
+#include "timm/models/load_weights.hpp"
 #include "timm/plugin/loader.hpp"
 #include "timm/plugin/registry.hpp"
 #include "timm/tools/eval_setup.hpp"
 #include "timm/tools/progress.hpp"
 #include "timm/tools/results_file.hpp"
+#include "timm/train/amp.hpp"
 #include "timm/train/metrics.hpp"
 
 namespace {
@@ -37,6 +41,7 @@ timm::ToolArgs make_args() {
   timm::ToolArgs args("timm-infer", "Top-k predictions per image of a folder or dataset (timm's inference.py).");
   timm::add_model_data_flags(args, "resnet18");
   timm::add_dataset_flags(args, 256, 2);
+  timm::add_eval_model_flags(args);
   args.add("checkpoint", "", "", "a .safetensors checkpoint written by timm-run");
   args.add("topk", "", "5", "top-k to output");
   args.add("output-type", "", "prob", "prob (softmax) or logit");
@@ -69,6 +74,7 @@ struct Options {
   bool prob, include_index, fullname, separate;
   const std::vector<std::pair<std::string, std::string>>* labels;  // null: no label column
   bool label_names;                                                // name rather than description
+  timm::EvalPrecision precision;
 };
 
 std::vector<timm::ResultRow> predict(timm::ClassifierImpl& model, timm::Loader& loader, const timm::Dataset& dataset,
@@ -83,10 +89,18 @@ std::vector<timm::ResultRow> predict(timm::ClassifierImpl& model, timm::Loader& 
   timm::Stopwatch batch_watch;
   int64_t index = 0;
   while (auto batch = loader.next()) {
-    at::Tensor output = model.forward(timm::prepare_eval_images(*batch, loader.transform()));
+    const at::Tensor input = timm::prepare_eval_images(*batch, loader.transform(), opt.precision.channels_last);
+    at::Tensor output;
+    {
+      // inference.py: the forward alone under autocast; softmax and top-k in
+      // the output's dtype, the values then as float32.
+      std::optional<timm::AutocastGuard> autocast;
+      if (opt.precision.amp_dtype) autocast.emplace(at::kCPU, *opt.precision.amp_dtype);
+      output = model.forward(input);
+    }
     if (opt.prob) output = at::softmax(output, -1);
     const auto [values, indices] = at::topk(output, std::min<int64_t>(opt.topk, output.size(1)));
-    const auto v = values.contiguous();
+    const auto v = values.to(at::kFloat).contiguous();
     const auto ix = indices.contiguous();
     for (int64_t r = 0; r < v.size(0); ++r) {
       const auto sample = rows.size();
@@ -123,7 +137,8 @@ Options make_options(const timm::ToolArgs& args, const std::string& dataset_name
               args.get_switch("fullname"),
               args.get_switch("results-separate-col"),
               nullptr,
-              false};
+              false,
+              timm::eval_precision(args)};
   if (opt.topk <= 0) throw timm::UsageError("--topk " + std::to_string(opt.topk) + ": expected a positive integer");
   const std::string output_type = args.get("output-type");
   if (output_type != "prob" && output_type != "logit") {
@@ -153,6 +168,7 @@ int run(int argc, char** argv) {
   const timm::DatasetDefaults defaults = timm::dataset_defaults(dataset_name);
   timm::Config config = timm::data_flags_config(args);
   const std::string model_name = args.get("model");
+  const bool pretrained = !args.has("checkpoint") && args.get_switch("pretrained");
   timm::CheckpointShape shape;
   if (args.has("checkpoint")) shape = timm::checkpoint_shape(args.get("checkpoint"), model_name);
   // The channels the checkpoint was trained with, unless --in-chans says.
@@ -160,21 +176,32 @@ int run(int argc, char** argv) {
   if (shape.in_chans && !args.given("in-chans") && !args.given("input-size")) in_chans = *shape.in_chans;
   config.set("in_chans", in_chans);
   // A flat folder of images is its own split; otherwise timm's split search.
-  auto dataset =
-      timm::first_samples(timm::create_dataset(dataset_name, args.get("data-dir"), args.get("split"), in_chans),
-                          args.get_optional_int("num-samples"), "num-samples");
+  auto dataset = timm::first_samples(
+      timm::create_dataset(dataset_name, args.get("data-dir"), args.get("split"), in_chans, args.get("class-map")),
+      args.get_optional_int("num-samples"), "num-samples");
 
   timm::ModelArgs model_args;
   model_args.in_chans = in_chans;
   model_args.global_pool = args.get_optional("gp");
   model_args.kwargs = args.get_kwargs("model-kwargs");
-  model_args.num_classes = args.get_optional_int("num-classes").value_or(dataset_name.empty() ? 1000 : 10);
+  // inference.py: --pretrained without --num-classes keeps the pretrained head.
+  const int64_t default_classes =
+      pretrained ? timm::pretrained_num_classes(model_name) : (dataset_name.empty() ? 1000 : 10);
+  model_args.num_classes = args.get_optional_int("num-classes").value_or(default_classes);
   if (shape.num_classes && !args.given("num-classes")) model_args.num_classes = *shape.num_classes;
   timm::ModelPtr model = timm::create_model(model_name, model_args);
   if (args.has("checkpoint")) {
     timm::load_checkpoint_weights(*model, args.get("checkpoint"));
+    if (args.get_switch("pretrained")) {
+      timm::log_info(
+          "--pretrained with --checkpoint: predicting with the checkpoint's weights (they replace the "
+          "pretrained ones, as in inference.py)");
+    }
+  } else if (pretrained) {
+    timm::load_hub_pretrained(*model, model_name, in_chans, model_args.num_classes);
   } else {
-    timm::log_warning("no --checkpoint: predicting with randomly initialised weights");
+    timm::log_warning(
+        "no --checkpoint: predicting with randomly initialised weights (--pretrained: the model's default weights)");
   }
   timm::log_info(timm::format("Model %s created, param count: %lld", model_name.c_str(),
                               static_cast<long long>(timm::count_parameters(*model))));
@@ -183,6 +210,10 @@ int run(int argc, char** argv) {
   for (const auto& line : timm::describe_data_config(data_config)) timm::log_info(line);
 
   const Options options = make_options(args, dataset_name, model_args.num_classes);
+  timm::log_info(options.precision.amp_dtype ? "Running inference in mixed precision with native PyTorch AMP (" +
+                                                   args.get("amp-dtype") + " autocast on the CPU)."
+                                             : std::string("Running inference in float32. AMP not enabled."));
+  if (options.precision.channels_last) timm::to_channels_last(*model);
   auto loader = timm::make_eval_loader(dataset, data_config, args.get_int("batch-size"), args.get_int("workers"));
   const auto rows = predict(*model, *loader, *dataset, options, std::max<int64_t>(1, args.get_int("log-freq")));
   if (args.has("results-file")) {

@@ -6,6 +6,7 @@
 // once, so the numbers equal timm-run's eval of the same weights and data.
 #include <cmath>
 #include <iostream>
+#include <optional>
 
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/randn.h>
@@ -16,11 +17,14 @@
 #include "timm/base/error.hpp"
 #include "timm/base/stopwatch.hpp"
 #include "timm/log/log.hpp"
+#include "timm/models/channels_last.hpp"
+#include "timm/models/load_weights.hpp"
 #include "timm/plugin/loader.hpp"
 #include "timm/plugin/registry.hpp"
 #include "timm/tools/eval_setup.hpp"
 #include "timm/tools/progress.hpp"
 #include "timm/tools/results_file.hpp"
+#include "timm/train/amp.hpp"
 #include "timm/train/metrics.hpp"
 
 namespace {
@@ -29,6 +33,7 @@ timm::ToolArgs make_args() {
   timm::ToolArgs args("timm-validate", "Validates timm-cpp checkpoints on a dataset (timm's validate.py).");
   timm::add_model_data_flags(args, "resnet18");
   timm::add_dataset_flags(args, 256, 4);
+  timm::add_eval_model_flags(args);
   args.add("checkpoint", "", "", "a .safetensors checkpoint, or a folder: validate each *.safetensors in it");
   args.add("results-file", "", "", "output CSV or JSON file for validation results");
   args.add("results-format", "", "", "csv or json (default: from the file's extension)");
@@ -43,7 +48,8 @@ struct Outcome {
   int64_t samples = 0;
 };
 
-Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, int64_t log_freq) {
+Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, const timm::EvalPrecision& precision,
+                 int64_t log_freq) {
   model.eval();
   torch::NoGradGuard no_grad;
   loader.start_epoch(0);
@@ -55,9 +61,16 @@ Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, int64_t log_
   timm::Stopwatch batch_watch;
   int64_t index = 0;
   while (auto batch = loader.next()) {
-    const at::Tensor input = timm::prepare_eval_images(*batch, loader.transform());
-    const at::Tensor output = model.forward(input);
-    const double loss = at::cross_entropy_loss(output, batch->targets).item<double>();
+    const at::Tensor input = timm::prepare_eval_images(*batch, loader.transform(), precision.channels_last);
+    at::Tensor output, loss_tensor;
+    {
+      // validate.py: the forward and the loss under autocast.
+      std::optional<timm::AutocastGuard> autocast;
+      if (precision.amp_dtype) autocast.emplace(at::kCPU, *precision.amp_dtype);
+      output = model.forward(input);
+      loss_tensor = at::cross_entropy_loss(output, batch->targets);
+    }
+    const double loss = loss_tensor.item<double>();
     const auto correct = timm::correct_topk(output, batch->targets, {1, 5});
     const int64_t n = input.size(0);
     loss_sum += loss * static_cast<double>(n);
@@ -87,7 +100,7 @@ double round_to(double value, int digits) {
 
 timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std::filesystem::path>& checkpoint,
                              std::shared_ptr<const timm::Dataset> dataset, const timm::DatasetDefaults& defaults,
-                             int64_t in_chans) {
+                             int64_t in_chans, const timm::EvalPrecision& precision) {
   const std::string model_name = args.get("model");
   timm::Config config = timm::data_flags_config(args);
   config.set("in_chans", in_chans);
@@ -95,7 +108,9 @@ timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std
   model_args.in_chans = in_chans;
   model_args.global_pool = args.get_optional("gp");
   model_args.kwargs = args.get_kwargs("model-kwargs");
-  model_args.num_classes = dataset->num_classes();
+  // validate.py: --pretrained without --num-classes keeps the pretrained head.
+  const bool pretrained = !checkpoint && args.get_switch("pretrained");
+  model_args.num_classes = pretrained ? timm::pretrained_num_classes(model_name) : dataset->num_classes();
   if (auto n = args.get_optional_int("num-classes")) model_args.num_classes = *n;
   if (checkpoint && !args.given("num-classes")) {
     // The head size the checkpoint was trained with, as timm-run wrote it.
@@ -105,8 +120,11 @@ timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std
   if (checkpoint) {
     timm::load_checkpoint_weights(*model, *checkpoint);
     timm::log_info("Loaded state_dict from checkpoint '" + checkpoint->string() + "'");
+  } else if (pretrained) {
+    timm::load_hub_pretrained(*model, model_name, in_chans, model_args.num_classes);
   } else {
-    timm::log_warning("no --checkpoint: validating randomly initialised weights (there are no pretrained weights)");
+    timm::log_warning(
+        "no --checkpoint: validating randomly initialised weights (--pretrained: the model's default weights)");
   }
   const int64_t param_count = timm::count_parameters(*model);
   timm::log_info(
@@ -114,6 +132,7 @@ timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std
   timm::DataConfig data_config = timm::resolve_data_config(config, model->pretrained_cfg(), defaults);
   timm::apply_crop_mode(args, data_config);
   for (const auto& line : timm::describe_data_config(data_config)) timm::log_info(line);
+  if (precision.channels_last) timm::to_channels_last(*model);
 
   auto loader = timm::make_eval_loader(dataset, data_config, args.get_int("batch-size"), args.get_int("workers"));
   {
@@ -122,9 +141,13 @@ timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std
     model->eval();
     std::vector<int64_t> shape{args.get_int("batch-size")};
     shape.insert(shape.end(), data_config.input_size.begin(), data_config.input_size.end());
-    model->forward(at::randn(shape));
+    at::Tensor input = at::randn(shape);
+    if (precision.channels_last) input = input.contiguous(at::MemoryFormat::ChannelsLast);
+    std::optional<timm::AutocastGuard> autocast;
+    if (precision.amp_dtype) autocast.emplace(at::kCPU, *precision.amp_dtype);
+    model->forward(input);
   }
-  const Outcome outcome = validate(*model, *loader, std::max<int64_t>(1, args.get_int("log-freq")));
+  const Outcome outcome = validate(*model, *loader, precision, std::max<int64_t>(1, args.get_int("log-freq")));
   timm::log_info(timm::format(" * Acc@1 %.3f (%.3f) Acc@5 %.3f (%.3f)", outcome.top1, 100.0 - outcome.top1,
                               outcome.top5, 100.0 - outcome.top5));
   timm::log_info(timm::format(" * Loss %.4f over %lld images", outcome.loss, static_cast<long long>(outcome.samples)));
@@ -148,6 +171,15 @@ int run(int argc, char** argv) {
   timm::ToolArgs args = make_args();
   if (!args.parse_or_print_help(argc, argv)) return 0;
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
+  const timm::EvalPrecision precision = timm::eval_precision(args);
+  timm::log_info(precision.amp_dtype ? "Validating in mixed precision with native PyTorch AMP (" +
+                                           args.get("amp-dtype") + " autocast on the CPU)."
+                                     : std::string("Validating in float32. AMP not enabled."));
+  if (args.get_switch("pretrained") && args.has("checkpoint")) {
+    timm::log_info(
+        "--pretrained with --checkpoint: the checkpoint's weights are validated (they replace the "
+        "pretrained ones, as in validate.py)");
+  }
   const std::string dataset_name = timm::tool_dataset_name(args);
   const timm::DatasetDefaults defaults = timm::dataset_defaults(dataset_name);
   std::vector<std::optional<std::filesystem::path>> checkpoints{std::nullopt};
@@ -160,13 +192,13 @@ int run(int argc, char** argv) {
   if (checkpoints.front() && !args.given("in-chans") && !args.given("input-size")) {
     if (auto c = timm::checkpoint_shape(*checkpoints.front(), args.get("model")).in_chans) in_chans = *c;
   }
-  auto dataset =
-      timm::first_samples(timm::create_dataset(dataset_name, args.get("data-dir"), args.get("split"), in_chans),
-                          args.get_optional_int("num-samples"), "num-samples");
+  auto dataset = timm::first_samples(
+      timm::create_dataset(dataset_name, args.get("data-dir"), args.get("split"), in_chans, args.get("class-map")),
+      args.get_optional_int("num-samples"), "num-samples");
 
   std::vector<timm::ResultRow> rows;
   for (const auto& checkpoint : checkpoints)
-    rows.push_back(validate_one(args, checkpoint, dataset, defaults, in_chans));
+    rows.push_back(validate_one(args, checkpoint, dataset, defaults, in_chans, precision));
   // validate.py sorts bulk results by top-1, best first.
   std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return top1_of(a) > top1_of(b); });
 

@@ -15,6 +15,8 @@
 
 #include <doctest/doctest.h>
 
+namespace test_tools {
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 using timm::test::run_command;
@@ -327,3 +329,169 @@ TEST_CASE("timm-plot renders summary.csv into a well-formed SVG with the CSV's p
   const auto bad = run_command({tool("timm-plot"), (tmp / "missing.csv").string(), (tmp / "x.svg").string()});
   CHECK(bad.exit_code == 1);
 }
+
+namespace {
+
+// A tool's run on the trained checkpoint with --results-file; its output and its results.
+struct ToolRun {
+  std::string output;
+  json results;
+};
+
+ToolRun run_tool(const std::string& name, const fs::path& results, const std::vector<std::string>& args,
+                 const std::vector<std::string>& env = {}) {
+  const auto result =
+      run_command(concat({tool(name), "--results-file", results.string()}, args), std::chrono::seconds(600), env);
+  REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+  return {result.output, parse_json_file(results)};
+}
+
+double top_diff(const json& a, const json& b, const char* key) {
+  return std::abs(a[key].get<double>() - b[key].get<double>());
+}
+
+double relative_diff(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-12); }
+
+// timm-infer's rows `ours` against `reference` (the same images): the k-th
+// largest probabilities within `tolerance` (sorted values move by at most the
+// largest change of any value, whatever the order), and the classes of each
+// rank equal except where the reference's probabilities of two ranks are
+// within `2 * tolerance` (a near-tie may swap).
+void check_predictions(const json& ours, const json& reference, double tolerance) {
+  REQUIRE(ours.size() == reference.size());
+  REQUIRE(!ours.empty());
+  double worst = 0.0;
+  int swapped = 0;
+  for (std::size_t i = 0; i < ours.size(); ++i) {
+    CHECK(ours[i]["filename"] == reference[i]["filename"]);
+    const json& p = reference[i]["prob"];
+    for (std::size_t k = 0; k < p.size(); ++k) {
+      worst = std::max(worst, std::abs(ours[i]["prob"][k].get<double>() - p[k].get<double>()));
+      if (ours[i]["index"][k] == reference[i]["index"][k]) continue;
+      ++swapped;
+      const double gap_prev = k > 0 ? p[k - 1].get<double>() - p[k].get<double>() : 1.0;
+      const double gap_next = k + 1 < p.size() ? p[k].get<double>() - p[k + 1].get<double>() : 0.0;
+      CHECK_MESSAGE(std::min(gap_prev, gap_next) <= 2 * tolerance, "image " << i << " rank " << k << ": class "
+                                                                            << ours[i]["index"][k] << ", reference "
+                                                                            << reference[i]["index"][k]);
+    }
+  }
+  MESSAGE("max |d prob| by rank " << worst << ", ranks swapped on near-ties " << swapped);
+  CHECK(worst <= tolerance);
+}
+
+}  // namespace
+
+TEST_CASE("timm-validate --amp (bfloat16) is within tolerance of float32 and --channels-last matches it") {
+  const TrainedRun& run = trained_run();
+  timm::test::TempDir tmp;
+  const std::vector<std::string> common = {
+      "--checkpoint", run.checkpoint().string(), "--num-samples", "256", "-b", "64", "-j", "1"};
+  const ToolRun fp32 = run_tool("timm-validate", tmp / "fp32.json", common);
+  CHECK(fp32.output.find("Validating in float32. AMP not enabled.") != std::string::npos);
+  const ToolRun bf16 =
+      run_tool("timm-validate", tmp / "bf16.json", concat(common, {"--amp", "--amp-dtype", "bfloat16"}));
+  CHECK(bf16.output.find("Validating in mixed precision with native PyTorch AMP (bfloat16") != std::string::npos);
+  const ToolRun cl = run_tool("timm-validate", tmp / "cl.json", concat(common, {"--channels-last"}));
+  const ToolRun bf16_cl = run_tool("timm-validate", tmp / "bf16_cl.json",
+                                   concat(common, {"--amp", "--amp-dtype", "bfloat16", "--channels-last"}));
+
+  // bfloat16 keeps 8 bits of mantissa: logits move by about 1%, flipping the
+  // predictions of near-ties. Tolerance: top-1 and top-5 within 8 of the 256
+  // samples (3.125 points), the mean loss within 2% relative. The loss must
+  // differ, else autocast did not run.
+  const double sample = 100.0 / 256;
+  for (const ToolRun* amp : {&bf16, &bf16_cl}) {
+    MESSAGE("bf16 vs fp32: top1 " << amp->results["top1"] << " / " << fp32.results["top1"] << ", top5 "
+                                  << amp->results["top5"] << " / " << fp32.results["top5"] << ", loss "
+                                  << amp->results["loss"] << " / " << fp32.results["loss"]);
+    CHECK(top_diff(amp->results, fp32.results, "top1") <= 8 * sample + 1e-3);
+    CHECK(top_diff(amp->results, fp32.results, "top5") <= 8 * sample + 1e-3);
+    CHECK(relative_diff(amp->results["loss"].get<double>(), fp32.results["loss"].get<double>()) <= 0.02);
+    CHECK(amp->results["loss"].get<double>() != fp32.results["loss"].get<double>());
+  }
+  // channels_last changes the convolution kernels' summation order only:
+  // top-1 and top-5 within one sample of 256, the loss within 1e-4 relative.
+  CHECK(top_diff(cl.results, fp32.results, "top1") <= sample + 1e-3);
+  CHECK(top_diff(cl.results, fp32.results, "top5") <= sample + 1e-3);
+  CHECK(relative_diff(cl.results["loss"].get<double>(), fp32.results["loss"].get<double>()) <= 1e-4);
+
+  // validate.py's choices only.
+  const auto dtype = run_command({tool("timm-validate"), "--checkpoint", run.checkpoint().string(), "--amp",
+                                  "--amp-dtype", "float64", "--num-samples", "8", "-j", "1"});
+  CHECK(dtype.exit_code == 2);
+  CHECK_MESSAGE(dtype.output.find("--amp-dtype 'float64': expected float16 or bfloat16") != std::string::npos,
+                dtype.output);
+}
+
+TEST_CASE("timm-infer --amp (bfloat16) is within tolerance of float32 and --channels-last matches it") {
+  const TrainedRun& run = trained_run();
+  timm::test::TempDir tmp;
+  const std::vector<std::string> common = {
+      "--checkpoint", run.checkpoint().string(), "--num-samples", "40", "-b", "16", "-j", "1", "--include-index"};
+  const ToolRun fp32 = run_tool("timm-infer", tmp / "fp32.json", common);
+  CHECK(fp32.output.find("Running inference in float32. AMP not enabled.") != std::string::npos);
+  const ToolRun bf16 = run_tool("timm-infer", tmp / "bf16.json", concat(common, {"--amp", "--amp-dtype", "bfloat16"}));
+  CHECK(bf16.output.find("Running inference in mixed precision with native PyTorch AMP (bfloat16") !=
+        std::string::npos);
+  const ToolRun cl = run_tool("timm-infer", tmp / "cl.json", concat(common, {"--channels-last"}));
+  // bfloat16 logits and a bfloat16 softmax (inference.py's): probabilities by
+  // rank within 0.03.
+  check_predictions(bf16.results, fp32.results, 0.03);
+  // channels_last: probabilities by rank within 1e-5.
+  check_predictions(cl.results, fp32.results, 1e-5);
+}
+
+TEST_CASE("timm-validate and timm-infer --pretrained use the model's default weights from the hub cache") {
+  timm::test::TempDir tmp;
+  const fs::path cache = tmp / "cache", out = tmp / "out";
+  // Seeded resnet18 weights as timm/resnet18.a1_in1k in a hub cache, and what
+  // Python timm's create_model(pretrained=True) loads from it.
+  run_oracle("hub_cache_oracle.py", {"make", cache.string(), "resnet18", out.string()});
+  const std::vector<std::string> env = {"HF_HUB_CACHE=" + cache.string()};
+  const std::vector<std::string> common = {"--model", "resnet18", "--num-samples", "128", "-b", "64", "-j", "1"};
+
+  // validate.py: without --num-classes the pretrained head (1000 classes);
+  // Fashion-MNIST's one channel adapts the stem as timm does. The same
+  // numbers as validating Python timm's loaded state_dict as a checkpoint.
+  const ToolRun pretrained = run_tool("timm-validate", tmp / "pre.json", concat(common, {"--pretrained"}), env);
+  CHECK(pretrained.output.find("Loading pretrained weights from Hugging Face hub cache (timm/resnet18.a1_in1k)") !=
+        std::string::npos);
+  CHECK(pretrained.results["param_count"].get<double>() == doctest::Approx(11.68));  // 1000 classes, 1-channel stem
+  const ToolRun loaded = run_tool("timm-validate", tmp / "loaded.json",
+                                  concat(common, {"--checkpoint", (out / "loaded_1000_1.safetensors").string()}));
+  for (const char* key : {"top1", "top5", "loss"}) CHECK_MESSAGE(pretrained.results[key] == loaded.results[key], key);
+
+  // Three channels: the file's weights unchanged.
+  const ToolRun rgb =
+      run_tool("timm-validate", tmp / "rgb.json", concat(common, {"--pretrained", "--in-chans", "3"}), env);
+  const ToolRun weights = run_tool("timm-validate", tmp / "weights.json",
+                                   concat(common, {"--checkpoint", (out / "weights.safetensors").string()}));
+  for (const char* key : {"top1", "top5", "loss"}) CHECK_MESSAGE(rgb.results[key] == weights.results[key], key);
+
+  // --num-classes 10: a new head (timm's load_pretrained drops the classifier).
+  const ToolRun head =
+      run_tool("timm-validate", tmp / "head.json", concat(common, {"--pretrained", "--num-classes", "10"}), env);
+  CHECK(head.results["param_count"].get<double>() == doctest::Approx(11.18));
+
+  // timm-infer: the same predictions as with the loaded state_dict.
+  const std::vector<std::string> infer = {"--model", "resnet18", "--num-samples",  "20", "-b", "8",
+                                          "-j",      "1",        "--include-index"};
+  const ToolRun infer_pretrained = run_tool("timm-infer", tmp / "ipre.json", concat(infer, {"--pretrained"}), env);
+  const ToolRun infer_loaded = run_tool("timm-infer", tmp / "iloaded.json",
+                                        concat(infer, {"--checkpoint", (out / "loaded_1000_1.safetensors").string()}));
+  CHECK(infer_pretrained.results == infer_loaded.results);
+  CHECK(infer_pretrained.results.size() == 20);
+
+  // Weights not in the cache: a runtime error naming them.
+  const fs::path empty = tmp / "empty";
+  fs::create_directories(empty);
+  const auto missing = run_command(concat({tool("timm-validate"), "--pretrained"}, common), std::chrono::seconds(300),
+                                   {"HF_HUB_CACHE=" + empty.string()});
+  CHECK(missing.exit_code == 1);
+  CHECK_MESSAGE(
+      missing.output.find("'timm/resnet18.a1_in1k' are not in the Hugging Face hub cache") != std::string::npos,
+      missing.output);
+}
+
+}  // namespace test_tools

@@ -175,6 +175,39 @@ def cmd_folder(root):
             f.write(f'{path}\t{target}\n')
 
 
+def cmd_classmap(out):
+    """--class-map: cmd_folder's tree in OUT/root, a tar of it (OUT/root.tar),
+    the maps OUT/map.txt (with a class that has no folder) and OUT/map.pkl,
+    and what timm's ReaderImageFolder and ReaderImageInTar make of them:
+    OUT/<reader>_<map>.txt, one 'path<TAB>target' line per sample (the tar's
+    member path)."""
+    import pickle
+    import tarfile
+    from timm.data.readers.reader_image_in_tar import ReaderImageInTar
+    from timm.data.readers.reader_image_folder import ReaderImageFolder
+    root = os.path.join(out, 'root')
+    cmd_folder(root)
+    with tarfile.open(os.path.join(out, 'root.tar'), 'w') as tf:
+        for dirpath, _, files in sorted(os.walk(root)):
+            for name in sorted(files):
+                path = os.path.join(dirpath, name)
+                tf.add(path, arcname=os.path.relpath(path, root))
+    with open(os.path.join(out, 'map.txt'), 'w') as f:
+        f.write('zeta\nclass2\nno_such_class\n  Class1 \r\nnested\n')
+    with open(os.path.join(out, 'map.pkl'), 'wb') as f:
+        pickle.dump({'class10': 4, 'alpha_9': 0, 'absent': 2}, f)
+    for map_name in ('txt', 'pkl'):
+        class_map = os.path.join(out, 'map.' + map_name)
+        folder = ReaderImageFolder(root, class_map=class_map)
+        with open(os.path.join(out, f'folder_{map_name}.txt'), 'w') as f:
+            for path, target in folder.samples:
+                f.write(f'{path}\t{target}\n')
+        tar = ReaderImageInTar(os.path.join(out, 'root.tar'), class_map=class_map)
+        with open(os.path.join(out, f'tar_{map_name}.txt'), 'w') as f:
+            for i in range(len(tar)):
+                f.write(f'{tar._filename(i)}\t{tar.targets[i]}\n')
+
+
 def cmd_fmnist(_):
     for prefix in ('train', 't10k'):
         with gzip.open(os.path.join(FMNIST, f'{prefix}-labels-idx1-ubyte.gz'), 'rb') as f:
@@ -359,4 +392,4 @@ if __name__ == '__main__':
     if out:
         os.makedirs(out, exist_ok=True)
     {'resize': cmd_resize, 'decode': cmd_decode, 'enhance': cmd_enhance, 'folder': cmd_folder,
-     'fmnist': cmd_fmnist, 'eval': cmd_eval, 'torchvision': cmd_torchvision}[command](out)
+     'fmnist': cmd_fmnist, 'classmap': cmd_classmap, 'eval': cmd_eval, 'torchvision': cmd_torchvision}[command](out)

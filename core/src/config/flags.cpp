@@ -18,7 +18,7 @@ namespace {
 // never silently ignores a setting. Flip entries here as features land.
 constexpr std::array kImplementedFlags = {
     // Dataset and model.
-    "data", "data-dir", "dataset", "train-split", "val-split", "train-num-samples",
+    "data", "data-dir", "dataset", "class-map", "train-split", "val-split", "train-num-samples",
     "val-num-samples", "model", "pretrained", "pretrained-path", "initial-checkpoint", "num-classes", "gp",
     "bn-momentum", "bn-eps", "head-init-scale", "head-init-bias", "pin-mem", "worker-seeding",
     "img-size", "in-chans", "input-size", "crop-pct", "mean", "std", "interpolation",

@@ -113,7 +113,7 @@ class FolderWalk {
 
 class ImageFolderDataset final : public Dataset {
  public:
-  ImageFolderDataset(const fs::path& root, int64_t channels) : channels_(channels) {
+  ImageFolderDataset(const fs::path& root, int64_t channels, const ClassMap* class_map) : channels_(channels) {
     std::error_code ec;
     if (!fs::is_directory(root, ec)) throw Error("image folder " + in_quotes(root.string()) + ": not a folder");
     std::string root_string = root.string();
@@ -130,15 +130,23 @@ class ImageFolderDataset final : public Dataset {
       throw Error("image folder " + in_quotes(root.string()) +
                   ": found no images; expected class sub-folders with .png, .jpg or .jpeg files");
     }
-    // timm: sorted(set(labels), key=natural_key), then samples by natural path.
+    // timm: sorted(set(labels), key=natural_key) unless a class map is
+    // given, then the samples whose label is in it, by natural path.
     std::set<std::string> labels;
     for (const FoundFile& f : found) labels.insert(f.label);
-    const std::map<std::string, int64_t> class_index = class_to_idx(labels);
+    const std::map<std::string, int64_t> class_index = class_map ? *class_map : class_to_idx(labels);
     std::stable_sort(found.begin(), found.end(),
                      [](const FoundFile& a, const FoundFile& b) { return natural_less(a.path, b.path); });
     samples_.reserve(found.size());
-    for (FoundFile& f : found) samples_.push_back({std::move(f.path), class_index.at(f.label)});
-    num_classes_ = static_cast<int64_t>(class_index.size());
+    for (FoundFile& f : found) {
+      const auto it = class_index.find(f.label);
+      if (it != class_index.end()) samples_.push_back({std::move(f.path), it->second});
+    }
+    if (samples_.empty()) {
+      throw Error("image folder " + in_quotes(root.string()) +
+                  ": no image is in a class of the class map; expected class sub-folders named as in the map");
+    }
+    num_classes_ = class_map ? class_map_num_classes(*class_map) : static_cast<int64_t>(class_index.size());
   }
 
   std::size_t size() const override { return samples_.size(); }
@@ -444,9 +452,9 @@ std::shared_ptr<const Dataset> first_samples(std::shared_ptr<const Dataset> data
   return std::make_shared<FirstSamples>(std::move(dataset), static_cast<std::size_t>(*count));
 }
 
-std::unique_ptr<Dataset> make_image_folder(const fs::path& root, int64_t channels) {
+std::unique_ptr<Dataset> make_image_folder(const fs::path& root, int64_t channels, const ClassMap* class_map) {
   check_channels(channels);
-  return std::make_unique<ImageFolderDataset>(root, channels);
+  return std::make_unique<ImageFolderDataset>(root, channels, class_map);
 }
 
 std::unique_ptr<Dataset> make_fashion_mnist(const fs::path& root, const std::string& split, int64_t channels) {
@@ -481,18 +489,33 @@ fs::path find_split_folder(const fs::path& root, const std::string& split) {
 }
 
 std::unique_ptr<Dataset> create_dataset(const std::string& name, const fs::path& root, const std::string& split,
-                                        int64_t channels) {
+                                        int64_t channels, const fs::path& class_map) {
+  // timm's readers: load_class_map(class_map, root) with the reader's root.
+  std::optional<ClassMap> map;
+  const auto read_map = [&](const fs::path& reader_root) -> const ClassMap* {
+    if (class_map.empty()) return nullptr;
+    map = load_class_map(class_map, reader_root);
+    return &*map;
+  };
   if (name.empty() || name == "image_folder") {
     if (root.empty()) throw UsageError("dataset " + in_quotes(name) + ": --data-dir is required for an image folder");
     // timm's create_reader: a .tar file (case-sensitive suffix) is read as image-in-tar.
     std::error_code ec;
-    if (fs::is_regular_file(root, ec) && root.extension() == ".tar") return make_image_in_tar(root, channels);
-    return make_image_folder(find_split_folder(root, split), channels);
+    if (fs::is_regular_file(root, ec) && root.extension() == ".tar") {
+      return make_image_in_tar(root, channels, read_map(root));
+    }
+    const fs::path folder = find_split_folder(root, split);
+    return make_image_folder(folder, channels, read_map(folder));
   }
   if (name == "tar" || name == "image_in_tar") {
     if (root.empty()) throw UsageError("dataset " + in_quotes(name) + ": --data-dir is required for image-in-tar");
     std::error_code ec;
-    return make_image_in_tar(fs::is_directory(root, ec) ? find_split_folder(root, split) : root, channels);
+    const fs::path tar_root = fs::is_directory(root, ec) ? find_split_folder(root, split) : root;
+    return make_image_in_tar(tar_root, channels, read_map(tar_root));
+  }
+  if (!class_map.empty()) {
+    throw UsageError("--class-map " + in_quotes(class_map.string()) + ": dataset " + in_quotes(name) +
+                     " has its own class indices; a class map applies to image folders and tars only");
   }
   // timm: the prefix before the first '/' in any case; for torch/, the name
   // after the second '/' if any (name.split('/', 2)[-1]), lowercased.

@@ -229,7 +229,7 @@ std::string label_of(const std::string& tree_path, const std::string& member_pat
 
 class ImageInTarDataset final : public Dataset {
  public:
-  ImageInTarDataset(const fs::path& root, int64_t channels) : channels_(channels) {
+  ImageInTarDataset(const fs::path& root, int64_t channels, const ClassMap* class_map) : channels_(channels) {
     std::error_code ec;
     std::vector<std::pair<fs::path, std::string>> tars;  // file, tree path ('' for a root tar)
     if (fs::is_regular_file(root, ec)) {
@@ -252,7 +252,11 @@ class ImageInTarDataset final : public Dataset {
     if (found.empty()) {
       throw Error("image-in-tar: " + in_quotes(root.string()) + ": found no .png, .jpg or .jpeg members");
     }
-    build_index(std::move(found));
+    build_index(std::move(found), class_map);
+    if (samples_.empty()) {
+      throw Error("image-in-tar: " + in_quotes(root.string()) +
+                  ": no member is in a class of the class map; expected members in folders named as in the map");
+    }
   }
 
   std::size_t size() const override { return samples_.size(); }
@@ -308,14 +312,19 @@ class ImageInTarDataset final : public Dataset {
     found.insert(found.end(), own.begin(), own.end());
   }
 
-  void build_index(std::vector<Found> found) {
+  // timm: the class map's index, else the labels in natural order; samples
+  // whose label the map lacks are dropped.
+  void build_index(std::vector<Found> found, const ClassMap* class_map) {
     std::set<std::string> labels;
     for (const Found& f : found) labels.insert(f.label);
-    const std::map<std::string, int64_t> class_index = class_to_idx(labels);
+    const std::map<std::string, int64_t> class_index = class_map ? *class_map : class_to_idx(labels);
     std::stable_sort(found.begin(), found.end(),
                      [](const Found& a, const Found& b) { return natural_less(a.member_path, b.member_path); });
-    for (Found& f : found) samples_.push_back({std::move(f.name), f.file, f.offset, f.size, class_index.at(f.label)});
-    num_classes_ = static_cast<int64_t>(class_index.size());
+    for (Found& f : found) {
+      const auto it = class_index.find(f.label);
+      if (it != class_index.end()) samples_.push_back({std::move(f.name), f.file, f.offset, f.size, it->second});
+    }
+    num_classes_ = class_map ? class_map_num_classes(*class_map) : static_cast<int64_t>(class_index.size());
   }
 
   std::vector<std::unique_ptr<File>> files_;
@@ -326,8 +335,8 @@ class ImageInTarDataset final : public Dataset {
 
 }  // namespace
 
-std::unique_ptr<Dataset> make_image_in_tar(const fs::path& root, int64_t channels) {
-  return std::make_unique<ImageInTarDataset>(root, channels);
+std::unique_ptr<Dataset> make_image_in_tar(const fs::path& root, int64_t channels, const ClassMap* class_map) {
+  return std::make_unique<ImageInTarDataset>(root, channels, class_map);
 }
 
 }  // namespace timm

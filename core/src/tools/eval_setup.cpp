@@ -9,6 +9,7 @@
 #include "timm/data/dataset.hpp"
 #include "timm/io/safetensors.hpp"
 #include "timm/models/state_dict.hpp"
+#include "timm/train/amp.hpp"
 
 namespace timm {
 void add_model_data_flags(ToolArgs& args, const std::string& default_model) {
@@ -27,10 +28,35 @@ void add_model_data_flags(ToolArgs& args, const std::string& default_model) {
   args.add_list("model-kwargs", "", "model keyword arguments k=v");
 }
 
+void add_eval_model_flags(ToolArgs& args) {
+  args.add_switch("amp", "", "use native Torch AMP (CPU autocast in --amp-dtype) for mixed precision");
+  args.add("amp-dtype", "", "float16",
+           "lower precision AMP dtype: float16 or bfloat16 (bfloat16 is the fast one on a CPU)");
+  args.add_switch("channels-last", "", "use channels_last memory layout");
+  args.add_switch("pretrained", "",
+                  "use the model's default pretrained weights from the local Hugging Face hub cache "
+                  "(ignored with --checkpoint)");
+}
+
+EvalPrecision eval_precision(const ToolArgs& args) {
+  EvalPrecision precision;
+  const c10::ScalarType dtype = parse_amp_dtype(args.get("amp-dtype"));
+  if (args.get_switch("amp")) precision.amp_dtype = dtype;
+  precision.channels_last = args.get_switch("channels-last");
+  return precision;
+}
+
+int64_t pretrained_num_classes(const std::string& model_name) {
+  ModelArgs probe_args;
+  probe_args.num_classes = 2;  // a small probe; the cfg does not depend on it
+  return create_model(model_name, probe_args)->pretrained_cfg().num_classes;
+}
+
 void add_dataset_flags(ToolArgs& args, int64_t default_batch, int64_t default_workers) {
   args.add("data-dir", "", "", "path to dataset root (default: Fashion-MNIST)");
   args.add("dataset", "", "", "dataset type: '' (image folder) or fashion-mnist");
   args.add("split", "", "validation", "dataset split");
+  args.add("class-map", "", "", "path to class to idx mapping file (.txt: one class name per line, or .pkl)");
   args.add("num-samples", "", "", "use the first N samples of the split");
   args.add("batch-size", "b", std::to_string(default_batch), "mini-batch size");
   args.add("workers", "j", std::to_string(default_workers), "number of data loading workers");
@@ -110,10 +136,11 @@ std::shared_ptr<Loader> make_eval_loader(std::shared_ptr<const Dataset> dataset,
   return std::make_shared<Loader>(std::move(dataset), std::move(sampler), create_transform(targs), options);
 }
 
-at::Tensor prepare_eval_images(const Batch& batch, const TransformPipeline& transform) {
+at::Tensor prepare_eval_images(const Batch& batch, const TransformPipeline& transform, bool channels_last) {
   at::Tensor images = batch.images.to(at::kFloat);
   Rng rng(0);  // eval batch transforms are deterministic
   transform.apply(images, rng);
+  if (channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
   return images;
 }
 

@@ -8,6 +8,7 @@ namespace {
 void read_dataset_and_model(const Config& config, TrainArgs& args) {
   args.data_dir = config.get_optional<std::string>("data_dir");
   args.dataset = config.get<std::string>("dataset");
+  args.class_map = config.get<std::string>("class_map");
   args.train_split = config.get<std::string>("train_split");
   args.val_split = config.get<std::string>("val_split");
   args.train_num_samples = config.get_optional<int64_t>("train_num_samples");

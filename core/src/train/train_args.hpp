@@ -24,6 +24,7 @@ struct TrainArgs {
   // Dataset parameters.
   std::optional<std::string> data_dir;       // none and no --dataset: Fashion-MNIST
   std::string dataset;                       // "<type>/<name>"; empty: from the folder
+  std::string class_map;                     // --class-map file; empty: none
   std::string train_split;                   // "train"
   std::string val_split;                     // "validation"; empty: no evaluation
   std::optional<int64_t> train_num_samples;  // keep the first N train samples

@@ -250,11 +250,11 @@ struct Datasets {
 Datasets load_datasets(const TrainArgs& args, const std::string& dataset, int64_t in_chans) {
   const std::filesystem::path root = args.data_dir.value_or("");
   Datasets datasets;
-  datasets.train = first_samples(create_dataset(dataset, root, args.train_split, in_chans), args.train_num_samples,
-                                 "train-num-samples");
+  datasets.train = first_samples(create_dataset(dataset, root, args.train_split, in_chans, args.class_map),
+                                 args.train_num_samples, "train-num-samples");
   if (!args.val_split.empty()) {
-    datasets.eval =
-        first_samples(create_dataset(dataset, root, args.val_split, in_chans), args.val_num_samples, "val-num-samples");
+    datasets.eval = first_samples(create_dataset(dataset, root, args.val_split, in_chans, args.class_map),
+                                  args.val_num_samples, "val-num-samples");
   }
   return datasets;
 }

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "timm/data/class_map.hpp"
 #include "timm/data/image.hpp"
 
 namespace timm {
@@ -51,15 +52,22 @@ bool has_image_extension(std::string_view name);
 // timm's ImageFolder: class = sub-folder, classes in timm's case-insensitive
 // natural order, .png/.jpg/.jpeg (any case), samples in natural path order.
 // `channels` is 3 (RGB) or 1 (L). Zero images throws Error naming `root`.
-std::unique_ptr<Dataset> make_image_folder(const std::filesystem::path& root, int64_t channels);
+// With a `class_map` (--class-map, timm's class_to_idx argument) the map
+// gives the targets in place of the sorted class index, images of folders
+// the map does not name are dropped, a name with no folder is no error, and
+// num_classes() is class_map_num_classes(); no image left throws Error.
+std::unique_ptr<Dataset> make_image_folder(const std::filesystem::path& root, int64_t channels,
+                                           const ClassMap* class_map = nullptr);
 
 // timm's ReaderImageInTar: `root` is one .tar file or a folder whose *.tar
 // files are shards (a tar may hold tars, one level deep). Members with an
 // image extension are samples; the label is the member's folder (or, for a
 // member at a shard's top level, the shard's name); classes and samples in
 // timm's natural order (samples by member path). describe() is
-// "<tar path>:<member path>". No .tar or no image throws Error.
-std::unique_ptr<Dataset> make_image_in_tar(const std::filesystem::path& root, int64_t channels);
+// "<tar path>:<member path>". No .tar or no image throws Error. A
+// `class_map` applies as make_image_folder's.
+std::unique_ptr<Dataset> make_image_in_tar(const std::filesystem::path& root, int64_t channels,
+                                           const ClassMap* class_map = nullptr);
 
 // Fashion-MNIST from the IDX files (gzipped or not) in `root`: split "train"
 // reads train-*, any eval split reads t10k-*. 28x28 grayscale, 10 classes.
@@ -112,7 +120,12 @@ std::filesystem::path find_split_folder(const std::filesystem::path& root, const
 //     package's folder as "fashion-mnist" does;
 //   cifar10, cifar100: make_cifar.
 // describe() is "torch/<name>[<index>]". Anything else throws UsageError.
+// `class_map` (--class-map; empty: none) is read by load_class_map with the
+// reader's root (the split folder, the .tar or the folder of shards) and
+// applies to the image folder and image-in-tar readers; with another dataset
+// it is a UsageError (timm ignores it there).
 std::unique_ptr<Dataset> create_dataset(const std::string& name, const std::filesystem::path& root,
-                                        const std::string& split, int64_t channels);
+                                        const std::string& split, int64_t channels,
+                                        const std::filesystem::path& class_map = {});
 
 }  // namespace timm

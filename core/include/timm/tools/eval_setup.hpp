@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <c10/core/ScalarType.h>
+
 #include "timm/config/config.hpp"
 #include "timm/data/data_config.hpp"
 #include "timm/data/dataset.hpp"
@@ -24,7 +26,28 @@ namespace timm {
 // --std, --interpolation, --num-classes, --gp, --model-kwargs), with
 // `default_model` as --model's default.
 void add_model_data_flags(ToolArgs& args, const std::string& default_model);
-// Declares --data-dir, --dataset, --split, --num-samples, -b, -j, --log-freq.
+// Declares validate.py's and inference.py's precision and weight flags:
+// --amp, --amp-dtype (float16, their default), --channels-last, --pretrained.
+void add_eval_model_flags(ToolArgs& args);
+
+// --amp / --amp-dtype / --channels-last as the forward needs them.
+struct EvalPrecision {
+  // Autocast on the CPU in this dtype (torch.autocast(device.type, dtype));
+  // none without --amp: float32.
+  std::optional<c10::ScalarType> amp_dtype;
+  // The model's weights and each input batch in channels_last memory format.
+  bool channels_last = false;
+};
+// Reads the flags; an --amp-dtype other than float16 or bfloat16 is a
+// UsageError, with or without --amp (validate.py asserts it only with --amp).
+EvalPrecision eval_precision(const ToolArgs& args);
+
+// The head size of timm's create_model(model_name, pretrained=True) without
+// num_classes: the pretrained weights' (pretrained_cfg().num_classes), as
+// validate.py and inference.py take it when --num-classes is not given.
+int64_t pretrained_num_classes(const std::string& model_name);
+
+// Declares --data-dir, --dataset, --split, --class-map, --num-samples, -b, -j, --log-freq.
 void add_dataset_flags(ToolArgs& args, int64_t default_batch, int64_t default_workers);
 
 // The given data flags as a train Config (marked explicit), so the trainer's
@@ -62,7 +85,9 @@ std::shared_ptr<Loader> make_eval_loader(std::shared_ptr<const Dataset> dataset,
                                          int64_t batch_size, int64_t workers);
 
 // A uint8 batch as float on the CPU with the loader's batch transforms
-// (normalisation) applied, as timm's prefetcher does.
-at::Tensor prepare_eval_images(const Batch& batch, const TransformPipeline& transform);
+// (normalisation) applied, as timm's prefetcher does; in channels_last memory
+// format when `channels_last` is set (validate.py's input.contiguous(
+// memory_format=torch.channels_last)).
+at::Tensor prepare_eval_images(const Batch& batch, const TransformPipeline& transform, bool channels_last = false);
 
 }  // namespace timm
