@@ -43,7 +43,9 @@ std::vector<std::string> subset_run(const fs::path& out) {
           "20",
           "--pin-mem",  // on the CPU: a warning, as torch's DataLoader
           "--worker-seeding",
-          "part"};
+          "part",
+          "--input-img-mode",
+          "L"};
 }
 
 }  // namespace
@@ -115,6 +117,14 @@ TEST_CASE("bad input fails with a clear message and the right exit code") {
     const auto r = run_command({timm_run(), "--torchscript", "--epochs", "1"});
     CHECK(r.exit_code == 2);
     CHECK(r.output.find("--torchscript is not implemented yet") != std::string::npos);
+  }
+  SUBCASE("--input-img-mode: the modes timm-cpp decodes, matching --in-chans") {
+    const auto r = run_command({timm_run(), "--input-img-mode", "CMYK", "--epochs", "1"});
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("--input-img-mode 'CMYK': expected 'RGB' or 'L'") != std::string::npos);
+    const auto l = run_command({timm_run(), "--input-img-mode", "L", "--in-chans", "3", "--epochs", "1"});
+    CHECK(l.exit_code == 2);
+    CHECK(l.output.find("--input-img-mode 'L' gives 1-channel images, but the model takes 3") != std::string::npos);
   }
   SUBCASE("train.py's values only for --worker-seeding") {
     const auto r = run_command({timm_run(), "--worker-seeding", "some", "--epochs", "1"});

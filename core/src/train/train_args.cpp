@@ -137,6 +137,7 @@ void read_misc(const Config& config, TrainArgs& args) {
   args.checkpoint_hist = config.get<int64_t>("checkpoint_hist");
   args.workers = config.get<int64_t>("workers");
   args.pin_mem = config.get<bool>("pin_mem");
+  args.input_img_mode = config.get_optional<std::string>("input_img_mode");
   args.worker_seeding = config.get<std::string>("worker_seeding");
   if (args.worker_seeding != "all" && args.worker_seeding != "part") {
     throw UsageError("--worker-seeding " + in_quotes(args.worker_seeding) + ": expected 'all' or 'part'");

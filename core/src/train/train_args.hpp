@@ -149,8 +149,9 @@ struct TrainArgs {
   int64_t val_interval = 0;       // in epochs
   int64_t recovery_interval = 0;  // in updates; 0: no recovery checkpoints
   int64_t checkpoint_hist = 0;
-  int64_t workers = 0;   // loader threads
-  bool pin_mem = false;  // pinned host batches, for a CUDA device
+  int64_t workers = 0;                        // loader threads
+  std::optional<std::string> input_img_mode;  // 'RGB' or 'L'; none: from --in-chans
+  bool pin_mem = false;                       // pinned host batches, for a CUDA device
   // timm's worker seeding, "all" or "part": our loader seeds every sample
   // from (seed, epoch, index), whatever the worker, so both mean the same.
   std::string worker_seeding = "all";
