@@ -311,6 +311,15 @@ void check_lr(const OptimizerArgs& args) {
   }
 }
 
+bool corrected_weight_decay(const OptimizerArgs& args, const OptimizerKwargs& kwargs) {
+  const bool corrected = kwargs.get_bool("corrected_weight_decay", false);
+  if (corrected && args.lr <= 0) {
+    throw UsageError("optimizer " + in_quotes(args.opt) + ": corrected weight decay requires a positive max lr, got " +
+                     python_float_repr(args.lr));
+  }
+  return corrected;
+}
+
 std::vector<double> resolve_betas(const OptimizerArgs& args, const OptimizerKwargs& kwargs,
                                   const std::vector<double>& fallback, std::size_t count) {
   const std::vector<double> betas = args.betas ? *args.betas : kwargs.get_doubles("betas", fallback);

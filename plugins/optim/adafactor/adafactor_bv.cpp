@@ -167,11 +167,7 @@ OptimizerPtr make_adafactor_bv(std::vector<ParamGroup> groups, const OptimizerAr
   s.clipping_threshold = clipping.value;
   s.unscaled_wd = kwargs.get_bool("unscaled_wd", false);
   s.caution = kwargs.get_bool("caution", false);
-  const bool corrected = kwargs.get_bool("corrected_weight_decay", false);
-  if (corrected && args.lr <= 0) {
-    throw UsageError("optimizer " + opt + ": corrected weight decay requires a positive max lr, got " +
-                     python_float_repr(args.lr));
-  }
+  const bool corrected = corrected_weight_decay(args, kwargs);
   if (corrected) s.max_lr = args.lr;
   const std::string description =
       describe_optimizer("AdafactorBigVision", args.opt,

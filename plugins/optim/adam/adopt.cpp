@@ -97,11 +97,7 @@ OptimizerPtr make_adopt(std::vector<ParamGroup> groups, const OptimizerArgs& arg
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.9, 0.9999});
   const EpsArg eps = resolve_eps(args, kwargs, 1e-6);
   const OptionalFloatArg clip_exp = optional_float_kwarg(args, kwargs, "clip_exp", 0.333);
-  const bool corrected = kwargs.get_bool("corrected_weight_decay", false);
-  if (corrected && args.lr <= 0) {
-    throw UsageError("optimizer " + in_quotes(args.opt) + ": corrected weight decay requires a positive max lr, got " +
-                     python_float_repr(args.lr));
-  }
+  const bool corrected = corrected_weight_decay(args, kwargs);
   AdoptConfig c;
   c.beta1 = betas[0];
   c.beta2 = betas[1];

@@ -83,11 +83,7 @@ OptimizerPtr make_adamw_legacy(std::vector<ParamGroup> groups, const OptimizerAr
   }
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.9, 0.999});
   const EpsArg eps = resolve_eps(args, kwargs, 1e-8);
-  const bool corrected = kwargs.get_bool("corrected_weight_decay", false);
-  if (corrected && args.lr <= 0) {
-    throw UsageError("optimizer " + in_quotes(args.opt) + ": corrected weight decay requires a positive max lr, got " +
-                     python_float_repr(args.lr));
-  }
+  const bool corrected = corrected_weight_decay(args, kwargs);
   const OptionalFloatArg clip = optional_float_kwarg(args, kwargs, "clipping_threshold", std::nullopt);
   AdamWLegacyConfig c;
   c.beta1 = betas[0];

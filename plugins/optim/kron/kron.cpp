@@ -539,10 +539,7 @@ OptimizerPtr make_kron(std::vector<ParamGroup> groups, const OptimizerArgs& args
   c.precond_lr = kwargs.get_double("precond_lr", 0.1);
   c.precond_init_scale = kwargs.get_double("precond_init_scale", 1.0);
   c.decoupled_decay = kwargs.get_bool("decoupled_decay", false);
-  const bool corrected = kwargs.get_bool("corrected_weight_decay", false);
-  if (corrected && args.lr <= 0) {
-    throw UsageError(who + ": corrected weight decay requires a positive max lr, got " + python_float_repr(args.lr));
-  }
+  const bool corrected = corrected_weight_decay(args, kwargs);
   if (corrected) c.max_lr = args.lr;
   c.flatten = kwargs.get_bool("flatten", false);
   c.flatten_start_dim = integer_kwarg(args, kwargs, "flatten_start_dim", 2);

@@ -152,16 +152,12 @@ OptimizerPtr make_lamb(std::vector<ParamGroup> groups, const OptimizerArgs& args
   s.always_adapt = kwargs.get_bool("always_adapt", false);
   s.caution = kwargs.get_bool("caution", false);
   s.decoupled_decay = kwargs.get_bool("decoupled_decay", decoupled_default);
-  s.corrected_weight_decay = kwargs.get_bool("corrected_weight_decay", false);
+  s.corrected_weight_decay = corrected_weight_decay(args, kwargs);
   s.max_lr = args.lr;
   check_lr(args);
   if (s.eps < 0) throw UsageError("optimizer " + opt + ": invalid epsilon " + python_float_repr(s.eps));
   if (args.weight_decay < 0) {
     throw UsageError("optimizer " + opt + ": invalid --weight-decay " + python_float_repr(args.weight_decay));
-  }
-  if (s.corrected_weight_decay && s.max_lr <= 0) {
-    throw UsageError("optimizer " + opt + ": corrected weight decay requires a positive max lr, got " +
-                     python_float_repr(args.lr));
   }
   const std::string description =
       describe_optimizer("Lamb", args.opt,

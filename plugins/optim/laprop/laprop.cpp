@@ -97,11 +97,7 @@ OptimizerPtr make_laprop(std::vector<ParamGroup> groups, const OptimizerArgs& ar
   check_lr(args);
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.9, 0.999});
   const EpsArg eps = resolve_eps(args, kwargs, 1e-15);
-  const bool corrected = kwargs.get_bool("corrected_weight_decay", false);
-  if (corrected && args.lr <= 0) {
-    throw UsageError("optimizer " + in_quotes(args.opt) + ": corrected weight decay requires a positive max lr, got " +
-                     python_float_repr(args.lr));
-  }
+  const bool corrected = corrected_weight_decay(args, kwargs);
   LapropConfig c;
   c.beta1 = betas[0];
   c.beta2 = betas[1];

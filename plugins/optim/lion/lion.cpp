@@ -48,11 +48,7 @@ OptimizerPtr make_lion(std::vector<ParamGroup> groups, const OptimizerArgs& args
     throw UsageError("--opt-kwargs maximize=True: not supported by timm-cpp's " + in_quotes(args.opt));
   }
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.9, 0.99});
-  const bool corrected = kwargs.get_bool("corrected_weight_decay", false);
-  if (corrected && args.lr <= 0) {
-    throw UsageError("optimizer " + in_quotes(args.opt) + ": corrected weight decay requires a positive max lr, got " +
-                     python_float_repr(args.lr));
-  }
+  const bool corrected = corrected_weight_decay(args, kwargs);
   LionConfig c;
   c.beta1 = betas[0];
   c.beta2 = betas[1];

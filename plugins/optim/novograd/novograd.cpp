@@ -87,12 +87,7 @@ OptimizerPtr make_novograd(std::vector<ParamGroup> groups, const OptimizerArgs& 
   check_lr(args);
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.95, 0.98});
   const EpsArg eps = resolve_eps(args, kwargs, 1e-8);
-  const bool corrected = kwargs.get_bool("corrected_weight_decay", false);
-  // timm checks the max lr whether or not the decay is decoupled.
-  if (corrected && args.lr <= 0) {
-    throw UsageError("optimizer " + in_quotes(args.opt) + ": corrected weight decay requires a positive max lr, got " +
-                     python_float_repr(args.lr));
-  }
+  const bool corrected = corrected_weight_decay(args, kwargs);
   NovoGradConfig c;
   c.beta1 = betas[0];
   c.beta2 = betas[1];

@@ -185,15 +185,11 @@ OptimizerPtr make_rmsproptf(std::vector<ParamGroup> groups, const OptimizerArgs&
   s.momentum = args.momentum;
   s.centered = kwargs.get_bool("centered", false);
   s.decoupled_decay = kwargs.get_bool("decoupled_decay", decoupled_default);
-  s.corrected_weight_decay = kwargs.get_bool("corrected_weight_decay", false);
+  s.corrected_weight_decay = corrected_weight_decay(args, kwargs);
   s.lr_in_momentum = kwargs.get_bool("lr_in_momentum", true);
   s.caution = kwargs.get_bool("caution", false);
   s.max_lr = args.lr;
   check_common(args, s);
-  if (s.corrected_weight_decay && s.max_lr <= 0) {
-    throw UsageError("optimizer " + timm::in_quotes(args.opt) +
-                     ": corrected weight decay requires a positive max lr, got " + python_float_repr(args.lr));
-  }
   const std::string description =
       describe_optimizer("RMSpropTF", args.opt,
                          {{"lr", python_float_repr(args.lr)},

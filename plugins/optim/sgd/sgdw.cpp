@@ -86,13 +86,9 @@ OptimizerPtr make_sgdw(std::vector<ParamGroup> groups, const OptimizerArgs& args
   c.nesterov = kwargs.get_bool("nesterov", false);
   c.caution = kwargs.get_bool("caution", false);
   c.maximize = kwargs.get_bool("maximize", false);
-  const bool corrected = kwargs.get_bool("corrected_weight_decay", false);
   if (c.momentum < 0)
     throw UsageError("optimizer " + opt + ": invalid momentum value " + python_float_repr(c.momentum));
-  if (corrected && args.lr <= 0) {
-    throw UsageError("optimizer " + opt + ": corrected weight decay requires a positive max lr, got " +
-                     python_float_repr(args.lr));
-  }
+  const bool corrected = corrected_weight_decay(args, kwargs);
   if (c.nesterov && (c.momentum <= 0 || c.dampening != 0)) {
     throw UsageError("optimizer " + opt + ": Nesterov momentum requires a momentum and zero dampening (--momentum " +
                      python_float_repr(c.momentum) + ", dampening " + python_float_repr(c.dampening) + ")");

@@ -164,6 +164,11 @@ EpsArg resolve_eps(const OptimizerArgs& args, const OptimizerKwargs& kwargs, dou
 // Throws UsageError "optimizer '<opt>': invalid learning rate ..." if lr < 0.
 void check_lr(const OptimizerArgs& args);
 
+// --opt-kwargs corrected_weight_decay (default false): timm's lr² / max_lr
+// decay, max_lr the constructor's lr (_max_lr_snapshot), so it throws
+// UsageError when on with an lr that is not positive.
+bool corrected_weight_decay(const OptimizerArgs& args, const OptimizerKwargs& kwargs);
+
 // timm's OptimInfo.defaults: `factory` with `defaults` (--opt-kwargs as
 // typed, e.g. {"caution", "True"}) set where neither --opt-kwargs nor the
 // argument's own flag (--opt-betas, --opt-eps) sets them, as timm's
