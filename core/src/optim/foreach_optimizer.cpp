@@ -311,6 +311,18 @@ void check_lr(const OptimizerArgs& args) {
   }
 }
 
+void reject_true_kwargs(const OptimizerArgs& args, const OptimizerKwargs& kwargs,
+                        std::initializer_list<const char*> keys) {
+  for (const char* key : keys) {
+    if (kwargs.get_bool(key, false)) {
+      throw UsageError("--opt-kwargs " + std::string(key) + "=True: not supported by timm-cpp's " +
+                       in_quotes(args.opt));
+    }
+  }
+}
+
+std::vector<c10::Scalar> to_scalars(const std::vector<double>& values) { return {values.begin(), values.end()}; }
+
 bool corrected_weight_decay(const OptimizerArgs& args, const OptimizerKwargs& kwargs) {
   const bool corrected = kwargs.get_bool("corrected_weight_decay", false);
   if (corrected && args.lr <= 0) {

@@ -14,8 +14,6 @@ namespace {
 
 using Tensors = std::vector<at::Tensor>;
 
-std::vector<c10::Scalar> scalars(const std::vector<double>& values) { return {values.begin(), values.end()}; }
-
 // torch's coupled weight decay: grad + weight_decay * param, new tensors.
 Tensors with_l2_decay(const Tensors& params, const Tensors& grads, double weight_decay) {
   return weight_decay == 0 ? grads : at::_foreach_add(grads, params, weight_decay);
@@ -48,7 +46,7 @@ class Adagrad : public ForeachOptimizer {
     at::_foreach_addcmul_(sums, grads, grads, 1);
     Tensors std = at::_foreach_sqrt(sums);
     at::_foreach_add_(std, c_.eps);
-    at::_foreach_addcdiv_(g.params, grads, std, scalars(neg_clrs));
+    at::_foreach_addcdiv_(g.params, grads, std, to_scalars(neg_clrs));
   }
 
   AdagradConfig c_;
@@ -117,24 +115,13 @@ class Adamax : public ForeachOptimizer {
     at::_foreach_maximum_(exp_infs, abs_grads);
     std::vector<double> neg_clrs;
     for (double step : steps) neg_clrs.push_back(-(g.lr / (1 - std::pow(c_.beta1, step))));
-    at::_foreach_addcdiv_(g.params, exp_avgs, exp_infs, scalars(neg_clrs));
+    at::_foreach_addcdiv_(g.params, exp_avgs, exp_infs, to_scalars(neg_clrs));
   }
 
   AdamaxConfig c_;
 };
 
 // ---- Factories --------------------------------------------------------------
-
-// torch's maximize / capturable / differentiable / fused are accepted only at
-// their defaults (they change nothing here otherwise).
-void check_torch_flags(const OptimizerKwargs& kwargs, const OptimizerArgs& args) {
-  for (const char* key : {"maximize", "capturable", "differentiable", "fused"}) {
-    if (kwargs.get_bool(key, false)) {
-      throw UsageError("--opt-kwargs " + std::string(key) + "=True: not supported by timm-cpp's " +
-                       in_quotes(args.opt));
-    }
-  }
-}
 
 void check_non_negative(const OptimizerArgs& args, const std::string& what, double value) {
   if (value < 0) {
@@ -148,7 +135,8 @@ OptimizerPtr make_adagrad(std::vector<ParamGroup> groups, const OptimizerArgs& a
   const OptimizerKwargs kwargs(args, {"lr_decay", "initial_accumulator_value", "eps", "foreach", "maximize",
                                       "differentiable", "fused", "betas"});
   check_lr(args);
-  check_torch_flags(kwargs, args);
+  // torch's implementation choices, accepted at their defaults.
+  reject_true_kwargs(args, kwargs, {"maximize", "capturable", "differentiable", "fused"});
   AdagradConfig c;
   c.lr_decay = kwargs.get_double("lr_decay", 0.0);
   c.initial_accumulator_value = kwargs.get_double("initial_accumulator_value", 0.0);
@@ -173,7 +161,8 @@ OptimizerPtr make_adagrad(std::vector<ParamGroup> groups, const OptimizerArgs& a
 OptimizerPtr make_adadelta(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
   const OptimizerKwargs kwargs(args, {"rho", "eps", "foreach", "maximize", "capturable", "differentiable", "betas"});
   check_lr(args);
-  check_torch_flags(kwargs, args);
+  // torch's implementation choices, accepted at their defaults.
+  reject_true_kwargs(args, kwargs, {"maximize", "capturable", "differentiable", "fused"});
   AdadeltaConfig c;
   c.rho = kwargs.get_double("rho", 0.9);
   const EpsArg eps = resolve_eps(args, kwargs, 1e-6);
@@ -197,7 +186,8 @@ OptimizerPtr make_adadelta(std::vector<ParamGroup> groups, const OptimizerArgs& 
 OptimizerPtr make_adamax(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
   const OptimizerKwargs kwargs(args, {"betas", "eps", "foreach", "maximize", "differentiable", "capturable"});
   check_lr(args);
-  check_torch_flags(kwargs, args);
+  // torch's implementation choices, accepted at their defaults.
+  reject_true_kwargs(args, kwargs, {"maximize", "capturable", "differentiable", "fused"});
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.9, 0.999});
   const EpsArg eps = resolve_eps(args, kwargs, 1e-8);
   AdamaxConfig c;

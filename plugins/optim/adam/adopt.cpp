@@ -88,12 +88,7 @@ OptimizerPtr make_adopt(std::vector<ParamGroup> groups, const OptimizerArgs& arg
   const OptimizerKwargs kwargs(args, {"betas", "eps", "clip_exp", "decoupled", "corrected_weight_decay", "caution",
                                       "foreach", "maximize", "capturable", "differentiable"});
   check_lr(args);
-  for (const char* key : {"maximize", "capturable", "differentiable"}) {
-    if (kwargs.get_bool(key, false)) {
-      throw UsageError("--opt-kwargs " + std::string(key) + "=True: not supported by timm-cpp's " +
-                       in_quotes(args.opt));
-    }
-  }
+  reject_true_kwargs(args, kwargs, {"maximize", "capturable", "differentiable"});
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.9, 0.9999});
   const EpsArg eps = resolve_eps(args, kwargs, 1e-6);
   const OptionalFloatArg clip_exp = optional_float_kwarg(args, kwargs, "clip_exp", 0.333);

@@ -65,12 +65,7 @@ OptimizerPtr make_nadamw(std::vector<ParamGroup> groups, const OptimizerArgs& ar
   const OptimizerKwargs kwargs(args, {"betas", "eps", "caution", "corrected_weight_decay", "foreach", "maximize",
                                       "capturable", "clipping_threshold"});
   check_lr(args);
-  for (const char* key : {"maximize", "capturable"}) {
-    if (kwargs.get_bool(key, false)) {
-      throw UsageError("--opt-kwargs " + std::string(key) + "=True: not supported by timm-cpp's " +
-                       in_quotes(args.opt));
-    }
-  }
+  reject_true_kwargs(args, kwargs, {"maximize", "capturable"});
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.9, 0.999});
   const EpsArg eps = resolve_eps(args, kwargs, 1e-8);
   const bool corrected = corrected_weight_decay(args, kwargs);

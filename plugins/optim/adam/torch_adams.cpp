@@ -45,8 +45,6 @@ void init_moments(ForeachOptimizer::State& state, const at::Tensor& param) {
   state["exp_avg_sq"] = at::zeros_like(param, at::MemoryFormat::Preserve);
 }
 
-std::vector<c10::Scalar> scalars(const std::vector<double>& values) { return {values.begin(), values.end()}; }
-
 // ---- Adam -------------------------------------------------------------------
 
 class Adam : public ForeachOptimizer {
@@ -81,9 +79,9 @@ class Adam : public ForeachOptimizer {
     } else {
       denom = at::_foreach_sqrt(exp_avg_sqs);
     }
-    at::_foreach_div_(denom, scalars(bias_correction2_sqrts));
+    at::_foreach_div_(denom, to_scalars(bias_correction2_sqrts));
     at::_foreach_add_(denom, c_.eps);
-    at::_foreach_addcdiv_(g.params, exp_avgs, denom, scalars(step_sizes));
+    at::_foreach_addcdiv_(g.params, exp_avgs, denom, to_scalars(step_sizes));
   }
 
   MomentsConfig c_;
@@ -126,11 +124,11 @@ class NAdam : public ForeachOptimizer {
       exp_avg_coefs.push_back((-g.lr * mu_next) / (1.0 - product_next));
     }
     update_moments(exp_avgs, exp_avg_sqs, grads, c_);
-    Tensors denom = at::_foreach_div(exp_avg_sqs, scalars(bias_corrections2));
+    Tensors denom = at::_foreach_div(exp_avg_sqs, to_scalars(bias_corrections2));
     at::_foreach_sqrt_(denom);
     at::_foreach_add_(denom, c_.eps);
-    at::_foreach_addcdiv_(g.params, grads, denom, scalars(grad_coefs));
-    at::_foreach_addcdiv_(g.params, exp_avgs, denom, scalars(exp_avg_coefs));
+    at::_foreach_addcdiv_(g.params, grads, denom, to_scalars(grad_coefs));
+    at::_foreach_addcdiv_(g.params, exp_avgs, denom, to_scalars(exp_avg_coefs));
   }
 
   MomentsConfig c_;
@@ -176,15 +174,15 @@ class RAdam : public ForeachOptimizer {
       }
     }
     // torch: param.add_(exp_avg / bc1 * lr [* (sqrt(bc2) / (sqrt(v) + eps)) * rect], alpha=-1)
-    Tensors updates = at::_foreach_div(exp_avgs, scalars(bias_corrections1));
+    Tensors updates = at::_foreach_div(exp_avgs, to_scalars(bias_corrections1));
     at::_foreach_mul_(updates, g.lr);
     if (!rectified.empty()) {
       Tensors adaptive = at::_foreach_sqrt(select(exp_avg_sqs, rectified));
       at::_foreach_add_(adaptive, c_.eps);
       at::_foreach_reciprocal_(adaptive);  // float / tensor is reciprocal * float in torch
-      at::_foreach_mul_(adaptive, scalars(rect_bc2_sqrts));
+      at::_foreach_mul_(adaptive, to_scalars(rect_bc2_sqrts));
       Tensors scaled = at::_foreach_mul(select(updates, rectified), adaptive);
-      at::_foreach_mul_(scaled, scalars(rects));
+      at::_foreach_mul_(scaled, to_scalars(rects));
       at::_foreach_add_(select(g.params, rectified), scaled, -1.0);
     }
     if (!plain.empty()) at::_foreach_add_(select(g.params, plain), select(updates, plain), -1.0);
@@ -203,20 +201,10 @@ std::vector<std::string> known(std::vector<std::string> extra) {
   return extra;
 }
 
-// torch's maximize / capturable / differentiable / fused are accepted only at
-// their defaults (they change nothing here otherwise).
-void check_unsupported(const OptimizerKwargs& kwargs, const OptimizerArgs& args) {
-  for (const char* key : {"maximize", "capturable", "differentiable"}) {
-    if (kwargs.get_bool(key, false)) {
-      throw UsageError("--opt-kwargs " + std::string(key) + "=True: not supported by timm-cpp's " +
-                       in_quotes(args.opt));
-    }
-  }
-}
-
 MomentsConfig moments_config(const OptimizerArgs& args, const OptimizerKwargs& kwargs, EpsArg& eps) {
   check_lr(args);
-  check_unsupported(kwargs, args);
+  // torch's implementation choices, accepted at their defaults.
+  reject_true_kwargs(args, kwargs, {"maximize", "capturable", "differentiable"});
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.9, 0.999});
   eps = resolve_eps(args, kwargs, 1e-8);
   MomentsConfig c;
@@ -234,7 +222,7 @@ OptimizerPtr make_adam(std::vector<ParamGroup> groups, const OptimizerArgs& args
   EpsArg eps;
   const MomentsConfig c = moments_config(args, kwargs, eps);
   const bool amsgrad = kwargs.get_bool("amsgrad", false);
-  if (kwargs.get_bool("fused", false)) throw UsageError("--opt-kwargs fused=True: not supported by timm-cpp's 'adam'");
+  reject_true_kwargs(args, kwargs, {"fused"});
   const std::string description =
       describe_optimizer("Adam", args.opt,
                          {{"lr", python_float_repr(args.lr)},

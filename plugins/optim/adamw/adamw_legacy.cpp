@@ -78,9 +78,7 @@ OptimizerPtr make_adamw_legacy(std::vector<ParamGroup> groups, const OptimizerAr
   const OptimizerKwargs kwargs(args, {"betas", "eps", "amsgrad", "caution", "corrected_weight_decay", "maximize",
                                       "foreach", "capturable", "clipping_threshold"});
   check_lr(args);
-  if (kwargs.get_bool("capturable", false)) {
-    throw UsageError("--opt-kwargs capturable=True: not supported by timm-cpp's " + in_quotes(args.opt));
-  }
+  reject_true_kwargs(args, kwargs, {"capturable"});
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.9, 0.999});
   const EpsArg eps = resolve_eps(args, kwargs, 1e-8);
   const bool corrected = corrected_weight_decay(args, kwargs);

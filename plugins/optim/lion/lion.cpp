@@ -44,9 +44,7 @@ OptimizerPtr make_lion(std::vector<ParamGroup> groups, const OptimizerArgs& args
   // timm drops eps (has_eps False); foreach / maximize as Lion takes them.
   const OptimizerKwargs kwargs(args, {"betas", "eps", "caution", "corrected_weight_decay", "foreach", "maximize"});
   check_lr(args);
-  if (kwargs.get_bool("maximize", false)) {
-    throw UsageError("--opt-kwargs maximize=True: not supported by timm-cpp's " + in_quotes(args.opt));
-  }
+  reject_true_kwargs(args, kwargs, {"maximize"});
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.9, 0.99});
   const bool corrected = corrected_weight_decay(args, kwargs);
   LionConfig c;

@@ -535,9 +535,7 @@ OptimizerPtr make_muon(std::vector<ParamGroup> groups, const OptimizerArgs& args
     throw UsageError("--opt-kwargs foreach=" + *foreach + ": optimizer " + opt +
                      " (timm's Muon) has no foreach argument (only None)");
   }
-  if (kwargs.get_bool("capturable", false)) {
-    throw UsageError("--opt-kwargs capturable=True: not supported by timm-cpp's " + opt);
-  }
+  reject_true_kwargs(args, kwargs, {"capturable"});
   check_lr(args);
   if (args.momentum < 0 || args.momentum >= 1) {
     throw UsageError("optimizer " + opt + ": invalid momentum " + python_float_repr(args.momentum) +

@@ -77,9 +77,7 @@ OptimizerPtr make_sgdw(std::vector<ParamGroup> groups, const OptimizerArgs& args
                                       "foreach", "differentiable", "eps", "betas"});
   check_lr(args);
   const std::string opt = in_quotes(args.opt);
-  if (kwargs.get_bool("differentiable", false)) {
-    throw UsageError("--opt-kwargs differentiable=True: not supported by timm-cpp's " + opt);
-  }
+  reject_true_kwargs(args, kwargs, {"differentiable"});
   SGDWConfig c;
   c.momentum = args.momentum;
   c.dampening = kwargs.get_double("dampening", 0.0);

@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
@@ -138,6 +139,9 @@ std::vector<at::Tensor> cautioned(const std::vector<at::Tensor>& updates, const 
 void rms_clip_denominators(const std::vector<at::Tensor>& denoms, const std::vector<at::Tensor>& grads,
                            double threshold);
 
+// `values` as the scalar lists of the at::_foreach_* ops (a per-tensor lr).
+std::vector<c10::Scalar> to_scalars(const std::vector<double>& values);
+
 // The tensors of `list` at `indices`.
 std::vector<at::Tensor> select(const std::vector<at::Tensor>& list, const std::vector<std::size_t>& indices);
 
@@ -163,6 +167,13 @@ EpsArg resolve_eps(const OptimizerArgs& args, const OptimizerKwargs& kwargs, dou
 
 // Throws UsageError "optimizer '<opt>': invalid learning rate ..." if lr < 0.
 void check_lr(const OptimizerArgs& args);
+
+// Throws UsageError "--opt-kwargs <key>=True: not supported by timm-cpp's
+// '<opt>'" for the first of `keys` (torch's maximize, capturable,
+// differentiable, fused, ...) that --opt-kwargs sets true: options that only
+// pick another implementation, accepted at their defaults.
+void reject_true_kwargs(const OptimizerArgs& args, const OptimizerKwargs& kwargs,
+                        std::initializer_list<const char*> keys);
 
 // --opt-kwargs corrected_weight_decay (default false): timm's lr² / max_lr
 // decay, max_lr the constructor's lr (_max_lr_snapshot), so it throws
