@@ -99,12 +99,14 @@ void log_status(const std::string& line) {
 
 void log_status_end() { end_status(); }
 
-bool log_status_enabled() {
+bool shows_progress(int fd) {
   if (const char* forced = std::getenv("TIMM_PROGRESS"); forced != nullptr && *forced != '\0') {
     return std::strcmp(forced, "0") != 0;
   }
-  return isatty(STDOUT_FILENO) != 0;
+  return isatty(fd) != 0;
 }
+
+bool log_status_enabled() { return shows_progress(STDOUT_FILENO); }
 
 std::string format(const char* spec, ...) {
   va_list args;

@@ -4,25 +4,13 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 
 #include "timm/log/log.hpp"
 
 namespace timm {
-namespace {
-
-bool stderr_is_terminal() {
-  if (const char* forced = std::getenv("TIMM_PROGRESS"); forced != nullptr && *forced != '\0') {
-    return std::strcmp(forced, "0") != 0;
-  }
-  return isatty(STDERR_FILENO) != 0;
-}
-
-}  // namespace
 
 Progress::Progress(std::string label, int64_t total, int64_t log_freq)
-    : Progress(std::move(label), total, log_freq, stderr_is_terminal()) {}
+    : Progress(std::move(label), total, log_freq, shows_progress(STDERR_FILENO)) {}
 
 Progress::Progress(std::string label, int64_t total, int64_t log_freq, bool terminal)
     : label_(std::move(label)),

@@ -29,9 +29,15 @@ void log_error(const std::string& message);
 void log_status(const std::string& line);
 void log_status_end();
 
-// Whether this process shows status lines instead of periodic log lines:
-// when stdout is a terminal, unless TIMM_PROGRESS=0 in the environment
-// (plain log lines); TIMM_PROGRESS=1 forces status lines.
+// Whether output to the file descriptor `fd` (STDOUT_FILENO, STDERR_FILENO)
+// shows progress redrawn in place rather than periodic log lines: when `fd`
+// is a terminal, unless TIMM_PROGRESS=0 in the environment (plain log lines);
+// TIMM_PROGRESS=1 forces progress. The training loop's status line (stdout)
+// and the tools' progress bars (stderr) both ask it.
+bool shows_progress(int fd);
+
+// Whether this process shows status lines on stdout instead of periodic log
+// lines: shows_progress(STDOUT_FILENO).
 bool log_status_enabled();
 
 // printf-style formatting into a std::string.
