@@ -247,12 +247,12 @@ struct Datasets {
   std::shared_ptr<const Dataset> eval;  // none without --val-split
 };
 
-// The channels the datasets decode to: train.py's input_img_mode, 'RGB' for 3
-// input channels and 'L' otherwise unless --input-img-mode says. Only the
-// modes our images hold (RGB, L) are read, and a mode must give the model's
-// --in-chans (timm would fail at the first forward instead).
-int64_t image_channels(const TrainArgs& args, int64_t in_chans) {
-  if (!args.input_img_mode) return in_chans;
+// --input-img-mode: the datasets decode to --in-chans channels (train.py's
+// default mode: 'RGB' for 3, else 'L'). A mode given must be one our images
+// hold (RGB, L) and give those channels (timm would fail at the first
+// forward instead).
+void check_input_img_mode(const TrainArgs& args, int64_t in_chans) {
+  if (!args.input_img_mode) return;
   const std::string& mode = *args.input_img_mode;
   if (mode != "RGB" && mode != "L") {
     throw UsageError("--input-img-mode " + in_quotes(mode) + ": expected 'RGB' or 'L' (the modes timm-cpp decodes)");
@@ -262,12 +262,11 @@ int64_t image_channels(const TrainArgs& args, int64_t in_chans) {
     throw UsageError("--input-img-mode " + in_quotes(mode) + " gives " + std::to_string(channels) +
                      "-channel images, but the model takes " + std::to_string(in_chans) + " (--in-chans)");
   }
-  return channels;
 }
 
 Datasets load_datasets(const TrainArgs& args, const std::string& dataset, int64_t in_chans) {
   const std::filesystem::path root = args.data_dir.value_or("");
-  in_chans = image_channels(args, in_chans);
+  check_input_img_mode(args, in_chans);
   Datasets datasets;
   datasets.train = first_samples(create_dataset(dataset, root, args.train_split, in_chans, args.class_map),
                                  args.train_num_samples, "train-num-samples");
