@@ -45,6 +45,9 @@ constexpr std::array kImplementedFlags = {
     // Training step and loss.
     "amp", "clip-grad", "grad-accum-steps", "resume", "no-resume-opt", "start-epoch", "checkpoint-hist",
     "recovery-interval", "auto-resume", "stop-after-epochs", "bce-loss", "bce-sum", "bce-target-thresh", "bce-pos-weight",
+    // Knowledge distillation.
+    "kd-model-name", "kd-distill-type", "kd-loss-type", "distill-loss-weight", "task-loss-weight",
+    "kd-temperature", "kd-student-feature-dim", "kd-teacher-feature-dim", "kd-pretrained-path",
     // Miscellaneous.
     "seed", "log-interval", "val-interval", "workers", "no-prefetcher", "output", "experiment",
     "eval-metric",
@@ -91,6 +94,10 @@ void add_top_level(std::vector<FlagSpec>& t) {
        .metavar = "FILE", .is_action = true},
       {.name = "kd-model-name", .type = kString, .default_value = None,
        .help = "Name of teacher model for knowledge distillation"},
+      {.name = "kd-pretrained-path", .type = kString, .default_value = None,
+       .help = "timm-cpp: the teacher's weights, loaded strictly (a checkpoint of timm-run, "
+               ".safetensors or .pth); default: its pretrained weights from the Hugging Face hub cache",
+       .metavar = "PATH"},
       {.name = "kd-distill-type", .type = kString, .default_value = Str("logit"),
        .help = "Type of distillation: \"logit\" for output distillation, \"feature\" for "
                "intermediate features, \"token\" for distillation-token models",

@@ -78,6 +78,11 @@ std::string serialize_state(const CheckpointParts& parts, const TrainingState& s
     parts.scaler->save(scaler_archive);
     archive.write("scaler", scaler_archive);
   }
+  if (!parts.task_state.empty()) {
+    torch::serialize::OutputArchive task_archive;
+    write_named_tensors(task_archive, parts.task_state);
+    archive.write("task_state", task_archive);
+  }
   archive.write("epoch", c10::IValue(state.epoch));
   if (state.metric) archive.write("metric", c10::IValue(*state.metric));
   archive.write("metric_name", c10::IValue(state.metric_name));
@@ -138,6 +143,19 @@ void load_ema(torch::serialize::InputArchive& archive, ModelEma& ema, const fs::
     if (!ema_archive.try_read(name, saved)) throw Error(file.string() + ": EMA weights lack " + in_quotes(name));
     value.copy_(saved);
   }
+}
+
+// The task state a checkpoint saved; empty when it saved none.
+NamedTensors read_task_state(torch::serialize::InputArchive& archive) {
+  NamedTensors state;
+  torch::serialize::InputArchive task_archive;
+  if (!archive.try_read("task_state", task_archive)) return state;
+  for (const std::string& name : task_archive.keys()) {
+    at::Tensor tensor;
+    task_archive.read(name, tensor);
+    state.emplace_back(name, std::move(tensor));
+  }
+  return state;
 }
 
 // The state written for checkpoint `id` before its weights; named by the id
@@ -451,6 +469,13 @@ int64_t resume_checkpoint(const fs::path& path, const ResumeTargets& targets) {
     targets.optimizer->load(optimizer_archive);
   }
   if (targets.ema) load_ema(archive, *targets.ema, matching_state);
+  if (targets.load_task_state) {
+    try {
+      targets.load_task_state(read_task_state(archive));
+    } catch (const Error& e) {
+      throw Error(matching_state.string() + ": " + e.what());
+    }
+  }
   if (targets.scaler) {
     torch::serialize::InputArchive scaler_archive;
     if (archive.try_read("scaler", scaler_archive)) targets.scaler->load(scaler_archive);

@@ -73,9 +73,4 @@ void dispatch_clip_grad(const std::vector<at::Tensor>& parameters, double value,
   }
 }
 
-std::vector<at::Tensor> clip_parameters(const std::vector<at::Tensor>& parameters, const std::string& mode) {
-  if (mode != "agc" || parameters.size() < 2) return parameters;
-  return {parameters.begin(), parameters.end() - 2};
-}
-
 }  // namespace timm

@@ -137,6 +137,16 @@ void read_misc(const Config& config, TrainArgs& args) {
   args.checkpoint_hist = config.get<int64_t>("checkpoint_hist");
   args.workers = config.get<int64_t>("workers");
   args.pin_mem = config.get<bool>("pin_mem");
+  args.kd_model_name = config.get_optional<std::string>("kd_model_name");
+  args.kd_distill_type = config.get<std::string>("kd_distill_type");
+  args.kd_loss_type = config.get<std::string>("kd_loss_type");
+  args.distill_loss_weight = config.get_optional<double>("distill_loss_weight");
+  args.task_loss_weight = config.get_optional<double>("task_loss_weight");
+  args.kd_temperature = config.get<double>("kd_temperature");
+  args.kd_student_feature_dim = config.get_optional<int64_t>("kd_student_feature_dim");
+  args.kd_teacher_feature_dim = config.get_optional<int64_t>("kd_teacher_feature_dim");
+  args.kd_token_distill_type = config.get<std::string>("kd_token_distill_type");
+  args.kd_pretrained_path = config.get_optional<std::string>("kd_pretrained_path");
   args.input_img_mode = config.get_optional<std::string>("input_img_mode");
   args.worker_seeding = config.get<std::string>("worker_seeding");
   if (args.worker_seeding != "all" && args.worker_seeding != "part") {

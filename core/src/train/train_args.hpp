@@ -143,6 +143,20 @@ struct TrainArgs {
   double model_ema_decay = 0.0;
   bool model_ema_warmup = false;
 
+  // Knowledge distillation (the top-level flags of train.py).
+  std::optional<std::string> kd_model_name;  // the teacher; none: a classification task
+  std::string kd_distill_type;               // "logit", "feature" or "token"
+  std::string kd_loss_type;                  // "kl"
+  std::optional<double> distill_loss_weight;
+  std::optional<double> task_loss_weight;
+  double kd_temperature = 0.0;
+  std::optional<int64_t> kd_student_feature_dim;  // none: detected
+  std::optional<int64_t> kd_teacher_feature_dim;  // none: detected
+  std::string kd_token_distill_type;              // "soft" or "hard"
+  // timm-cpp's: the teacher's weights (timm's pretrained_path overlay); none:
+  // its default weights from the Hugging Face hub cache.
+  std::optional<std::string> kd_pretrained_path;
+
   // Miscellaneous parameters.
   int64_t seed = 0;
   int64_t log_interval = 0;       // in updates

@@ -24,6 +24,7 @@ struct TrainContext {
   const TrainArgs& args;
   torch::Device device;
   ModelPtr model;
+  TrainingTask& task;
   Optimizer& optimizer;
   Scheduler& scheduler;
   Loader& loader;
@@ -52,12 +53,16 @@ at::Tensor prepare_images(const Batch& batch, const TransformPipeline& transform
   return images;
 }
 
-// Forward and loss, under autocast when --amp.
+// The task's forward and loss, under autocast when --amp.
 at::Tensor forward_loss(TrainContext& ctx, const at::Tensor& input, const at::Tensor& target) {
   std::optional<AutocastGuard> autocast;
   if (ctx.tools.amp_dtype) autocast.emplace(ctx.device.type(), *ctx.tools.amp_dtype);
-  const at::Tensor output = ctx.model->forward(input);
-  return ctx.tools.loss_fn(output, target);
+  return ctx.task.forward(input, target).loss;
+}
+
+// The parameters clipping sees: train.py's exclude_head='agc' in clip_mode.
+std::vector<at::Tensor> clip_parameters(const TrainContext& ctx) {
+  return ctx.task.clip_parameters(ctx.tools.clip_mode.find("agc") != std::string::npos);
 }
 
 // Backward of one batch; at an update, clipping and the optimizer step as
@@ -65,7 +70,7 @@ at::Tensor forward_loss(TrainContext& ctx, const at::Tensor& input, const at::Te
 // the step for a non-finite gradient.
 bool backward_and_step(TrainContext& ctx, const at::Tensor& loss, bool need_update) {
   StepTools& tools = ctx.tools;
-  const std::vector<at::Tensor> params = ctx.model->parameters();
+  const std::vector<at::Tensor> params = ctx.task.trainable_module().parameters();
   // train.py: loss.backward(create_graph=second_order) for adahessian.
   const bool second_order = ctx.optimizer.is_second_order();
   if (tools.scaler) {
@@ -73,7 +78,7 @@ bool backward_and_step(TrainContext& ctx, const at::Tensor& loss, bool need_upda
     if (!need_update) return true;
     if (tools.clip_grad) {
       tools.scaler->unscale_(params);
-      dispatch_clip_grad(clip_parameters(params, tools.clip_mode), *tools.clip_grad, tools.clip_mode);
+      dispatch_clip_grad(clip_parameters(ctx), *tools.clip_grad, tools.clip_mode);
     }
     const bool stepped = tools.scaler->step(ctx.optimizer, params);
     tools.scaler->update();
@@ -81,7 +86,7 @@ bool backward_and_step(TrainContext& ctx, const at::Tensor& loss, bool need_upda
   }
   loss.backward(/*gradient=*/{}, /*retain_graph=*/std::nullopt, second_order);
   if (!need_update) return true;
-  if (tools.clip_grad) dispatch_clip_grad(clip_parameters(params, tools.clip_mode), *tools.clip_grad, tools.clip_mode);
+  if (tools.clip_grad) dispatch_clip_grad(clip_parameters(ctx), *tools.clip_grad, tools.clip_mode);
   ctx.optimizer.step();
   return true;
 }
@@ -197,7 +202,7 @@ void after_update(TrainContext& ctx, EpochProgress& p, int64_t update_idx, bool 
 // accumulation when the batch count is not a multiple), AMP, clipping and
 // the EMA update after each optimizer update.
 double train_one_epoch(TrainContext& ctx, int64_t epoch) {
-  ctx.model->train();
+  ctx.task.train();
   ctx.loader.start_epoch(epoch);
   const int64_t num_batches = static_cast<int64_t>(ctx.loader.num_batches());
   const int64_t accum_steps = ctx.tools.grad_accum_steps;
@@ -341,6 +346,7 @@ TrainResult train_epochs(const TrainArgs& args, TrainSetup& setup, RunOutput& ou
   TrainContext ctx{.args = args,
                    .device = device,
                    .model = setup.model,
+                   .task = *setup.task,
                    .optimizer = *setup.optimizer,
                    .scheduler = *setup.scheduler,
                    .loader = *setup.train_loader,

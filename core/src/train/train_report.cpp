@@ -113,8 +113,9 @@ double metric_of(const EvalMetrics& metrics, const std::string& name) {
 }
 
 CheckpointParts checkpoint_parts(const TrainSetup& setup, std::vector<at::Tensor> rng_states) {
-  return CheckpointParts{*setup.model, *setup.optimizer, setup.tools.ema.get(), setup.tools.scaler.get(),
-                         std::move(rng_states)};
+  return CheckpointParts{*setup.model,          *setup.optimizer,
+                         setup.tools.ema.get(), setup.tools.scaler.get(),
+                         std::move(rng_states), setup.task->task_state()};
 }
 
 void report_epoch(const EpochRecord& record, double metric, std::vector<at::Tensor> rng_states, const TrainSetup& setup,

@@ -395,6 +395,8 @@ void set_up_model_and_data(const TrainArgs& args, const Config& config, Distribu
   if (uses_sync_bn(args, dist)) convert_to_sync_bn(*setup.model, dist);
   setup.tools = make_step_tools(args, device, setup.num_classes);
   if (args.channels_last) to_channels_last(*setup.model);
+  setup.task = make_task(args, config, setup, defaults, device);
+  log_info(setup.task->describe());
   make_loaders(args, datasets, dist, setup);
 }
 
@@ -402,11 +404,13 @@ void set_up_model_and_data(const TrainArgs& args, const Config& config, Distribu
 void set_up_optimization(const TrainArgs& args, Distributed& dist, TrainSetup& setup) {
   // train.py: the effective global batch is B x W x A.
   setup.lr = resolve_lr(args, args.batch_size * dist.size() * setup.tools.grad_accum_steps);
-  setup.optimizer = create_optimizer(*setup.model, args.model, optimizer_args(args, setup.lr));
+  setup.optimizer = setup.task->create_optimizer(args.model, optimizer_args(args, setup.lr));
   log_info("Created " + setup.optimizer->describe());
   setup.tools.ema = make_model_ema(args, setup.model_args, setup.model);
   const bool sync_bn = uses_sync_bn(args, dist);
-  if (dist.active()) wrap_ddp(args, *setup.model, sync_bn, dist);
+  if (dist.active()) {
+    setup.task->prepare_distributed([&](torch::nn::Module& trainable) { wrap_ddp(args, trainable, sync_bn, dist); });
+  }
   setup.dist_bn = dist_bn_mode(args, dist, sync_bn);
   make_scheduler(args, setup);
 }
@@ -446,6 +450,7 @@ int64_t start_epoch_of(const TrainArgs& args, const std::filesystem::path& outpu
       targets.scaler = setup.tools.scaler.get();
     }
     targets.ema = setup.tools.ema.get();
+    targets.load_task_state = [&setup](const NamedTensors& state) { setup.task->load_task_state(state); };
     return resume_checkpoint(path, targets);
   };
   int64_t resume_epoch = 0;

@@ -4,6 +4,7 @@
 //                     BatchNorm statistics, the closing checks
 //   train_setup.cpp   datasets, model, loaders, step tools, optimizer,
 //                     scheduler, resume: everything built before epoch 0
+//   train_task.cpp    the training task: classification or distillation
 //   train_loop.cpp    the epochs: train_one_epoch, validate
 //   train_report.cpp  what a run writes and logs: the output folder,
 //                     config.toml, summary.csv, checkpoints, the result
@@ -35,6 +36,7 @@
 #include "timm/train/checkpoint.hpp"
 #include "timm/train/losses.hpp"
 #include "timm/train/model_ema.hpp"
+#include "timm/train/task.hpp"
 #include "timm/train/trainer.hpp"
 #include "train_args.hpp"
 
@@ -109,7 +111,9 @@ struct StepTools {
 struct TrainSetup {
   int64_t num_classes = 0;
   ModelArgs model_args;  // also the --model-ema copy's
-  ModelPtr model;
+  ModelPtr model;        // the trained model: evaluated, EMA'd, checkpointed
+  // What a step trains: the model's loss, or with a teacher its distillation.
+  std::unique_ptr<TrainingTask> task;
   DataConfig data_config;
   StepTools tools;
   std::shared_ptr<Loader> train_loader;
@@ -122,6 +126,17 @@ struct TrainSetup {
   int64_t updates_per_epoch = 0;
   SchedulerPtr scheduler;
 };
+
+// ---- train_task.cpp
+
+// train.py's task: ClassificationTask, or with --kd-model-name a
+// distillation task whose teacher is created, loaded and put on `device`
+// here. `setup` has the model, data config and loss; `defaults`: the
+// dataset's, for the teacher's input normalisation.
+std::unique_ptr<TrainingTask> make_task(const TrainArgs& args, const Config& config, const TrainSetup& setup,
+                                        const DatasetDefaults& defaults, const torch::Device& device);
+
+// ---- train_setup.cpp (continued)
 
 // Seeds torch (seed + rank), then builds it all.
 TrainSetup set_up_training(const TrainArgs& args, const Config& config, Distributed& dist, const torch::Device& device);

@@ -4,8 +4,10 @@
 //   <stem>.safetensors  the model's weights with timm's key names, loadable by
 //                       Python timm as they are;
 //   <stem>.state.pt     what a resume needs beside them: optimizer, EMA
-//                       weights, gradient scaler, epoch, metric, every rank's
-//                       torch CPU RNG state and the effective config.
+//                       weights, gradient scaler, the task's state (timm's
+//                       task_state, e.g. a feature projection), epoch,
+//                       metric, every rank's torch CPU RNG state and the
+//                       effective config.
 // The state file is written first and the weights name its checkpoint id, so
 // a pair torn by a crash between the two writes is detected on resume.
 //
@@ -17,6 +19,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -25,6 +28,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
+#include "timm/io/named_tensors.hpp"
 #include "timm/optim/optimizer.hpp"
 
 namespace timm {
@@ -49,6 +53,7 @@ struct CheckpointParts {
   const ModelEma* ema = nullptr;
   const GradScaler* scaler = nullptr;
   std::vector<at::Tensor> rng_states{};
+  NamedTensors task_state{};  // TrainingTask::task_state(); empty: none
 };
 
 // This process's torch CPU RNG state (a byte tensor, the same size on every
@@ -100,6 +105,9 @@ struct ResumeTargets {
   Optimizer* optimizer = nullptr;
   ModelEma* ema = nullptr;
   GradScaler* scaler = nullptr;
+  // Receives the saved task state (empty when the checkpoint has none):
+  // TrainingTask::load_task_state. Unset: the task state is not restored.
+  std::function<void(const NamedTensors&)> load_task_state{};
   int rank = 0;
   int world_size = 1;
 };

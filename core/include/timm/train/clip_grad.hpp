@@ -27,8 +27,4 @@ void adaptive_clip_grad_(const std::vector<at::Tensor>& parameters, double clip_
 void dispatch_clip_grad(const std::vector<at::Tensor>& parameters, double value, const std::string& mode,
                         double norm_type = 2.0);
 
-// timm's task.get_clip_parameters: every parameter, without the last two
-// (the classifier's weight and bias) for AGC.
-std::vector<at::Tensor> clip_parameters(const std::vector<at::Tensor>& parameters, const std::string& mode);
-
 }  // namespace timm

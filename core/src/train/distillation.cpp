@@ -1,0 +1,250 @@
+#include "timm/train/distillation.hpp"
+
+#include <cmath>
+
+#include <c10/util/StringUtil.h>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include "timm/base/error.hpp"
+#include "timm/base/python_repr.hpp"
+
+namespace timm {
+namespace {
+
+// A model's name for messages: the registered one, else its class name.
+std::string model_label(const ClassifierImpl& model) {
+  return in_quotes(model.registered_name().empty() ? model.name() : model.registered_name());
+}
+
+// `values` as a (1, C, 1, 1) tensor on `like`'s device, in float32 as
+// timm's task buffers.
+at::Tensor channel_tensor(const std::vector<double>& values, const at::Tensor& like) {
+  return at::tensor(values, at::TensorOptions().dtype(at::kFloat)).to(like.device()).view({1, -1, 1, 1});
+}
+
+void check_temperature(double temperature) {
+  if (!(temperature > 0.0) || !std::isfinite(temperature)) {
+    throw UsageError("--kd-temperature " + python_float_repr(temperature) + ": expected a positive number");
+  }
+}
+
+std::string describe_weights(const DistillationWeights& weights) {
+  return "task_weight=" + python_float_repr(weights.task) + ", distill_weight=" + python_float_repr(weights.distill);
+}
+
+// Every parameter of `teacher` frozen: no gradient is computed or reduced.
+void freeze(torch::nn::Module& teacher) {
+  for (at::Tensor& param : teacher.parameters()) param.set_requires_grad(false);
+}
+
+}  // namespace
+
+DistillationWeights resolve_distillation_weights(std::optional<double> distill_loss_weight,
+                                                 std::optional<double> task_loss_weight) {
+  if (distill_loss_weight) return {task_loss_weight.value_or(1.0), *distill_loss_weight};
+  if (task_loss_weight) return {*task_loss_weight, 1.0 - *task_loss_weight};
+  return {1.0, 1.0};
+}
+
+// ---- DistillationTeacher ----------------------------------------------------
+
+DistillationTeacher::DistillationTeacher(ModelPtr model, Normalization normalization)
+    : model_(std::move(model)), normalization_(std::move(normalization)) {
+  if (normalization_.mean.size() != normalization_.std.size()) {
+    throw Error("the teacher's normalisation has " + std::to_string(normalization_.mean.size()) + " means but " +
+                std::to_string(normalization_.std.size()) + " standard deviations");
+  }
+  model_->eval();
+  freeze(*model_);
+}
+
+at::Tensor DistillationTeacher::logits(const at::Tensor& input) const {
+  const at::NoGradGuard no_grad;
+  return model_->forward(input);
+}
+
+at::Tensor DistillationTeacher::features(const at::Tensor& input) const {
+  const at::NoGradGuard no_grad;
+  return model_->forward_head(model_->forward_features(input), /*pre_logits=*/true);
+}
+
+at::Tensor DistillationTeacher::normalize_input(const at::Tensor& input, const Normalization& student) const {
+  if (student.mean == normalization_.mean && student.std == normalization_.std) return input;
+  if (student.mean.size() != normalization_.mean.size()) {
+    throw Error("the student's input has " + std::to_string(student.mean.size()) + " channels, the teacher " +
+                model_label(*model_) + " is normalised for " + std::to_string(normalization_.mean.size()));
+  }
+  // timm's order of operations: (x * s_std + s_mean - t_mean) / t_std.
+  return (input * channel_tensor(student.std, input) + channel_tensor(student.mean, input) -
+          channel_tensor(normalization_.mean, input)) /
+         channel_tensor(normalization_.std, input);
+}
+
+// ---- LogitDistillationTask --------------------------------------------------
+
+LogitDistillationTask::LogitDistillationTask(ModelPtr student, DistillationTeacher teacher, LossFn criterion,
+                                             Normalization student_norm, const LogitDistillationOptions& options)
+    : ClassificationTask(std::move(student), std::move(criterion)),
+      teacher_(std::move(teacher)),
+      student_norm_(std::move(student_norm)),
+      weights_(resolve_distillation_weights(options.distill_loss_weight, options.task_loss_weight)),
+      temperature_(options.temperature) {
+  if (options.loss_type != "kl") {
+    throw UsageError("--kd-loss-type " + in_quotes(options.loss_type) + ": only 'kl' is supported (as timm's)");
+  }
+  check_temperature(temperature_);
+}
+
+TaskResult LogitDistillationTask::forward(const at::Tensor& input, const at::Tensor& target) {
+  at::Tensor student_logits = model_->forward(input);
+  at::Tensor task_loss = criterion_(student_logits, target);
+  const at::Tensor teacher_logits = teacher_.logits(teacher_.normalize_input(input, student_norm_).detach());
+  const at::Tensor prob_s = at::log_softmax(student_logits / temperature_, /*dim=*/-1);
+  const at::Tensor prob_t = at::log_softmax(teacher_logits / temperature_, /*dim=*/-1);
+  // F.kl_div(reduction='batchmean', log_target=True): the sum over the batch size.
+  at::Tensor kd_loss = at::kl_div(prob_s, prob_t, at::Reduction::Sum, /*log_target=*/true) / prob_s.size(0) *
+                       (temperature_ * temperature_);
+  at::Tensor loss = weights_.task * task_loss + weights_.distill * kd_loss;
+  return TaskResult{std::move(loss),
+                    std::move(student_logits),
+                    {{"task_loss", std::move(task_loss)}, {"kd_loss", std::move(kd_loss)}}};
+}
+
+void LogitDistillationTask::prepare_distributed(const std::function<void(torch::nn::Module&)>& wrap) {
+  freeze(*teacher_.model());
+  wrap(*model_);
+}
+
+std::string LogitDistillationTask::describe() const {
+  return "LogitDistillationTask: teacher=" + model_label(*teacher_.model()) + ", " + describe_weights(weights_) +
+         ", loss_type=kl, temperature=" + python_float_repr(temperature_);
+}
+
+// ---- FeatureDistillationTask ------------------------------------------------
+
+int64_t detect_feature_dim(const ClassifierImpl& model, const std::string& flag) {
+  const std::string& head = model.pretrained_cfg().classifier;
+  const auto params = model.named_parameters();
+  const at::Tensor* weight = head.empty() ? nullptr : params.find(head + ".weight");
+  if (weight == nullptr || weight->dim() != 2) {
+    throw UsageError("cannot detect the feature size of model " + model_label(model) + ": it has no classifier weight" +
+                     (head.empty() ? "" : " " + in_quotes(head + ".weight")) + "; give it with " + flag);
+  }
+  return weight->size(1);
+}
+
+namespace {
+
+// The given feature size, checked against the model's where that can be
+// read; else the model's.
+int64_t feature_dim(const ClassifierImpl& model, std::optional<int64_t> given, const std::string& flag) {
+  if (!given) return detect_feature_dim(model, flag);
+  if (*given < 1) throw UsageError(flag + " " + std::to_string(*given) + ": expected 1 or more");
+  int64_t detected = *given;
+  try {
+    detected = detect_feature_dim(model, flag);
+  } catch (const UsageError&) {
+    return *given;  // no classifier to check against
+  }
+  if (detected != *given) {
+    throw UsageError(flag + " " + std::to_string(*given) + ": model " + model_label(model) + " has " +
+                     std::to_string(detected) + " pooled features");
+  }
+  return *given;
+}
+
+}  // namespace
+
+FeatureDistillationModuleImpl::FeatureDistillationModuleImpl(ModelPtr student, int64_t student_dim, int64_t teacher_dim)
+    : student_(register_module("student", std::move(student))) {
+  if (student_dim == teacher_dim) return;
+  projection_ = register_module("projection", torch::nn::Linear(student_dim, teacher_dim));
+  const auto params = student_->parameters();
+  if (!params.empty()) projection_->to(params.front().device());
+}
+
+std::pair<at::Tensor, at::Tensor> FeatureDistillationModuleImpl::forward(const at::Tensor& input) {
+  const at::Tensor feature_map = student_->forward_features(input);
+  at::Tensor logits = student_->forward_head(feature_map);
+  at::Tensor features = student_->forward_head(feature_map, /*pre_logits=*/true);
+  if (projection_) features = projection_->forward(features);
+  return {std::move(logits), std::move(features)};
+}
+
+FeatureDistillationTask::FeatureDistillationTask(ModelPtr student, DistillationTeacher teacher, LossFn criterion,
+                                                 Normalization student_norm, const FeatureDistillationOptions& options)
+    : teacher_(std::move(teacher)),
+      criterion_(std::move(criterion)),
+      student_norm_(std::move(student_norm)),
+      weights_(resolve_distillation_weights(options.distill_loss_weight, options.task_loss_weight)) {
+  const int64_t student_dim = feature_dim(*student, options.student_feature_dim, "--kd-student-feature-dim");
+  const int64_t teacher_dim = feature_dim(*teacher_.model(), options.teacher_feature_dim, "--kd-teacher-feature-dim");
+  module_ = std::make_shared<FeatureDistillationModuleImpl>(std::move(student), student_dim, teacher_dim);
+  // timm's task_state {'projection': state_dict}, flattened.
+  if (module_->projection()) task_state_.register_module("projection", module_->projection());
+}
+
+TaskResult FeatureDistillationTask::forward(const at::Tensor& input, const at::Tensor& target) {
+  auto [logits, features] = module_->forward(input);
+  at::Tensor task_loss = criterion_(logits, target);
+  const at::Tensor teacher_features = teacher_.features(teacher_.normalize_input(input, student_norm_).detach());
+  if (features.sizes() != teacher_features.sizes()) {
+    throw Error("feature distillation: the student's features " + c10::str(features.sizes()) + " and the teacher's " +
+                c10::str(teacher_features.sizes()) +
+                " differ in shape; check --kd-student-feature-dim and --kd-teacher-feature-dim");
+  }
+  at::Tensor kd_loss = at::mse_loss(features, teacher_features);
+  at::Tensor loss = weights_.task * task_loss + weights_.distill * kd_loss;
+  return TaskResult{
+      std::move(loss), std::move(logits), {{"task_loss", std::move(task_loss)}, {"kd_loss", std::move(kd_loss)}}};
+}
+
+OptimizerPtr FeatureDistillationTask::create_optimizer(const std::string& model_name, const OptimizerArgs& args) const {
+  if (!module_->projection()) return TrainingTask::create_optimizer(model_name, args);
+  if (args.layer_decay) {
+    throw UsageError("--layer-decay is not supported with --kd-distill-type feature and a feature projection (" +
+                     model_name + "'s features differ in size from the teacher's)");
+  }
+  // timm's groups over FeatureDistillationTrainableModule: the student's
+  // parameters, then the projection's, its no_weight_decay() prefixed.
+  std::vector<std::string> no_weight_decay;
+  for (const std::string& pattern : model()->no_weight_decay()) no_weight_decay.push_back("student." + pattern);
+  return timm::create_optimizer(*module_, no_weight_decay, args, {}, model_name);
+}
+
+std::vector<at::Tensor> FeatureDistillationTask::clip_parameters(bool exclude_head) const {
+  std::vector<at::Tensor> params = TrainingTask::clip_parameters(exclude_head);
+  if (module_->projection()) {
+    for (const at::Tensor& param : module_->projection()->parameters()) params.push_back(param);
+  }
+  return params;
+}
+
+void FeatureDistillationTask::prepare_distributed(const std::function<void(torch::nn::Module&)>& wrap) {
+  freeze(*teacher_.model());
+  wrap(*module_);
+}
+
+NamedTensors FeatureDistillationTask::task_state() const { return state_dict(task_state_); }
+
+void FeatureDistillationTask::load_task_state(const NamedTensors& state) {
+  if (!module_->projection()) return TrainingTask::load_task_state(state);
+  try {
+    load_state_dict(task_state_, state);
+  } catch (const Error& e) {
+    throw Error("the task state of " + describe() + ": " + e.what());
+  }
+}
+
+std::string FeatureDistillationTask::describe() const {
+  std::string text =
+      "FeatureDistillationTask: teacher=" + model_label(*teacher_.model()) + ", " + describe_weights(weights_) + ", ";
+  const auto& projection = module_->projection();
+  if (!projection) return text + "features of equal size, no projection";
+  return text + "projection " + std::to_string(projection->options.in_features()) + " -> " +
+         std::to_string(projection->options.out_features());
+}
+
+}  // namespace timm

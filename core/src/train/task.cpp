@@ -1,0 +1,38 @@
+#include "timm/train/task.hpp"
+
+#include "timm/base/error.hpp"
+
+namespace timm {
+
+void TrainingTask::train(bool on) { trainable_module().train(on); }
+
+OptimizerPtr TrainingTask::create_optimizer(const std::string& model_name, const OptimizerArgs& args) const {
+  return timm::create_optimizer(*model(), model_name, args);
+}
+
+std::vector<at::Tensor> TrainingTask::clip_parameters(bool exclude_head) const {
+  std::vector<at::Tensor> params = model()->parameters();
+  if (exclude_head && params.size() >= 2) params.resize(params.size() - 2);
+  return params;
+}
+
+void TrainingTask::prepare_distributed(const std::function<void(torch::nn::Module&)>& wrap) {
+  wrap(trainable_module());
+}
+
+void TrainingTask::load_task_state(const NamedTensors& state) {
+  if (state.empty()) return;
+  throw Error("the checkpoint holds task state (" + in_quotes(state.front().first) + ", ...) but " + describe() +
+              " keeps none");
+}
+
+ClassificationTask::ClassificationTask(ModelPtr model, LossFn criterion)
+    : model_(std::move(model)), criterion_(std::move(criterion)) {}
+
+TaskResult ClassificationTask::forward(const at::Tensor& input, const at::Tensor& target) {
+  at::Tensor output = model_->forward(input);
+  at::Tensor loss = criterion_(output, target);
+  return TaskResult{std::move(loss), std::move(output), {}};
+}
+
+}  // namespace timm
