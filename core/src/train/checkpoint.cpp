@@ -463,12 +463,8 @@ int64_t resume_checkpoint(const fs::path& path, const ResumeTargets& targets) {
   c10::IValue epoch;
   if (!archive.try_read("epoch", epoch)) throw Error(matching_state.string() + ": has no epoch");
   load_state_dict(targets.model, weights.tensors, /*strict=*/true);
-  if (targets.optimizer) {
-    torch::serialize::InputArchive optimizer_archive;
-    archive.read("optimizer", optimizer_archive);
-    targets.optimizer->load(optimizer_archive);
-  }
-  if (targets.ema) load_ema(archive, *targets.ema, matching_state);
+  // Before the optimizer: a task of another kind is named as such, not by
+  // its optimizer's other parameter groups.
   if (targets.load_task_state) {
     try {
       targets.load_task_state(read_task_state(archive));
@@ -476,6 +472,12 @@ int64_t resume_checkpoint(const fs::path& path, const ResumeTargets& targets) {
       throw Error(matching_state.string() + ": " + e.what());
     }
   }
+  if (targets.optimizer) {
+    torch::serialize::InputArchive optimizer_archive;
+    archive.read("optimizer", optimizer_archive);
+    targets.optimizer->load(optimizer_archive);
+  }
+  if (targets.ema) load_ema(archive, *targets.ema, matching_state);
   if (targets.scaler) {
     torch::serialize::InputArchive scaler_archive;
     if (archive.try_read("scaler", scaler_archive)) targets.scaler->load(scaler_archive);

@@ -22,8 +22,9 @@ void TrainingTask::prepare_distributed(const std::function<void(torch::nn::Modul
 
 void TrainingTask::load_task_state(const NamedTensors& state) {
   if (state.empty()) return;
-  throw Error("the checkpoint holds task state (" + in_quotes(state.front().first) + ", ...) but " + describe() +
-              " keeps none");
+  std::string names;
+  for (const auto& item : state) names += (names.empty() ? "" : ", ") + in_quotes(item.first);
+  throw Error("the checkpoint holds task state (" + names + "), but this run's task has none: " + describe());
 }
 
 ClassificationTask::ClassificationTask(ModelPtr model, LossFn criterion)
