@@ -86,6 +86,36 @@ TEST_CASE("distributed_train.sh 2 trains Fashion-MNIST; rank 0 writes the output
   CHECK(out.find("--result") == out.rfind("--result"));
 }
 
+TEST_CASE("distributed_train.sh 2 distils from a teacher checkpoint (feature, with a projection); weights agree") {
+  timm::test::TempDir tmp;
+  const std::string timm_run = (timm::test::bin_dir() / "timm-run").string();
+  // The teacher: a resnet50 checkpoint of one step.
+  const auto teacher = timm::test::run_command(
+      {timm_run, "--model", "resnet50", "--epochs", "1", "--train-num-samples", "32", "--val-num-samples", "32", "-b",
+       "32", "-j", "1", "--output", (tmp / "out").string(), "--experiment", "teacher"},
+      std::chrono::seconds(300), {"OMP_NUM_THREADS=1"});
+  REQUIRE_MESSAGE(teacher.exit_code == 0, teacher.output);
+  const int port = timm::test::free_port();
+  std::vector<std::string> argv{(timm::test::source_dir() / "distributed_train.sh").string(), "2", "--master-port",
+                                std::to_string(port), "--"};
+  auto args = short_run(tmp / "out");
+  args.insert(args.end(), {"--kd-model-name", "resnet50", "--kd-distill-type", "feature", "--kd-pretrained-path",
+                           (tmp / "out" / "teacher" / "last.safetensors").string(), "--train-num-samples", "256",
+                           "--val-num-samples", "64"});
+  argv.insert(argv.end(), args.begin(), args.end());
+  const auto r =
+      timm::test::run_command(argv, std::chrono::seconds(400), {"TIMM_RUN=" + timm_run, "OMP_NUM_THREADS=1"});
+  MESSAGE(r.output.substr(r.output.size() > 3000 ? r.output.size() - 3000 : 0));
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("FeatureDistillationTask: teacher='resnet50', task_weight=1.0, distill_weight=1.0, projection "
+                      "512 -> 2048") != std::string::npos);
+  // 256 samples / (2 ranks x 32) = 4 steps per rank.
+  CHECK(r.output.find("Train: 0 [   3/4 (100%)]") != std::string::npos);
+  const auto sums = timm::test::checksums(r.output);
+  REQUIRE(sums.size() == 2);
+  CHECK(sums.at(0) == sums.at(1));
+}
+
 TEST_CASE("two nodes in two network namespaces (torchrun --nnodes 2) end with identical weights") {
   REQUIRE_MESSAGE(geteuid() == 0, "this test makes network namespaces and needs root");
   timm::test::TempDir tmp;
