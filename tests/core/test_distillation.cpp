@@ -1,11 +1,15 @@
 // Knowledge distillation tasks (timm/train/distillation.hpp) against timm's
-// LogitDistillationTask and timm::FeatureDistillationTask (tests/oracle/
-// distill_oracle.py): one training step of a resnet18 student against a
-// resnet34 teacher (512 features, no projection) or a resnet50 teacher (2048
-// features, a 512 -> 2048 projection) gives timm's loss, task_loss, kd_loss,
-// logits and gradients. We create the models and the tasks, write their
-// weights (the projection's too), the batch and the cases for the oracle,
-// which loads them into timm's models and tasks.
+// LogitDistillationTask, FeatureDistillationTask and TokenDistillationTask
+// (tests/oracle/distill_oracle.py): one training step of a resnet18 student
+// against a resnet34 teacher (512 features, no projection) or a resnet50
+// teacher (2048 features, a 512 -> 2048 projection), and of a
+// deit_tiny_distilled_patch16_224 student (class and distillation heads)
+// against a resnet18 teacher, gives timm's loss, task_loss, kd_loss (token:
+// distill_loss), logits (token: the class head's) and gradients. We create the
+// models and the tasks, write their weights (the projection's too), the
+// batches and the cases for the oracle, which loads them into timm's models
+// and tasks. timm's token task calls set_distilled_training(True) on the
+// student; ours calls ClassifierImpl::forward_distilled.
 //
 // Tolerance: scalars (loss, task_loss, kd_loss) |ours - timm| <= 1e-5 + 1e-5
 // * |timm|; logits and gradients 1e-4 + 1e-4 * |timm|, as the resnet parity
@@ -15,6 +19,14 @@
 // to 4e-4 of it (train-mode BatchNorm over 4 values per channel in layer4
 // amplifies rounding). A wrong weight, temperature, reduction, teacher mode
 // or normalisation is off by orders more.
+//
+// Token cases (a ViT, float32 through 12 blocks, 2 images of 224x224): the
+// scalars as above; logits and gradients 1e-5 + 1e-4 * |timm|. Measured with
+// timm: the float32 step against the float64 one differs by at most 1e-6 in
+// the scalars (3e-7 relative), 3e-7 in the logits and 5e-6 in the gradients
+// (largest |gradient| 13), and needs no more than 5e-7 + 1e-4 * |float64|
+// anywhere: the tolerance is 20 times that, while the smallest gradient
+// tensor (a late block's norm1.weight) still reaches 1.5e-3, far above it.
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -51,6 +63,10 @@ constexpr double kLossAtol = 1e-5;
 constexpr double kLossRtol = 1e-5;
 constexpr double kAtol = 1e-4;
 constexpr double kRtol = 1e-4;
+constexpr double kTokenAtol = 1e-5;  // token cases' logits and gradients
+constexpr double kTokenRtol = 1e-4;
+
+constexpr const char* kDeit = "deit_tiny_distilled_patch16_224";
 
 const timm::Normalization kImagenet{{0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}};
 const timm::Normalization kHalf{{0.5, 0.5, 0.5}, {0.5, 0.5, 0.5}};
@@ -64,11 +80,15 @@ class ThreadCount {
   int saved_;
 };
 
-timm::ModelPtr make_model(const std::string& name, int64_t num_classes = kNumClasses) {
+timm::ModelPtr make_model(const std::string& name, int64_t num_classes = kNumClasses,
+                          std::optional<double> drop_rate = std::nullopt,
+                          std::optional<double> drop_path_rate = std::nullopt) {
   timm::test::load_builtin_plugins();
   timm::ModelArgs args;
   args.num_classes = num_classes;
   args.in_chans = 3;
+  if (drop_rate) args.drop_rate = *drop_rate;
+  args.drop_path_rate = drop_path_rate;
   return timm::create_model(name, args);
 }
 
@@ -138,11 +158,23 @@ nlohmann::json optional_json(const std::optional<double>& value) {
 
 nlohmann::json norm_json(const std::vector<double>& values) { return nlohmann::json(values); }
 
+// Throws timm::UsageError whose message names every one of `names`.
+template <typename F>
+void check_usage_error(F&& make, const std::vector<std::string>& names) {
+  try {
+    make();
+    FAIL("no UsageError");
+  } catch (const timm::UsageError& e) {
+    const std::string message = e.what();
+    for (const std::string& name : names) CHECK_MESSAGE(message.find(name) != std::string::npos, message);
+  }
+}
+
 // One training step compared with timm's (see distill_oracle.py).
 struct Case {
   std::string id;
-  std::string task;     // "logit" or "feature"
-  std::string teacher;  // resnet34 (512 features) or resnet50 (2048)
+  std::string task;     // "logit", "feature" or "token"
+  std::string teacher;  // resnet34 (512 features), resnet50 (2048) or resnet18 (token)
   double smoothing = 0.0;
   double temperature = 4.0;
   std::optional<double> distill_loss_weight = std::nullopt;
@@ -152,6 +184,11 @@ struct Case {
   bool projection = false;   // feature tasks: whether one is expected
   double task_weight = 1.0;  // the weights timm resolves
   double distill_weight = 1.0;
+  std::string student = "resnet18";   // kDeit for token tasks
+  std::string distill_type = "soft";  // token tasks
+  // Given to create_model on both sides when set (token tasks' models only).
+  std::optional<double> drop_rate = std::nullopt;
+  std::optional<double> drop_path_rate = std::nullopt;
 };
 
 std::vector<Case> cases() {
@@ -199,23 +236,76 @@ std::vector<Case> cases() {
                  .task_loss_weight = 0.3,
                  .task_weight = 0.3,
                  .distill_weight = 0.7});
+  // Token distillation of a DeiT's distillation head (2 images of 224x224):
+  // soft at temperatures 4 and 1 and hard, over the three weighting rules.
+  // Neither weight given.
+  out.push_back({.id = "token_soft_t4", .task = "token", .teacher = "resnet18", .temperature = 4.0, .student = kDeit});
+  // Only the task weight: complementary.
+  out.push_back({.id = "token_soft_t1_task03",
+                 .task = "token",
+                 .teacher = "resnet18",
+                 .temperature = 1.0,
+                 .task_loss_weight = 0.3,
+                 .task_weight = 0.3,
+                 .distill_weight = 0.7,
+                 .student = kDeit});
+  // Hard: cross-entropy with the teacher's argmax; both weights; the class
+  // head with label smoothing.
+  out.push_back({.id = "token_hard_w5_ls",
+                 .task = "token",
+                 .teacher = "resnet18",
+                 .smoothing = 0.1,
+                 .distill_loss_weight = 5.0,
+                 .task_loss_weight = 0.5,
+                 .task_weight = 0.5,
+                 .distill_weight = 5.0,
+                 .student = kDeit,
+                 .distill_type = "hard"});
+  // The teacher's input re-normalised; a distill weight alone.
+  out.push_back({.id = "token_renorm",
+                 .task = "token",
+                 .teacher = "resnet18",
+                 .temperature = 2.0,
+                 .distill_loss_weight = 2.0,
+                 .student_norm = kHalf,
+                 .distill_weight = 2.0,
+                 .student = kDeit});
+  // drop_rate and drop_path_rate 0 given to every model on both sides (the
+  // other cases rely on the defaults, also 0): train mode is deterministic.
+  out.push_back({.id = "token_drop0",
+                 .task = "token",
+                 .teacher = "resnet18",
+                 .temperature = 1.0,
+                 .distill_loss_weight = 0.5,
+                 .distill_weight = 0.5,
+                 .student = kDeit,
+                 .drop_rate = 0.0,
+                 .drop_path_rate = 0.0});
   return out;
 }
 
 nlohmann::json case_json(const Case& c) {
-  return {{"id", c.id},
-          {"task", c.task},
-          {"student", "resnet18"},
-          {"teacher", c.teacher},
-          {"num_classes", kNumClasses},
-          {"smoothing", c.smoothing},
-          {"temperature", c.temperature},
-          {"distill_loss_weight", optional_json(c.distill_loss_weight)},
-          {"task_loss_weight", optional_json(c.task_loss_weight)},
-          {"student_mean", norm_json(c.student_norm.mean)},
-          {"student_std", norm_json(c.student_norm.std)},
-          {"teacher_mean", norm_json(c.teacher_norm.mean)},
-          {"teacher_std", norm_json(c.teacher_norm.std)}};
+  nlohmann::json out = {{"id", c.id},
+                        {"task", c.task},
+                        {"student", c.student},
+                        {"teacher", c.teacher},
+                        {"num_classes", kNumClasses},
+                        {"smoothing", c.smoothing},
+                        {"temperature", c.temperature},
+                        {"distill_loss_weight", optional_json(c.distill_loss_weight)},
+                        {"task_loss_weight", optional_json(c.task_loss_weight)},
+                        {"student_mean", norm_json(c.student_norm.mean)},
+                        {"student_std", norm_json(c.student_norm.std)},
+                        {"teacher_mean", norm_json(c.teacher_norm.mean)},
+                        {"teacher_std", norm_json(c.teacher_norm.std)}};
+  if (c.task == "token") {
+    out["distill_type"] = c.distill_type;
+    out["input"] = "input_224";
+    out["target"] = "target_224";
+  }
+  if (c.drop_rate) out["drop_rate"] = *c.drop_rate;
+  if (c.drop_path_rate) out["drop_path_rate"] = *c.drop_path_rate;
+  return out;
 }
 
 // A case's task, built before the oracle runs (the projection's initial
@@ -242,31 +332,53 @@ Pair small_pair(const std::string& teacher = "resnet18") {
 
 }  // namespace
 
-TEST_CASE("one training step of the logit and feature tasks equals timm's") {
+TEST_CASE("one training step of the logit, feature and token tasks equals timm's") {
   const ThreadCount one_thread(1);
   at::manual_seed(0);
   std::map<std::string, timm::ModelPtr> models;
-  for (const std::string name : {"resnet18", "resnet34", "resnet50"}) {
+  for (const std::string name : {"resnet18", "resnet34", "resnet50", kDeit}) {
     models[name] = make_model(name);
     perturb(*models[name]);
   }
   const at::Tensor input = at::randn({4, 3, 32, 32});
   const at::Tensor target = at::randint(0, kNumClasses, {4}, at::kLong);
-  timm::NamedTensors to_oracle{{"input", input}, {"target", target}};
+  // The token cases' batch: our ViT takes only its image size.
+  const at::Tensor input_224 = at::randn({2, 3, 224, 224});
+  const at::Tensor target_224 = at::randint(0, kNumClasses, {2}, at::kLong);
+  timm::NamedTensors to_oracle{
+      {"input", input}, {"target", target}, {"input_224", input_224}, {"target_224", target_224}};
   for (const auto& [name, model] : models) {
     for (const auto& [key, value] : timm::state_dict(*model)) to_oracle.emplace_back(name + "." + key, value);
   }
-  const timm::NamedTensors student_state = timm::state_dict(*models.at("resnet18"));
+  // The students' initial weights, taken before any teacher is frozen.
+  const std::map<std::string, timm::NamedTensors> student_states{{"resnet18", timm::state_dict(*models.at("resnet18"))},
+                                                                 {kDeit, timm::state_dict(*models.at(kDeit))}};
 
   nlohmann::json cases_arg = nlohmann::json::array();
   std::vector<Built> built;
   for (const Case& c : cases()) {
     CAPTURE(c.id);
-    timm::ModelPtr student = make_model("resnet18");
-    timm::load_state_dict(*student, student_state);
-    timm::DistillationTeacher teacher(models.at(c.teacher), c.teacher_norm);
+    timm::ModelPtr student = make_model(c.student, kNumClasses, c.drop_rate, c.drop_path_rate);
+    timm::load_state_dict(*student, student_states.at(c.student));
+    timm::ModelPtr teacher_model = models.at(c.teacher);
+    if (c.drop_rate || c.drop_path_rate) {  // the teacher created with the case's drop rates too, as timm's
+      teacher_model = make_model(c.teacher, kNumClasses, c.drop_rate, c.drop_path_rate);
+      timm::load_state_dict(*teacher_model, timm::state_dict(*models.at(c.teacher)));
+    }
+    timm::DistillationTeacher teacher(teacher_model, c.teacher_norm);
     Built b{c, nullptr, nullptr};
-    if (c.task == "logit") {
+    if (c.task == "token") {
+      timm::TokenDistillationOptions options;
+      options.distill_loss_weight = c.distill_loss_weight;
+      options.task_loss_weight = c.task_loss_weight;
+      options.temperature = c.temperature;
+      options.distill_type = c.distill_type;
+      auto task = std::make_unique<timm::TokenDistillationTask>(student, std::move(teacher), criterion(c.smoothing),
+                                                                c.student_norm, options);
+      CHECK(task->weights().task == doctest::Approx(c.task_weight).epsilon(1e-12));
+      CHECK(task->weights().distill == doctest::Approx(c.distill_weight).epsilon(1e-12));
+      b.task = std::move(task);
+    } else if (c.task == "logit") {
       timm::LogitDistillationOptions options;
       options.distill_loss_weight = c.distill_loss_weight;
       options.task_loss_weight = c.task_loss_weight;
@@ -303,7 +415,7 @@ TEST_CASE("one training step of the logit and feature tasks equals timm's") {
   timm::write_safetensors(dir / "in.safetensors", to_oracle, {{"cases", cases_arg.dump()}});
   to_oracle.clear();
   MESSAGE(timm::test::run_oracle("distill_oracle.py", {dir.path().string()}));
-  std::filesystem::remove(dir / "in.safetensors");  // ~230 MB of weights
+  std::filesystem::remove(dir / "in.safetensors");  // ~260 MB of weights
 
   for (Built& b : built) {
     CAPTURE(b.c.id);
@@ -317,8 +429,14 @@ TEST_CASE("one training step of the logit and feature tasks equals timm's") {
       return it->second;
     };
 
+    const bool token = b.c.task == "token";
+    const at::Tensor& x = token ? input_224 : input;
+    const at::Tensor& y = token ? target_224 : target;
+    const double atol = token ? kTokenAtol : kAtol, rtol = token ? kTokenRtol : kRtol;
+    const std::string distill_part = token ? "distill_loss" : "kd_loss";  // timm's part names
+
     b.task->train();
-    const timm::TaskResult result = b.task->forward(input, target);
+    const timm::TaskResult result = b.task->forward(x, y);
     result.loss.backward();
 
     REQUIRE(result.parts.size() == 2);
@@ -327,16 +445,26 @@ TEST_CASE("one training step of the logit and feature tasks equals timm's") {
         worst_scalar, check_close(result.loss, get("loss"), kLossAtol, kLossRtol, b.c.id + " loss"));
     worst_scalar = timm::test::worst_diff(worst_scalar, check_close(part(result, "task_loss"), get("task_loss"),
                                                                     kLossAtol, kLossRtol, b.c.id + " task_loss"));
-    worst_scalar = timm::test::worst_diff(
-        worst_scalar, check_close(part(result, "kd_loss"), get("kd_loss"), kLossAtol, kLossRtol, b.c.id + " kd_loss"));
-    const double logits_diff = check_close(result.output, get("output"), kAtol, kRtol, b.c.id + " output");
+    worst_scalar = timm::test::worst_diff(worst_scalar, check_close(part(result, distill_part), get(distill_part),
+                                                                    kLossAtol, kLossRtol, b.c.id + " " + distill_part));
+    const double logits_diff = check_close(result.output, get("output"), atol, rtol, b.c.id + " output");
 
     size_t compared = 0;
     for (const auto& item : b.task->model()->named_parameters()) {
       const std::string key = "grad.student." + item.key();
       worst_grad = timm::test::worst_diff(worst_grad,
-                                          check_close(item.value().grad(), get(key), kAtol, kRtol, b.c.id + " " + key));
+                                          check_close(item.value().grad(), get(key), atol, rtol, b.c.id + " " + key));
       ++compared;
+    }
+    if (token) {
+      // The distillation token and head train (compared above).
+      CHECK(expected.count("grad.student.dist_token") == 1);
+      CHECK(expected.count("grad.student.head_dist.weight") == 1);
+      CHECK(expected.count("grad.student.head_dist.bias") == 1);
+      // No dropout or drop path: train mode is deterministic, the same
+      // forward gives the same class-head logits bit for bit.
+      CHECK(b.task->model()->is_training());
+      CHECK(at::equal(b.task->model()->forward_distilled(x).first, result.output));
     }
     if (b.feature != nullptr && b.feature->module().projection()) {
       const torch::nn::Linear& projection = b.feature->module().projection();
@@ -549,6 +677,76 @@ TEST_CASE("the teacher's input, logits and features") {
   CHECK(ours_features.sizes() == at::IntArrayRef{2, 512});
   check_close(ours_logits, logits, 1e-6, 1e-6, "teacher logits");
   check_close(ours_features, features, 1e-6, 1e-6, "teacher features");
+}
+
+TEST_CASE("token distillation: a student without a distillation head, an unknown distill type") {
+  Pair pair = small_pair();
+  CHECK_FALSE(pair.student->has_distillation_head());
+  check_usage_error([&] { pair.student->forward_distilled(at::zeros({1, 3, 32, 32})); }, {"resnet18"});
+  check_usage_error(
+      [&] {
+        timm::TokenDistillationTask(pair.student, timm::DistillationTeacher(pair.teacher, kImagenet), criterion(0.0),
+                                    kImagenet, timm::TokenDistillationOptions{});
+      },
+      {"--kd-distill-type token", "resnet18"});
+
+  const timm::ModelPtr deit = make_model(kDeit);
+  CHECK(deit->has_distillation_head());
+  timm::TokenDistillationOptions options;
+  options.distill_type = "medium";
+  check_usage_error(
+      [&] {
+        timm::TokenDistillationTask(deit, timm::DistillationTeacher(pair.teacher, kImagenet), criterion(0.0), kImagenet,
+                                    options);
+      },
+      {"--kd-token-distill-type", "medium"});
+}
+
+TEST_CASE("token distillation: the teacher frozen; evaluation gives the mean of the two heads") {
+  const ThreadCount one_thread(1);
+  Pair pair = small_pair();  // the teacher: resnet18
+  at::manual_seed(2);
+  const timm::ModelPtr student = make_model(kDeit);
+  perturb(*student);
+  pair.teacher->train();  // DistillationTeacher puts it in eval mode
+  const at::Tensor input = at::randn({1, 3, 224, 224});
+  const at::Tensor target = at::randint(0, kNumClasses, {1}, at::kLong);
+  const auto check_teacher = [&](const std::string& when) {
+    INFO(when);
+    for (const auto& module : pair.teacher->modules()) CHECK_FALSE(module->is_training());
+    for (const auto& item : pair.teacher->named_parameters()) {
+      INFO(item.key());
+      CHECK_FALSE(item.value().requires_grad());
+      CHECK_FALSE(item.value().grad().defined());
+    }
+  };
+
+  timm::TokenDistillationTask task(student, timm::DistillationTeacher(pair.teacher, kHalf), criterion(0.0), kImagenet,
+                                   timm::TokenDistillationOptions{});
+  CHECK(task.model() == student);
+  check_teacher("after construction");
+  task.train(true);
+  CHECK(student->is_training());
+  check_teacher("train(true)");
+  const timm::TaskResult result = task.forward(input, target);
+  CHECK(result.output.sizes() == at::IntArrayRef{1, kNumClasses});
+  result.loss.backward();
+  check_teacher("after backward");
+  for (const auto& item : student->named_parameters()) {
+    INFO(item.key());
+    CHECK(item.value().grad().defined());
+  }
+
+  // Evaluation: the student's forward is the mean of the class and
+  // distillation heads (timm's VisionTransformerDistilled outside distilled
+  // training).
+  task.train(false);
+  CHECK_FALSE(student->is_training());
+  check_teacher("train(false)");
+  c10::NoGradGuard no_grad;
+  const auto [main_logits, dist_logits] = student->forward_distilled(input);
+  CHECK_FALSE(at::allclose(main_logits, dist_logits));  // two different heads
+  check_close(student->forward(input), (main_logits + dist_logits) / 2, 1e-6, 0.0, "eval output");
 }
 
 }  // namespace test_distillation
