@@ -155,6 +155,18 @@ TEST_CASE("timm-run distils resnet18 from a teacher checkpoint; a resumed featur
   }
 }
 
+TEST_CASE("token distillation trains a distilled DeiT from a resnet18 checkpoint") {
+  timm::test::TempDir tmp;
+  train(run_args(tmp.path(), "resnet18", "teacher18", 1, 32));
+  const std::string teacher = (tmp / "teacher18" / "last.safetensors").string();
+  const auto run = train(run_args(tmp.path(), "deit_tiny_distilled_patch16_224", "token", 1, 32,
+                                  {"--img-size", "224", "--kd-model-name", "resnet18", "--kd-pretrained-path", teacher,
+                                   "--kd-distill-type", "token", "--kd-token-distill-type", "hard"}));
+  CHECK(has(run.output,
+            "TokenDistillationTask: teacher='resnet18', task_weight=1.0, distill_weight=1.0, distill_type=hard"));
+  CHECK(has(run.output, "Test top-1: "));
+}
+
 TEST_CASE("the distillation flags' errors name the cause") {
   timm::test::TempDir tmp;
   const std::string output = tmp.path().string();
@@ -206,14 +218,18 @@ TEST_CASE("the distillation flags' errors name the cause") {
         failing({"--kd-model-name", "resnet18", "--kd-pretrained-path", teacher, "--kd-loss-type", "mse"});
     CHECK(loss.exit_code == 2);
     CHECK(has(loss.output, "--kd-loss-type 'mse': only 'kl' is supported"));
+    const auto token =
+        failing({"--kd-model-name", "resnet18", "--kd-pretrained-path", teacher, "--kd-distill-type", "token"});
+    CHECK(token.exit_code == 2);
+    CHECK(has(token.output, "--kd-distill-type token: model 'resnet50' has no distillation head"));
+    const auto token_type =
+        failing({"--model", "deit_tiny_distilled_patch16_224", "--img-size", "224", "--kd-model-name", "resnet18",
+                 "--kd-pretrained-path", teacher, "--kd-distill-type", "token", "--kd-token-distill-type", "medium"});
+    CHECK(token_type.exit_code == 2);
+    CHECK(has(token_type.output, "--kd-token-distill-type"));
     const auto other = failing({"--kd-model-name", "resnet34", "--kd-pretrained-path", teacher});
     CHECK(other.exit_code == 1);
     CHECK(has(other.output, teacher));
-  }
-  SUBCASE("token distillation is not implemented yet") {
-    const auto r = failing({"--kd-model-name", "resnet18", "--kd-distill-type", "token"});
-    CHECK(r.exit_code == 2);
-    CHECK(has(r.output, "--kd-distill-type token: token distillation is not implemented yet"));
   }
 }
 

@@ -47,7 +47,8 @@ constexpr std::array kImplementedFlags = {
     "recovery-interval", "auto-resume", "stop-after-epochs", "bce-loss", "bce-sum", "bce-target-thresh", "bce-pos-weight",
     // Knowledge distillation.
     "kd-model-name", "kd-distill-type", "kd-loss-type", "distill-loss-weight", "task-loss-weight",
-    "kd-temperature", "kd-student-feature-dim", "kd-teacher-feature-dim", "kd-pretrained-path",
+    "kd-temperature", "kd-student-feature-dim", "kd-teacher-feature-dim", "kd-token-distill-type",
+    "kd-pretrained-path",
     // Miscellaneous.
     "seed", "log-interval", "val-interval", "workers", "no-prefetcher", "output", "experiment",
     "eval-metric",

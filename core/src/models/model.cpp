@@ -35,6 +35,13 @@ torch::Tensor ClassifierImpl::forward_head(torch::Tensor x, bool pre_logits) {
               "(docs/plugins.md, Models)");
 }
 
+std::pair<torch::Tensor, torch::Tensor> ClassifierImpl::forward_distilled(torch::Tensor x) {
+  (void)x;
+  throw UsageError(describe_model(*this) +
+                   " has no distillation head (token distillation trains a model with one, such as "
+                   "deit_*_distilled_*)");
+}
+
 ModelPtr create_model(const std::string& name, const ModelArgs& args) {
   const RegistryEntry& entry = Registry::global().get(PluginKind::kModel, name);
   const auto& factory = Registry::global().factory<ModelFactory>(PluginKind::kModel, name);

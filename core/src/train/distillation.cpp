@@ -34,6 +34,17 @@ std::string describe_weights(const DistillationWeights& weights) {
   return "task_weight=" + python_float_repr(weights.task) + ", distill_weight=" + python_float_repr(weights.distill);
 }
 
+// timm's soft distillation loss: T^2 * KL(softmax(teacher / T) ||
+// softmax(student / T)), summed over classes and averaged over the batch
+// (F.kl_div(reduction='batchmean', log_target=True)).
+at::Tensor soft_distillation_loss(const at::Tensor& student_logits, const at::Tensor& teacher_logits,
+                                  double temperature) {
+  const at::Tensor prob_s = at::log_softmax(student_logits / temperature, /*dim=*/-1);
+  const at::Tensor prob_t = at::log_softmax(teacher_logits / temperature, /*dim=*/-1);
+  return at::kl_div(prob_s, prob_t, at::Reduction::Sum, /*log_target=*/true) / prob_s.size(0) *
+         (temperature * temperature);
+}
+
 // Every parameter of `teacher` frozen: no gradient is computed or reduced.
 void freeze(torch::nn::Module& teacher) {
   for (at::Tensor& param : teacher.parameters()) param.set_requires_grad(false);
@@ -101,11 +112,7 @@ TaskResult LogitDistillationTask::forward(const at::Tensor& input, const at::Ten
   at::Tensor student_logits = model_->forward(input);
   at::Tensor task_loss = criterion_(student_logits, target);
   const at::Tensor teacher_logits = teacher_.logits(teacher_.normalize_input(input, student_norm_).detach());
-  const at::Tensor prob_s = at::log_softmax(student_logits / temperature_, /*dim=*/-1);
-  const at::Tensor prob_t = at::log_softmax(teacher_logits / temperature_, /*dim=*/-1);
-  // F.kl_div(reduction='batchmean', log_target=True): the sum over the batch size.
-  at::Tensor kd_loss = at::kl_div(prob_s, prob_t, at::Reduction::Sum, /*log_target=*/true) / prob_s.size(0) *
-                       (temperature_ * temperature_);
+  at::Tensor kd_loss = soft_distillation_loss(student_logits, teacher_logits, temperature_);
   at::Tensor loss = weights_.task * task_loss + weights_.distill * kd_loss;
   return TaskResult{std::move(loss),
                     std::move(student_logits),
@@ -120,6 +127,48 @@ void LogitDistillationTask::prepare_distributed(const std::function<void(torch::
 std::string LogitDistillationTask::describe() const {
   return "LogitDistillationTask: teacher=" + model_label(*teacher_.model()) + ", " + describe_weights(weights_) +
          ", loss_type=kl, temperature=" + python_float_repr(temperature_);
+}
+
+// ---- TokenDistillationTask --------------------------------------------------
+
+TokenDistillationTask::TokenDistillationTask(ModelPtr student, DistillationTeacher teacher, LossFn criterion,
+                                             Normalization student_norm, const TokenDistillationOptions& options)
+    : ClassificationTask(std::move(student), std::move(criterion)),
+      teacher_(std::move(teacher)),
+      student_norm_(std::move(student_norm)),
+      weights_(resolve_distillation_weights(options.distill_loss_weight, options.task_loss_weight)),
+      temperature_(options.temperature),
+      hard_(options.distill_type == "hard") {
+  if (!model_->has_distillation_head()) {
+    throw UsageError("--kd-distill-type token: model " + model_label(*model_) +
+                     " has no distillation head (token distillation trains one, as deit_*_distilled_* have)");
+  }
+  if (options.distill_type != "soft" && options.distill_type != "hard") {
+    throw UsageError("--kd-token-distill-type " + in_quotes(options.distill_type) + ": expected 'soft' or 'hard'");
+  }
+  if (!hard_) check_temperature(temperature_);
+}
+
+TaskResult TokenDistillationTask::forward(const at::Tensor& input, const at::Tensor& target) {
+  auto [main_logits, dist_logits] = model_->forward_distilled(input);
+  at::Tensor task_loss = criterion_(main_logits, target);
+  const at::Tensor teacher_logits = teacher_.logits(teacher_.normalize_input(input, student_norm_).detach());
+  at::Tensor distill_loss = hard_ ? at::cross_entropy_loss(dist_logits, teacher_logits.argmax(/*dim=*/-1))
+                                  : soft_distillation_loss(dist_logits, teacher_logits, temperature_);
+  at::Tensor loss = weights_.task * task_loss + weights_.distill * distill_loss;
+  return TaskResult{std::move(loss),
+                    std::move(main_logits),
+                    {{"task_loss", std::move(task_loss)}, {"distill_loss", std::move(distill_loss)}}};
+}
+
+void TokenDistillationTask::prepare_distributed(const std::function<void(torch::nn::Module&)>& wrap) {
+  freeze(*teacher_.model());
+  wrap(*model_);
+}
+
+std::string TokenDistillationTask::describe() const {
+  return "TokenDistillationTask: teacher=" + model_label(*teacher_.model()) + ", " + describe_weights(weights_) +
+         ", distill_type=" + (hard_ ? "hard" : "soft") + ", temperature=" + python_float_repr(temperature_);
 }
 
 // ---- FeatureDistillationTask ------------------------------------------------

@@ -76,11 +76,9 @@ std::unique_ptr<TrainingTask> make_task(const TrainArgs& args, const Config& con
     check_no_teacher_flags(args);
     return std::make_unique<ClassificationTask>(setup.model, setup.tools.loss_fn);
   }
-  if (args.kd_distill_type == "token") {
-    throw UsageError("--kd-distill-type token: token distillation is not implemented yet (logit and feature are)");
-  }
-  if (args.kd_distill_type != "logit" && args.kd_distill_type != "feature") {
-    throw UsageError("--kd-distill-type " + in_quotes(args.kd_distill_type) + ": expected 'logit' or 'feature'");
+  const std::string& type = args.kd_distill_type;
+  if (type != "logit" && type != "feature" && type != "token") {
+    throw UsageError("--kd-distill-type " + in_quotes(type) + ": expected 'logit', 'feature' or 'token'");
   }
   DistillationTeacher teacher = create_teacher(args, config, setup, defaults, device);
   const Normalization student_norm{setup.data_config.mean, setup.data_config.std};
@@ -91,6 +89,15 @@ std::unique_ptr<TrainingTask> make_task(const TrainArgs& args, const Config& con
     options.temperature = args.kd_temperature;
     options.loss_type = args.kd_loss_type;
     return std::make_unique<LogitDistillationTask>(setup.model, std::move(teacher), setup.tools.loss_fn, student_norm,
+                                                   options);
+  }
+  if (args.kd_distill_type == "token") {
+    TokenDistillationOptions options;
+    options.distill_loss_weight = args.distill_loss_weight;
+    options.task_loss_weight = args.task_loss_weight;
+    options.temperature = args.kd_temperature;
+    options.distill_type = args.kd_token_distill_type;
+    return std::make_unique<TokenDistillationTask>(setup.model, std::move(teacher), setup.tools.loss_fn, student_norm,
                                                    options);
   }
   FeatureDistillationOptions options;

@@ -229,6 +229,18 @@ class VisionTransformerImpl : public ClassifierImpl {
   }
 
   at::Tensor forward(at::Tensor x) override { return forward_head(forward_features(x)); }
+
+  bool has_distillation_head() const override { return distilled_ && head; }
+  // timm's forward_head under set_distilled_training(True) in training: the
+  // two heads' logits, the class token's dropout drawn first.
+  std::pair<at::Tensor, at::Tensor> forward_distilled(at::Tensor input) override {
+    if (!has_distillation_head()) return ClassifierImpl::forward_distilled(input);
+    const at::Tensor x = forward_features(input);
+    at::Tensor cls = head(head_dropout(x.select(1, 0)));
+    at::Tensor dist = head_dist(head_dropout(x.select(1, 1)));
+    return {std::move(cls), std::move(dist)};
+  }
+
   int64_t num_classes() const override { return num_classes_; }
   const PretrainedCfg& pretrained_cfg() const override { return cfg_; }
   std::vector<std::string> no_weight_decay() const override {

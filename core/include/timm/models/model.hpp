@@ -92,6 +92,14 @@ class ClassifierImpl : public torch::nn::Module {
   // way. The default throws as forward_features' does. Overrides repeat the
   // default argument (a default is taken from the static type).
   virtual torch::Tensor forward_head(torch::Tensor x, bool pre_logits = false);
+  // Whether the model has a distillation head (DeiT's
+  // VisionTransformerDistilled): --kd-distill-type token trains it.
+  virtual bool has_distillation_head() const { return false; }
+  // timm's forward with set_distilled_training(True) in training mode: the
+  // class head's and the distillation head's logits, each from its own token,
+  // where forward() returns their mean. The default throws UsageError naming
+  // the model: it has no distillation head.
+  virtual std::pair<torch::Tensor, torch::Tensor> forward_distilled(torch::Tensor x);
   virtual int64_t num_classes() const = 0;
   virtual const PretrainedCfg& pretrained_cfg() const = 0;
   // Parameter names (fnmatch patterns) excluded from weight decay, as timm's
