@@ -7,14 +7,27 @@ in the installed distribution, so its loop is rebuilt from timm's own
 create_model, create_loader, create_optimizer_v2 and create_scheduler_v2,
 as train.py builds it (label-smoothing CE, prefetcher normalisation).
 
+With --kd-model-name, each side also trains the model against that frozen
+teacher (timm's LogitDistillationTask, or FeatureDistillationTask with
+--kd-distill-type feature; timm-run's --kd-model-name with the same teacher
+weights through --kd-pretrained-path), so the teacher's cost shows as the
+ratio of the distilling run's images/s to the plain run's.
+
+The runs are interleaved (timm-run, timm, timm-run, timm, ... and the
+distilling runs beside them) --repeats times; the figures are medians, each
+ratio with its spread (min-max over the repeats), as this shared machine's
+speed moves between runs.
+
 Usage: bench/train_fashion_mnist.py [--model resnet18] [--epochs 1] [-b 64]
          [--threads 2] [-j 2] [--train-num-samples N] [--timm-run PATH]
+         [--repeats 1] [--kd-model-name resnet50 [--kd-distill-type logit]]
 Prints images/s of each and the ratio timm-run / timm.
 """
 import argparse
 import gzip
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,9 +53,26 @@ def common_flags(args):
             "--train-num-samples", str(args.train_num_samples)]
 
 
-def run_timm_cpp(args):
+def kd_flags(args, teacher_file):
+    return ["--kd-model-name", args.kd_model_name, "--kd-distill-type", args.kd_distill_type,
+            "--kd-pretrained-path", teacher_file]
+
+
+def write_teacher(args, path):
+    """The teacher's weights (timm's initialisation, seed 0) under timm's keys, for both sides."""
+    import torch
+    import timm
+    from safetensors.torch import save_file
+    torch.manual_seed(0)
+    teacher = timm.create_model(args.kd_model_name, num_classes=10, in_chans=1)
+    save_file({k: v.contiguous() for k, v in teacher.state_dict().items()}, path)
+
+
+def run_timm_cpp(args, teacher_file=None):
     with tempfile.TemporaryDirectory() as out:
         cmd = [args.timm_run] + common_flags(args) + ["--output", out, "--experiment", "bench", "--log-interval", "100"]
+        if teacher_file:
+            cmd += kd_flags(args, teacher_file)
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
         start = time.time()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -53,10 +83,12 @@ def run_timm_cpp(args):
     return rate, wall
 
 
-def run_python_timm(args):
+def run_python_timm(args, teacher_file=None):
     import torch
     import timm
     from PIL import Image
+    from safetensors.torch import load_file
+    from timm.task import FeatureDistillationTask, LogitDistillationTask
     from timm.data import create_loader
     from timm.loss import LabelSmoothingCrossEntropy
     from timm.optim import create_optimizer_v2
@@ -87,12 +119,28 @@ def run_python_timm(args):
     scheduler, num_epochs = create_scheduler_v2(optimizer, sched="cosine", num_epochs=args.epochs, warmup_epochs=0,
                                                 step_on_epochs=False, updates_per_epoch=len(loader))
     loss_fn = LabelSmoothingCrossEntropy(smoothing=0.1)
+    step = lambda input, target: loss_fn(model(input), target)
+    trained = model
+    if teacher_file:
+        teacher = timm.create_model(args.kd_model_name, num_classes=10, in_chans=1)
+        teacher.load_state_dict(load_file(teacher_file))
+        task_cls = LogitDistillationTask if args.kd_distill_type == "logit" else FeatureDistillationTask
+        task = task_cls(student_model=model, teacher_model=teacher, criterion=loss_fn, verbose=False,
+                        **({"temperature": 4.0} if args.kd_distill_type == "logit" else {}))
+        # train.py: the optimizer over the task's trainable module (a projection too).
+        optimizer = create_optimizer_v2(task.get_trainable_module(), opt="sgd", lr=args.lr, weight_decay=2e-5,
+                                        momentum=0.9)
+        scheduler, num_epochs = create_scheduler_v2(optimizer, sched="cosine", num_epochs=args.epochs,
+                                                    warmup_epochs=0, step_on_epochs=False,
+                                                    updates_per_epoch=len(loader))
+        step = lambda input, target: task(input, target)["loss"]
+        trained = task
     images, seconds, num_updates = 0, 0.0, 0
     for epoch in range(num_epochs):
-        model.train()
+        trained.train()
         last = time.time()
         for input, target in loader:
-            loss = loss_fn(model(input), target)
+            loss = step(input, target)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -117,15 +165,44 @@ def main():
     parser.add_argument("-j", "--workers", type=int, default=2)
     parser.add_argument("--train-num-samples", type=int, default=60000)
     parser.add_argument("--timm-run", default=os.path.join(here, "..", "build", "bin", "timm-run"))
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--kd-model-name", default=None, help="a teacher: also time distillation from it")
+    parser.add_argument("--kd-distill-type", default="logit", choices=["logit", "feature"])
     args = parser.parse_args()
 
     print(f"model {args.model}, {args.train_num_samples} Fashion-MNIST images x {args.epochs} epoch(s), "
-          f"batch {args.batch_size}, {args.threads} torch threads, {args.workers} loader workers")
-    cpp_rate, cpp_wall = run_timm_cpp(args)
-    print(f"timm-run:    {cpp_rate:8.1f} images/s  (process wall time {cpp_wall:.1f} s)")
-    py_rate = run_python_timm(args)
-    print(f"Python timm: {py_rate:8.1f} images/s")
-    print(f"ratio timm-run / timm: {cpp_rate / py_rate:.2f}x")
+          f"batch {args.batch_size}, {args.threads} torch threads, {args.workers} loader workers, "
+          f"{args.repeats} interleaved repeat(s)")
+    with tempfile.TemporaryDirectory() as tmp:
+        teacher_file = None
+        runs = [("timm-run", None), ("Python timm", None)]
+        if args.kd_model_name:
+            teacher_file = os.path.join(tmp, "teacher.safetensors")
+            write_teacher(args, teacher_file)
+            print(f"teacher {args.kd_model_name} ({args.kd_distill_type} distillation)")
+            runs += [("timm-run", teacher_file), ("Python timm", teacher_file)]
+        rates = {run: [] for run in runs}
+        for repeat in range(args.repeats):
+            for run in runs:
+                side, teacher = run
+                rate = run_timm_cpp(args, teacher)[0] if side == "timm-run" else run_python_timm(args, teacher)
+                rates[run].append(rate)
+                print(f"  repeat {repeat + 1}: {side:11s} {'distilling' if teacher else 'plain':10s} "
+                      f"{rate:8.1f} images/s", flush=True)
+
+    def report(label, numerator, denominator):
+        ratios = [a / b for a, b in zip(rates[numerator], rates[denominator])]
+        print(f"{label}: {statistics.median(ratios):.2f}x (spread {min(ratios):.2f}-{max(ratios):.2f})")
+
+    for run in runs:
+        side, teacher = run
+        print(f"{side:11s} {'distilling' if teacher else 'plain':10s} median {statistics.median(rates[run]):8.1f} "
+              f"images/s")
+    report("ratio timm-run / timm", runs[0], runs[1])
+    if teacher_file:
+        report("ratio timm-run / timm, distilling", runs[2], runs[3])
+        report("timm-run: distilling / plain (the teacher's cost)", runs[2], runs[0])
+        report("Python timm: distilling / plain (the teacher's cost)", runs[3], runs[1])
 
 
 if __name__ == "__main__":

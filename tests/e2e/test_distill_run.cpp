@@ -108,9 +108,10 @@ TEST_CASE("timm-run distils resnet18 from a teacher checkpoint; a resumed featur
   const fs::path teacher = teacher_checkpoint(tmp.path());
   const std::vector<std::string> kd = {"--kd-model-name", "resnet50", "--kd-pretrained-path", teacher.string()};
 
-  SUBCASE("logit distillation, complementary weights") {
+  SUBCASE("logit distillation, complementary weights, bfloat16 autocast") {
     std::vector<std::string> flags = kd;
-    flags.insert(flags.end(), {"--task-loss-weight", "0.3", "--kd-temperature", "2"});
+    flags.insert(flags.end(),
+                 {"--task-loss-weight", "0.3", "--kd-temperature", "2", "--amp", "--amp-dtype", "bfloat16"});
     const auto run = train(run_args(tmp.path(), "resnet18", "logit", 1, 128, flags));
     CHECK(has(run.output, "Loaded teacher 'resnet50' from '" + teacher.string() + "'"));
     CHECK(has(run.output,
