@@ -6,11 +6,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <future>
 #include <map>
 #include <regex>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "test_support.hpp"
 
 namespace timm::test {
 
@@ -62,6 +65,24 @@ inline std::string env_words(const std::vector<std::string>& env) {
   std::string words;
   for (const auto& e : env) words += e + " ";
   return words;
+}
+
+// Runs `world` copies of `worker` with `args`, concurrently, as the ranks of
+// one job on a free loopback port (rank_env); their results in rank order.
+inline std::vector<CommandResult> run_workers(const std::string& worker, int world,
+                                              const std::vector<std::string>& args) {
+  const int port = free_port();
+  std::vector<std::future<CommandResult>> running;
+  for (int r = 0; r < world; ++r) {
+    std::vector<std::string> argv{worker};
+    argv.insert(argv.end(), args.begin(), args.end());
+    running.push_back(std::async(std::launch::async, [argv, r, world, port] {
+      return run_command(argv, std::chrono::seconds(90), rank_env(r, world, port));
+    }));
+  }
+  std::vector<CommandResult> results;
+  for (auto& f : running) results.push_back(f.get());
+  return results;
 }
 
 }  // namespace timm::test

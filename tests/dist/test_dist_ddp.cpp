@@ -23,20 +23,9 @@ using timm::test::DdpCase;
 
 std::string worker() { return (timm::test::bin_dir() / "ddp_worker").string(); }
 
-// Runs `world` workers concurrently; returns their results.
+// The job's ranks: run_workers of this test's worker.
 std::vector<timm::test::CommandResult> run_workers(int world, const std::vector<std::string>& args) {
-  const int port = timm::test::free_port();
-  std::vector<std::future<timm::test::CommandResult>> running;
-  for (int r = 0; r < world; ++r) {
-    std::vector<std::string> argv{worker()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    running.push_back(std::async(std::launch::async, [argv, r, world, port] {
-      return timm::test::run_command(argv, std::chrono::seconds(90), timm::test::rank_env(r, world, port));
-    }));
-  }
-  std::vector<timm::test::CommandResult> results;
-  for (auto& f : running) results.push_back(f.get());
-  return results;
+  return timm::test::run_workers(worker(), world, args);
 }
 
 // The single-process reference: rank 0's initial weights, batch world*B,

@@ -1,9 +1,16 @@
 // Helpers for end-to-end tests that run timm-run.
 #pragma once
 
+#include <filesystem>
 #include <regex>
 #include <string>
 
+#include <ATen/ATen.h>
+
+#include "test_support.hpp"
+#include "timm/io/safetensors.hpp"
+
+// Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
 
 namespace timm::test {
@@ -17,6 +24,20 @@ inline double number_after(const std::string& output, const std::string& label) 
     return -1.0;
   }
   return std::stod(match[1].str());
+}
+
+// The largest absolute difference between the weights of two safetensors
+// files with the same keys in the same order (NaN-safe: a NaN on either side
+// gives NaN).
+inline double max_weight_diff(const std::filesystem::path& a, const std::filesystem::path& b) {
+  const auto wa = timm::read_safetensors(a), wb = timm::read_safetensors(b);
+  REQUIRE(wa.size() == wb.size());
+  double diff = 0.0;
+  for (std::size_t i = 0; i < wa.size(); ++i) {
+    REQUIRE(wa[i].first == wb[i].first);
+    diff = worst_diff(diff, (wa[i].second.to(at::kDouble) - wb[i].second.to(at::kDouble)).abs().max().item<double>());
+  }
+  return diff;
 }
 
 }  // namespace timm::test

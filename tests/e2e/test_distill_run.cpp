@@ -72,18 +72,6 @@ bool has(const std::string& output, const std::string& text) {
   return found;
 }
 
-double max_weight_diff(const fs::path& a, const fs::path& b) {
-  const auto wa = timm::read_safetensors(a), wb = timm::read_safetensors(b);
-  REQUIRE(wa.size() == wb.size());
-  double diff = 0.0;
-  for (std::size_t i = 0; i < wa.size(); ++i) {
-    REQUIRE(wa[i].first == wb[i].first);
-    diff = timm::test::worst_diff(
-        diff, (wa[i].second.to(at::kDouble) - wb[i].second.to(at::kDouble)).abs().max().item<double>());
-  }
-  return diff;
-}
-
 // The names of the task state a checkpoint's state file holds.
 std::set<std::string> task_state_keys(const fs::path& state_file) {
   torch::serialize::InputArchive archive;
@@ -138,11 +126,12 @@ TEST_CASE("timm-run distils resnet18 from a teacher checkpoint; a resumed featur
     resume_flags.insert(resume_flags.end(), {"--resume", (tmp / "first" / "last.safetensors").string()});
     const auto resumed = train(run_args(tmp.path(), "resnet18", "resumed", 2, 96, resume_flags));
     CHECK(has(resumed.output, "Loaded checkpoint"));
-    const double diff = max_weight_diff(tmp / "straight" / "last.safetensors", tmp / "resumed" / "last.safetensors");
+    const double diff =
+        timm::test::max_weight_diff(tmp / "straight" / "last.safetensors", tmp / "resumed" / "last.safetensors");
     MESSAGE("max |straight - resumed| weight difference: " << diff);
     CHECK(diff <= kWeightsAtol);
     // The run trained: epoch 1 moved the weights away from epoch 0's.
-    CHECK(max_weight_diff(tmp / "first" / "last.safetensors", tmp / "resumed" / "last.safetensors") > 1e-4);
+    CHECK(timm::test::max_weight_diff(tmp / "first" / "last.safetensors", tmp / "resumed" / "last.safetensors") > 1e-4);
 
     // A logit task has no projection to take the saved one: named, not dropped.
     std::vector<std::string> logit_flags = kd;

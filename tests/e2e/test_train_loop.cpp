@@ -75,18 +75,6 @@ timm::test::CommandResult train(const std::vector<std::string>& args) {
   return run;
 }
 
-double max_weight_diff(const fs::path& a, const fs::path& b) {
-  const auto wa = timm::read_safetensors(a), wb = timm::read_safetensors(b);
-  REQUIRE(wa.size() == wb.size());
-  double diff = 0.0;
-  for (std::size_t i = 0; i < wa.size(); ++i) {
-    REQUIRE(wa[i].first == wb[i].first);
-    diff = timm::test::worst_diff(
-        diff, (wa[i].second.to(at::kDouble) - wb[i].second.to(at::kDouble)).abs().max().item<double>());
-  }
-  return diff;
-}
-
 std::string last_line(const std::string& text) {
   const auto end = text.find_last_not_of("\r\n");
   const auto start = text.rfind('\n', end);
@@ -107,7 +95,8 @@ TEST_CASE("a resumed run ends with the weights of a straight run; the same seed 
   CHECK(resumed.output.find("Test (EMA): ") != std::string::npos);
   CHECK(fs::exists(tmp / "straight" / "summary.svg"));
 
-  const double diff = max_weight_diff(tmp / "straight" / "last.safetensors", tmp / "resumed" / "last.safetensors");
+  const double diff =
+      timm::test::max_weight_diff(tmp / "straight" / "last.safetensors", tmp / "resumed" / "last.safetensors");
   MESSAGE("max |straight - resumed| weight difference: " << diff);
   CHECK(diff <= kWeightsAtol);
   // Epoch 1's row (EMA metrics, lr) is the same too.
@@ -116,9 +105,10 @@ TEST_CASE("a resumed run ends with the weights of a straight run; the same seed 
 
   SUBCASE("the same seed gives the same weights, another seed others") {
     train(run_args(tmp.path(), "again", 2, plus(kLoopFlags, {"--stop-after-epochs", "1"})));
-    CHECK(max_weight_diff(tmp / "first" / "last.safetensors", tmp / "again" / "last.safetensors") == 0.0);
+    CHECK(timm::test::max_weight_diff(tmp / "first" / "last.safetensors", tmp / "again" / "last.safetensors") == 0.0);
     train(run_args(tmp.path(), "other-seed", 2, plus(kLoopFlags, {"--stop-after-epochs", "1", "--seed", "4"})));
-    CHECK(max_weight_diff(tmp / "first" / "last.safetensors", tmp / "other-seed" / "last.safetensors") > 1e-3);
+    CHECK(timm::test::max_weight_diff(tmp / "first" / "last.safetensors", tmp / "other-seed" / "last.safetensors") >
+          1e-3);
   }
 }
 

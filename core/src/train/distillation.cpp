@@ -111,12 +111,15 @@ LogitDistillationTask::LogitDistillationTask(ModelPtr student, DistillationTeach
 TaskResult LogitDistillationTask::forward(const at::Tensor& input, const at::Tensor& target) {
   at::Tensor student_logits = model_->forward(input);
   at::Tensor task_loss = criterion_(student_logits, target);
-  const at::Tensor teacher_logits = teacher_.logits(teacher_.normalize_input(input, student_norm_).detach());
-  at::Tensor kd_loss = soft_distillation_loss(student_logits, teacher_logits, temperature_);
+  at::Tensor kd_loss = soft_distillation_loss(student_logits, teacher_logits(input), temperature_);
   at::Tensor loss = weights_.task * task_loss + weights_.distill * kd_loss;
   return TaskResult{std::move(loss),
                     std::move(student_logits),
                     {{"task_loss", std::move(task_loss)}, {"kd_loss", std::move(kd_loss)}}};
+}
+
+at::Tensor LogitDistillationTask::teacher_logits(const at::Tensor& input) const {
+  return teacher_.logits(teacher_.normalize_input(input, student_norm_).detach());
 }
 
 void LogitDistillationTask::prepare_distributed(const std::function<void(torch::nn::Module&)>& wrap) {
@@ -133,11 +136,8 @@ std::string LogitDistillationTask::describe() const {
 
 TokenDistillationTask::TokenDistillationTask(ModelPtr student, DistillationTeacher teacher, LossFn criterion,
                                              Normalization student_norm, const TokenDistillationOptions& options)
-    : ClassificationTask(std::move(student), std::move(criterion)),
-      teacher_(std::move(teacher)),
-      student_norm_(std::move(student_norm)),
-      weights_(resolve_distillation_weights(options.distill_loss_weight, options.task_loss_weight)),
-      temperature_(options.temperature),
+    : LogitDistillationTask(std::move(student), std::move(teacher), std::move(criterion), std::move(student_norm),
+                            options),
       hard_(options.distill_type == "hard") {
   if (!model_->has_distillation_head()) {
     throw UsageError("--kd-distill-type token: model " + model_label(*model_) +
@@ -146,24 +146,18 @@ TokenDistillationTask::TokenDistillationTask(ModelPtr student, DistillationTeach
   if (options.distill_type != "soft" && options.distill_type != "hard") {
     throw UsageError("--kd-token-distill-type " + in_quotes(options.distill_type) + ": expected 'soft' or 'hard'");
   }
-  if (!hard_) check_temperature(temperature_);
 }
 
 TaskResult TokenDistillationTask::forward(const at::Tensor& input, const at::Tensor& target) {
   auto [main_logits, dist_logits] = model_->forward_distilled(input);
   at::Tensor task_loss = criterion_(main_logits, target);
-  const at::Tensor teacher_logits = teacher_.logits(teacher_.normalize_input(input, student_norm_).detach());
-  at::Tensor distill_loss = hard_ ? at::cross_entropy_loss(dist_logits, teacher_logits.argmax(/*dim=*/-1))
-                                  : soft_distillation_loss(dist_logits, teacher_logits, temperature_);
+  const at::Tensor teacher = teacher_logits(input);
+  at::Tensor distill_loss = hard_ ? at::cross_entropy_loss(dist_logits, teacher.argmax(/*dim=*/-1))
+                                  : soft_distillation_loss(dist_logits, teacher, temperature_);
   at::Tensor loss = weights_.task * task_loss + weights_.distill * distill_loss;
   return TaskResult{std::move(loss),
                     std::move(main_logits),
                     {{"task_loss", std::move(task_loss)}, {"distill_loss", std::move(distill_loss)}}};
-}
-
-void TokenDistillationTask::prepare_distributed(const std::function<void(torch::nn::Module&)>& wrap) {
-  freeze(*teacher_.model());
-  wrap(*model_);
 }
 
 std::string TokenDistillationTask::describe() const {

@@ -82,20 +82,17 @@ std::unique_ptr<TrainingTask> make_task(const TrainArgs& args, const Config& con
   }
   DistillationTeacher teacher = create_teacher(args, config, setup, defaults, device);
   const Normalization student_norm{setup.data_config.mean, setup.data_config.std};
-  if (args.kd_distill_type == "logit") {
-    LogitDistillationOptions options;
-    options.distill_loss_weight = args.distill_loss_weight;
-    options.task_loss_weight = args.task_loss_weight;
-    options.temperature = args.kd_temperature;
-    options.loss_type = args.kd_loss_type;
+  LogitDistillationOptions logit_options;
+  logit_options.distill_loss_weight = args.distill_loss_weight;
+  logit_options.task_loss_weight = args.task_loss_weight;
+  logit_options.temperature = args.kd_temperature;
+  logit_options.loss_type = args.kd_loss_type;
+  if (type == "logit") {
     return std::make_unique<LogitDistillationTask>(setup.model, std::move(teacher), setup.tools.loss_fn, student_norm,
-                                                   options);
+                                                   logit_options);
   }
-  if (args.kd_distill_type == "token") {
-    TokenDistillationOptions options;
-    options.distill_loss_weight = args.distill_loss_weight;
-    options.task_loss_weight = args.task_loss_weight;
-    options.temperature = args.kd_temperature;
+  if (type == "token") {
+    TokenDistillationOptions options{logit_options};
     options.distill_type = args.kd_token_distill_type;
     return std::make_unique<TokenDistillationTask>(setup.model, std::move(teacher), setup.tools.loss_fn, student_norm,
                                                    options);

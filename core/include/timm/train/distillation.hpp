@@ -90,42 +90,36 @@ class LogitDistillationTask : public ClassificationTask {
 
   const DistillationWeights& weights() const { return weights_; }
 
- private:
+ protected:
+  // The teacher's logits of the task's `input` (re-normalised for it).
+  at::Tensor teacher_logits(const at::Tensor& input) const;
+
   DistillationTeacher teacher_;
   Normalization student_norm_;
   DistillationWeights weights_;
   double temperature_;
 };
 
-struct TokenDistillationOptions {
-  std::optional<double> distill_loss_weight;  // --distill-loss-weight
-  std::optional<double> task_loss_weight;     // --task-loss-weight
-  double temperature = 4.0;                   // --kd-temperature, for "soft"
-  std::string distill_type = "soft";          // --kd-token-distill-type: "soft" or "hard"
+// The weights and temperature as LogitDistillationOptions (loss_type unused).
+struct TokenDistillationOptions : LogitDistillationOptions {
+  std::string distill_type = "soft";  // --kd-token-distill-type: "soft" or "hard"
 };
 
 // timm's TokenDistillationTask, for a student with a distillation head
 // (ClassifierImpl::forward_distilled, DeiT's distilled models): the class
 // head learns from the targets, the distillation head from the teacher, by
-// the soft KL of LogitDistillationTask ("soft") or the cross-entropy with
-// the teacher's argmax ("hard"). Evaluation uses the mean of the two heads.
-// The loss parts are timm's "task_loss" and "distill_loss".
-class TokenDistillationTask : public ClassificationTask {
+// LogitDistillationTask's soft KL ("soft") or the cross-entropy with the
+// teacher's argmax ("hard"). Evaluation uses the mean of the two heads. The
+// loss parts are timm's "task_loss" and "distill_loss".
+class TokenDistillationTask : public LogitDistillationTask {
  public:
   TokenDistillationTask(ModelPtr student, DistillationTeacher teacher, LossFn criterion, Normalization student_norm,
                         const TokenDistillationOptions& options);
 
   TaskResult forward(const at::Tensor& input, const at::Tensor& target) override;
-  void prepare_distributed(const std::function<void(torch::nn::Module&)>& wrap) override;
   std::string describe() const override;
 
-  const DistillationWeights& weights() const { return weights_; }
-
  private:
-  DistillationTeacher teacher_;
-  Normalization student_norm_;
-  DistillationWeights weights_;
-  double temperature_;
   bool hard_;
 };
 
