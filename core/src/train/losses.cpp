@@ -30,6 +30,8 @@ at::Tensor binary_cross_entropy(const at::Tensor& logits, const at::Tensor& targ
     const double on_value = 1.0 - options.smoothing + off_value;
     dense = at::full({logits.size(0), num_classes}, off_value, logits.options())
                 .scatter_(1, target.to(at::kLong).view({-1, 1}), on_value);
+  } else if (options.smooth_dense && options.smoothing != 0.0) {
+    dense = target * (1.0 - options.smoothing) + 0.5 * options.smoothing;
   }
   if (options.target_threshold) dense = dense.gt(*options.target_threshold).to(dense.scalar_type());
   std::optional<at::Tensor> pos_weight;

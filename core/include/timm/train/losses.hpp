@@ -22,12 +22,15 @@ at::Tensor soft_target_cross_entropy(const at::Tensor& logits, const at::Tensor&
 
 // timm's BinaryCrossEntropy (--bce-loss): index targets are one-hot encoded
 // with smoothing (off = s / C, on = 1 - s + off); dense targets are used as
-// they are. A target threshold binarises targets (t > threshold).
+// they are, unless `smooth_dense` (timm's multi-label criterion,
+// timm/train/multilabel.hpp) moves each towards 0.5: t * (1 - s) + 0.5 * s.
+// A target threshold binarises targets (t > threshold).
 struct BinaryCrossEntropyOptions {
   double smoothing = 0.1;
   std::optional<double> target_threshold;  // --bce-target-thresh
   std::optional<double> pos_weight;        // --bce-pos-weight
   bool sum_classes = false;                // --bce-sum: sum over classes, then batch mean
+  bool smooth_dense = false;               // smooth dense targets too (multi-label)
 };
 at::Tensor binary_cross_entropy(const at::Tensor& logits, const at::Tensor& target,
                                 const BinaryCrossEntropyOptions& options);
