@@ -483,6 +483,30 @@ TEST_CASE("one training step of the logit, feature and token tasks equals timm's
   }
 }
 
+TEST_CASE("feature distillation's optimizer groups equal timm's, with and without --layer-decay") {
+  const Pair pair = small_pair("resnet50");
+  timm::FeatureDistillationTask task(pair.student, timm::DistillationTeacher(pair.teacher, kImagenet), criterion(0.0),
+                                     kImagenet, timm::FeatureDistillationOptions{});
+  REQUIRE(task.module().projection());
+  for (const std::string layer_decay : {"none", "0.75"}) {
+    CAPTURE(layer_decay);
+    timm::OptimizerArgs args;
+    args.weight_decay = 0.05;
+    if (layer_decay != "none") args.layer_decay = std::stod(layer_decay);
+    const std::vector<timm::ParamGroup> ours = task.param_groups("resnet18", args);
+    const nlohmann::json timm_groups = nlohmann::json::parse(
+        timm::test::run_oracle("distill_groups_oracle.py", {"resnet18", "resnet50", "0.05", layer_decay}));
+    REQUIRE(ours.size() == timm_groups.size());
+    for (std::size_t i = 0; i < ours.size(); ++i) {
+      CAPTURE(i);
+      CHECK(ours[i].names == timm_groups[i]["names"].get<std::vector<std::string>>());
+      CHECK(ours[i].params.size() == ours[i].names.size());
+      CHECK(ours[i].weight_decay == doctest::Approx(timm_groups[i]["weight_decay"].get<double>()).epsilon(1e-12));
+      CHECK(ours[i].lr_scale == doctest::Approx(timm_groups[i]["lr_scale"].get<double>()).epsilon(1e-12));
+    }
+  }
+}
+
 TEST_CASE("resolve_distillation_weights: timm's three rules") {
   const auto check = [](std::optional<double> distill, std::optional<double> task, double want_task,
                         double want_distill) {

@@ -234,27 +234,29 @@ OptimizerPtr create_optimizer(std::vector<ParamGroup> groups, const OptimizerArg
   return optimizer;
 }
 
+std::vector<ParamGroup> optimizer_param_groups(const torch::nn::Module& model,
+                                               const std::vector<std::string>& no_weight_decay,
+                                               const OptimizerArgs& args, const GroupMatcher& group_matcher,
+                                               const std::string& model_name) {
+  if (!args.layer_decay) return param_groups_weight_decay(model, args.weight_decay, no_weight_decay);
+  if (group_matcher.empty()) {
+    throw UsageError("--layer-decay: model " + timm::in_quotes(model_name) +
+                     " has no group_matcher() to assign its parameters to layers");
+  }
+  LayerDecayOptions options;
+  options.weight_decay = args.weight_decay;
+  options.layer_decay = *args.layer_decay;
+  options.min_scale = args.layer_decay_min_scale;
+  options.no_opt_scale = args.layer_decay_no_opt_scale;
+  return param_groups_layer_decay(model, group_matcher, no_weight_decay, options);
+}
+
 OptimizerPtr create_optimizer(const torch::nn::Module& model, const std::vector<std::string>& no_weight_decay,
                               const OptimizerArgs& args, const GroupMatcher& group_matcher,
                               const std::string& model_name) {
   // The name first: an unknown optimizer is reported before anything else.
   Registry::global().get(PluginKind::kOptimizer, optimizer_name(args.opt));
-  std::vector<ParamGroup> groups;
-  if (args.layer_decay) {
-    if (group_matcher.empty()) {
-      throw UsageError("--layer-decay: model " + timm::in_quotes(model_name) +
-                       " has no group_matcher() to assign its parameters to layers");
-    }
-    LayerDecayOptions options;
-    options.weight_decay = args.weight_decay;
-    options.layer_decay = *args.layer_decay;
-    options.min_scale = args.layer_decay_min_scale;
-    options.no_opt_scale = args.layer_decay_no_opt_scale;
-    groups = param_groups_layer_decay(model, group_matcher, no_weight_decay, options);
-  } else {
-    groups = param_groups_weight_decay(model, args.weight_decay, no_weight_decay);
-  }
-  return create_optimizer(std::move(groups), args);
+  return create_optimizer(optimizer_param_groups(model, no_weight_decay, args, group_matcher, model_name), args);
 }
 
 OptimizerPtr create_optimizer(const ClassifierImpl& model, const std::string& model_name, const OptimizerArgs& args) {

@@ -1,5 +1,6 @@
 #include "timm/train/distillation.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <c10/util/StringUtil.h>
@@ -9,6 +10,7 @@
 
 #include "timm/base/error.hpp"
 #include "timm/base/python_repr.hpp"
+#include "timm/optim/param_groups.hpp"
 
 namespace timm {
 namespace {
@@ -244,17 +246,53 @@ TaskResult FeatureDistillationTask::forward(const at::Tensor& input, const at::T
       std::move(loss), std::move(logits), {{"task_loss", std::move(task_loss)}, {"kd_loss", std::move(kd_loss)}}};
 }
 
-OptimizerPtr FeatureDistillationTask::create_optimizer(const std::string& model_name, const OptimizerArgs& args) const {
-  if (!module_->projection()) return TrainingTask::create_optimizer(model_name, args);
-  if (args.layer_decay) {
-    throw UsageError("--layer-decay is not supported with --kd-distill-type feature and a feature projection (" +
-                     model_name + "'s features differ in size from the teacher's)");
+namespace {
+
+// `names` with timm's FeatureDistillationTrainableModule prefix.
+std::vector<std::string> student_names(const std::vector<std::string>& names) {
+  std::vector<std::string> prefixed;
+  for (const std::string& name : names) prefixed.push_back("student." + name);
+  return prefixed;
+}
+
+// timm's FeatureDistillationTrainableModule.group_matcher: the projection's
+// parameters join the student's last layer, each in that layer's decay or
+// no-decay group (a new one, scale 1, when the student has none).
+void add_to_last_layer(std::vector<ParamGroup>& groups, const torch::nn::Linear& projection, int64_t last_layer,
+                       const OptimizerArgs& args) {
+  for (const auto& item : projection->named_parameters()) {
+    const bool decay = item.value().dim() > 1;
+    const std::string name = "layer_" + std::to_string(last_layer) + (decay ? "_decay" : "_no_decay");
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const ParamGroup& g) { return g.name == name; });
+    if (group == groups.end()) {
+      groups.push_back(
+          ParamGroup{name, {}, {}, decay ? args.weight_decay : 0.0, std::max(args.layer_decay_min_scale, 1.0)});
+      group = groups.end() - 1;
+    }
+    group->names.push_back("projection." + item.key());
+    group->params.push_back(item.value());
   }
-  // timm's groups over FeatureDistillationTrainableModule: the student's
-  // parameters, then the projection's, its no_weight_decay() prefixed.
-  std::vector<std::string> no_weight_decay;
-  for (const std::string& pattern : model()->no_weight_decay()) no_weight_decay.push_back("student." + pattern);
-  return timm::create_optimizer(*module_, no_weight_decay, args, {}, model_name);
+}
+
+}  // namespace
+
+std::vector<ParamGroup> FeatureDistillationTask::param_groups(const std::string& model_name,
+                                                              const OptimizerArgs& args) const {
+  const torch::nn::Linear& projection = module_->projection();
+  if (!projection) return TrainingTask::param_groups(model_name, args);
+  const ClassifierImpl& student = *model();
+  // timm's groups over FeatureDistillationTrainableModule ("student.*", then
+  // "projection.*"), the student's no_weight_decay() prefixed.
+  const std::vector<std::string> no_weight_decay = student_names(student.no_weight_decay());
+  if (!args.layer_decay) return optimizer_param_groups(*module_, no_weight_decay, args, {}, model_name);
+  const GroupMatcher matcher = student.group_matcher(/*coarse=*/false);
+  std::vector<ParamGroup> groups =
+      optimizer_param_groups(student, student.no_weight_decay(), args, matcher, model_name);
+  for (ParamGroup& group : groups) group.names = student_names(group.names);
+  int64_t last_layer = 0;
+  for (const auto& [name, layer] : group_parameters(student, matcher)) last_layer = std::max(last_layer, layer);
+  add_to_last_layer(groups, projection, last_layer, args);
+  return groups;
 }
 
 std::vector<at::Tensor> FeatureDistillationTask::clip_parameters(bool exclude_head) const {

@@ -6,8 +6,15 @@ namespace timm {
 
 void TrainingTask::train(bool on) { trainable_module().train(on); }
 
+std::vector<ParamGroup> TrainingTask::param_groups(const std::string& model_name, const OptimizerArgs& args) const {
+  const ClassifierImpl& model = *this->model();
+  return optimizer_param_groups(model, model.no_weight_decay(), args, model.group_matcher(/*coarse=*/false),
+                                model_name);
+}
+
 OptimizerPtr TrainingTask::create_optimizer(const std::string& model_name, const OptimizerArgs& args) const {
-  return timm::create_optimizer(*model(), model_name, args);
+  optimizer_traits(args.opt);  // throws for an unknown name, before the groups' errors
+  return timm::create_optimizer(param_groups(model_name, args), args);
 }
 
 std::vector<at::Tensor> TrainingTask::clip_parameters(bool exclude_head) const {

@@ -197,6 +197,14 @@ std::vector<ParamGroup> param_groups_weight_decay(const torch::nn::Module& model
 // are given).
 OptimizerPtr create_optimizer(std::vector<ParamGroup> groups, const OptimizerArgs& args);
 
+// timm's parameter groups for `model` as create_optimizer_v2 makes them: the
+// weight-decay groups, or with args.layer_decay set the layer-decay groups of
+// `group_matcher` (UsageError naming `model_name` when it is empty).
+std::vector<ParamGroup> optimizer_param_groups(const torch::nn::Module& model,
+                                               const std::vector<std::string>& no_weight_decay,
+                                               const OptimizerArgs& args, const GroupMatcher& group_matcher = {},
+                                               const std::string& model_name = "the model");
+
 // Creates the optimizer for `model` with timm's groups: the weight-decay
 // groups, or with args.layer_decay set the layer-decay groups of
 // `group_matcher` (timm's model.group_matcher(coarse=False)). With layer

@@ -163,7 +163,7 @@ class FeatureDistillationTask : public TrainingTask {
   TaskResult forward(const at::Tensor& input, const at::Tensor& target) override;
   const ModelPtr& model() const override { return module_->student(); }
   torch::nn::Module& trainable_module() override { return *module_; }
-  OptimizerPtr create_optimizer(const std::string& model_name, const OptimizerArgs& args) const override;
+  std::vector<ParamGroup> param_groups(const std::string& model_name, const OptimizerArgs& args) const override;
   std::vector<at::Tensor> clip_parameters(bool exclude_head) const override;
   void prepare_distributed(const std::function<void(torch::nn::Module&)>& wrap) override;
   NamedTensors task_state() const override;

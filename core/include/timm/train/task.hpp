@@ -56,9 +56,13 @@ class TrainingTask {
   // Training mode of what trains; a teacher stays in eval mode.
   virtual void train(bool on = true);
 
-  // timm's create_optimizer_v2(task.get_trainable_module(), ...): the model's
-  // weight-decay or layer-decay groups, with the task's own parameters.
-  virtual OptimizerPtr create_optimizer(const std::string& model_name, const OptimizerArgs& args) const;
+  // timm's parameter groups of create_optimizer_v2(task.get_trainable_module(),
+  // ...): the model's weight-decay or layer-decay groups (`model_name` for
+  // messages), with the task's own parameters.
+  virtual std::vector<ParamGroup> param_groups(const std::string& model_name, const OptimizerArgs& args) const;
+  // The optimizer args.opt over param_groups(); an unknown name is reported
+  // first.
+  OptimizerPtr create_optimizer(const std::string& model_name, const OptimizerArgs& args) const;
 
   // timm's get_clip_parameters(exclude_head): every trainable parameter,
   // without the model's last two (its classifier) when `exclude_head`.
