@@ -26,14 +26,7 @@ constexpr double kAtol = 1e-5;
 constexpr double kRtol = 1e-4;
 constexpr double kLr = 0.1;
 
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : saved_(at::get_num_threads()) { at::set_num_threads(n); }
-  ~ThreadCount() { at::set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
+using timm::test::ThreadCount;
 
 timm::ModelPtr make() {
   timm::test::load_builtin_plugins();

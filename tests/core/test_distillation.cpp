@@ -71,14 +71,7 @@ constexpr const char* kDeit = "deit_tiny_distilled_patch16_224";
 const timm::Normalization kImagenet{{0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}};
 const timm::Normalization kHalf{{0.5, 0.5, 0.5}, {0.5, 0.5, 0.5}};
 
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : saved_(at::get_num_threads()) { at::set_num_threads(n); }
-  ~ThreadCount() { at::set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
+using timm::test::ThreadCount;
 
 timm::ModelPtr make_model(const std::string& name, int64_t num_classes = kNumClasses,
                           std::optional<double> drop_rate = std::nullopt,

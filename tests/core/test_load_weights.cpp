@@ -30,14 +30,7 @@ constexpr double kRtol = 1e-4;
 constexpr const char* kModel = "resnet18";
 constexpr int64_t kNumClasses = 10;
 
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : saved_(at::get_num_threads()) { at::set_num_threads(n); }
-  ~ThreadCount() { at::set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
+using timm::test::ThreadCount;
 
 // The oracle's files, written once for all test cases.
 const timm::test::TempDir& oracle_dir() {

@@ -134,14 +134,7 @@ timm::NamedTensors with_prefix(const timm::NamedTensors& all, const std::string&
   return out;
 }
 
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : saved_(at::get_num_threads()) { at::set_num_threads(n); }
-  ~ThreadCount() { at::set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
+using timm::test::ThreadCount;
 
 }  // namespace
 

@@ -42,14 +42,7 @@ constexpr double kRtol = 1e-5;
 
 // The oracle's tensors by name, computed once for the whole file.
 const std::map<std::string, at::Tensor>& oracle() {
-  static const std::map<std::string, at::Tensor> tensors = [] {
-    timm::test::TempDir dir;
-    const auto path = dir / "oracle.safetensors";
-    timm::test::run_oracle("train_parts_oracle.py", {path.string()});
-    std::map<std::string, at::Tensor> out;
-    for (auto& [name, tensor] : timm::read_safetensors(path)) out.emplace(name, tensor.clone());
-    return out;
-  }();
+  static const std::map<std::string, at::Tensor> tensors = timm::test::oracle_tensors("train_parts_oracle.py");
   return tensors;
 }
 

@@ -151,16 +151,6 @@ inline void check_drop_path_rates(torch::nn::Module& model, const std::vector<do
   }
 }
 
-// Sets ATen's intra-op thread count for a scope.
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : saved_(at::get_num_threads()) { at::set_num_threads(n); }
-  ~ThreadCount() { at::set_num_threads(saved_); }
-
- private:
-  int saved_;
-};
-
 // The largest differences seen, for the test's report.
 struct ParityDiffs {
   double eval = 0.0;

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "timm/io/safetensors.hpp"
 #include "timm/plugin/loader.hpp"
 #include "timm/plugin/registry.hpp"
 
@@ -163,6 +164,18 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+std::map<std::string, at::Tensor> oracle_tensors(const std::string& script, const std::vector<std::string>& args) {
+  TempDir dir;
+  const std::filesystem::path path = dir / "oracle.safetensors";
+  std::vector<std::string> argv{path.string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  run_oracle(script, argv);
+  std::map<std::string, at::Tensor> tensors;
+  // Cloned: the file's memory goes with the folder.
+  for (auto& [name, tensor] : read_safetensors(path)) tensors.emplace(name, tensor.clone());
+  return tensors;
 }
 
 }  // namespace timm::test

@@ -8,9 +8,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
 
 #include "timm/data/image.hpp"
 
@@ -91,5 +95,20 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// Sets ATen's intra-op thread count for a scope (parity cases run on one
+// thread, as the oracle does).
+class ThreadCount {
+ public:
+  explicit ThreadCount(int n) : saved_(at::get_num_threads()) { at::set_num_threads(n); }
+  ~ThreadCount() { at::set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+// Runs tests/oracle/<script> (run_oracle) with a temporary OUT.safetensors as
+// its first argument, then `args`, and returns the tensors it wrote, by name.
+std::map<std::string, at::Tensor> oracle_tensors(const std::string& script, const std::vector<std::string>& args = {});
 
 }  // namespace timm::test
