@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include <c10/util/StringUtil.h>
-
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/StringUtil.h>
 
 #include "timm/base/error.hpp"
 #include "timm/base/python_repr.hpp"
@@ -20,10 +19,10 @@ std::string model_label(const ClassifierImpl& model) {
   return in_quotes(model.registered_name().empty() ? model.name() : model.registered_name());
 }
 
-// `values` as a (1, C, 1, 1) tensor on `like`'s device, in float32 as
-// timm's task buffers.
-at::Tensor channel_tensor(const std::vector<double>& values, const at::Tensor& like) {
-  return at::tensor(values, at::TensorOptions().dtype(at::kFloat)).to(like.device()).view({1, -1, 1, 1});
+// `values` as a (1, C, 1, 1) float32 tensor on `device`, as timm's task
+// buffers.
+at::Tensor channel_tensor(const std::vector<double>& values, const at::Device& device) {
+  return at::tensor(values, at::TensorOptions().dtype(at::kFloat)).to(device).view({1, -1, 1, 1});
 }
 
 void check_temperature(double temperature) {
@@ -47,7 +46,8 @@ at::Tensor soft_distillation_loss(const at::Tensor& student_logits, const at::Te
          (temperature * temperature);
 }
 
-// Every parameter of `teacher` frozen: no gradient is computed or reduced.
+// Every parameter of `teacher` frozen: no gradient is computed, none joins
+// DDP's buckets (prepare_distributed wraps the trainable module only).
 void freeze(torch::nn::Module& teacher) {
   for (at::Tensor& param : teacher.parameters()) param.set_requires_grad(false);
 }
@@ -89,10 +89,24 @@ at::Tensor DistillationTeacher::normalize_input(const at::Tensor& input, const N
     throw Error("the student's input has " + std::to_string(student.mean.size()) + " channels, the teacher " +
                 model_label(*model_) + " is normalised for " + std::to_string(normalization_.mean.size()));
   }
+  const Renormalization& r = renormalization(student, input.device());
   // timm's order of operations: (x * s_std + s_mean - t_mean) / t_std.
-  return (input * channel_tensor(student.std, input) + channel_tensor(student.mean, input) -
-          channel_tensor(normalization_.mean, input)) /
-         channel_tensor(normalization_.std, input);
+  return (input * r.student_std + r.student_mean - r.mean) / r.std;
+}
+
+const DistillationTeacher::Renormalization& DistillationTeacher::renormalization(const Normalization& student,
+                                                                                 const at::Device& device) const {
+  const bool cached = renormalization_ && renormalization_->device == device &&
+                      renormalization_->student.mean == student.mean && renormalization_->student.std == student.std;
+  if (!cached) {
+    renormalization_ = Renormalization{student,
+                                       device,
+                                       channel_tensor(student.mean, device),
+                                       channel_tensor(student.std, device),
+                                       channel_tensor(normalization_.mean, device),
+                                       channel_tensor(normalization_.std, device)};
+  }
+  return *renormalization_;
 }
 
 // ---- LogitDistillationTask --------------------------------------------------
@@ -122,11 +136,6 @@ TaskResult LogitDistillationTask::forward(const at::Tensor& input, const at::Ten
 
 at::Tensor LogitDistillationTask::teacher_logits(const at::Tensor& input) const {
   return teacher_.logits(teacher_.normalize_input(input, student_norm_).detach());
-}
-
-void LogitDistillationTask::prepare_distributed(const std::function<void(torch::nn::Module&)>& wrap) {
-  freeze(*teacher_.model());
-  wrap(*model_);
 }
 
 std::string LogitDistillationTask::describe() const {
@@ -301,11 +310,6 @@ std::vector<at::Tensor> FeatureDistillationTask::clip_parameters(bool exclude_he
     for (const at::Tensor& param : module_->projection()->parameters()) params.push_back(param);
   }
   return params;
-}
-
-void FeatureDistillationTask::prepare_distributed(const std::function<void(torch::nn::Module&)>& wrap) {
-  freeze(*teacher_.model());
-  wrap(*module_);
 }
 
 NamedTensors FeatureDistillationTask::task_state() const { return state_dict(task_state_); }

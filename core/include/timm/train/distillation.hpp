@@ -63,8 +63,18 @@ class DistillationTeacher {
   const Normalization& normalization() const { return normalization_; }
 
  private:
+  // The (1, C, 1, 1) float32 tensors of a re-normalisation on a device,
+  // made once rather than at every step (a host-to-device copy each on CUDA).
+  struct Renormalization {
+    Normalization student;
+    at::Device device;
+    at::Tensor student_mean, student_std, mean, std;
+  };
+  const Renormalization& renormalization(const Normalization& student, const at::Device& device) const;
+
   ModelPtr model_;
   Normalization normalization_;
+  mutable std::optional<Renormalization> renormalization_;  // the last one used
 };
 
 // The weights of the two losses, and the temperature of the logits' softmax.
@@ -85,7 +95,6 @@ class LogitDistillationTask : public ClassificationTask {
                         const LogitDistillationOptions& options);
 
   TaskResult forward(const at::Tensor& input, const at::Tensor& target) override;
-  void prepare_distributed(const std::function<void(torch::nn::Module&)>& wrap) override;
   std::string describe() const override;
 
   const DistillationWeights& weights() const { return weights_; }
@@ -165,7 +174,6 @@ class FeatureDistillationTask : public TrainingTask {
   torch::nn::Module& trainable_module() override { return *module_; }
   std::vector<ParamGroup> param_groups(const std::string& model_name, const OptimizerArgs& args) const override;
   std::vector<at::Tensor> clip_parameters(bool exclude_head) const override;
-  void prepare_distributed(const std::function<void(torch::nn::Module&)>& wrap) override;
   NamedTensors task_state() const override;
   void load_task_state(const NamedTensors& state) override;
   std::string describe() const override;

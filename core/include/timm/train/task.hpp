@@ -68,8 +68,8 @@ class TrainingTask {
   // without the model's last two (its classifier) when `exclude_head`.
   virtual std::vector<at::Tensor> clip_parameters(bool exclude_head) const;
 
-  // timm's prepare_distributed: freezes what does not train and calls `wrap`
-  // (our DDP) on the trainable module only.
+  // timm's prepare_distributed: calls `wrap` (our DDP) on the trainable
+  // module only; a teacher, frozen when it is made, stays outside.
   virtual void prepare_distributed(const std::function<void(torch::nn::Module&)>& wrap);
 
   // timm's get_task_state / load_task_state: trainable state outside the
