@@ -50,4 +50,10 @@ std::string python_float_repr(double value) {
   return negative ? "-" + out : out;
 }
 
+std::string python_tuple_repr(const std::vector<int64_t>& values) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+  return out + (values.size() == 1 ? ",)" : ")");
+}
+
 }  // namespace timm

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "timm/base/error.hpp"
+#include "timm/base/python_repr.hpp"
 #include "timm/data/dataset.hpp"
 #include "timm/data/image_ops.hpp"
 #include "timm/io/pickle.hpp"
@@ -64,12 +65,6 @@ struct ArrayPayload {
 
 [[noreturn]] void batch_error(const std::string& context, const std::string& problem) {
   throw Error(context + ": " + problem);
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string out = "(";
-  for (std::size_t d = 0; d < shape.size(); ++d) out += (d ? ", " : "") + std::to_string(shape[d]);
-  return out + (shape.size() == 1 ? ",)" : ")");
 }
 
 // The globals a CIFAR batch names, as numpy and Python 3's pickler write
@@ -156,7 +151,7 @@ class CifarHooks final : public pk::Hooks {
       if (dim->kind != K::kInt || dim->i < 0) u.fail("malformed numpy array: a dimension that is not an integer >= 0");
       out.shape.push_back(dim->i);
       if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(dim->i), &elements)) {
-        u.fail("malformed numpy array: its shape " + shape_text(out.shape) + " overflows");
+        u.fail("malformed numpy array: its shape " + python_tuple_repr(out.shape) + " overflows");
       }
     }
     if (out.descr != "u1") {
@@ -172,7 +167,7 @@ class CifarHooks final : public pk::Hooks {
       u.fail("malformed numpy array: its data is not bytes");
     }
     if (elements != out.bytes->s.size()) {
-      u.fail("numpy array of shape " + shape_text(out.shape) + " needs " + std::to_string(elements) +
+      u.fail("numpy array of shape " + python_tuple_repr(out.shape) + " needs " + std::to_string(elements) +
              " bytes; its data holds " + std::to_string(out.bytes->s.size()));
     }
     *array = std::move(out);
@@ -276,7 +271,7 @@ class CifarDataset final : public Dataset {
     const auto* array = std::any_cast<ArrayPayload>(&data->payload);
     if (array == nullptr || array->bytes == nullptr) fail("its 'data' is not a numpy array");
     if (array->shape.size() != 2 || array->shape[1] != kCifarImageBytes) {
-      fail("its 'data' has shape " + shape_text(array->shape) + "; expected (N, 3072): N images of 3x32x32");
+      fail("its 'data' has shape " + python_tuple_repr(array->shape) + "; expected (N, 3072): N images of 3x32x32");
     }
     const int64_t count = array->shape[0];
 

@@ -21,11 +21,7 @@ void check_threshold(double threshold) {
   }
 }
 
-std::string shape_text(const at::Tensor& tensor) {
-  std::string text = "(";
-  for (int64_t i = 0; i < tensor.dim(); ++i) text += (i ? ", " : "") + std::to_string(tensor.size(i));
-  return text + (tensor.dim() == 1 ? ",)" : ")");
-}
+std::string shape_text(const at::Tensor& tensor) { return python_tuple_repr(tensor.sizes().vec()); }
 
 std::string dtype_text(const at::Tensor& tensor) { return std::string(c10::toString(tensor.scalar_type())); }
 
