@@ -1,9 +1,11 @@
 // Helpers for end-to-end tests that run timm-run.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -24,6 +26,18 @@ inline double number_after(const std::string& output, const std::string& label) 
     return -1.0;
   }
   return std::stod(match[1].str());
+}
+
+// Runs timm-run `args` on one torch thread (OMP_NUM_THREADS=1, then `env`)
+// and requires it to succeed, with its output in the failure message. The
+// timeout only guards against a hang.
+inline CommandResult train_successfully(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+                                        std::chrono::seconds timeout = std::chrono::seconds(900)) {
+  std::vector<std::string> full_env{"OMP_NUM_THREADS=1"};
+  full_env.insert(full_env.end(), env.begin(), env.end());
+  CommandResult run = run_command(args, timeout, full_env);
+  REQUIRE_MESSAGE(run.exit_code == 0, run.output);
+  return run;
 }
 
 // The largest absolute difference between the weights of two safetensors

@@ -60,11 +60,7 @@ std::vector<std::string> run_args(const fs::path& out, const std::string& model,
   return args;
 }
 
-timm::test::CommandResult train(const std::vector<std::string>& args) {
-  auto run = run_command(args, std::chrono::seconds(900), {"OMP_NUM_THREADS=1"});
-  REQUIRE_MESSAGE(run.exit_code == 0, run.output);
-  return run;
-}
+timm::test::CommandResult train(const std::vector<std::string>& args) { return timm::test::train_successfully(args); }
 
 bool has(const std::string& output, const std::string& text) {
   const bool found = output.find(text) != std::string::npos;

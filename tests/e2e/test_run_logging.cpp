@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "e2e_support.hpp"
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
@@ -51,11 +52,7 @@ std::vector<std::string> tiny_run(const fs::path& out, int epochs, const std::ve
 }
 
 timm::test::CommandResult train(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
-  std::vector<std::string> full_env{"OMP_NUM_THREADS=1"};
-  full_env.insert(full_env.end(), env.begin(), env.end());
-  auto run = timm::test::run_command(args, std::chrono::seconds(600), full_env);
-  REQUIRE_MESSAGE(run.exit_code == 0, run.output);
-  return run;
+  return timm::test::train_successfully(args, env, std::chrono::seconds(600));
 }
 
 std::vector<std::string> split(const std::string& line, char sep) {

@@ -69,11 +69,7 @@ std::vector<std::string> plus(std::vector<std::string> flags, const std::vector<
   return flags;
 }
 
-timm::test::CommandResult train(const std::vector<std::string>& args) {
-  auto run = run_command(args, std::chrono::seconds(900), {"OMP_NUM_THREADS=1"});
-  REQUIRE_MESSAGE(run.exit_code == 0, run.output);
-  return run;
-}
+timm::test::CommandResult train(const std::vector<std::string>& args) { return timm::test::train_successfully(args); }
 
 std::string last_line(const std::string& text) {
   const auto end = text.find_last_not_of("\r\n");
