@@ -136,6 +136,15 @@ TEST_CASE("bad input fails with a clear message and the right exit code") {
     CHECK(r.exit_code == 2);
     CHECK(r.output.find("--bn-eps: model 'vit_tiny_patch16_224' has no BatchNorm layers") != std::string::npos);
   }
+  SUBCASE("--drop-block: only for models with DropBlock, and not twice") {
+    const auto r = run_command({timm_run(), "--model", "vit_tiny_patch16_224", "--drop-block", "0.1", "--epochs", "1"});
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("model 'vit_tiny_patch16_224' has no argument 'drop_block_rate'") != std::string::npos);
+    const auto twice =
+        run_command({timm_run(), "--drop-block", "0.1", "--model-kwargs", "drop_block_rate=0.2", "--epochs", "1"});
+    CHECK(twice.exit_code == 2);
+    CHECK(twice.output.find("--drop-block and --model-kwargs drop_block_rate both set") != std::string::npos);
+  }
   SUBCASE("a rank whose peers never come fails within --dist-timeout, naming the rendezvous") {
     const auto r =
         run_command({timm_run(), "--epochs", "1", "--device", "cpu", "--dist-timeout", "3"}, std::chrono::seconds(60),

@@ -46,6 +46,7 @@ import timm
 from safetensors.torch import load_file, save_file
 
 NUM_CLASSES = 10
+TRAIN_SEED = 7  # model_parity.hpp's kTrainSeed
 ATOL = 1e-4
 RTOL = 1e-4
 
@@ -109,6 +110,9 @@ def generate(directory, case, grad_keys_fn, drop_path_rates_fn):
         out["head_eval"] = model.forward_head(features).clone().contiguous()
         out["pre_logits_eval"] = model.forward_head(features, pre_logits=True).clone().contiguous()
     model.train()
+    # Random layers (DropBlock) draw from the default generator: the C++ side
+    # seeds it the same way before its train step.
+    torch.manual_seed(TRAIN_SEED)
     logits_train = model(x)
     loss = F.cross_entropy(logits_train, target)
     loss.backward()

@@ -34,6 +34,9 @@
 namespace timm::test {
 
 inline constexpr int64_t kParityNumClasses = 10;
+// The generator seed both sides set before the train-mode step
+// (model_parity.py's TRAIN_SEED).
+inline constexpr uint64_t kTrainSeed = 7;
 
 // One model configuration compared with timm (see model_parity.py).
 struct ParityCase {
@@ -270,6 +273,7 @@ inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile&
   }
   diffs.features = check_features_and_head(*model, c, expected, tol);
   model->train();
+  at::manual_seed(kTrainSeed);  // as the oracle before its train step: random layers draw the same
   const at::Tensor logits = model->forward(input);
   diffs.train = max_abs_diff(logits, expected.at("logits_train"));
   CHECK_MESSAGE(all_close(logits, expected.at("logits_train"), tol), c.id << " train max abs diff " << diffs.train);

@@ -39,7 +39,7 @@ constexpr std::array kImplementedFlags = {
     "grayscale-prob", "gaussian-blur-prob", "aa", "reprob", "remode",
     "recount", "resplit", "aug-splits", "jsd-loss", "mixup", "cutmix", "cutmix-minmax", "mixup-prob",
     "mixup-switch-prob", "mixup-mode", "mixup-off-epoch", "smoothing",
-    "train-interpolation", "drop", "drop-path",
+    "train-interpolation", "drop", "drop-path", "drop-block",
     // Batch norm and EMA.
     "dist-bn", "model-ema", "model-ema-decay", "model-ema-warmup", "model-ema-force-cpu",
     // Training step and loss.

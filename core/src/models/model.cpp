@@ -56,10 +56,31 @@ void check_model_kwargs(const std::string& model, const ModelArgs& args, const s
     if (std::find(known.begin(), known.end(), key) == known.end()) {
       std::string expected;
       for (const auto& k : known) expected += (expected.empty() ? "" : ", ") + k;
-      throw UsageError("--model-kwargs: model '" + model + "' has no argument '" + key + "'" +
+      throw UsageError("model '" + model + "' has no argument '" + key + "'" +
                        (expected.empty() ? " (it takes none)" : " (expected one of: " + expected + ")"));
     }
   }
+}
+
+std::optional<double> model_kwarg_double(const std::string& model, const ModelArgs& args, const std::string& key) {
+  const auto it = args.kwargs.find(key);
+  if (it == args.kwargs.end()) return std::nullopt;
+  try {
+    std::size_t used = 0;
+    const double value = std::stod(it->second, &used);
+    if (used == it->second.size()) return value;
+  } catch (const std::exception&) {
+  }
+  throw UsageError(model + ": " + key + "=" + in_quotes(it->second) + ": expected a number");
+}
+
+std::optional<bool> model_kwarg_bool(const std::string& model, const ModelArgs& args, const std::string& key) {
+  const auto it = args.kwargs.find(key);
+  if (it == args.kwargs.end()) return std::nullopt;
+  const std::string& value = it->second;
+  if (value == "true" || value == "True" || value == "1") return true;
+  if (value == "false" || value == "False" || value == "0") return false;
+  throw UsageError(model + ": " + key + "=" + in_quotes(value) + ": expected true or false");
 }
 
 namespace {

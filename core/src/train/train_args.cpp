@@ -116,6 +116,7 @@ void read_augmentation(const Config& config, TrainArgs& args) {
   args.train_interpolation = config.get<std::string>("train_interpolation");
   args.drop = config.get<double>("drop");
   args.drop_path = config.get_optional<double>("drop_path");
+  args.drop_block = config.get_optional<double>("drop_block");
 }
 
 void read_batch_norm_and_ema(const Config& config, TrainArgs& args) {

@@ -131,6 +131,7 @@ struct TrainArgs {
   std::string train_interpolation;
   double drop = 0.0;
   std::optional<double> drop_path;
+  std::optional<double> drop_block;  // passed to the model as drop_block_rate, as train.py
 
   // Batch norm parameters.
   bool sync_bn = false;

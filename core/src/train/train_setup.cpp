@@ -7,6 +7,7 @@
 #include <torch/utils.h>
 
 #include "timm/base/error.hpp"
+#include "timm/base/python_repr.hpp"
 #include "timm/data/dataset.hpp"
 #include "timm/data/transform.hpp"
 #include "timm/dist/collectives.hpp"
@@ -29,6 +30,14 @@ ModelArgs model_args(const TrainArgs& args, int64_t num_classes, int64_t in_chan
   result.drop_path_rate = args.drop_path;
   result.global_pool = args.gp;
   result.kwargs = args.model_kwargs;
+  // train.py passes --drop-block to create_model as the keyword
+  // drop_block_rate; a model without DropBlock refuses it by name.
+  if (args.drop_block) {
+    if (result.kwargs.contains("drop_block_rate")) {
+      throw UsageError("--drop-block and --model-kwargs drop_block_rate both set the drop block rate; give one");
+    }
+    result.kwargs["drop_block_rate"] = python_float_repr(*args.drop_block);
+  }
   return result;
 }
 

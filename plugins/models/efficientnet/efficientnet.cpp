@@ -83,27 +83,20 @@ struct Spec {
   PretrainedCfg cfg;
 };
 
-double kwarg_number(const std::string& model, const ModelArgs& args, const std::string& key, double fallback) {
-  auto it = args.kwargs.find(key);
-  if (it == args.kwargs.end()) return fallback;
-  size_t used = 0;
-  double value = 0.0;
-  try {
-    value = std::stod(it->second, &used);
-  } catch (const std::exception&) {
-    used = 0;
+// A --model-kwargs number that must be positive, or `fallback` when absent.
+double positive_kwarg(const std::string& model, const ModelArgs& args, const std::string& key, double fallback) {
+  const std::optional<double> value = model_kwarg_double(model, args, key);
+  if (value && !(*value > 0.0)) {
+    throw UsageError(model + ": " + key + "=" + args.kwargs.at(key) + ": expected a positive number");
   }
-  if (used == 0 || used != it->second.size() || !(value > 0.0)) {
-    throw UsageError("--model-kwargs " + key + "=" + it->second + ": model '" + model + "' expects a positive number");
-  }
-  return value;
+  return value.value_or(fallback);
 }
 
 // timm's resolve_bn_args: --model-kwargs bn_eps=..., bn_momentum=... set every BatchNorm of the net.
 NormArgs norm_args(const std::string& model, const ModelArgs& args) {
   NormArgs norm;
-  norm.eps = kwarg_number(model, args, "bn_eps", norm.eps);
-  norm.momentum = kwarg_number(model, args, "bn_momentum", norm.momentum);
+  norm.eps = positive_kwarg(model, args, "bn_eps", norm.eps);
+  norm.momentum = positive_kwarg(model, args, "bn_momentum", norm.momentum);
   return norm;
 }
 

@@ -11,15 +11,21 @@
 //
 // Supported: num_classes (0: no fc, the pooled features come out), in_chans,
 // drop_rate (dropout before fc), drop_path_rate (per-block linear schedule),
-// global_pool. No --model-kwargs.
+// global_pool, and the keyword drop_block_rate (--drop-block: DropBlock in
+// layer3 and layer4, timm's drop_blocks).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/TensorIndexing.h>
+#include <c10/core/GradMode.h>
+#include <torch/nn/cloneable.h>
 #include <torch/nn/functional/dropout.h>
 #include <torch/nn/init.h>
 #include <torch/nn/module.h>
@@ -57,6 +63,71 @@ nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int
   return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).groups(groups).bias(false));
 }
 
+// timm's drop_block_2d (layers/drop.py) with its defaults (no noise, one
+// mask shared by the channels, kept activations scaled by the kept fraction):
+// Bernoulli(gamma) block centres grown to block_size x block_size squares by a
+// stride-1 max-pool, zeroed in `x`. The mask is drawn and normalised with the
+// same ops in the same order as timm's, so a seeded generator gives timm's
+// mask.
+at::Tensor drop_block_2d(const at::Tensor& x, double drop_prob, int64_t block_size, double gamma_scale) {
+  using at::indexing::None;
+  using at::indexing::Slice;
+  const int64_t batch = x.size(0), height = x.size(2), width = x.size(3);
+  const int64_t kh = std::min(block_size, height), kw = std::min(block_size, width);
+  // The seed rate of a block centre, so that about drop_prob of the map falls
+  // in a dropped block (the paper's gamma).
+  const double gamma = gamma_scale * drop_prob * static_cast<double>(height) * static_cast<double>(width) /
+                       static_cast<double>(kh * kw) / static_cast<double>((height - kh + 1) * (width - kw + 1));
+  at::Tensor keep_mask;
+  {
+    c10::NoGradGuard no_grad;
+    at::Tensor block_mask = at::empty({batch, 1, height, width}, x.options()).bernoulli_(gamma);
+    block_mask = at::max_pool2d(block_mask, {kh, kw}, {1, 1}, {kh / 2, kw / 2});
+    // An even kernel makes the pooled map one larger in that dimension.
+    if (kh % 2 == 0 || kw % 2 == 0) {
+      block_mask = block_mask.index({"...", Slice((kh + 1) % 2, None), Slice((kw + 1) % 2, None)});
+    }
+    keep_mask = at::rsub(block_mask, 1.0);
+    // Python's `numel / tensor` is tensor.reciprocal() * numel.
+    const at::Tensor scale =
+        keep_mask.to(at::kFloat).sum().add(1e-7).reciprocal() * static_cast<double>(keep_mask.numel());
+    keep_mask.mul_(scale.to(x.scalar_type()));
+  }
+  return x * keep_mask;
+}
+
+struct DropBlockOptions {
+  DropBlockOptions(double drop_prob, int64_t block_size, double gamma_scale)
+      : drop_prob_(drop_prob), block_size_(block_size), gamma_scale_(gamma_scale) {}
+  TORCH_ARG(double, drop_prob);
+  TORCH_ARG(int64_t, block_size);
+  TORCH_ARG(double, gamma_scale);
+};
+
+// timm's DropBlock2d: drop_block_2d in training, the identity in eval mode.
+// No parameters or buffers, so no state_dict keys.
+class DropBlockImpl : public nn::Cloneable<DropBlockImpl> {
+ public:
+  explicit DropBlockImpl(const DropBlockOptions& options) : options(options) {}
+  void reset() override {}
+  at::Tensor forward(const at::Tensor& x) {
+    if (!is_training() || options.drop_prob() == 0.0) return x;
+    return drop_block_2d(x, options.drop_prob(), options.block_size(), options.gamma_scale());
+  }
+
+  DropBlockOptions options;
+};
+TORCH_MODULE(DropBlock);
+
+// timm's drop_blocks(drop_prob): none in layer1 and layer2, 5x5 blocks at a
+// quarter of the seed rate in layer3, 3x3 blocks in layer4.
+std::optional<DropBlockOptions> stage_drop_block(size_t stage, double drop_block_rate) {
+  if (drop_block_rate == 0.0) return std::nullopt;
+  if (stage == 2) return DropBlockOptions(drop_block_rate, 5, 0.25);
+  if (stage == 3) return DropBlockOptions(drop_block_rate, 3, 1.0);
+  return std::nullopt;
+}
+
 // What both block kinds are built from.
 struct BlockArgs {
   int64_t inplanes = 0;
@@ -67,6 +138,7 @@ struct BlockArgs {
   int64_t base_width = 64;  // Bottleneck width = floor(planes * base_width / 64) * cardinality
   bool avg_down = false;    // shortcut projection through an AvgPool (the "d" variants)
   bool se = false;          // attn_layer='se'
+  std::optional<DropBlockOptions> drop_block;
 };
 
 // The shortcut projection, needed where the shape changes. timm's
@@ -96,6 +168,7 @@ class BasicBlockImpl : public nn::Module {
     const int64_t outplanes = a.planes * kExpansion;
     conv1 = register_module("conv1", conv(a.inplanes, a.planes, 3, a.stride));
     bn1 = register_module("bn1", layers::BatchNorm2d(a.planes));
+    if (a.drop_block) drop_block = register_module("drop_block", DropBlock(*a.drop_block));
     act1 = register_module("act1", nn::ReLU());
     conv2 = register_module("conv2", conv(a.planes, outplanes, 3));
     bn2 = register_module("bn2", layers::BatchNorm2d(outplanes));
@@ -108,8 +181,9 @@ class BasicBlockImpl : public nn::Module {
   }
 
   at::Tensor forward(const at::Tensor& input) {
-    at::Tensor x = act1(bn1(conv1(input)));
-    x = bn2(conv2(x));
+    at::Tensor x = bn1(conv1(input));
+    if (drop_block) x = drop_block(x);
+    x = bn2(conv2(act1(x)));
     if (se) x = se(x);
     if (drop_path) x = drop_path(x);
     return act2(x + (downsample ? downsample->forward(input) : input));
@@ -120,6 +194,7 @@ class BasicBlockImpl : public nn::Module {
 
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
   layers::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  DropBlock drop_block{nullptr};
   nn::ReLU act1{nullptr}, act2{nullptr};
   layers::SEModule se{nullptr};
   nn::Sequential downsample{nullptr};
@@ -141,6 +216,7 @@ class BottleneckImpl : public nn::Module {
     act1 = register_module("act1", nn::ReLU());
     conv2 = register_module("conv2", conv(width, width, 3, a.stride, a.cardinality));
     bn2 = register_module("bn2", layers::BatchNorm2d(width));
+    if (a.drop_block) drop_block = register_module("drop_block", DropBlock(*a.drop_block));
     act2 = register_module("act2", nn::ReLU());
     conv3 = register_module("conv3", conv(width, outplanes, 1));
     bn3 = register_module("bn3", layers::BatchNorm2d(outplanes));
@@ -154,8 +230,9 @@ class BottleneckImpl : public nn::Module {
 
   at::Tensor forward(const at::Tensor& input) {
     at::Tensor x = act1(bn1(conv1(input)));
-    x = act2(bn2(conv2(x)));
-    x = bn3(conv3(x));
+    x = bn2(conv2(x));
+    if (drop_block) x = drop_block(x);
+    x = bn3(conv3(act2(x)));
     if (se) x = se(x);
     if (drop_path) x = drop_path(x);
     return act3(x + (downsample ? downsample->forward(input) : input));
@@ -165,6 +242,7 @@ class BottleneckImpl : public nn::Module {
 
   nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
   layers::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
+  DropBlock drop_block{nullptr};
   nn::ReLU act1{nullptr}, act2{nullptr}, act3{nullptr};
   layers::SEModule se{nullptr};
   nn::Sequential downsample{nullptr};
@@ -192,7 +270,11 @@ class ResNetImpl : public ClassifierImpl {
 
   ResNetImpl(const ResNetSpec& spec, const ModelArgs& args)
       : cfg_(spec.cfg), num_classes_(args.num_classes), drop_rate_(args.drop_rate) {
-    validate_model_args(spec.name, args);
+    validate_model_args(spec.name, args, {"drop_block_rate"});
+    const double drop_block_rate = model_kwarg_double(spec.name, args, "drop_block_rate").value_or(0.0);
+    if (!(drop_block_rate >= 0.0 && drop_block_rate <= 1.0)) {
+      throw UsageError(spec.name + ": drop_block_rate must be in [0, 1], got " + args.kwargs.at("drop_block_rate"));
+    }
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
     if (spec.deep_stem) {
       // timm's stem_type='deep', stem_width=32: three 3x3 convs 32, 32, 64.
@@ -208,7 +290,7 @@ class ResNetImpl : public ClassifierImpl {
     bn1 = register_module("bn1", layers::BatchNorm2d(64));
     act1 = register_module("act1", nn::ReLU());
     maxpool = register_module("maxpool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
-    const int64_t num_features = make_stages(spec, args.drop_path_rate.value_or(0.0));
+    const int64_t num_features = make_stages(spec, args.drop_path_rate.value_or(0.0), drop_block_rate);
     auto head = layers::create_classifier(num_features, num_classes_, args.global_pool.value_or("avg"));
     global_pool = register_module("global_pool", head.global_pool);
     fc = head.fc;
@@ -251,7 +333,7 @@ class ResNetImpl : public ClassifierImpl {
  private:
   // layer1..layer4; returns the channels of the last stage. Block k of K over
   // the whole net gets drop path rate * k / (K - 1), timm's make_blocks rule.
-  int64_t make_stages(const ResNetSpec& spec, double drop_path_rate) {
+  int64_t make_stages(const ResNetSpec& spec, double drop_path_rate, double drop_block_rate) {
     const int64_t expansion = spec.block == BlockKind::kBasic ? BasicBlockImpl::kExpansion : BottleneckImpl::kExpansion;
     int64_t total_blocks = 0;
     for (int64_t n : spec.layers) total_blocks += n;
@@ -268,6 +350,7 @@ class ResNetImpl : public ClassifierImpl {
         a.base_width = spec.base_width;
         a.avg_down = spec.deep_stem;
         a.se = spec.se;
+        a.drop_block = stage_drop_block(stage, drop_block_rate);
         a.drop_path_rate =
             total_blocks > 1 ? drop_path_rate * static_cast<double>(block_index) / static_cast<double>(total_blocks - 1)
                              : 0.0;

@@ -55,6 +55,10 @@ const std::vector<ParityCase> kCases = {
     {"seresnext26d_32x4d", "seresnext26d_32x4d", 3, 64, 2},
     {"resnext50_32x4d", "resnext50_32x4d", 3, 64, 2},
     {"resnet18d_c1", "resnet18d", 1, 64, 2},
+    // DropBlock in layer3 (5x5 blocks, 6x6 maps) and layer4 (3x3 of 3x3): the
+    // same seeded masks as timm's in the train step.
+    {"resnet18_dropblock", "resnet18", 3, 96, 2, {{"drop_block_rate", 0.3}}},
+    {"resnet50_dropblock", "resnet50", 3, 96, 2, {{"drop_block_rate", 0.3}}},
 };
 
 // Every variant registered besides the plain ResNets.
@@ -173,6 +177,12 @@ TEST_CASE("resnet rejects what it does not support") {
   args.kwargs["output_stride"] = "16";
   CHECK_THROWS_WITH_AS(timm::create_model("resnet50", args),
                        doctest::Contains("model 'resnet50' has no argument 'output_stride'"), timm::UsageError);
+  args.kwargs = {{"drop_block_rate", "1.5"}};
+  CHECK_THROWS_WITH_AS(timm::create_model("resnet50", args),
+                       doctest::Contains("resnet50: drop_block_rate must be in [0, 1], got 1.5"), timm::UsageError);
+  args.kwargs = {{"drop_block_rate", "0.1x"}};
+  CHECK_THROWS_WITH_AS(timm::create_model("resnet50", args),
+                       doctest::Contains("resnet50: drop_block_rate='0.1x': expected a number"), timm::UsageError);
   args.kwargs.clear();
   args.global_pool = "median";
   CHECK_THROWS_WITH_AS(timm::create_model("resnet50", args), doctest::Contains("'median'"), timm::UsageError);
@@ -193,6 +203,36 @@ TEST_CASE("resnet rejects what it does not support") {
   args.in_chans = 0;
   CHECK_THROWS_WITH_AS(timm::create_model("resnet50", args),
                        doctest::Contains("resnet50: in_chans must be >= 1, got 0"), timm::UsageError);
+}
+
+TEST_CASE("resnet DropBlock: in layer3 and layer4 only, no state, the identity in eval mode") {
+  timm::test::load_builtin_plugins();
+  timm::ModelArgs args;
+  args.num_classes = kNumClasses;
+  args.kwargs["drop_block_rate"] = "0.5";
+  timm::ModelPtr dropped = timm::create_model("resnet18", args);
+  timm::ModelPtr plain = make_model("resnet18");
+  CHECK(timm::state_dict(*dropped).size() == timm::state_dict(*plain).size());
+  std::vector<std::string> with_drop_block;
+  for (const auto& item : dropped->named_modules()) {
+    if (item.key().ends_with(".drop_block")) with_drop_block.push_back(item.key());
+  }
+  CHECK(with_drop_block == std::vector<std::string>{"layer3.0.drop_block", "layer3.1.drop_block", "layer4.0.drop_block",
+                                                    "layer4.1.drop_block"});
+  c10::NoGradGuard no_grad;
+  // timm's init zeroes each block's last BN weight, which would cut the branch
+  // holding the DropBlock off the output.
+  for (auto& p : plain->parameters()) {
+    if (p.dim() == 1) p.add_(at::rand_like(p) * 0.5 + 0.5);
+  }
+  timm::load_state_dict(*dropped, timm::state_dict(*plain), /*strict=*/true);
+  const at::Tensor x = at::randn({2, 3, 96, 96});
+  dropped->eval();
+  plain->eval();
+  CHECK(at::equal(dropped->forward(x), plain->forward(x)));
+  dropped->train();
+  plain->train();
+  CHECK_FALSE(at::allclose(dropped->forward(x), plain->forward(x)));
 }
 
 TEST_CASE("load_state_dict on a resnet names every missing, unexpected and mis-shaped key") {

@@ -132,22 +132,6 @@ struct VitSpec {
 
 const std::vector<std::string> kPoolTypes = {"token", "avg", "avgmax", "max", ""};
 
-bool parse_bool(const std::string& model, const std::string& key, const std::string& value) {
-  if (value == "true" || value == "True" || value == "1") return true;
-  if (value == "false" || value == "False" || value == "0") return false;
-  throw UsageError(model + ": --model-kwargs " + key + "=" + in_quotes(value) + ": expected true or false");
-}
-
-double parse_double(const std::string& model, const std::string& key, const std::string& value) {
-  try {
-    size_t used = 0;
-    const double v = std::stod(value, &used);
-    if (used == value.size()) return v;
-  } catch (const std::exception&) {
-  }
-  throw UsageError(model + ": --model-kwargs " + key + "=" + in_quotes(value) + ": expected a number");
-}
-
 class VisionTransformerImpl : public ClassifierImpl {
  public:
   VisionTransformerImpl(const VitSpec& spec, const ModelArgs& args)
@@ -170,12 +154,9 @@ class VisionTransformerImpl : public ClassifierImpl {
     BlockArgs block;
     block.dim = dim;
     block.num_heads = spec.num_heads;
-    if (auto it = args.kwargs.find("qk_norm"); it != args.kwargs.end())
-      block.qk_norm = parse_bool(spec.name, it->first, it->second);
-    if (auto it = args.kwargs.find("init_values"); it != args.kwargs.end()) {
-      block.init_values = parse_double(spec.name, it->first, it->second);
-      if (*block.init_values == 0.0) block.init_values.reset();  // timm: falsy init_values means no LayerScale
-    }
+    block.qk_norm = model_kwarg_bool(spec.name, args, "qk_norm").value_or(block.qk_norm);
+    block.init_values = model_kwarg_double(spec.name, args, "init_values");
+    if (block.init_values == 0.0) block.init_values.reset();  // timm: falsy init_values means no LayerScale
     blocks = register_module("blocks", nn::Sequential());
     const auto dpr = layers::drop_path_rates(args.drop_path_rate.value_or(0.0), spec.depth);
     for (int64_t i = 0; i < spec.depth; ++i) {

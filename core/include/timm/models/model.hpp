@@ -56,7 +56,9 @@ struct ModelArgs {
   double drop_rate = 0.0;
   std::optional<double> drop_path_rate;    // model default when unset
   std::optional<std::string> global_pool;  // model default when unset
-  // --model-kwargs k=v; a model throws UsageError on a key it does not know.
+  // Other create_model keyword arguments as text: --model-kwargs k=v and the
+  // flags train.py passes as keywords (--drop-block: drop_block_rate); a model
+  // throws UsageError on a key it does not know (check_model_kwargs).
   std::map<std::string, std::string> kwargs;
 };
 
@@ -137,6 +139,14 @@ ModelPtr create_model(const std::string& name, const ModelArgs& args);
 
 // Throws UsageError if `args.kwargs` has a key not in `known`.
 void check_model_kwargs(const std::string& model, const ModelArgs& args, const std::vector<std::string>& known);
+
+// A keyword argument's value (--model-kwargs key=value, or a flag that train.py
+// passes to create_model, such as --drop-block's drop_block_rate) read as a
+// number, or as a bool ("true"/"True"/"1", "false"/"False"/"0"); nullopt when
+// `key` is absent. Throws UsageError naming the model, key=value and what was
+// expected.
+std::optional<double> model_kwarg_double(const std::string& model, const ModelArgs& args, const std::string& key);
+std::optional<bool> model_kwarg_bool(const std::string& model, const ModelArgs& args, const std::string& key);
 
 // The checks every model makes of its ModelArgs, for a model's constructor
 // to call first: num_classes >= 0 (0: no classifier), in_chans >= 1,
