@@ -8,8 +8,8 @@
 // does without opt_einsum, timm's oracle setup). The update is capped at RMS
 // 1.1; L2, decoupled (kronw) or lr²/max_lr corrected decoupled (kronc) decay.
 //
-// Randomness as timm's: a Python random.Random(1337) (PyRandom below, CPython's
-// Mersenne Twister) for the balance draws (rng.random() < 0.01 per parameter
+// Randomness as timm's: a Python random.Random(1337) (the SDK's PyRandom,
+// timm/base/python_random.hpp: CPython's Mersenne Twister) for the balance draws (rng.random() < 0.01 per parameter
 // and step), stochastic_weight_decay, and with deterministic=True the seed of
 // each probe's generator (rng.randint(0, 2**31)); with deterministic=False
 // (timm's default) the probes come from torch's default generator, whose state
@@ -39,8 +39,8 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
-#include "kron_rng.hpp"
 #include "timm/base/error.hpp"
+#include "timm/base/python_random.hpp"
 #include "timm/log/log.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
 #include "timm/plugin/plugin.hpp"
@@ -315,7 +315,7 @@ class Kron : public ForeachOptimizer {
                     e.what() + ")");
       }
     } else {
-      rng_ = kron::PyRandom(1337);
+      rng_ = PyRandom(1337);
     }
     torch::serialize::InputArchive qs;
     const bool has_q = archive.try_read(kQKey, qs);
@@ -464,7 +464,7 @@ class Kron : public ForeachOptimizer {
   }
 
   KronConfig c_;
-  kron::PyRandom rng_;
+  PyRandom rng_;
   std::vector<std::vector<Tensors>> q_;                   // [group][param]: Q
   std::vector<std::vector<std::optional<Exprs>>> exprs_;  // cached expressions
   std::vector<std::unordered_map<const c10::TensorImpl*, std::size_t>> index_;

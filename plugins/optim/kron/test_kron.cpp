@@ -20,10 +20,10 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
-#include "kron_rng.hpp"
 #include "optim_parity.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
+#include "timm/base/python_random.hpp"
 
 #include <doctest/doctest.h>
 
@@ -226,7 +226,7 @@ TEST_CASE("kron's rng is Python's random.Random(1337)") {
   const timm::test::CommandResult result = timm::test::run_command({timm::test::python(), "-c", script});
   REQUIRE(result.exit_code == 0);
   std::istringstream want(result.output);
-  timm::kron::PyRandom rng(1337);
+  timm::PyRandom rng(1337);
   int mismatches = 0;
   for (int i = 0; i < 1000; ++i) {
     double random = 0.0;
@@ -244,7 +244,7 @@ TEST_CASE("kron's rng is Python's random.Random(1337)") {
   CHECK(mismatches == 0);
 
   // The state round-trips.
-  timm::kron::PyRandom copy(1);
+  timm::PyRandom copy(1);
   copy.set_state(rng.state());
   CHECK(copy.random() == rng.random());
   CHECK_THROWS_AS(copy.set_state({1, 2, 3}), std::invalid_argument);

@@ -1,8 +1,10 @@
-// Python's random.Random (CPython's _randommodule.c and random.py), for Kron's
-// draws: timm's Kron keeps a random.Random(1337). The Mersenne Twister MT19937
-// seeded by init_by_array with the integer's 32-bit words (not std::mt19937's
-// seed_seq), random() from two 32-bit outputs, getrandbits(k) for k <= 32 and
-// randint(a, b) by _randbelow (rejection sampling on getrandbits).
+// Python's random.Random (CPython's _randommodule.c and random.py), for the
+// draws timm makes with it: Kron's random.Random(1337) (the kron plugin) and
+// webdataset's shard and sample shuffles (the wds/ reader). The Mersenne
+// Twister MT19937 seeded by init_by_array with the integer's 32-bit words
+// (not std::mt19937's seed_seq), random() from two 32-bit outputs,
+// getrandbits(k) for k <= 32 and randint(a, b) by _randbelow (rejection
+// sampling on getrandbits).
 #pragma once
 
 #include <algorithm>
@@ -11,15 +13,24 @@
 #include <stdexcept>
 #include <vector>
 
-namespace timm::kron {
+namespace timm {
 
 class PyRandom {
  public:
   static constexpr int kN = 624;
   static constexpr int kM = 397;
 
-  // random.Random(seed) for 0 <= seed < 2**32 (one key word, as CPython).
-  explicit PyRandom(uint32_t seed) { init_by_array({seed}); }
+  // random.Random(seed) for 0 <= seed < 2**64: CPython seeds with the
+  // integer's 32-bit words, least significant first (one word below 2**32).
+  // A negative Python seed seeds as its absolute value.
+  explicit PyRandom(uint64_t seed) {
+    const auto high = static_cast<uint32_t>(seed >> 32);
+    if (high == 0) {
+      init_by_array({static_cast<uint32_t>(seed)});
+    } else {
+      init_by_array({static_cast<uint32_t>(seed), high});
+    }
+  }
 
   // genrand_uint32.
   uint32_t next_uint32() {
@@ -130,4 +141,4 @@ class PyRandom {
   int index_ = kN;
 };
 
-}  // namespace timm::kron
+}  // namespace timm
