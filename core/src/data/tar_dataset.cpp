@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 
+#include "tar_members.hpp"
 #include "timm/base/error.hpp"
 #include "timm/base/names.hpp"
 #include "timm/data/dataset.hpp"
@@ -21,53 +22,10 @@
 namespace fs = std::filesystem;
 
 namespace timm {
+namespace tar {
 namespace {
 
 constexpr int64_t kBlock = 512;
-
-class File {
- public:
-  explicit File(const fs::path& path) : path_(path.string()), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
-    if (fd_ < 0) throw Error("image-in-tar: cannot open " + in_quotes(path_) + ": " + std::strerror(errno));
-  }
-  ~File() { ::close(fd_); }
-  File(const File&) = delete;
-  File& operator=(const File&) = delete;
-
-  // Exactly `size` bytes at `offset`; a short read means a truncated tar.
-  std::vector<std::uint8_t> read(int64_t offset, int64_t size) const {
-    std::vector<std::uint8_t> out(size);
-    int64_t done = 0;
-    while (done < size) {
-      const ssize_t n = ::pread(fd_, out.data() + done, size - done, offset + done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw Error("image-in-tar: " + in_quotes(path_) + " is truncated at byte " + std::to_string(offset));
-      done += n;
-    }
-    return out;
-  }
-  const std::string& path() const { return path_; }
-
-  // The size of the open file (not of whatever the path names by now).
-  int64_t size() const {
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0)
-      throw Error("image-in-tar: cannot stat " + in_quotes(path_) + ": " + std::strerror(errno));
-    if (!S_ISREG(st.st_mode)) throw Error("image-in-tar: " + in_quotes(path_) + " is not a regular file");
-    return static_cast<int64_t>(st.st_size);
-  }
-
- private:
-  std::string path_;
-  int fd_;
-};
-
-// A regular-file member: its path in the tar and its data's byte range.
-struct Member {
-  std::string path;
-  int64_t offset = 0;
-  int64_t size = 0;
-};
 
 // A NUL-terminated (or full-length) string field.
 std::string field(const std::uint8_t* header, std::size_t begin, std::size_t length) {
@@ -83,7 +41,7 @@ std::string field(const std::uint8_t* header, std::size_t begin, std::size_t len
 constexpr int64_t kMaxMetadataBytes = int64_t{1} << 20;
 
 [[noreturn]] void corrupt_header(const File& file, int64_t at, const std::string& what) {
-  throw Error("image-in-tar: " + in_quotes(file.path()) + ": corrupt header at byte " + std::to_string(at) + ": " +
+  throw Error(file.reader() + ": " + in_quotes(file.path()) + ": corrupt header at byte " + std::to_string(at) + ": " +
               what);
 }
 
@@ -152,12 +110,10 @@ std::string pax_path(const std::vector<std::uint8_t>& data, const File& file, in
   return path;
 }
 
-// Python's tarfile listing of the tar occupying [begin, end) of `file`:
-// ustar prefixes, GNU long names and pax paths applied; stops at the first
-// zero block, as tarfile does. A member reaching past `end` is refused: every
-// position moves forward by at least one block and stays within the file.
-std::vector<Member> list_members(const File& file, int64_t begin, int64_t end) {
-  std::vector<Member> members;
+// list_members' loop, appending to `members` as it goes (so that a caller
+// stopping at an error keeps the members before it). Every position moves
+// forward by at least one block and stays within the file.
+void scan_members(const File& file, int64_t begin, int64_t end, std::vector<Member>& members) {
   std::string long_name;
   int64_t pos = begin;
   while (pos + kBlock <= end) {
@@ -191,8 +147,57 @@ std::vector<Member> list_members(const File& file, int64_t begin, int64_t end) {
     const bool regular = (type == '0' || type == '\0' || type == '7') && !(type == '\0' && name.ends_with('/'));
     if (regular) members.push_back({name, data, size});
   }
+}
+
+}  // namespace
+
+File::File(const fs::path& path, std::string reader)
+    : path_(path.string()), reader_(std::move(reader)), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+  if (fd_ < 0) throw Error(reader_ + ": cannot open " + in_quotes(path_) + ": " + std::strerror(errno));
+}
+
+File::~File() { ::close(fd_); }
+
+std::vector<std::uint8_t> File::read(int64_t offset, int64_t size) const {
+  std::vector<std::uint8_t> out(size);
+  int64_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd_, out.data() + done, size - done, offset + done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(reader_ + ": " + in_quotes(path_) + " is truncated at byte " + std::to_string(offset));
+    done += n;
+  }
+  return out;
+}
+
+int64_t File::size() const {
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) throw Error(reader_ + ": cannot stat " + in_quotes(path_) + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw Error(reader_ + ": " + in_quotes(path_) + " is not a regular file");
+  return static_cast<int64_t>(st.st_size);
+}
+
+std::vector<Member> list_members(const File& file, int64_t begin, int64_t end, std::string* error) {
+  std::vector<Member> members;
+  if (error == nullptr) {
+    scan_members(file, begin, end, members);
+    return members;
+  }
+  try {
+    scan_members(file, begin, end, members);
+  } catch (const Error& e) {
+    *error = e.what();
+  }
   return members;
 }
+
+}  // namespace tar
+
+namespace {
+
+using tar::File;
+using tar::list_members;
+using tar::Member;
 
 // os.path.split / splitext as Python's.
 std::pair<std::string, std::string> split_path(const std::string& path) {
@@ -291,7 +296,7 @@ class ImageInTarDataset final : public Dataset {
   // _extract_tarinfo and _add_samples: children's samples before the tar's
   // own; tars nested deeper than one level are ignored, as timm's flattening.
   void scan(const fs::path& path, const std::string& tree_path, std::vector<Found>& found) {
-    files_.push_back(std::make_unique<File>(path));
+    files_.push_back(std::make_unique<File>(path, "image-in-tar"));
     const File& file = *files_.back();
     const std::size_t index = files_.size() - 1;
     const int64_t end = file.size();
