@@ -21,7 +21,7 @@ constexpr std::array kImplementedFlags = {
     "data", "data-dir", "dataset", "class-map", "train-split", "val-split", "train-num-samples",
     "val-num-samples", "model", "pretrained", "pretrained-path", "initial-checkpoint", "num-classes", "gp",
     "bn-momentum", "bn-eps", "head-init-scale", "head-init-bias", "pin-mem", "worker-seeding",
-    "input-img-mode",
+    "input-img-mode", "input-key", "target-key", "epoch-repeats",
     "img-size", "in-chans", "input-size", "crop-pct", "mean", "std", "interpolation",
     "batch-size", "validation-batch-size", "channels-last", "model-kwargs",
     // Device.

@@ -448,6 +448,9 @@ std::shared_ptr<const Dataset> first_samples(std::shared_ptr<const Dataset> data
                                              const std::string& flag) {
   if (!count) return dataset;
   if (*count <= 0) throw UsageError("--" + flag + " " + std::to_string(*count) + ": expected a positive count");
+  if (const auto* iterable = dynamic_cast<const IterableDataset*>(dataset.get())) {
+    return iterable->with_num_samples(*count);
+  }
   if (static_cast<std::size_t>(*count) >= dataset->size()) return dataset;
   return std::make_shared<FirstSamples>(std::move(dataset), static_cast<std::size_t>(*count));
 }
@@ -489,7 +492,21 @@ fs::path find_split_folder(const fs::path& root, const std::string& split) {
 }
 
 std::unique_ptr<Dataset> create_dataset(const std::string& name, const fs::path& root, const std::string& split,
-                                        int64_t channels, const fs::path& class_map) {
+                                        int64_t channels, const fs::path& class_map, const IterableOptions& iterable) {
+  const std::size_t prefix_end = name.find('/');
+  if (prefix_end != std::string::npos && ascii_lower(name.substr(0, prefix_end)) == "wds") {
+    check_channels(channels);
+    std::optional<ClassMap> map;
+    if (!class_map.empty()) map = load_class_map(class_map, root);
+    return make_wds(root, split, channels, iterable, map ? &*map : nullptr);
+  }
+  if (iterable.repeats != 0 || !iterable.input_key.empty() || !iterable.target_key.empty()) {
+    const std::string flag = iterable.repeats != 0         ? "--epoch-repeats"
+                             : !iterable.input_key.empty() ? "--input-key"
+                                                           : "--target-key";
+    throw UsageError(flag + ": dataset " + in_quotes(name) +
+                     " is not streamed; the flag applies to wds/ datasets only (timm ignores it for the others)");
+  }
   // timm's readers: load_class_map(class_map, root) with the reader's root.
   std::optional<ClassMap> map;
   const auto read_map = [&](const fs::path& reader_root) -> const ClassMap* {
@@ -548,7 +565,8 @@ std::unique_ptr<Dataset> create_dataset(const std::string& name, const fs::path&
   }
   throw UsageError("unknown dataset " + in_quotes(name) +
                    "; expected '' or 'image_folder' (a folder of class sub-folders, or a .tar file), "
-                   "'tar' (a folder of .tar shards), 'fashion-mnist', or torchvision's torch/cifar10, torch/cifar100, "
+                   "'tar' (a folder of .tar shards), 'wds/<name>' (WebDataset shards), 'fashion-mnist', or "
+                   "torchvision's torch/cifar10, torch/cifar100, "
                    "torch/mnist, torch/kmnist, torch/fashion_mnist or torch/qmnist (from --data-dir)");
 }
 

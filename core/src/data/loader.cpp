@@ -71,6 +71,29 @@ void copy_chw(const Image& image, std::uint8_t* dst) {
   }
 }
 
+// The epoch's batches as [begin, end) ranges of the order: runs of the batch
+// size, or the sampler's own sizes; drop_last leaves out the short ones.
+std::vector<std::pair<std::size_t, std::size_t>> batch_ranges(std::size_t order_size, std::vector<int64_t> sizes,
+                                                              int64_t batch_size, bool drop_last) {
+  const auto bs = static_cast<std::size_t>(batch_size);
+  if (sizes.empty()) {
+    for (std::size_t begin = 0; begin < order_size; begin += bs) {
+      sizes.push_back(static_cast<int64_t>(std::min(bs, order_size - begin)));
+    }
+  }
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  std::size_t begin = 0;
+  for (const int64_t size : sizes) {
+    TORCH_CHECK(size > 0 && begin + static_cast<std::size_t>(size) <= order_size,
+                "Sampler::batch_sizes does not partition the epoch's indices");
+    const std::size_t end = begin + static_cast<std::size_t>(size);
+    if (!drop_last || static_cast<std::size_t>(size) >= bs) ranges.emplace_back(begin, end);
+    begin = end;
+  }
+  TORCH_CHECK(begin == order_size, "Sampler::batch_sizes does not partition the epoch's indices");
+  return ranges;
+}
+
 }  // namespace
 
 std::shared_ptr<Sampler> make_local_sampler(std::size_t dataset_size, bool shuffle, std::uint64_t seed) {
@@ -82,6 +105,7 @@ std::shared_ptr<Sampler> make_local_sampler(std::size_t dataset_size, bool shuff
 struct Loader::State {
   int64_t epoch = 0;
   std::vector<int64_t> order;
+  std::vector<std::pair<std::size_t, std::size_t>> batches;  // [begin, end) of order
   std::size_t num_batches = 0;
   std::size_t next_to_claim = 0;   // guarded by mutex
   std::size_t next_to_return = 0;  // guarded by mutex
@@ -131,8 +155,7 @@ std::size_t Loader::num_batches() const {
   // The sampler's length, not the dataset's: a distributed sampler gives each
   // rank its share (every epoch the same length).
   const std::size_t n = sampler_->indices(0).size();
-  const std::size_t bs = static_cast<std::size_t>(options_.batch_size);
-  return options_.drop_last ? n / bs : (n + bs - 1) / bs;
+  return batch_ranges(n, sampler_->batch_sizes(0), options_.batch_size, options_.drop_last).size();
 }
 
 std::size_t Loader::skipped_samples() const { return state_->skipped.load(); }
@@ -169,11 +192,9 @@ std::vector<Image> load_sample(const Dataset& dataset, const TransformPipeline& 
 
 // Builds batch `b` of the epoch (called from a worker or inline).
 static Batch build_batch(const Dataset& dataset, const TransformPipeline& transform, const LoaderOptions& options,
-                         const std::vector<int64_t>& order, int64_t epoch, std::size_t b,
+                         const std::vector<int64_t>& order, int64_t epoch, std::pair<std::size_t, std::size_t> range,
                          std::atomic<std::size_t>& skipped, const std::atomic<bool>* stop) {
-  const std::size_t bs = static_cast<std::size_t>(options.batch_size);
-  const std::size_t begin = b * bs;
-  const std::size_t end = std::min(order.size(), begin + bs);
+  const auto [begin, end] = range;
   const int64_t n = static_cast<int64_t>(end - begin);
   // With aug splits, split j of sample k is row k + j * n (timm's fast_collate).
   const int64_t splits = transform.num_splits();
@@ -216,8 +237,8 @@ void Loader::start_epoch(int64_t epoch) {
   State& s = *state_;
   s.epoch = epoch;
   s.order = sampler_->indices(epoch);
-  const std::size_t bs = static_cast<std::size_t>(options_.batch_size);
-  s.num_batches = options_.drop_last ? s.order.size() / bs : (s.order.size() + bs - 1) / bs;
+  s.batches = batch_ranges(s.order.size(), sampler_->batch_sizes(epoch), options_.batch_size, options_.drop_last);
+  s.num_batches = s.batches.size();
   if (options_.num_workers == 0) return;
 
   const std::size_t max_ahead = static_cast<std::size_t>(options_.num_workers * options_.prefetch_batches);
@@ -235,7 +256,8 @@ void Loader::start_epoch(int64_t epoch) {
           b = s.next_to_claim++;
         }
         try {
-          Batch batch = build_batch(*dataset_, transform_, options_, s.order, s.epoch, b, s.skipped, &s.stop);
+          Batch batch =
+              build_batch(*dataset_, transform_, options_, s.order, s.epoch, s.batches[b], s.skipped, &s.stop);
           std::lock_guard<std::mutex> lock(s.mutex);
           s.ready.emplace(b, std::move(batch));
         } catch (...) {
@@ -252,7 +274,8 @@ std::optional<Batch> Loader::next() {
   State& s = *state_;
   if (options_.num_workers == 0) {
     if (s.next_to_return >= s.num_batches) return std::nullopt;
-    return build_batch(*dataset_, transform_, options_, s.order, s.epoch, s.next_to_return++, s.skipped, nullptr);
+    return build_batch(*dataset_, transform_, options_, s.order, s.epoch, s.batches[s.next_to_return++], s.skipped,
+                       nullptr);
   }
   std::unique_lock<std::mutex> lock(s.mutex);
   if (s.next_to_return >= s.num_batches) return std::nullopt;

@@ -13,6 +13,9 @@ void read_dataset_and_model(const Config& config, TrainArgs& args) {
   args.val_split = config.get<std::string>("val_split");
   args.train_num_samples = config.get_optional<int64_t>("train_num_samples");
   args.val_num_samples = config.get_optional<int64_t>("val_num_samples");
+  args.input_key = config.get_optional<std::string>("input_key");
+  args.target_key = config.get_optional<std::string>("target_key");
+  args.epoch_repeats = config.get<double>("epoch_repeats");
 
   args.model = config.get<std::string>("model");
   args.pretrained = config.get<bool>("pretrained");

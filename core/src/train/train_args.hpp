@@ -29,6 +29,9 @@ struct TrainArgs {
   std::string val_split;                     // "validation"; empty: no evaluation
   std::optional<int64_t> train_num_samples;  // keep the first N train samples
   std::optional<int64_t> val_num_samples;    // keep the first N validation samples
+  std::optional<std::string> input_key;      // wds/: the image fields ('jpg;png;webp')
+  std::optional<std::string> target_key;     // wds/: the json field of the target; none: .cls
+  double epoch_repeats = 0;                  // wds/: passes over the train split per epoch
 
   // Model parameters.
   std::string model;                             // registry name, "resnet50"

@@ -137,7 +137,22 @@ TransformArgs transform_args(const TrainArgs& args, const DataConfig& data, bool
 }
 
 std::shared_ptr<Sampler> make_sampler(const Dataset& dataset, bool is_training, const TrainArgs& args,
-                                      std::uint64_t seed, const Distributed& dist) {
+                                      int64_t batch_size, const Distributed& dist) {
+  const auto seed = static_cast<std::uint64_t>(args.seed);
+  if (const auto* iterable = dynamic_cast<const IterableDataset*>(&dataset)) {
+    // timm streams an iterable dataset in its own order, per rank and loader
+    // worker; no distributed sampler (so no exact evaluation across ranks).
+    if (args.aug_repeats > 0) throw UsageError("--aug-repeats: not supported with a streamed (wds/) dataset, as timm");
+    StreamConfig config;
+    config.rank = dist.active() ? dist.world.rank : 0;
+    config.world_size = dist.active() ? dist.size() : 1;
+    // train.py evaluates a distributed wds dataset with min(2, workers) workers.
+    config.num_workers = (!is_training && dist.active()) ? std::min<int64_t>(2, args.workers) : args.workers;
+    config.batch_size = batch_size;
+    config.seed = args.seed;
+    config.is_training = is_training;
+    return iterable->make_sampler(config);
+  }
   const auto size = static_cast<int64_t>(dataset.size());
   if (!dist.active()) {
     if (is_training && args.aug_repeats > 0) {
@@ -173,7 +188,7 @@ std::shared_ptr<Loader> make_loader(std::shared_ptr<const Dataset> dataset, bool
   options.num_workers = args.workers;
   options.seed = seed + (is_training ? 0 : 1);
   options.pin_memory = args.pin_mem && dist.device.is_cuda();
-  std::shared_ptr<Sampler> sampler = make_sampler(*dataset, is_training, args, seed, dist);
+  std::shared_ptr<Sampler> sampler = make_sampler(*dataset, is_training, args, batch_size, dist);
   return std::make_shared<Loader>(std::move(dataset), std::move(sampler), std::move(transform), options);
 }
 
@@ -277,10 +292,17 @@ Datasets load_datasets(const TrainArgs& args, const std::string& dataset, int64_
   const std::filesystem::path root = args.data_dir.value_or("");
   check_input_img_mode(args, in_chans);
   Datasets datasets;
-  datasets.train = first_samples(create_dataset(dataset, root, args.train_split, in_chans, args.class_map),
-                                 args.train_num_samples, "train-num-samples");
+  // train.py: --epoch-repeats for the train split only.
+  IterableOptions iterable;
+  iterable.input_key = args.input_key.value_or("");
+  iterable.target_key = args.target_key.value_or("");
+  IterableOptions train_iterable = iterable;
+  train_iterable.repeats = args.epoch_repeats;
+  datasets.train =
+      first_samples(create_dataset(dataset, root, args.train_split, in_chans, args.class_map, train_iterable),
+                    args.train_num_samples, "train-num-samples");
   if (!args.val_split.empty()) {
-    datasets.eval = first_samples(create_dataset(dataset, root, args.val_split, in_chans, args.class_map),
+    datasets.eval = first_samples(create_dataset(dataset, root, args.val_split, in_chans, args.class_map, iterable),
                                   args.val_num_samples, "val-num-samples");
   }
   return datasets;

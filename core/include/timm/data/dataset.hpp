@@ -16,6 +16,8 @@
 
 namespace timm {
 
+class Sampler;  // timm/data/loader.hpp
+
 class Dataset {
  public:
   virtual ~Dataset() = default;
@@ -28,11 +30,42 @@ class Dataset {
   virtual std::string describe(std::size_t index) const = 0;
 };
 
+// What an iterable dataset's sample order depends on: the loader's and the
+// process group's settings (timm's reader learns them from the DataLoader and
+// torch.distributed).
+struct StreamConfig {
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  int64_t num_workers = 0;  // the loader's workers (-j); 0 is one stream, as timm's max(1, num_workers)
+  int64_t batch_size = 1;   // the loader's batch size
+  int64_t seed = 42;        // --seed: timm's common seed
+  bool is_training = false;
+};
+
+// timm's IterableDataset readers (wds/): the samples come as streams, one
+// per loader worker of each rank, in an order of their own. Here they are
+// still indexable (image(i) decodes one sample), and make_sampler gives the
+// order timm's loader yields: a loader over this dataset takes that sampler
+// in place of the map-style ones (make_local_sampler, dist/sampler.hpp).
+class IterableDataset : public Dataset {
+ public:
+  // This rank's sample order per epoch, and its batch boundaries
+  // (Sampler::batch_sizes). Throws UsageError when `config` cannot stream
+  // this dataset.
+  virtual std::shared_ptr<Sampler> make_sampler(const StreamConfig& config) const = 0;
+  // timm's num_samples argument (--train-num-samples, --val-num-samples): the
+  // same samples with the split's sample count replaced, which sets the epoch
+  // length (it cuts nothing).
+  virtual std::shared_ptr<const IterableDataset> with_num_samples(int64_t num_samples) const = 0;
+};
+
 // The first `count` samples of `dataset`, in its order, for quick runs on a
 // part of the data (timm-run's --train-num-samples and --val-num-samples, the
 // tools' --num-samples): `dataset` itself when `count` is unset or not below
-// its size. A count below 1 throws UsageError "--<flag> <count>: expected a
-// positive count"; `flag` is the flag's name without dashes.
+// its size. An IterableDataset takes `count` as its num_samples instead
+// (timm's meaning of those flags: the epoch length of a streamed dataset). A
+// count below 1 throws UsageError "--<flag> <count>: expected a positive
+// count"; `flag` is the flag's name without dashes.
 std::shared_ptr<const Dataset> first_samples(std::shared_ptr<const Dataset> dataset, std::optional<int64_t> count,
                                              const std::string& flag);
 
@@ -103,6 +136,41 @@ std::string default_dataset_name(const std::string& dataset, bool has_data_dir);
 // root itself.
 std::filesystem::path find_split_folder(const std::filesystem::path& root, const std::string& split);
 
+// The options of timm's iterable readers (wds/); a map-style dataset takes
+// none (create_dataset refuses them there).
+struct IterableOptions {
+  double repeats = 0;      // --epoch-repeats: the epoch is max(1, repeats) passes
+  std::string input_key;   // --input-key; empty: 'jpg;png;webp'
+  std::string target_key;  // --target-key; empty: the .cls member
+};
+
+// timm's ReaderWds (timm/data/readers/reader_wds.py, webdataset 1.0.2) over
+// the local shards of `root`: `split` is a split of root's _info.json (else
+// info.json), or a brace pattern of shard names with an optional sample
+// count, "name-{0000..0009}.tar|N" ('::' separates several patterns). Tar
+// members group into samples by key (the path up to the first dot of the
+// file name; the rest, lower-cased, is the field); the image is the first
+// field of options.input_key present, the target the int in the .cls
+// member, or with a target key (or the split's alt_label) that field of the
+// .json member (a negative value drops the sample). The shards are scanned
+// once, here: a shard that is missing is an Error naming it, a broken one
+// keeps its samples before the damage (with a warning, as webdataset's
+// handler), a sample without an image or a readable target is left out with
+// a warning, a missing json field is an Error naming the sample and the
+// fields it has. A `class_map` maps the integer targets: its names must be
+// the source class indices ("3"). num_classes() is the map's, else the
+// largest target + 1. describe() is "<shard path>:<key>". docs/datasets.md
+// has the sample order and how it differs from timm's.
+std::unique_ptr<IterableDataset> make_wds(const std::filesystem::path& root, const std::string& split, int64_t channels,
+                                          const IterableOptions& options, const ClassMap* class_map = nullptr);
+
+// webdataset's expand_urls: '::' separates patterns, each brace-expanded as
+// the braceexpand package does ({a,b}, nested; {0..9}, {00..10} padded,
+// {1..9..2}; a backslash escapes), in order. No environment variables are
+// substituted, and character ranges ({a..e}) stay as text. Unbalanced braces
+// or more than a million names throw UsageError.
+std::vector<std::string> wds_expand_urls(const std::string& urls);
+
 // create_dataset: "" or "image_folder" -> as timm's create_reader: a root
 // that is a file ending in ".tar" -> image-in-tar, else ImageFolder under the
 // split folder; "tar" or "image_in_tar" (timm-cpp's names; timm reaches a
@@ -119,13 +187,18 @@ std::filesystem::path find_split_folder(const std::filesystem::path& root, const
 //     column); "torch/fashion_mnist" without a root reads the Debian
 //     package's folder as "fashion-mnist" does;
 //   cifar10, cifar100: make_cifar.
-// describe() is "torch/<name>[<index>]". Anything else throws UsageError.
+// describe() is "torch/<name>[<index>]";
+// "wds/<name>" (the prefix in any case) -> make_wds over `root` (the name
+// itself is not used, as timm's).
+// Anything else throws UsageError. `iterable` applies to wds/ only: set for
+// another dataset it is a UsageError (timm ignores --epoch-repeats there).
 // `class_map` (--class-map; empty: none) is read by load_class_map with the
 // reader's root (the split folder, the .tar or the folder of shards) and
-// applies to the image folder and image-in-tar readers; with another dataset
-// it is a UsageError (timm ignores it there).
+// applies to the image folder, image-in-tar and wds readers; with another
+// dataset it is a UsageError (timm ignores it there).
 std::unique_ptr<Dataset> create_dataset(const std::string& name, const std::filesystem::path& root,
                                         const std::string& split, int64_t channels,
-                                        const std::filesystem::path& class_map = {});
+                                        const std::filesystem::path& class_map = {},
+                                        const IterableOptions& iterable = {});
 
 }  // namespace timm

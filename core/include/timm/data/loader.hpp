@@ -24,6 +24,13 @@ class Sampler {
  public:
   virtual ~Sampler() = default;
   virtual std::vector<int64_t> indices(int64_t epoch) const = 0;
+  // The epoch's batch sizes in order, summing to indices(epoch).size(), when
+  // the batches are not consecutive runs of the loader's batch size: torch's
+  // DataLoader over an IterableDataset takes each worker's batches in turn,
+  // and every worker ends its stream with a partial batch. Empty (the
+  // default): runs of the batch size, the last one shorter. With drop_last
+  // the loader leaves out every batch shorter than its batch size.
+  virtual std::vector<int64_t> batch_sizes(int64_t /*epoch*/) const { return {}; }
 };
 // A permutation seeded by (seed, epoch), or 0..n-1 when !shuffle.
 std::shared_ptr<Sampler> make_local_sampler(std::size_t dataset_size, bool shuffle, std::uint64_t seed);
