@@ -9,6 +9,7 @@ PILLOW_VERSION="${PILLOW_VERSION:-13.0.0}"
 NUMPY_VERSION="${NUMPY_VERSION:-}"
 # The tests read --log-tensorboard's event files with tensorboard's own reader.
 TENSORBOARD_VERSION="${TENSORBOARD_VERSION:-2.21.0}"
+WEBDATASET_VERSION="${WEBDATASET_VERSION:-1.0.2}"
 
 # The virtual environment lives in a cache keyed by the pinned versions, so a
 # fresh clone (or CI's) reuses it instead of downloading gigabytes again.

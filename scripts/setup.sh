@@ -34,7 +34,7 @@ create_venv() {
   "$TIMM_CPP_VENV/bin/pip" install -q --disable-pip-version-check \
     "torch==$TORCH_VERSION" "timm==$TIMM_VERSION" \
     "safetensors==$SAFETENSORS_VERSION" "pillow==$PILLOW_VERSION" numpy \
-    "tensorboard==$TENSORBOARD_VERSION" >&2
+    "tensorboard==$TENSORBOARD_VERSION" "webdataset==$WEBDATASET_VERSION" >&2
   touch "$marker"
 }
 
@@ -44,6 +44,11 @@ complete_venv() {
   if ! "$TIMM_CPP_VENV/bin/python" -c "import tensorboard" 2>/dev/null; then
     log "installing tensorboard $TENSORBOARD_VERSION into $TIMM_CPP_VENV"
     "$TIMM_CPP_VENV/bin/pip" install -q --disable-pip-version-check "tensorboard==$TENSORBOARD_VERSION" >&2
+  fi
+  # timm's wds reader, for tests/oracle/wds_oracle.py.
+  if ! "$TIMM_CPP_VENV/bin/python" -c "import webdataset" 2>/dev/null; then
+    log "installing webdataset $WEBDATASET_VERSION into $TIMM_CPP_VENV"
+    "$TIMM_CPP_VENV/bin/pip" install -q --disable-pip-version-check "webdataset==$WEBDATASET_VERSION" >&2
   fi
 }
 
