@@ -97,7 +97,7 @@ TEST_CASE("wds: samples, targets, pixels and every rank's loader stream match ti
     CHECK(stream_lines(*ds, *sampler, epoch, config.batch_size) == read_lines(dir / (name + ".txt")));
     ++checked;
   }
-  CHECK(checked == 24 + 6);
+  CHECK(checked == 3 * 2 * 3 + 6);  // (rank, world) x workers 0, 2 x (eval, 2 train epochs), 6 others
 
   // Pixels: the same decoders as PIL.
   const std::unique_ptr<Dataset> ds = create_dataset("wds/ds", root, "train", 3);
