@@ -507,6 +507,24 @@ def tar_seeds(w):
     bad("bad_member.tar", tar_member("c/bad.png", one_pixel[:30]) + tar_member("c/ok.png", one_pixel) + END)
 
 
+# ---- wds ------------------------------------------------------------------------------
+
+
+def wds_seeds(w):
+    """WebDataset shards: samples grouped by key, .cls targets and json sidecars
+    with the "label" field the target also reads (fuzz_wds.cpp)."""
+    png = encoded(pattern(6, 4), "PNG")
+    jpg = encoded(pattern(8, 8), "JPEG", quality=70)
+    w.put("corpus", "wds", "shard.tar", tarred([
+        ("a/s0.png", png), ("a/s0.cls", b"3"), ("a/s0.json", b'{"label": 1, "key": "s0"}'),
+        ("a/s1.jpg", jpg), ("a/s1.cls", b" 0\n"), ("a/s1.json", b'{"label": 4}'),
+        ("a/s2.tar.gz.JPG", jpg), ("a/s2.cls", b"2"), ("a/s2.json", b'{"label": -1}'),
+        ("a/s3.cls", b"1"), ("a/s3.json", b'{"label": 2}'),  # no image
+        ("__meta__.txt", b"x"), ("a/s4.webp", b"RIFF"), ("a/s4.cls", b"x"),
+    ]))
+    w.put("corpus", "wds", "one_sample.tar", tarred([("k.png", png), ("k.cls", b"0"), ("k.json", b'{"label": 0}')]))
+
+
 # ---- Configs and augmentation strings ---------------------------------------------------
 
 TOML_SEEDS = {
@@ -617,8 +635,8 @@ def main():
     for kind in ("corpus", "regressions"):
         shutil.rmtree(os.path.join(args.out, kind), ignore_errors=True)
     w = Writer(args.out)
-    for make in (pth, safetensors_seeds, npy_seeds, idx_seeds, jpeg_seeds, png_seeds, tar_seeds, config_seeds,
-                 aug_seeds):
+    for make in (pth, safetensors_seeds, npy_seeds, idx_seeds, jpeg_seeds, png_seeds, tar_seeds, wds_seeds,
+                 config_seeds, aug_seeds):
         make(w)
     print("wrote %d bytes of seeds and regressions under %s" % (w.total, args.out))
 

@@ -150,7 +150,11 @@ std::vector<std::string> nearest_names(std::string_view name, const std::vector<
   std::vector<Candidate> candidates;
   const std::size_t limit = std::max<std::size_t>(2, name.size() / 3);
   for (const auto& k : known) {
-    std::size_t d = edit_distance(name, k);
+    // The distance is at least the difference in length, so a name that long
+    // away cannot be near: no quadratic distance for it (a mistyped 8 KB word
+    // against every flag).
+    const std::size_t length_gap = name.size() > k.size() ? name.size() - k.size() : k.size() - name.size();
+    std::size_t d = length_gap > limit ? length_gap : edit_distance(name, k);
     const bool related = !name.empty() && (k.find(name) != std::string::npos || name.find(k) != std::string::npos);
     if (related) d = std::min(d, std::size_t{1});
     if (d <= limit) candidates.push_back({d, k});

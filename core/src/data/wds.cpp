@@ -476,8 +476,7 @@ class WdsScanner {
     std::string error;
     const std::vector<tar::Member> members = tar::list_members(file, 0, file.size(), &error);
     if (!error.empty()) {
-      log_warning("wds: " + error +
-                  "; the shard's samples before it are kept (webdataset goes on with the next shard)");
+      log_warning(error + "; the shard's samples before it are kept (webdataset goes on with the next shard)");
     }
     std::optional<Group> group;
     for (const tar::Member& m : members) {

@@ -159,7 +159,7 @@ struct IterableOptions {
 // a warning, a missing json field is an Error naming the sample and the
 // fields it has. A `class_map` maps the integer targets: its names must be
 // the source class indices ("3"). num_classes() is the map's, else the
-// largest target + 1. describe() is "<shard path>:<key>". docs/datasets.md
+// largest target + 1. describe() is "<shard path>:<key>". docs/datasets-wds.md
 // has the sample order and how it differs from timm's.
 std::unique_ptr<IterableDataset> make_wds(const std::filesystem::path& root, const std::string& split, int64_t channels,
                                           const IterableOptions& options, const ClassMap* class_map = nullptr);
