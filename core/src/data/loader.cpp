@@ -73,6 +73,8 @@ void copy_chw(const Image& image, std::uint8_t* dst) {
 
 // The epoch's batches as [begin, end) ranges of the order: runs of the batch
 // size, or the sampler's own sizes; drop_last leaves out the short ones.
+// (A sampler that schedules the batches' choices applies drop_last itself:
+// the caller passes false.)
 std::vector<std::pair<std::size_t, std::size_t>> batch_ranges(std::size_t order_size, std::vector<int64_t> sizes,
                                                               int64_t batch_size, bool drop_last) {
   const auto bs = static_cast<std::size_t>(batch_size);
@@ -106,6 +108,7 @@ struct Loader::State {
   int64_t epoch = 0;
   std::vector<int64_t> order;
   std::vector<std::pair<std::size_t, std::size_t>> batches;  // [begin, end) of order
+  std::vector<std::size_t> choices;                          // each batch's transform
   std::size_t num_batches = 0;
   std::size_t next_to_claim = 0;   // guarded by mutex
   std::size_t next_to_return = 0;  // guarded by mutex
@@ -134,12 +137,17 @@ struct Loader::State {
 
 Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<Sampler> sampler, TransformPipeline transform,
                LoaderOptions options)
+    : Loader(std::move(dataset), std::move(sampler), std::vector<TransformPipeline>{std::move(transform)}, options) {}
+
+Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<Sampler> sampler,
+               std::vector<TransformPipeline> transforms, LoaderOptions options)
     : dataset_(std::move(dataset)),
       sampler_(std::move(sampler)),
-      transform_(std::move(transform)),
+      transforms_(std::move(transforms)),
       options_(options),
       state_(std::make_unique<State>()) {
   TORCH_CHECK(dataset_ != nullptr && sampler_ != nullptr, "Loader needs a dataset and a sampler");
+  TORCH_CHECK(!transforms_.empty(), "Loader needs at least one transform");
   if (options_.batch_size <= 0)
     throw UsageError("batch size must be positive, got " + std::to_string(options_.batch_size));
   if (options_.num_workers < 0)
@@ -155,7 +163,8 @@ std::size_t Loader::num_batches() const {
   // The sampler's length, not the dataset's: a distributed sampler gives each
   // rank its share (every epoch the same length).
   const std::size_t n = sampler_->indices(0).size();
-  return batch_ranges(n, sampler_->batch_sizes(0), options_.batch_size, options_.drop_last).size();
+  const bool drop_last = options_.drop_last && sampler_->batch_choices(0).empty();
+  return batch_ranges(n, sampler_->batch_sizes(0), options_.batch_size, drop_last).size();
 }
 
 std::size_t Loader::skipped_samples() const { return state_->skipped.load(); }
@@ -191,14 +200,16 @@ std::vector<Image> load_sample(const Dataset& dataset, const TransformPipeline& 
 }  // namespace
 
 // Builds batch `b` of the epoch (called from a worker or inline).
-static Batch build_batch(const Dataset& dataset, const TransformPipeline& transform, const LoaderOptions& options,
-                         const std::vector<int64_t>& order, int64_t epoch, std::pair<std::size_t, std::size_t> range,
-                         std::atomic<std::size_t>& skipped, const std::atomic<bool>* stop) {
+static Batch build_batch(const Dataset& dataset, const TransformPipeline& transform, std::size_t choice,
+                         const LoaderOptions& options, const std::vector<int64_t>& order, int64_t epoch,
+                         std::pair<std::size_t, std::size_t> range, std::atomic<std::size_t>& skipped,
+                         const std::atomic<bool>* stop) {
   const auto [begin, end] = range;
   const int64_t n = static_cast<int64_t>(end - begin);
   // With aug splits, split j of sample k is row k + j * n (timm's fast_collate).
   const int64_t splits = transform.num_splits();
   Batch batch;
+  batch.choice = choice;
   const auto pinned = at::TensorOptions().pinned_memory(options.pin_memory);
   batch.targets = at::empty({n * splits}, pinned.dtype(at::kLong));
   int64_t* targets = batch.targets.data_ptr<int64_t>();
@@ -237,8 +248,20 @@ void Loader::start_epoch(int64_t epoch) {
   State& s = *state_;
   s.epoch = epoch;
   s.order = sampler_->indices(epoch);
-  s.batches = batch_ranges(s.order.size(), sampler_->batch_sizes(epoch), options_.batch_size, options_.drop_last);
+  const std::vector<int64_t> choices = sampler_->batch_choices(epoch);
+  s.batches = batch_ranges(s.order.size(), sampler_->batch_sizes(epoch), options_.batch_size,
+                           options_.drop_last && choices.empty());
   s.num_batches = s.batches.size();
+  s.choices.assign(s.num_batches, 0);
+  if (!choices.empty()) {
+    TORCH_CHECK(choices.size() == s.num_batches, "Sampler::batch_choices gives ", choices.size(), " choices for ",
+                s.num_batches, " batches");
+    for (std::size_t b = 0; b < s.num_batches; ++b) {
+      TORCH_CHECK(choices[b] >= 0 && static_cast<std::size_t>(choices[b]) < transforms_.size(), "batch choice ",
+                  choices[b], " names no transform of the loader's ", transforms_.size());
+      s.choices[b] = static_cast<std::size_t>(choices[b]);
+    }
+  }
   if (options_.num_workers == 0) return;
 
   const std::size_t max_ahead = static_cast<std::size_t>(options_.num_workers * options_.prefetch_batches);
@@ -256,8 +279,8 @@ void Loader::start_epoch(int64_t epoch) {
           b = s.next_to_claim++;
         }
         try {
-          Batch batch =
-              build_batch(*dataset_, transform_, options_, s.order, s.epoch, s.batches[b], s.skipped, &s.stop);
+          Batch batch = build_batch(*dataset_, transforms_[s.choices[b]], s.choices[b], options_, s.order, s.epoch,
+                                    s.batches[b], s.skipped, &s.stop);
           std::lock_guard<std::mutex> lock(s.mutex);
           s.ready.emplace(b, std::move(batch));
         } catch (...) {
@@ -274,8 +297,9 @@ std::optional<Batch> Loader::next() {
   State& s = *state_;
   if (options_.num_workers == 0) {
     if (s.next_to_return >= s.num_batches) return std::nullopt;
-    return build_batch(*dataset_, transform_, options_, s.order, s.epoch, s.batches[s.next_to_return++], s.skipped,
-                       nullptr);
+    const std::size_t b = s.next_to_return++;
+    return build_batch(*dataset_, transforms_[s.choices[b]], s.choices[b], options_, s.order, s.epoch, s.batches[b],
+                       s.skipped, nullptr);
   }
   std::unique_lock<std::mutex> lock(s.mutex);
   if (s.next_to_return >= s.num_batches) return std::nullopt;

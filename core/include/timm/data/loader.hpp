@@ -17,6 +17,9 @@ namespace timm {
 struct Batch {
   at::Tensor images;   // uint8 (N, C, H, W), CPU
   at::Tensor targets;  // int64 (N)
+  // Which of the loader's transforms made it (Sampler::batch_choices); its
+  // batch stages are the ones to apply.
+  std::size_t choice = 0;
 };
 
 // Chooses the sample order of an epoch.
@@ -31,6 +34,12 @@ class Sampler {
   // default): runs of the batch size, the last one shorter. With drop_last
   // the loader leaves out every batch shorter than its batch size.
   virtual std::vector<int64_t> batch_sizes(int64_t /*epoch*/) const { return {}; }
+  // The transform choice of each batch (an index into the loader's
+  // transforms), parallel to batch_sizes(epoch), for a sampler that schedules
+  // per-batch input sizes (ScheduledBatchSampler). When not empty, the
+  // batches are exactly batch_sizes(epoch): the sampler has applied drop_last
+  // itself. Empty (the default): every batch uses transform 0.
+  virtual std::vector<int64_t> batch_choices(int64_t /*epoch*/) const { return {}; }
 };
 // A permutation seeded by (seed, epoch), or 0..n-1 when !shuffle.
 std::shared_ptr<Sampler> make_local_sampler(std::size_t dataset_size, bool shuffle, std::uint64_t seed);
@@ -50,6 +59,10 @@ class Loader {
  public:
   Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<Sampler> sampler, TransformPipeline transform,
          LoaderOptions options);
+  // One transform per choice the sampler's batch_choices() names (timm's
+  // ScheduledTransformDataset): a batch is made by its choice's transform.
+  Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<Sampler> sampler,
+         std::vector<TransformPipeline> transforms, LoaderOptions options);
   ~Loader();
 
   // Starts an epoch; the sample order and per-sample seeds depend on it.
@@ -59,14 +72,17 @@ class Loader {
   // Batches per epoch.
   std::size_t num_batches() const;
 
-  const TransformPipeline& transform() const { return transform_; }
+  // The first (or only) transform, and the transform of a batch's choice.
+  const TransformPipeline& transform() const { return transforms_.front(); }
+  const TransformPipeline& transform(std::size_t choice) const { return transforms_.at(choice); }
+  std::size_t num_transforms() const { return transforms_.size(); }
   std::size_t skipped_samples() const;
 
  private:
   struct State;
   std::shared_ptr<const Dataset> dataset_;
   std::shared_ptr<Sampler> sampler_;
-  TransformPipeline transform_;
+  std::vector<TransformPipeline> transforms_;
   LoaderOptions options_;
   std::unique_ptr<State> state_;
 };
