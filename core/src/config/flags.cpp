@@ -40,6 +40,10 @@ constexpr std::array kImplementedFlags = {
     "recount", "resplit", "aug-splits", "jsd-loss", "mixup", "cutmix", "cutmix-minmax", "mixup-prob",
     "mixup-switch-prob", "mixup-mode", "mixup-off-epoch", "smoothing",
     "train-interpolation", "drop", "drop-path", "drop-block",
+    // Scheduled input sizes.
+    "train-img-sizes", "train-batch-sizes", "train-size-probs", "train-size-schedule",
+    "train-size-schedule-spread", "train-size-random-mix", "train-batches-per-epoch",
+    "variable-batch-loss-scale",
     // Batch norm and EMA.
     "dist-bn", "model-ema", "model-ema-decay", "model-ema-warmup", "model-ema-force-cpu",
     // Training step and loss.

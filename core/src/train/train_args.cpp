@@ -1,9 +1,32 @@
 #include "train_args.hpp"
 
+#include "timm/base/error.hpp"
+
 namespace timm::train_detail {
 namespace {
 
 // One function per group of the flag table, in its order.
+
+// A flag set away from its default (as check_implemented compares).
+bool is_set(const Config& config, std::string_view name) {
+  const FlagSpec* flag = find_flag(name);
+  return flag != nullptr && config.value(flag->dest) != flag->default_value;
+}
+
+void read_scheduled_sizes(const Config& config, TrainArgs& args) {
+  args.train_img_sizes = config.get_optional<std::vector<int64_t>>("train_img_sizes");
+  args.train_batch_sizes = config.get_optional<std::vector<int64_t>>("train_batch_sizes");
+  args.train_size_probs = config.get_optional<std::vector<double>>("train_size_probs");
+  args.train_size_schedule = config.get<std::string>("train_size_schedule");
+  args.train_size_schedule_spread = config.get<double>("train_size_schedule_spread");
+  args.train_size_random_mix = config.get<double>("train_size_random_mix");
+  args.train_batches_per_epoch = config.get_optional<int64_t>("train_batches_per_epoch");
+  args.variable_batch_loss_scale = config.get<std::string>("variable_batch_loss_scale");
+  for (const char* flag : {"train-batch-sizes", "train-size-probs", "train-size-schedule", "train-size-schedule-spread",
+                           "train-size-random-mix", "train-batches-per-epoch", "variable-batch-loss-scale"}) {
+    if (is_set(config, flag)) args.train_size_flags_set.push_back(std::string("--") + flag);
+  }
+}
 
 void read_dataset_and_model(const Config& config, TrainArgs& args) {
   args.data_dir = config.get_optional<std::string>("data_dir");
@@ -180,6 +203,7 @@ TrainArgs train_args_from_config(const Config& config) {
   read_augmentation(config, args);
   read_batch_norm_and_ema(config, args);
   read_misc(config, args);
+  read_scheduled_sizes(config, args);
   return args;
 }
 

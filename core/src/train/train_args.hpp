@@ -136,6 +136,21 @@ struct TrainArgs {
   std::optional<double> drop_path;
   std::optional<double> drop_block;  // passed to the model as drop_block_rate, as train.py
 
+  // Scheduled input sizes (train.py's scheduled resolution loader).
+  std::optional<std::vector<int64_t>> train_img_sizes;    // none: one input size
+  std::optional<std::vector<int64_t>> train_batch_sizes;  // per size; none: --batch-size each
+  std::optional<std::vector<double>> train_size_probs;    // base weights; none: uniform
+  std::string train_size_schedule;                        // "constant" or "progressive"
+  double train_size_schedule_spread = 0.0;
+  double train_size_random_mix = 0.0;
+  std::optional<int64_t> train_batches_per_epoch;  // none: from the schedule
+  std::string variable_batch_loss_scale;           // "none", "sqrt" or "linear"
+  // The flags of that group other than --train-img-sizes whose value is not
+  // their default ("--train-batch-sizes", ...): timm ignores them without
+  // --train-img-sizes (and the spread and mix with a constant schedule); we
+  // refuse them there.
+  std::vector<std::string> train_size_flags_set;
+
   // Batch norm parameters.
   bool sync_bn = false;
   std::string dist_bn;  // "broadcast", "reduce" or ""

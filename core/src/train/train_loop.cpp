@@ -31,6 +31,10 @@ struct TrainContext {
   StepTools& tools;
   const Distributed& dist;
   int64_t log_interval;  // at least 1
+  // --train-img-sizes: --variable-batch-loss-scale scales each batch's loss
+  // relative to this policy-average batch size.
+  bool scheduled_batches = false;
+  double batch_size_reference = 0.0;
   // Saves recovery-<epoch>-<update_idx> (--recovery-interval); collective.
   std::function<void(int64_t epoch, int64_t update_idx)> save_recovery{};
   // --log-tensorboard: the primary rank's event file; null elsewhere.
@@ -101,11 +105,28 @@ void check_loss(const TrainContext& ctx, double loss_value, int64_t epoch, int64
   log_warning(where + "; the gradient scaler skips this step");
 }
 
+// train.py's local_scale with --train-img-sizes: --variable-batch-loss-scale
+// linear multiplies a batch's loss (so its gradient) by its size over the
+// policy-average batch size, sqrt by the square root of that; none (and
+// without scheduled sizes) by 1.
+double variable_batch_loss_scale(const TrainContext& ctx, int64_t batch_size) {
+  const std::string& mode = ctx.args.variable_batch_loss_scale;
+  if (!ctx.scheduled_batches || mode.empty() || mode == "none") return 1.0;
+  double scale = static_cast<double>(batch_size) / ctx.batch_size_reference;
+  if (mode == "sqrt") {
+    scale = std::pow(scale, 0.5);  // Python's ** 0.5
+  } else if (mode != "linear") {
+    throw UsageError("--variable-batch-loss-scale " + in_quotes(mode) + ": expected 'none', 'sqrt' or 'linear'");
+  }
+  return scale;
+}
+
 // Forward, loss and backward of one batch of an accumulation of `accum`
-// batches, and the optimizer step when it updates. Returns the batch's loss
-// (unscaled by the accumulation).
+// batches, and the optimizer step when it updates; the backward pass takes
+// the loss times `loss_scale` (--variable-batch-loss-scale). Returns the
+// batch's loss (unscaled by the accumulation and `loss_scale`).
 double train_batch(TrainContext& ctx, const at::Tensor& input, const at::Tensor& target, int64_t accum,
-                   bool need_update, int64_t epoch, int64_t batch_idx) {
+                   double loss_scale, bool need_update, int64_t epoch, int64_t batch_idx) {
   // Under DDP, the batches that do not update skip the all-reduce (torch's
   // no_sync); the update's backward reduces the accumulated gradients.
   std::optional<dist::DistributedDataParallel::NoSync> no_sync;
@@ -115,7 +136,7 @@ double train_batch(TrainContext& ctx, const at::Tensor& input, const at::Tensor&
   if (accum > 1) loss = loss / static_cast<double>(accum);
   const double loss_value = loss.item<double>() * static_cast<double>(accum);
   check_loss(ctx, loss_value, epoch, batch_idx);
-  backward_and_step(ctx, loss, need_update);
+  backward_and_step(ctx, loss_scale != 1.0 ? loss * loss_scale : loss, need_update);
   return loss_value;
 }
 
@@ -227,13 +248,15 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
     const bool need_update = last_batch || (batch_idx + 1) % accum_steps == 0;
     const int64_t update_idx = batch_idx / accum_steps;
     if (batch_idx >= last_batch_idx_to_accum) accum = last_accum_steps;
-    at::Tensor input = prepare_images(*batch, ctx.loader.transform(), ctx.device, batch_rng, ctx.args.channels_last);
+    at::Tensor input =
+        prepare_images(*batch, ctx.loader.transform(batch->choice), ctx.device, batch_rng, ctx.args.channels_last);
     at::Tensor target = batch->targets.to(ctx.device);
     if (ctx.tools.mixup) target = ctx.tools.mixup->apply(input, target, mixup_rng).targets;
     p.data_time.update(static_cast<double>(accum) * p.data_watch.seconds());
 
-    const double loss_value = train_batch(ctx, input, target, accum, need_update, epoch, batch_idx);
     const int64_t batch_size = input.size(0);
+    const double loss_scale = variable_batch_loss_scale(ctx, batch_size);
+    const double loss_value = train_batch(ctx, input, target, accum, loss_scale, need_update, epoch, batch_idx);
     if (std::isfinite(loss_value)) p.losses.update(loss_value, batch_size);
     p.update_sample_count += batch_size * ctx.dist.size();  // train.py: B x W, a global rate
     ++batch_idx;
@@ -353,6 +376,8 @@ TrainResult train_epochs(const TrainArgs& args, TrainSetup& setup, RunOutput& ou
                    .tools = setup.tools,
                    .dist = dist,
                    .log_interval = std::max<int64_t>(1, args.log_interval),
+                   .scheduled_batches = setup.scheduled_batches,
+                   .batch_size_reference = setup.batch_size_reference,
                    .tensorboard = output.tensorboard.get(),
                    .status_line = log_status_enabled()};
   ctx.save_recovery = [&](int64_t epoch, int64_t update_idx) {

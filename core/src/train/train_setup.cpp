@@ -9,6 +9,7 @@
 #include "timm/base/error.hpp"
 #include "timm/base/python_repr.hpp"
 #include "timm/data/dataset.hpp"
+#include "timm/data/scheduled_sampler.hpp"
 #include "timm/data/transform.hpp"
 #include "timm/dist/collectives.hpp"
 #include "timm/dist/sampler.hpp"
@@ -41,10 +42,12 @@ ModelArgs model_args(const TrainArgs& args, int64_t num_classes, int64_t in_chan
   return result;
 }
 
-// train.py's lr scaling (§1.3): only when --lr is not given (or 0).
-double resolve_lr(const TrainArgs& args, int64_t global_batch) {
+// train.py's lr scaling (§1.3): only when --lr is not given (or 0). The
+// global batch is B x W x A, B the policy-average batch size with
+// --train-img-sizes.
+double resolve_lr(const TrainArgs& args, double global_batch) {
   if (args.lr && *args.lr != 0.0) return *args.lr;
-  double ratio = static_cast<double>(global_batch) / static_cast<double>(args.lr_base_size);
+  double ratio = global_batch / static_cast<double>(args.lr_base_size);
   std::string scale = args.lr_base_scale;
   if (scale.empty()) {
     // train.py's default: sqrt for its adaptive optimizers, linear otherwise,
@@ -55,9 +58,9 @@ double resolve_lr(const TrainArgs& args, int64_t global_batch) {
   if (scale == "sqrt") ratio = std::sqrt(ratio);
   const double result = args.lr_base * ratio;
   log_info(
-      format("Learning rate (%g) calculated from base learning rate (%g) and effective global batch size (%lld) "
+      format("Learning rate (%g) calculated from base learning rate (%g) and effective global batch size (%g) "
              "with %s scaling.",
-             result, args.lr_base, static_cast<long long>(global_batch), scale.c_str()));
+             result, args.lr_base, global_batch, scale.c_str()));
   return result;
 }
 
@@ -178,9 +181,7 @@ std::shared_ptr<Sampler> make_sampler(const Dataset& dataset, bool is_training, 
   return std::make_shared<dist::DistributedSampler>(size, options);
 }
 
-std::shared_ptr<Loader> make_loader(std::shared_ptr<const Dataset> dataset, bool is_training,
-                                    TransformPipeline transform, const TrainArgs& args, int64_t batch_size,
-                                    const Distributed& dist) {
+LoaderOptions loader_options(const TrainArgs& args, bool is_training, int64_t batch_size, const Distributed& dist) {
   const auto seed = static_cast<std::uint64_t>(args.seed);
   LoaderOptions options;
   options.batch_size = batch_size;
@@ -188,8 +189,112 @@ std::shared_ptr<Loader> make_loader(std::shared_ptr<const Dataset> dataset, bool
   options.num_workers = args.workers;
   options.seed = seed + (is_training ? 0 : 1);
   options.pin_memory = args.pin_mem && dist.device.is_cuda();
+  return options;
+}
+
+std::shared_ptr<Loader> make_loader(std::shared_ptr<const Dataset> dataset, bool is_training,
+                                    TransformPipeline transform, const TrainArgs& args, int64_t batch_size,
+                                    const Distributed& dist) {
   std::shared_ptr<Sampler> sampler = make_sampler(*dataset, is_training, args, batch_size, dist);
-  return std::make_shared<Loader>(std::move(dataset), std::move(sampler), std::move(transform), options);
+  return std::make_shared<Loader>(std::move(dataset), std::move(sampler), std::move(transform),
+                                  loader_options(args, is_training, batch_size, dist));
+}
+
+std::string python_list_repr(const std::vector<int64_t>& values) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+  return out + "]";
+}
+
+// The flags of train.py's scheduled resolution group count only with
+// --train-img-sizes, the spread and the random mix only in a progressive
+// schedule: timm ignores them elsewhere, we refuse them. timm's create_loader
+// refuses augmentation splits with scheduled sizes.
+void check_train_size_flags(const TrainArgs& args) {
+  if (!args.train_img_sizes) {
+    if (!args.train_size_flags_set.empty()) {
+      throw UsageError(args.train_size_flags_set.front() +
+                       ": only used with --train-img-sizes (scheduled training input sizes)");
+    }
+    return;
+  }
+  if (args.train_size_schedule != "progressive") {
+    for (const std::string& flag : args.train_size_flags_set) {
+      if (flag == "--train-size-schedule-spread" || flag == "--train-size-random-mix") {
+        throw UsageError(flag + ": only used by --train-size-schedule progressive");
+      }
+    }
+  }
+  if (args.aug_splits > 0) {
+    throw UsageError(
+        "--aug-splits: augmentation splits are not supported with --train-img-sizes (as timm's "
+        "create_loader)");
+  }
+}
+
+// train.py's scheduled resolution loader (create_loader with
+// input_size_choices): one train transform per --train-img-sizes size (the
+// same augmentation flags), the training sampler wrapped in timm's
+// ScheduledBatchSampler seeded --seed (so every rank gets the same batch
+// shapes), drop_last. Returns the loader; `batch_size_reference` gets the
+// policy-average batch size that train.py scales the lr (and
+// --variable-batch-loss-scale) by.
+std::shared_ptr<Loader> make_scheduled_train_loader(std::shared_ptr<const Dataset> dataset, const TrainArgs& args,
+                                                    const DataConfig& data, const Distributed& dist,
+                                                    double& batch_size_reference) {
+  if (dynamic_cast<const IterableDataset*>(dataset.get()) != nullptr) {
+    throw UsageError(
+        "--train-img-sizes: scheduled input sizes need a map-style dataset, not a streamed (wds/) one "
+        "(as timm's create_loader)");
+  }
+  const std::vector<int64_t>& sizes = *args.train_img_sizes;
+  for (const int64_t size : sizes) {
+    if (size <= 0) {
+      throw UsageError("--train-img-sizes " + python_list_repr(sizes) + ": every size must be positive");
+    }
+  }
+  const std::vector<int64_t> batch_sizes =
+      args.train_batch_sizes.value_or(std::vector<int64_t>(sizes.size(), args.batch_size));
+  if (batch_sizes.size() != sizes.size()) {
+    throw UsageError("--train-batch-sizes: " + std::to_string(batch_sizes.size()) + " batch sizes for " +
+                     std::to_string(sizes.size()) + " --train-img-sizes; expected one per size");
+  }
+  if (args.train_size_probs && args.train_size_probs->size() != sizes.size()) {
+    throw UsageError("--train-size-probs: " + std::to_string(args.train_size_probs->size()) + " weights for " +
+                     std::to_string(sizes.size()) + " --train-img-sizes; expected one weight per size");
+  }
+  std::vector<TransformPipeline> transforms;
+  for (const int64_t size : sizes) {
+    TransformArgs transform = transform_args(args, data, true);
+    transform.input_size = {data.input_size.at(0), size, size};
+    transforms.push_back(create_transform(transform));
+  }
+  ScheduledBatchSamplerOptions options;
+  options.batch_sizes = batch_sizes;
+  options.choice_weights = args.train_size_probs;
+  options.seed = args.seed;
+  options.drop_last = true;
+  options.num_batches = args.train_batches_per_epoch;
+  options.choice_schedule = args.train_size_schedule;
+  const bool progressive = args.train_size_schedule == "progressive";
+  if (progressive) options.schedule_epochs = args.epochs;
+  options.schedule_spread = args.train_size_schedule_spread;
+  options.schedule_random_mix = args.train_size_random_mix;
+  auto sampler = std::make_shared<ScheduledBatchSampler>(
+      make_sampler(*dataset, /*is_training=*/true, args, args.batch_size, dist), options);
+  batch_size_reference = sampler->average_batch_size();
+  log_info("Using scheduled training resolutions " + python_list_repr(sizes) + " with batch sizes " +
+           python_tuple_repr(batch_sizes) + ".");
+  if (progressive) {
+    log_info(format("Using progressive resolution schedule over %lld epochs with spread=%s and random_mix=%s.",
+                    static_cast<long long>(args.epochs), python_float_repr(args.train_size_schedule_spread).c_str(),
+                    python_float_repr(args.train_size_random_mix).c_str()));
+  }
+  log_info(format("Scheduled loader has %zu batches/epoch using policy-average batch size %.2f.", sampler->size(),
+                  batch_size_reference));
+  const int64_t largest = *std::max_element(batch_sizes.begin(), batch_sizes.end());
+  return std::make_shared<Loader>(std::move(dataset), std::move(sampler), std::move(transforms),
+                                  loader_options(args, /*is_training=*/true, largest, dist));
 }
 
 // train.py's loss flags.
@@ -384,15 +489,32 @@ void make_loaders(const TrainArgs& args, const Datasets& datasets, const Distrib
     log_warning("--pin-mem: the device is " + dist.device.str() +
                 ", so batches are not pinned (as torch's DataLoader)");
   }
-  setup.train_loader =
-      make_loader(datasets.train, true, create_transform(transform_args(args, setup.data_config, true)), args,
-                  args.batch_size, dist);
+  check_train_size_flags(args);
+  setup.batch_size_reference = static_cast<double>(args.batch_size);
+  setup.scheduled_batches = args.train_img_sizes.has_value();
+  if (setup.scheduled_batches) {
+    setup.train_loader =
+        make_scheduled_train_loader(datasets.train, args, setup.data_config, dist, setup.batch_size_reference);
+  } else {
+    setup.train_loader =
+        make_loader(datasets.train, true, create_transform(transform_args(args, setup.data_config, true)), args,
+                    args.batch_size, dist);
+  }
   if (datasets.eval) {
     const int64_t eval_batch = args.validation_batch_size.value_or(args.batch_size);
     setup.eval_loader = make_loader(
         datasets.eval, false, create_transform(transform_args(args, setup.data_config, false)), args, eval_batch, dist);
   }
-  log_info("Train transform: " + setup.train_loader->transform().repr());
+  const Loader& train = *setup.train_loader;
+  if (!setup.scheduled_batches) {
+    log_info("Train transform: " + train.transform().repr());
+    return;
+  }
+  for (std::size_t choice = 0; choice < train.num_transforms(); ++choice) {
+    const int64_t size = args.train_img_sizes->at(choice);
+    log_info(format("Train transform (%lldx%lld): ", static_cast<long long>(size), static_cast<long long>(size)) +
+             train.transform(choice).repr());
+  }
 }
 
 void make_scheduler(const TrainArgs& args, TrainSetup& setup) {
@@ -433,8 +555,10 @@ void set_up_model_and_data(const TrainArgs& args, const Config& config, Distribu
 
 // The optimizer, the EMA and DDP (last, as train.py wraps it), the scheduler.
 void set_up_optimization(const TrainArgs& args, Distributed& dist, TrainSetup& setup) {
-  // train.py: the effective global batch is B x W x A.
-  setup.lr = resolve_lr(args, args.batch_size * dist.size() * setup.tools.grad_accum_steps);
+  // train.py: the effective global batch is B x W x A (B the policy-average
+  // batch size with --train-img-sizes).
+  setup.lr =
+      resolve_lr(args, setup.batch_size_reference * dist.size() * static_cast<double>(setup.tools.grad_accum_steps));
   setup.optimizer = setup.task->create_optimizer(args.model, optimizer_args(args, setup.lr));
   log_info("Created " + setup.optimizer->describe());
   setup.tools.ema = make_model_ema(args, setup.model_args, setup.model);

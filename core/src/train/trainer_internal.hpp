@@ -117,6 +117,13 @@ struct TrainSetup {
   DataConfig data_config;
   StepTools tools;
   std::shared_ptr<Loader> train_loader;
+  // --train-img-sizes: the loader's batches come in scheduled sizes
+  // (ScheduledBatchSampler), each with its choice's transform.
+  bool scheduled_batches = false;
+  // train.py's batch_size_reference: --batch-size, or with scheduled sizes
+  // the policy-average batch size (the lr scaling and
+  // --variable-batch-loss-scale use it).
+  double batch_size_reference = 0.0;
   std::shared_ptr<Loader> eval_loader;  // none without --val-split
   double lr = 0.0;                      // --lr, or scaled from --lr-base
   OptimizerPtr optimizer;
