@@ -3,6 +3,7 @@
 // has_image_extension.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -150,6 +151,23 @@ TEST_CASE("first_samples keeps the leading samples and names the flag of a bad c
                        UsageError);
   CHECK_THROWS_WITH_AS(first_samples(all, -2, "num-samples"), "--num-samples -2: expected a positive count",
                        UsageError);
+}
+
+TEST_CASE("repeated_samples: --epoch-repeats as passes over a map-style dataset") {
+  const std::shared_ptr<const Dataset> all = std::make_shared<CountingDataset>();  // 5 samples
+  CHECK(repeated_samples(all, 0) == all);                                          // timm's max(1, repeats)
+  CHECK(repeated_samples(all, 1) == all);
+  const auto twice = repeated_samples(all, 2);
+  REQUIRE(twice->size() == 10);
+  CHECK(twice->target(7) == 2);
+  CHECK(twice->describe(9) == "sample 4");
+  CHECK(twice->num_classes() == 5);
+  CHECK(repeated_samples(all, 1.5)->size() == 8);  // ceil(7.5)
+  // --train-num-samples first, then the repeats.
+  CHECK(repeated_samples(first_samples(all, 3, "train-num-samples"), 2)->size() == 6);
+  CHECK_THROWS_WITH_AS(repeated_samples(all, -1), "--epoch-repeats -1.0: expected a number >= 0", UsageError);
+  CHECK_THROWS_WITH_AS(repeated_samples(all, std::nan("")), "--epoch-repeats nan: expected a number >= 0", UsageError);
+  CHECK_THROWS_WITH_AS(repeated_samples(all, 1e12), doctest::Contains("expected at most 2147483648"), UsageError);
 }
 
 TEST_CASE("class_to_idx orders class names as timm's natural_key") {

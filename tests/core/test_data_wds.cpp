@@ -184,10 +184,10 @@ TEST_CASE("wds: errors name the split, the shard, the sample and the keys") {
   // Multi-field targets are refused.
   options.target_key = "a,b";
   CHECK_THROWS_AS(create_dataset("wds/x", dir.path(), "a.tar|1", 3, {}, options), UsageError);
-  // --epoch-repeats, --input-key and --target-key belong to wds/ datasets.
-  IterableOptions repeats;
-  repeats.repeats = 2;
-  CHECK_THROWS_WITH_AS(create_dataset("tar", dir.path(), "train", 3, {}, repeats), doctest::Contains("--epoch-repeats"),
+  // --input-key and --target-key belong to wds/ datasets.
+  IterableOptions keyed;
+  keyed.input_key = "png";
+  CHECK_THROWS_WITH_AS(create_dataset("tar", dir.path(), "train", 3, {}, keyed), doctest::Contains("--input-key"),
                        UsageError);
 }
 
@@ -209,4 +209,10 @@ TEST_CASE("wds: training needs num_samples; a truncated shard keeps its samples 
   const std::unique_ptr<Dataset> cut = create_dataset("wds/ds", root, "validation", 3);
   CHECK(cut->size() > 4);  // shard 3's four samples and some of shard 4's
   CHECK(cut->size() < 12);
+  // A split's num_samples beyond any sensible epoch is refused, not allocated.
+  const std::unique_ptr<Dataset> huge = create_dataset("wds/x", dir / "ds", "ds-0000.tar|100000000000000000", 3);
+  StreamConfig stream;
+  stream.is_training = true;
+  CHECK_THROWS_WITH_AS(dynamic_cast<const IterableDataset&>(*huge).make_sampler(stream),
+                       doctest::Contains("samples per process (num_samples 100000000000000000"), UsageError);
 }

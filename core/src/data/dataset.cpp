@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <initializer_list>
 #include <map>
@@ -16,6 +17,7 @@
 
 #include "timm/base/error.hpp"
 #include "timm/base/names.hpp"
+#include "timm/base/python_repr.hpp"
 #include "timm/data/image_ops.hpp"
 #include "timm/log/log.hpp"
 
@@ -412,14 +414,17 @@ bool is_one_of(std::span<const std::string_view> names, std::string_view name) {
 }
 
 // A view of a dataset's leading samples; the base checks the indices.
-class FirstSamples final : public Dataset {
+// `count` samples of `base` in its order, starting again from its first
+// sample after its last: its head when `count` is below its size, repeated
+// passes over it when above.
+class CyclicSamples final : public Dataset {
  public:
-  FirstSamples(std::shared_ptr<const Dataset> base, std::size_t count) : base_(std::move(base)), count_(count) {}
+  CyclicSamples(std::shared_ptr<const Dataset> base, std::size_t count) : base_(std::move(base)), count_(count) {}
   std::size_t size() const override { return count_; }
-  Image image(std::size_t index) const override { return base_->image(index); }
-  int64_t target(std::size_t index) const override { return base_->target(index); }
+  Image image(std::size_t index) const override { return base_->image(index % base_->size()); }
+  int64_t target(std::size_t index) const override { return base_->target(index % base_->size()); }
   int64_t num_classes() const override { return base_->num_classes(); }
-  std::string describe(std::size_t index) const override { return base_->describe(index); }
+  std::string describe(std::size_t index) const override { return base_->describe(index % base_->size()); }
 
  private:
   std::shared_ptr<const Dataset> base_;
@@ -452,7 +457,22 @@ std::shared_ptr<const Dataset> first_samples(std::shared_ptr<const Dataset> data
     return iterable->with_num_samples(*count);
   }
   if (static_cast<std::size_t>(*count) >= dataset->size()) return dataset;
-  return std::make_shared<FirstSamples>(std::move(dataset), static_cast<std::size_t>(*count));
+  return std::make_shared<CyclicSamples>(std::move(dataset), static_cast<std::size_t>(*count));
+}
+
+std::shared_ptr<const Dataset> repeated_samples(std::shared_ptr<const Dataset> dataset, double repeats) {
+  if (!(repeats >= 0.0) || !std::isfinite(repeats)) {
+    throw UsageError("--epoch-repeats " + python_float_repr(repeats) + ": expected a number >= 0");
+  }
+  if (repeats <= 1.0 || dynamic_cast<const IterableDataset*>(dataset.get()) != nullptr || dataset->size() == 0) {
+    return dataset;
+  }
+  const double count = std::ceil(repeats * static_cast<double>(dataset->size()));
+  if (count > static_cast<double>(kMaxRepeatedSamples)) {
+    throw UsageError("--epoch-repeats " + python_float_repr(repeats) + ": an epoch of " + python_float_repr(count) +
+                     " samples; expected at most " + std::to_string(kMaxRepeatedSamples));
+  }
+  return std::make_shared<CyclicSamples>(std::move(dataset), static_cast<std::size_t>(count));
 }
 
 std::unique_ptr<Dataset> make_image_folder(const fs::path& root, int64_t channels, const ClassMap* class_map) {
@@ -500,10 +520,8 @@ std::unique_ptr<Dataset> create_dataset(const std::string& name, const fs::path&
     if (!class_map.empty()) map = load_class_map(class_map, root);
     return make_wds(root, split, channels, iterable, map ? &*map : nullptr);
   }
-  if (iterable.repeats != 0 || !iterable.input_key.empty() || !iterable.target_key.empty()) {
-    const std::string flag = iterable.repeats != 0         ? "--epoch-repeats"
-                             : !iterable.input_key.empty() ? "--input-key"
-                                                           : "--target-key";
+  if (!iterable.input_key.empty() || !iterable.target_key.empty()) {
+    const std::string flag = !iterable.input_key.empty() ? "--input-key" : "--target-key";
     throw UsageError(flag + ": dataset " + in_quotes(name) +
                      " is not streamed; the flag applies to wds/ datasets only (timm ignores it for the others)");
   }

@@ -18,6 +18,7 @@
 #include "timm/base/error.hpp"
 #include "timm/base/names.hpp"
 #include "timm/base/python_random.hpp"
+#include "timm/base/python_repr.hpp"
 #include "timm/data/dataset.hpp"
 #include "timm/data/loader.hpp"
 #include "timm/log/log.hpp"
@@ -750,6 +751,14 @@ class WdsSampler final : public Sampler {
     if (config_.is_training) {
       n = std::ceil(n / static_cast<double>(config_.batch_size)) * static_cast<double>(config_.batch_size);
     }
+    // A split's num_samples comes from a file: no epoch beyond what an index
+    // vector can sensibly hold.
+    const double epoch_samples = n * static_cast<double>(workers_);
+    if (epoch_samples > static_cast<double>(kMaxRepeatedSamples)) {
+      throw UsageError("wds: an epoch of " + python_float_repr(epoch_samples) + " samples per process (num_samples " +
+                       std::to_string(num_samples_) + ", --epoch-repeats " + python_float_repr(index_->repeats) +
+                       "); expected at most " + std::to_string(kMaxRepeatedSamples));
+    }
     worker_samples_ = static_cast<int64_t>(n);
   }
 
@@ -888,7 +897,7 @@ std::unique_ptr<IterableDataset> make_wds(const fs::path& root, const std::strin
                                           const IterableOptions& options, const ClassMap* class_map) {
   if (root.empty()) throw UsageError("wds: --data-dir is required (the folder of the shards and _info.json)");
   if (!(options.repeats >= 0) || !std::isfinite(options.repeats)) {
-    throw UsageError("--epoch-repeats " + std::to_string(options.repeats) + ": expected a number >= 0");
+    throw UsageError("--epoch-repeats " + python_float_repr(options.repeats) + ": expected a number >= 0");
   }
   const SplitInfo info = parse_split(root, split);
   auto index = std::make_shared<WdsIndex>();

@@ -403,9 +403,10 @@ Datasets load_datasets(const TrainArgs& args, const std::string& dataset, int64_
   iterable.target_key = args.target_key.value_or("");
   IterableOptions train_iterable = iterable;
   train_iterable.repeats = args.epoch_repeats;
-  datasets.train =
+  datasets.train = repeated_samples(
       first_samples(create_dataset(dataset, root, args.train_split, in_chans, args.class_map, train_iterable),
-                    args.train_num_samples, "train-num-samples");
+                    args.train_num_samples, "train-num-samples"),
+      args.epoch_repeats);
   if (!args.val_split.empty()) {
     datasets.eval = first_samples(create_dataset(dataset, root, args.val_split, in_chans, args.class_map, iterable),
                                   args.val_num_samples, "val-num-samples");

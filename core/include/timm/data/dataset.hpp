@@ -69,6 +69,17 @@ class IterableDataset : public Dataset {
 std::shared_ptr<const Dataset> first_samples(std::shared_ptr<const Dataset> dataset, std::optional<int64_t> count,
                                              const std::string& flag);
 
+// --epoch-repeats for a map-style dataset: an epoch of
+// ceil(max(1, repeats) * size) samples, sample i being dataset's i % size, so
+// a shuffling sampler draws each sample floor(repeats) or ceil(repeats) times
+// per epoch. timm applies the flag only to its iterable readers (and its wds
+// reader not at all) and ignores it elsewhere; this gives the other datasets
+// the same meaning. An IterableDataset applies it itself (IterableOptions)
+// and is returned as it is. repeats below 0, NaN or an epoch above
+// kMaxRepeatedSamples throw UsageError naming --epoch-repeats.
+inline constexpr std::size_t kMaxRepeatedSamples = std::size_t{1} << 31;
+std::shared_ptr<const Dataset> repeated_samples(std::shared_ptr<const Dataset> dataset, double repeats);
+
 // timm's class index of the folder and tar readers (class_to_idx): the
 // distinct class names `labels` in timm's natural_key order (natural_less),
 // each mapped to its position; its size is the class count. Names that order
@@ -139,7 +150,7 @@ std::filesystem::path find_split_folder(const std::filesystem::path& root, const
 // The options of timm's iterable readers (wds/); a map-style dataset takes
 // none (create_dataset refuses them there).
 struct IterableOptions {
-  double repeats = 0;      // --epoch-repeats: the epoch is max(1, repeats) passes
+  double repeats = 0;      // --epoch-repeats: the epoch is max(1, repeats) passes (repeated_samples elsewhere)
   std::string input_key;   // --input-key; empty: 'jpg;png;webp'
   std::string target_key;  // --target-key; empty: the .cls member
 };
