@@ -21,32 +21,21 @@ The per-worker sample shuffle is seeded as timm-cpp documents it:
 random.Random(seed + 65536 * epoch + global_worker_id + 1) (timm uses torch's
 worker seed); everything else is timm's own code.
 """
-import io
 import json
 import os
 import sys
 import tarfile
 
 import numpy as np
-from PIL import Image
 
 from timm.data.readers.reader_wds import ReaderWds
 from webdataset.shardlists import expand_urls
 
+sys.path.insert(0, os.path.dirname(__file__))
+from tar_oracle import add, encode  # noqa: E402
+
 SEED = 42
 SHARD_SIZES = [7, 5, 6, 4, 8]
-
-
-def encode(img, fmt):
-    buf = io.BytesIO()
-    Image.fromarray(img).save(buf, format=fmt, **({'quality': 90} if fmt == 'JPEG' else {}))
-    return buf.getvalue()
-
-
-def add(tf, name, data):
-    ti = tarfile.TarInfo(name)
-    ti.size = len(data)
-    tf.addfile(ti, io.BytesIO(data))
 
 
 def build(root):
