@@ -184,6 +184,9 @@ TEST_CASE("short flags and attached values") {
   CHECK(parse({"--lr", "-1e-3"}).config.get<double>("lr") == -1e-3);  // a number, not a flag
   CHECK(parse({"--local_rank", "3"}).config.get<int64_t>("local_rank") == 3);
   CHECK(contains(parse_error({"--amp=1"}), "--amp takes no value"));
+  CHECK(parse_error(std::vector<std::string>(10'001, "--amp")) ==
+        "the command line has 10001 words; expected at most 10000 (a long configuration belongs in a --config file)");
+  CHECK(parse(std::vector<std::string>(10'000, "--amp")).config.get<bool>("amp"));
   CHECK(contains(parse_error({"-b"}), "--batch-size expects a value"));
 }
 

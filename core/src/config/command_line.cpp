@@ -601,12 +601,19 @@ std::string train_help_text() {
 }
 
 CommandLine parse_train_command_line(int argc, const char* const* argv) {
+  // Boost.Program_options' token loop takes time quadratic in the number of
+  // words; no real command line comes near this bound.
+  constexpr int kMaxWords = 10'000;
+  if (argc - 1 > kMaxWords) {
+    throw UsageError("the command line has " + std::to_string(argc - 1) + " words; expected at most " +
+                     std::to_string(kMaxWords) + " (a long configuration belongs in a --config file)");
+  }
   CommandLine result;
-  result.help_text = train_help_text();
   std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
   ParsedTokens parsed = read_options(parse_options(up_to_help(std::move(args))));
   if (parsed.help) {
     result.action = Action::kHelp;
+    result.help_text = train_help_text();
     return result;
   }
   if (occurs(parsed, "torchscript") && occurs(parsed, "torchcompile")) {

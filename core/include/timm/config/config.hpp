@@ -133,7 +133,7 @@ struct CommandLine {
   std::string list_pattern = "*";        // the --list-* pattern
   std::vector<std::string> plugin_dirs;  // --plugin-dir, in order
   std::string config_file;               // -c/--config, or ""
-  std::string help_text;                 // what --help prints
+  std::string help_text;                 // what --help prints (set for Action::kHelp only)
 };
 
 // Parses timm-train's command line (argv[0] is the program). Loads the
