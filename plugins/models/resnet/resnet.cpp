@@ -1,13 +1,20 @@
 // ResNet (timm/models/resnet.py), with timm's module names so state_dict keys
-// equal timm's:
-// - resnet18, resnet26, resnet34, resnet50, resnet101, resnet152: the plain
-//   "b" variant (7x7 stem, max-pool, stride on the 3x3 conv);
-// - resnet18d .. resnet152d: "d" variant, deep 3x3 stem (stem_width 32, conv1
-//   becomes Sequential conv1.0..conv1.6) and avg-pool downsample (keys
-//   downsample.1 / .2 after an AvgPool or Identity at .0);
+// equal timm's. The variants by timm's letters:
+// - resnet18 .. resnet200, wide_resnet50_2 / 101_2 (base_width 128): the
+//   plain "b" variant (7x7 stem, max-pool, stride on the 3x3 conv);
+// - "c" (resnet50c/101c/152c): deep 3x3 stem, stem_width 32 (conv1 becomes
+//   Sequential conv1.0..conv1.6, 32-32-64 channels); "s" (resnet50s/101s/
+//   152s): the same with stem_width 64 (64-64-128, so layer1 takes 128);
+// - "d" (resnet18d .. resnet200d): the "c" stem and avg-pool downsample (keys
+//   downsample.1 / .2 after an AvgPool or Identity at .0); "t" (resnet10t,
+//   14t, 26t, 50t): a tiered deep stem 24-32-64 and avg-pool downsample;
 // - resnext50_32x4d, resnext101_32x8d: grouped 3x3 conv (cardinality, base_width);
-// - seresnet18/34/50, seresnext26d_32x4d, seresnext50_32x4d: attn_layer='se',
-//   timm's SEModule (timm/layers/squeeze_excite.hpp) after the last BN.
+// - seresnet*, seresnext26d_32x4d, seresnext50_32x4d: attn_layer='se',
+//   timm's SEModule (timm/layers/squeeze_excite.hpp) after the last BN;
+//   ecaresnet*: attn_layer='eca', timm's EcaModule (timm/layers/eca.hpp), both
+//   named "se"; ecaresnetlight has the 7x7 stem with avg-pool downsample;
+// - resnetrs50 .. resnetrs420: "d" with SE at rd_ratio 0.25 and the stem's
+//   max-pool replaced by a stride-2 3x3 conv, BN, ReLU (keys maxpool.0/.1).
 //
 // Supported: num_classes (0: no fc, the pooled features come out), in_chans,
 // drop_rate (dropout before fc), drop_path_rate (per-block linear schedule),
@@ -40,6 +47,7 @@
 #include "timm/layers/batch_norm.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"
+#include "timm/layers/eca.hpp"
 #include "timm/layers/squeeze_excite.hpp"
 #include "timm/models/model.hpp"
 #include "timm/plugin/plugin.hpp"
@@ -50,14 +58,33 @@ namespace {
 namespace nn = torch::nn;
 
 // timm 1.0.31's default pretrained tag of each model (the first tag of its
-// default_cfgs); a model without one has no pretrained weights in timm.
+// default_cfgs); a model without one has no pretrained weights in timm
+// (seresnet18/34, resnet50t, resnet200, seresnet50t/101/152/200d/269d,
+// ecaresnet200d: timm's "untrained").
 const std::map<std::string, std::string> kDefaultTags = {
-    {"resnet18", "a1_in1k"},           {"resnet18d", "ra2_in1k"},  {"resnet26", "bt_in1k"},
-    {"resnet34", "a1_in1k"},           {"resnet34d", "ra2_in1k"},  {"resnet50", "a1_in1k"},
-    {"resnet50d", "ra2_in1k"},         {"resnet101", "a1h_in1k"},  {"resnet101d", "ra2_in1k"},
-    {"resnet152", "a1h_in1k"},         {"resnet152d", "ra2_in1k"}, {"resnext50_32x4d", "a1h_in1k"},
-    {"resnext101_32x8d", "tv_in1k"},   {"seresnet50", "a1_in1k"},  {"seresnext26d_32x4d", "bt_in1k"},
-    {"seresnext50_32x4d", "racm_in1k"}};
+    {"resnet18", "a1_in1k"},           {"resnet18d", "ra2_in1k"},
+    {"resnet26", "bt_in1k"},           {"resnet34", "a1_in1k"},
+    {"resnet34d", "ra2_in1k"},         {"resnet50", "a1_in1k"},
+    {"resnet50d", "ra2_in1k"},         {"resnet101", "a1h_in1k"},
+    {"resnet101d", "ra2_in1k"},        {"resnet152", "a1h_in1k"},
+    {"resnet152d", "ra2_in1k"},        {"resnext50_32x4d", "a1h_in1k"},
+    {"resnext101_32x8d", "tv_in1k"},   {"seresnet50", "a1_in1k"},
+    {"seresnext26d_32x4d", "bt_in1k"}, {"seresnext50_32x4d", "racm_in1k"},
+    {"wide_resnet50_2", "racm_in1k"},  {"wide_resnet101_2", "tv_in1k"},
+    {"resnet50c", "gluon_in1k"},       {"resnet101c", "gluon_in1k"},
+    {"resnet152c", "gluon_in1k"},      {"resnet50s", "gluon_in1k"},
+    {"resnet101s", "gluon_in1k"},      {"resnet152s", "gluon_in1k"},
+    {"resnet10t", "c3_in1k"},          {"resnet14t", "c3_in1k"},
+    {"resnet26t", "ra2_in1k"},         {"resnet26d", "bt_in1k"},
+    {"resnet200d", "ra2_in1k"},        {"seresnet152d", "ra2_in1k"},
+    {"ecaresnet26t", "ra2_in1k"},      {"ecaresnet50d", "miil_in1k"},
+    {"ecaresnet50t", "ra2_in1k"},      {"ecaresnet101d", "miil_in1k"},
+    {"ecaresnet269d", "ra2_in1k"},     {"ecaresnetlight", "miil_in1k"},
+    {"resnetrs50", "tf_in1k"},         {"resnetrs101", "tf_in1k"},
+    {"resnetrs152", "tf_in1k"},        {"resnetrs200", "tf_in1k"},
+    {"resnetrs270", "tf_in1k"},        {"resnetrs350", "tf_in1k"},
+    {"resnetrs420", "tf_in1k"},
+};
 
 nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t groups = 1) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).groups(groups).bias(false));
@@ -128,6 +155,10 @@ std::optional<DropBlockOptions> stage_drop_block(size_t stage, double drop_block
   return std::nullopt;
 }
 
+// timm's attn_layer of the blocks: none, 'se' (SEModule) or 'eca' (EcaModule),
+// either one after the block's last BN, named "se".
+enum class Attn { kNone, kSe, kEca };
+
 // What both block kinds are built from.
 struct BlockArgs {
   int64_t inplanes = 0;
@@ -137,7 +168,8 @@ struct BlockArgs {
   int64_t cardinality = 1;  // groups of the Bottleneck's 3x3 conv
   int64_t base_width = 64;  // Bottleneck width = floor(planes * base_width / 64) * cardinality
   bool avg_down = false;    // shortcut projection through an AvgPool (the "d" variants)
-  bool se = false;          // attn_layer='se'
+  Attn attn = Attn::kNone;
+  double se_rd_ratio = 1.0 / 16.0;  // the SE's reduction (0.25 in the ResNet-RS)
   std::optional<DropBlockOptions> drop_block;
 };
 
@@ -158,6 +190,24 @@ nn::Sequential make_downsample(int64_t inplanes, int64_t outplanes, int64_t stri
   return seq;
 }
 
+// timm's create_attn(attn_layer, channels) in a block, registered as "se"
+// whichever module it is.
+template <typename Block>
+void register_attn(Block& block, const BlockArgs& a, int64_t channels) {
+  if (a.attn == Attn::kSe) {
+    block.se = block.register_module("se", layers::SEModule(layers::SEModuleOptions(channels).rd_ratio(a.se_rd_ratio)));
+  } else if (a.attn == Attn::kEca) {
+    block.eca = block.register_module("se", layers::EcaModule(channels));
+  }
+}
+
+template <typename Block>
+at::Tensor apply_attn(Block& block, const at::Tensor& x) {
+  if (block.se) return block.se(x);
+  if (block.eca) return block.eca(x);
+  return x;
+}
+
 // Registration order follows timm's attribute order (conv1, bn1, ..., then
 // downsample, drop_path) so state_dict lists keys in timm's order too.
 class BasicBlockImpl : public nn::Module {
@@ -172,7 +222,7 @@ class BasicBlockImpl : public nn::Module {
     act1 = register_module("act1", nn::ReLU());
     conv2 = register_module("conv2", conv(a.planes, outplanes, 3));
     bn2 = register_module("bn2", layers::BatchNorm2d(outplanes));
-    if (a.se) se = register_module("se", layers::SEModule(outplanes));
+    register_attn(*this, a, outplanes);
     act2 = register_module("act2", nn::ReLU());
     if (a.stride != 1 || a.inplanes != outplanes) {
       downsample = register_module("downsample", make_downsample(a.inplanes, outplanes, a.stride, a.avg_down));
@@ -184,7 +234,7 @@ class BasicBlockImpl : public nn::Module {
     at::Tensor x = bn1(conv1(input));
     if (drop_block) x = drop_block(x);
     x = bn2(conv2(act1(x)));
-    if (se) x = se(x);
+    x = apply_attn(*this, x);
     if (drop_path) x = drop_path(x);
     return act2(x + (downsample ? downsample->forward(input) : input));
   }
@@ -196,7 +246,8 @@ class BasicBlockImpl : public nn::Module {
   layers::BatchNorm2d bn1{nullptr}, bn2{nullptr};
   DropBlock drop_block{nullptr};
   nn::ReLU act1{nullptr}, act2{nullptr};
-  layers::SEModule se{nullptr};
+  layers::SEModule se{nullptr};    // attn 'se', or
+  layers::EcaModule eca{nullptr};  // attn 'eca', also named "se"
   nn::Sequential downsample{nullptr};
   layers::DropPath drop_path{nullptr};
 };
@@ -220,7 +271,7 @@ class BottleneckImpl : public nn::Module {
     act2 = register_module("act2", nn::ReLU());
     conv3 = register_module("conv3", conv(width, outplanes, 1));
     bn3 = register_module("bn3", layers::BatchNorm2d(outplanes));
-    if (a.se) se = register_module("se", layers::SEModule(outplanes));
+    register_attn(*this, a, outplanes);
     act3 = register_module("act3", nn::ReLU());
     if (a.stride != 1 || a.inplanes != outplanes) {
       downsample = register_module("downsample", make_downsample(a.inplanes, outplanes, a.stride, a.avg_down));
@@ -233,7 +284,7 @@ class BottleneckImpl : public nn::Module {
     x = bn2(conv2(x));
     if (drop_block) x = drop_block(x);
     x = bn3(conv3(act2(x)));
-    if (se) x = se(x);
+    x = apply_attn(*this, x);
     if (drop_path) x = drop_path(x);
     return act3(x + (downsample ? downsample->forward(input) : input));
   }
@@ -244,13 +295,32 @@ class BottleneckImpl : public nn::Module {
   layers::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
   DropBlock drop_block{nullptr};
   nn::ReLU act1{nullptr}, act2{nullptr}, act3{nullptr};
-  layers::SEModule se{nullptr};
+  layers::SEModule se{nullptr};    // attn 'se', or
+  layers::EcaModule eca{nullptr};  // attn 'eca', also named "se"
   nn::Sequential downsample{nullptr};
   layers::DropPath drop_path{nullptr};
 };
 TORCH_MODULE(Bottleneck);
 
 enum class BlockKind { kBasic, kBottleneck };
+
+// timm's stem_type: '' one 7x7 conv of 64 channels; 'deep' three 3x3 convs of
+// stem_width, stem_width, 2 * stem_width channels; 'deep_tiered' of
+// 3 * (stem_width / 4), stem_width, 2 * stem_width.
+enum class StemType { kPlain, kDeep, kDeepTiered };
+
+// The stem and shortcut of a variant, named by timm's letters.
+struct Variant {
+  StemType stem = StemType::kPlain;
+  int64_t stem_width = 64;  // the deep stems' width (the 7x7 stem has 64 channels whatever it is)
+  bool avg_down = false;    // shortcut projection through an AvgPool
+};
+const Variant kB{};                                  // 7x7 stem
+const Variant kC{StemType::kDeep, 32, false};        // deep stem 32, 32, 64
+const Variant kD{StemType::kDeep, 32, true};         // deep stem 32, 32, 64, avg-down
+const Variant kS{StemType::kDeep, 64, false};        // deep stem 64, 64, 128
+const Variant kT{StemType::kDeepTiered, 32, true};   // tiered deep stem 24, 32, 64, avg-down
+const Variant kAvgDown{StemType::kPlain, 64, true};  // 7x7 stem, avg-down (ecaresnetlight)
 
 // One registered architecture.
 struct ResNetSpec {
@@ -260,8 +330,10 @@ struct ResNetSpec {
   PretrainedCfg cfg;
   int64_t cardinality = 1;
   int64_t base_width = 64;
-  bool deep_stem = false;  // stem_type 'deep', stem_width 32, with avg_down
-  bool se = false;
+  Variant variant = kB;
+  Attn attn = Attn::kNone;
+  double se_rd_ratio = 1.0 / 16.0;
+  bool replace_stem_pool = false;  // the stem's max-pool becomes a strided 3x3 conv, BN, ReLU (ResNet-RS)
 };
 
 class ResNetImpl : public ClassifierImpl {
@@ -276,21 +348,27 @@ class ResNetImpl : public ClassifierImpl {
       throw UsageError(spec.name + ": drop_block_rate must be in [0, 1], got " + args.kwargs.at("drop_block_rate"));
     }
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
-    if (spec.deep_stem) {
-      // timm's stem_type='deep', stem_width=32: three 3x3 convs 32, 32, 64.
-      constexpr int64_t kStemWidth = 32;
-      conv1_deep = register_module(
-          "conv1", nn::Sequential(conv(args.in_chans, kStemWidth, 3, 2), layers::BatchNorm2d(kStemWidth), nn::ReLU(),
-                                  conv(kStemWidth, kStemWidth, 3), layers::BatchNorm2d(kStemWidth), nn::ReLU(),
-                                  conv(kStemWidth, 2 * kStemWidth, 3)));
+    const Variant& v = spec.variant;
+    const int64_t inplanes = v.stem == StemType::kPlain ? 64 : 2 * v.stem_width;
+    if (v.stem == StemType::kPlain) {
+      conv1 = register_module(
+          "conv1", nn::Conv2d(nn::Conv2dOptions(args.in_chans, inplanes, 7).stride(2).padding(3).bias(false)));
     } else {
-      conv1 = register_module("conv1",
-                              nn::Conv2d(nn::Conv2dOptions(args.in_chans, 64, 7).stride(2).padding(3).bias(false)));
+      const int64_t c0 = v.stem == StemType::kDeepTiered ? 3 * (v.stem_width / 4) : v.stem_width;
+      const int64_t c1 = v.stem_width;
+      conv1_deep = register_module(
+          "conv1", nn::Sequential(conv(args.in_chans, c0, 3, 2), layers::BatchNorm2d(c0), nn::ReLU(), conv(c0, c1, 3),
+                                  layers::BatchNorm2d(c1), nn::ReLU(), conv(c1, inplanes, 3)));
     }
-    bn1 = register_module("bn1", layers::BatchNorm2d(64));
+    bn1 = register_module("bn1", layers::BatchNorm2d(inplanes));
     act1 = register_module("act1", nn::ReLU());
-    maxpool = register_module("maxpool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
-    const int64_t num_features = make_stages(spec, args.drop_path_rate.value_or(0.0), drop_block_rate);
+    if (spec.replace_stem_pool) {
+      maxpool_conv = register_module(
+          "maxpool", nn::Sequential(conv(inplanes, inplanes, 3, 2), layers::BatchNorm2d(inplanes), nn::ReLU()));
+    } else {
+      maxpool = register_module("maxpool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
+    }
+    const int64_t num_features = make_stages(spec, inplanes, args.drop_path_rate.value_or(0.0), drop_block_rate);
     auto head = layers::create_classifier(num_features, num_classes_, args.global_pool.value_or("avg"));
     global_pool = register_module("global_pool", head.global_pool);
     fc = head.fc;
@@ -298,9 +376,11 @@ class ResNetImpl : public ClassifierImpl {
     init_weights();
   }
 
-  // timm's forward_features: stem, max-pool, layer1..layer4, (N, C, H, W).
+  // timm's forward_features: stem, max-pool (or its conv), layer1..layer4,
+  // (N, C, H, W).
   at::Tensor forward_features(at::Tensor input) override {
-    at::Tensor x = maxpool(act1(bn1(conv1 ? conv1(input) : conv1_deep->forward(input))));
+    at::Tensor x = act1(bn1(conv1 ? conv1(input) : conv1_deep->forward(input)));
+    x = maxpool ? maxpool(x) : maxpool_conv->forward(x);
     for (auto& stage : stages_) x = stage->forward(x);
     return x;
   }
@@ -326,18 +406,18 @@ class ResNetImpl : public ClassifierImpl {
   nn::Sequential conv1_deep{nullptr};  // the deep stem, also named "conv1"
   layers::BatchNorm2d bn1{nullptr};
   nn::ReLU act1{nullptr};
-  nn::MaxPool2d maxpool{nullptr};
+  nn::MaxPool2d maxpool{nullptr};        // the stem's max-pool, or
+  nn::Sequential maxpool_conv{nullptr};  // replace_stem_pool's conv, BN, ReLU, also named "maxpool"
   layers::SelectAdaptivePool2d global_pool{nullptr};
   nn::AnyModule fc;
 
  private:
   // layer1..layer4; returns the channels of the last stage. Block k of K over
   // the whole net gets drop path rate * k / (K - 1), timm's make_blocks rule.
-  int64_t make_stages(const ResNetSpec& spec, double drop_path_rate, double drop_block_rate) {
+  int64_t make_stages(const ResNetSpec& spec, int64_t inplanes, double drop_path_rate, double drop_block_rate) {
     const int64_t expansion = spec.block == BlockKind::kBasic ? BasicBlockImpl::kExpansion : BottleneckImpl::kExpansion;
     int64_t total_blocks = 0;
     for (int64_t n : spec.layers) total_blocks += n;
-    int64_t inplanes = 64;
     int64_t block_index = 0;
     for (size_t stage = 0; stage < spec.layers.size(); ++stage) {
       nn::Sequential blocks;
@@ -348,8 +428,9 @@ class ResNetImpl : public ClassifierImpl {
         a.stride = (stage > 0 && i == 0) ? 2 : 1;
         a.cardinality = spec.cardinality;
         a.base_width = spec.base_width;
-        a.avg_down = spec.deep_stem;
-        a.se = spec.se;
+        a.avg_down = spec.variant.avg_down;
+        a.attn = spec.attn;
+        a.se_rd_ratio = spec.se_rd_ratio;
         a.drop_block = stage_drop_block(stage, drop_block_rate);
         a.drop_path_rate =
             total_blocks > 1 ? drop_path_rate * static_cast<double>(block_index) / static_cast<double>(total_blocks - 1)
@@ -367,7 +448,8 @@ class ResNetImpl : public ClassifierImpl {
   }
 
   // timm's ResNet.init_weights: kaiming-normal (fan_out, relu) convs, the SE
-  // 1x1 convs included (their biases keep the Conv2d default); BN
+  // 1x1 convs included (their biases keep the Conv2d default), not the ECA's
+  // Conv1d, which keeps its default init; BN
   // weight 1 / bias 0 and the Linear's default init are what the torch
   // modules already start with; then the last BN of each block zeroed.
   void init_weights() {
@@ -402,22 +484,31 @@ PretrainedCfg default_cfg(double crop_pct, int64_t size = 224, const std::string
   return cfg;
 }
 
-ResNetSpec with(ResNetSpec spec, int64_t cardinality, int64_t base_width, bool deep_stem, bool se) {
+ResNetSpec with(ResNetSpec spec, int64_t cardinality, int64_t base_width, const Variant& variant, Attn attn) {
   spec.cardinality = cardinality;
   spec.base_width = base_width;
-  spec.deep_stem = deep_stem;
-  spec.se = se;
+  spec.variant = variant;
+  spec.attn = attn;
+  return spec;
+}
+
+// The ResNet-RS: 'd' stem and shortcut, the max-pool replaced by a conv, SE at
+// rd_ratio 0.25.
+ResNetSpec resnetrs(ResNetSpec spec) {
+  spec = with(std::move(spec), 1, 64, kD, Attn::kSe);
+  spec.se_rd_ratio = 0.25;
+  spec.replace_stem_pool = true;
   return spec;
 }
 
 std::vector<ResNetSpec> resnet_specs() {
   const auto basic = BlockKind::kBasic;
   const auto bottleneck = BlockKind::kBottleneck;
-  const std::vector<int64_t> l18{2, 2, 2, 2}, l34{3, 4, 6, 3}, l101{3, 4, 23, 3}, l152{3, 8, 36, 3};
+  const std::vector<int64_t> l10{1, 1, 1, 1}, l18{2, 2, 2, 2}, l34{3, 4, 6, 3}, l101{3, 4, 23, 3}, l152{3, 8, 36, 3},
+      l200{3, 24, 36, 3}, l269{3, 30, 48, 8};
   const std::string deep = "conv1.0";
-  // Default tags: a1_in1k (resnet18/34/50, seresnet50), bt_in1k (resnet26, seresnext26d_32x4d), a1h_in1k
-  // (resnet101/152, resnext50_32x4d), ra2_in1k (resnet*d), tv_in1k (resnext101_32x8d), untrained
-  // (seresnet18/34), racm_in1k (seresnext50_32x4d).
+  const Attn none = Attn::kNone, se = Attn::kSe, eca = Attn::kEca;
+  // Default tags: kDefaultTags above; the cfgs are those of each model's default tag.
   return {
       {"resnet18", basic, l18, default_cfg(0.95)},
       {"resnet26", bottleneck, l18, default_cfg(0.875)},
@@ -425,27 +516,73 @@ std::vector<ResNetSpec> resnet_specs() {
       {"resnet50", bottleneck, l34, default_cfg(0.95)},
       {"resnet101", bottleneck, l101, default_cfg(0.95)},
       {"resnet152", bottleneck, l152, default_cfg(0.95)},
-      with({"resnet18d", basic, l18, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, true, false),
-      with({"resnet34d", basic, l34, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, true, false),
-      with({"resnet50d", bottleneck, l34, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, true, false),
-      with({"resnet101d", bottleneck, l101, default_cfg(0.95, 256, "bicubic", deep)}, 1, 64, true, false),
-      with({"resnet152d", bottleneck, l152, default_cfg(0.95, 256, "bicubic", deep)}, 1, 64, true, false),
-      with({"resnext50_32x4d", bottleneck, l34, default_cfg(0.95)}, 32, 4, false, false),
-      with({"resnext101_32x8d", bottleneck, l101, default_cfg(0.875, 224, "bilinear")}, 32, 8, false, false),
-      with({"seresnet18", basic, l18, default_cfg(0.875)}, 1, 64, false, true),
-      with({"seresnet34", basic, l34, default_cfg(0.875)}, 1, 64, false, true),
-      with({"seresnet50", bottleneck, l34, default_cfg(0.95)}, 1, 64, false, true),
-      with({"seresnext26d_32x4d", bottleneck, l18, default_cfg(0.875, 224, "bicubic", deep)}, 32, 4, true, true),
-      with({"seresnext50_32x4d", bottleneck, l34, default_cfg(0.875)}, 32, 4, false, true),
+      {"resnet200", bottleneck, l200, default_cfg(0.875)},
+      with({"resnet10t", basic, l10, default_cfg(0.875, 176, "bicubic", deep)}, 1, 64, kT, none),
+      with({"resnet14t", bottleneck, l10, default_cfg(0.875, 176, "bicubic", deep)}, 1, 64, kT, none),
+      with({"resnet18d", basic, l18, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kD, none),
+      with({"resnet26d", bottleneck, l18, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kD, none),
+      with({"resnet26t", bottleneck, l18, default_cfg(0.94, 256, "bicubic", deep)}, 1, 64, kT, none),
+      with({"resnet34d", basic, l34, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kD, none),
+      with({"resnet50c", bottleneck, l34, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kC, none),
+      with({"resnet50d", bottleneck, l34, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kD, none),
+      with({"resnet50s", bottleneck, l34, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kS, none),
+      with({"resnet50t", bottleneck, l34, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kT, none),
+      with({"resnet101c", bottleneck, l101, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kC, none),
+      with({"resnet101d", bottleneck, l101, default_cfg(0.95, 256, "bicubic", deep)}, 1, 64, kD, none),
+      with({"resnet101s", bottleneck, l101, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kS, none),
+      with({"resnet152c", bottleneck, l152, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kC, none),
+      with({"resnet152d", bottleneck, l152, default_cfg(0.95, 256, "bicubic", deep)}, 1, 64, kD, none),
+      with({"resnet152s", bottleneck, l152, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kS, none),
+      with({"resnet200d", bottleneck, l200, default_cfg(0.95, 256, "bicubic", deep)}, 1, 64, kD, none),
+      with({"wide_resnet50_2", bottleneck, l34, default_cfg(0.875)}, 1, 128, kB, none),
+      with({"wide_resnet101_2", bottleneck, l101, default_cfg(0.875, 224, "bilinear")}, 1, 128, kB, none),
+      with({"resnext50_32x4d", bottleneck, l34, default_cfg(0.95)}, 32, 4, kB, none),
+      with({"resnext101_32x8d", bottleneck, l101, default_cfg(0.875, 224, "bilinear")}, 32, 8, kB, none),
+      with({"seresnet18", basic, l18, default_cfg(0.875)}, 1, 64, kB, se),
+      with({"seresnet34", basic, l34, default_cfg(0.875)}, 1, 64, kB, se),
+      with({"seresnet50", bottleneck, l34, default_cfg(0.95)}, 1, 64, kB, se),
+      with({"seresnet50t", bottleneck, l34, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kT, se),
+      with({"seresnet101", bottleneck, l101, default_cfg(0.875)}, 1, 64, kB, se),
+      with({"seresnet152", bottleneck, l152, default_cfg(0.875)}, 1, 64, kB, se),
+      with({"seresnet152d", bottleneck, l152, default_cfg(0.95, 256, "bicubic", deep)}, 1, 64, kD, se),
+      with({"seresnet200d", bottleneck, l200, default_cfg(0.875, 256, "bicubic", deep)}, 1, 64, kD, se),
+      with({"seresnet269d", bottleneck, l269, default_cfg(0.875, 256, "bicubic", deep)}, 1, 64, kD, se),
+      with({"seresnext26d_32x4d", bottleneck, l18, default_cfg(0.875, 224, "bicubic", deep)}, 32, 4, kD, se),
+      with({"seresnext50_32x4d", bottleneck, l34, default_cfg(0.875)}, 32, 4, kB, se),
+      // ecaresnetlight: timm passes stem_width=32, which the 7x7 stem ignores.
+      with({"ecaresnetlight", bottleneck, {1, 1, 11, 3}, default_cfg(0.875)}, 1, 64, kAvgDown, eca),
+      with({"ecaresnet26t", bottleneck, l18, default_cfg(0.875, 256, "bicubic", deep)}, 1, 64, kT, eca),
+      with({"ecaresnet50d", bottleneck, l34, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kD, eca),
+      with({"ecaresnet50t", bottleneck, l34, default_cfg(0.875, 256, "bicubic", deep)}, 1, 64, kT, eca),
+      with({"ecaresnet101d", bottleneck, l101, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kD, eca),
+      with({"ecaresnet200d", bottleneck, l200, default_cfg(0.95, 256, "bicubic", deep)}, 1, 64, kD, eca),
+      with({"ecaresnet269d", bottleneck, l269, default_cfg(0.95, 320, "bicubic", deep)}, 1, 64, kD, eca),
+      resnetrs({"resnetrs50", bottleneck, l34, default_cfg(0.91, 160, "bicubic", deep)}),
+      resnetrs({"resnetrs101", bottleneck, l101, default_cfg(0.94, 192, "bicubic", deep)}),
+      resnetrs({"resnetrs152", bottleneck, l152, default_cfg(1.0, 256, "bicubic", deep)}),
+      resnetrs({"resnetrs200", bottleneck, l200, default_cfg(1.0, 256, "bicubic", deep)}),
+      resnetrs({"resnetrs270", bottleneck, {4, 29, 53, 4}, default_cfg(1.0, 256, "bicubic", deep)}),
+      resnetrs({"resnetrs350", bottleneck, {4, 36, 72, 4}, default_cfg(1.0, 288, "bicubic", deep)}),
+      resnetrs({"resnetrs420", bottleneck, {4, 44, 87, 4}, default_cfg(1.0, 320, "bicubic", deep)}),
   };
 }
 
 std::string describe(const ResNetSpec& spec) {
-  std::string text = spec.se ? "SE-" : "";
-  text += spec.cardinality > 1
-              ? "ResNeXt " + std::to_string(spec.cardinality) + "x" + std::to_string(spec.base_width) + "d"
-              : std::string("ResNet");
-  text += spec.deep_stem ? " (deep stem, avg-down, " : " (";
+  std::string text = spec.attn == Attn::kSe ? "SE-" : spec.attn == Attn::kEca ? "ECA-" : "";
+  if (spec.cardinality > 1) {
+    text += "ResNeXt " + std::to_string(spec.cardinality) + "x" + std::to_string(spec.base_width) + "d";
+  } else {
+    text += spec.base_width != 64 ? "Wide ResNet (base width " + std::to_string(spec.base_width) + ")" : "ResNet";
+  }
+  text += " (";
+  const Variant& v = spec.variant;
+  if (v.stem == StemType::kDeep) {
+    text += "deep stem " + std::to_string(v.stem_width) + ", ";
+  } else if (v.stem == StemType::kDeepTiered) {
+    text += "tiered deep stem " + std::to_string(3 * (v.stem_width / 4)) + "-" + std::to_string(v.stem_width) + ", ";
+  }
+  if (spec.replace_stem_pool) text += "conv stem pool, ";
+  if (v.avg_down) text += "avg-down, ";
   text += spec.block == BlockKind::kBasic ? "BasicBlock" : "Bottleneck";
   text += ", layers ";
   for (size_t i = 0; i < spec.layers.size(); ++i) {

@@ -29,9 +29,10 @@ namespace timm::layers {
 int64_t eca_kernel_size(int64_t channels, double gamma = 2.0, double beta = 1.0);
 
 struct EcaModuleOptions {
-  // channels unset: the conv uses kernel_size as given.
-  /* implicit */ EcaModuleOptions(std::optional<int64_t> channels) : channels_(channels) {}
-  TORCH_ARG(std::optional<int64_t>, channels);
+  // Without channels the conv uses kernel_size as given.
+  EcaModuleOptions() = default;
+  /* implicit */ EcaModuleOptions(int64_t channels) : channels_(channels) {}
+  TORCH_ARG(std::optional<int64_t>, channels) = std::nullopt;
   TORCH_ARG(int64_t, kernel_size) = 3;  // odd; only used when channels is unset
   TORCH_ARG(double, gamma) = 2.0;
   TORCH_ARG(double, beta) = 1.0;
