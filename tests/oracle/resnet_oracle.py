@@ -5,7 +5,7 @@ Modes and files as tests/oracle/model_parity.py describes.
 import sys
 
 import torch
-from timm.layers import DropPath
+from timm.layers import DropPath, EcaModule
 
 import model_parity
 
@@ -13,14 +13,20 @@ GRAD_KEYS_BY_BLOCK = {"BasicBlock": "bn2", "Bottleneck": "bn3"}
 
 
 def grad_keys(model):
-    # The stem (plain or deep), the first conv, the last block's last BN, its
-    # SE, the avg-down BN and the head.
+    # The stem (plain or deep), the stem pool's conv (ResNet-RS), the first
+    # conv, the last block's last BN, its SE or ECA, the avg-down BN and the
+    # head.
     last_block = model.layer4[-1]
     last = f"layer4.{len(model.layer4) - 1}"
     last_bn = GRAD_KEYS_BY_BLOCK[type(last_block).__name__]
     stem_conv = "conv1.0.weight" if isinstance(model.conv1, torch.nn.Sequential) else "conv1.weight"
-    keys = [stem_conv, "bn1.weight", "layer1.0.conv1.weight", f"{last}.{last_bn}.weight"]
-    if last_block.se is not None:
+    keys = [stem_conv, "bn1.weight"]
+    if isinstance(model.maxpool, torch.nn.Sequential):
+        keys += ["maxpool.0.weight", "maxpool.1.weight"]
+    keys += ["layer1.0.conv1.weight", f"{last}.{last_bn}.weight"]
+    if isinstance(last_block.se, EcaModule):
+        keys.append(f"{last}.se.conv.weight")
+    elif last_block.se is not None:
         keys += [f"{last}.se.fc1.weight", f"{last}.se.fc2.bias"]
     if isinstance(model.layer2[0].downsample[0], torch.nn.AvgPool2d):
         keys.append("layer2.0.downsample.1.weight")

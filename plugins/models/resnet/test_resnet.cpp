@@ -26,6 +26,7 @@
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
 #include "timm/layers/drop_path.hpp"
+#include "timm/layers/eca.hpp"
 #include "timm/layers/squeeze_excite.hpp"
 #include "timm/models/model.hpp"
 #include "timm/models/state_dict.hpp"
@@ -46,7 +47,12 @@ constexpr int64_t kNumClasses = timm::test::kParityNumClasses;
 // One model per block kind: plain basic / bottleneck, SE basic (seresnet18),
 // deep stem + avg-down + grouped conv + SE bottleneck (seresnext26d_32x4d),
 // grouped conv with the plain stem (resnext50_32x4d), deep stem + avg-down
-// without SE, basic blocks (resnet18d, 1 channel). 64x64 inputs, batch 2.
+// without SE, basic blocks (resnet18d, 1 channel), base width 128
+// (wide_resnet50_2), the tiered stem with basic blocks (resnet10t, 1 channel),
+// the 64-wide deep stem without avg-down (resnet50s), ECA after the tiered
+// stem (ecaresnet26t) and after the 7x7 stem with avg-down (ecaresnetlight),
+// the ResNet-RS stem-pool conv and SE at rd_ratio 0.25 (resnetrs50). 64x64
+// inputs, batch 2.
 const std::vector<ParityCase> kCases = {
     {"resnet18", "resnet18", 3, 64, 2},
     {"resnet34_c1", "resnet34", 1, 64, 2},
@@ -55,17 +61,29 @@ const std::vector<ParityCase> kCases = {
     {"seresnext26d_32x4d", "seresnext26d_32x4d", 3, 64, 2},
     {"resnext50_32x4d", "resnext50_32x4d", 3, 64, 2},
     {"resnet18d_c1", "resnet18d", 1, 64, 2},
+    {"wide_resnet50_2", "wide_resnet50_2", 3, 64, 2},
+    {"resnet10t_c1", "resnet10t", 1, 64, 2},
+    {"resnet50s", "resnet50s", 3, 64, 2},
+    {"ecaresnet26t", "ecaresnet26t", 3, 64, 2},
+    {"ecaresnetlight", "ecaresnetlight", 3, 64, 2},
+    {"resnetrs50", "resnetrs50", 3, 64, 2},
     // DropBlock in layer3 (5x5 blocks, 6x6 maps) and layer4 (3x3 of 3x3): the
     // same seeded masks as timm's in the train step.
     {"resnet18_dropblock", "resnet18", 3, 96, 2, {{"drop_block_rate", 0.3}}},
     {"resnet50_dropblock", "resnet50", 3, 96, 2, {{"drop_block_rate", 0.3}}},
 };
 
-// Every variant registered besides the plain ResNets.
+// Every registered name.
 const std::vector<std::string> kVariants = {
-    "resnet18",         "resnet26",   "resnet34",   "resnet50",   "resnet101",          "resnet152",
-    "resnet18d",        "resnet34d",  "resnet50d",  "resnet101d", "resnet152d",         "resnext50_32x4d",
-    "resnext101_32x8d", "seresnet18", "seresnet34", "seresnet50", "seresnext26d_32x4d", "seresnext50_32x4d"};
+    "resnet18",        "resnet26",           "resnet34",          "resnet50",         "resnet101",    "resnet152",
+    "resnet200",       "resnet10t",          "resnet14t",         "resnet18d",        "resnet26d",    "resnet26t",
+    "resnet34d",       "resnet50c",          "resnet50d",         "resnet50s",        "resnet50t",    "resnet101c",
+    "resnet101d",      "resnet101s",         "resnet152c",        "resnet152d",       "resnet152s",   "resnet200d",
+    "wide_resnet50_2", "wide_resnet101_2",   "resnext50_32x4d",   "resnext101_32x8d", "seresnet18",   "seresnet34",
+    "seresnet50",      "seresnet50t",        "seresnet101",       "seresnet152",      "seresnet152d", "seresnet200d",
+    "seresnet269d",    "seresnext26d_32x4d", "seresnext50_32x4d", "ecaresnetlight",   "ecaresnet26t", "ecaresnet50d",
+    "ecaresnet50t",    "ecaresnet101d",      "ecaresnet200d",     "ecaresnet269d",    "resnetrs50",   "resnetrs101",
+    "resnetrs152",     "resnetrs200",        "resnetrs270",       "resnetrs350",      "resnetrs420"};
 
 // The drop_prob of each block's drop_path (0 where it has none), in block order.
 std::vector<double> block_drop_path_rates(const torch::nn::Module& model) {
@@ -301,6 +319,82 @@ TEST_CASE("resnet variant init follows timm: SE convs kaiming fan_out, last BN z
   CHECK(basic_params["layer2.1.bn2.weight"].abs().max().item<double>() == 0.0);
   CHECK((basic_params["layer1.0.se.fc1.weight"].sizes() == at::IntArrayRef{8, 64, 1, 1}));
   CHECK((basic_params["layer4.0.se.fc1.weight"].sizes() == at::IntArrayRef{32, 512, 1, 1}));
+}
+
+TEST_CASE("resnet stems, ECA and the ResNet-RS stem pool: timm's shapes and init") {
+  at::manual_seed(0);
+  timm::ModelPtr eca = make_model("ecaresnet26t");
+  const auto p = eca->named_parameters();
+  // Tiered deep stem 24, 32, 64.
+  CHECK((p["conv1.0.weight"].sizes() == at::IntArrayRef{24, 3, 3, 3}));
+  CHECK((p["conv1.3.weight"].sizes() == at::IntArrayRef{32, 24, 3, 3}));
+  CHECK((p["conv1.6.weight"].sizes() == at::IntArrayRef{64, 32, 3, 3}));
+  // ECA kernels adapt to the channels: 256 .. 1024 -> 5, 2048 -> 7; no SE keys.
+  CHECK((p["layer1.0.se.conv.weight"].sizes() == at::IntArrayRef{1, 1, 5}));
+  CHECK((p["layer3.1.se.conv.weight"].sizes() == at::IntArrayRef{1, 1, 5}));
+  CHECK((p["layer4.0.se.conv.weight"].sizes() == at::IntArrayRef{1, 1, 7}));
+  CHECK_FALSE(p.contains("layer1.0.se.fc1.weight"));
+  // timm's init_weights touches only Conv2d: the ECA's Conv1d keeps torch's
+  // default U(-1/sqrt(5), 1/sqrt(5)); kaiming (std sqrt(2/5)) would exceed it.
+  for (const auto* stage : {"layer1", "layer2", "layer3"}) {
+    for (const auto* block : {"0", "1"}) {
+      const at::Tensor w = p[std::string(stage) + "." + block + ".se.conv.weight"];
+      CHECK(w.abs().max().item<double>() <= 1.0 / std::sqrt(5.0));
+    }
+  }
+  CHECK(p["layer3.0.bn3.weight"].abs().max().item<double>() == 0.0);
+
+  // 's': deep stem 64, 64, 128 without avg-down, so layer1 takes 128 channels
+  // through a strided-conv shortcut.
+  timm::ModelPtr s = make_model("resnet50s");
+  const auto sp = s->named_parameters();
+  CHECK((sp["conv1.6.weight"].sizes() == at::IntArrayRef{128, 64, 3, 3}));
+  CHECK((sp["bn1.weight"].sizes() == at::IntArrayRef{128}));
+  CHECK((sp["layer1.0.conv1.weight"].sizes() == at::IntArrayRef{64, 128, 1, 1}));
+  CHECK((sp["layer1.0.downsample.0.weight"].sizes() == at::IntArrayRef{256, 128, 1, 1}));
+  CHECK((sp["layer2.0.downsample.0.weight"].sizes() == at::IntArrayRef{512, 256, 1, 1}));
+
+  // Wide: bottleneck width planes * 128 / 64.
+  timm::ModelPtr wide = make_model("wide_resnet50_2");
+  const auto wp = wide->named_parameters();
+  CHECK((wp["layer1.0.conv2.weight"].sizes() == at::IntArrayRef{128, 128, 3, 3}));
+  CHECK((wp["layer4.0.conv3.weight"].sizes() == at::IntArrayRef{2048, 1024, 1, 1}));
+
+  // ResNet-RS: the stem pool is a strided 3x3 conv (kaiming fan_out), BN, ReLU;
+  // SE at rd_ratio 0.25.
+  timm::ModelPtr rs = make_model("resnetrs50");
+  const auto rp = rs->named_parameters();
+  const at::Tensor pool_conv = rp["maxpool.0.weight"];
+  CHECK((pool_conv.sizes() == at::IntArrayRef{64, 64, 3, 3}));
+  CHECK(pool_conv.std().item<double>() == doctest::Approx(std::sqrt(2.0 / (64 * 9))).epsilon(0.05));
+  CHECK(rp["maxpool.1.weight"].min().item<double>() == 1.0);
+  CHECK((rp["layer1.0.se.fc1.weight"].sizes() == at::IntArrayRef{64, 256, 1, 1}));
+  CHECK((rp["layer4.0.se.fc1.weight"].sizes() == at::IntArrayRef{512, 2048, 1, 1}));
+  c10::NoGradGuard no_grad;
+  rs->eval();
+  CHECK((rs->forward_features(at::randn({1, 3, 64, 64})).sizes() == at::IntArrayRef{1, 2048, 2, 2}));
+}
+
+TEST_CASE("EcaModule: timm's adaptive kernel size, a gate from a 1-d conv over the pooled channels") {
+  using timm::layers::eca_kernel_size;
+  CHECK(eca_kernel_size(1) == 3);
+  CHECK(eca_kernel_size(64) == 3);
+  CHECK(eca_kernel_size(128) == 5);  // log2 + 1 = 8 exactly: even, bumped to 5
+  CHECK(eca_kernel_size(1024) == 5);
+  CHECK(eca_kernel_size(2048) == 7);
+  CHECK(eca_kernel_size(2048, 3.0, 1.0) == 5);  // t = 4 -> 5
+  timm::layers::EcaModule eca(timm::layers::EcaModuleOptions(256));
+  CHECK(eca->kernel_size() == 5);
+  CHECK(timm::state_dict(*eca).size() == 1);
+  c10::NoGradGuard no_grad;
+  const at::Tensor x = at::randn({2, 256, 3, 3});
+  const at::Tensor pooled = x.mean({2, 3}).unsqueeze(1);  // (N, 1, C)
+  const at::Tensor gate = at::sigmoid(at::conv1d(pooled, eca->conv->weight, {}, {1}, {2})).view({2, 256, 1, 1});
+  CHECK(at::allclose(eca->forward(x), x * gate));
+  timm::layers::EcaModule fixed(timm::layers::EcaModuleOptions().kernel_size(7));
+  CHECK((fixed->conv->weight.sizes() == at::IntArrayRef{1, 1, 7}));
+  CHECK_THROWS_AS(timm::layers::EcaModule(timm::layers::EcaModuleOptions().kernel_size(4)), timm::UsageError);
+  CHECK_THROWS_AS(timm::layers::EcaModule(timm::layers::EcaModuleOptions(0)), timm::UsageError);
 }
 
 TEST_CASE("make_divisible follows timm's rounding") {
