@@ -1,5 +1,6 @@
 // JPEG (TurboJPEG) and PNG (libpng) decoding with PIL's conversions, so a
-// decoded image equals PIL's Image.open(f).convert("RGB" | "L").
+// decoded image equals PIL's Image.open(f).convert("RGB" | "L"); JPEG
+// encoding with PIL's defaults.
 #include "timm/data/image.hpp"
 
 #include <c10/util/Exception.h>
@@ -267,6 +268,41 @@ Image decode_jpeg_scaled(std::span<const std::uint8_t> bytes, const std::string&
               "decode_jpeg_scaled: denominator must be 1, 2, 4 or 8, got ", denominator);
   if (!is_jpeg(bytes)) fail(source, "not a JPEG file");
   return decode_jpeg(bytes, source, channels, denominator);
+}
+
+std::string encode_jpeg(const Image& image, int quality) {
+  if (image.channels != 1 && image.channels != 3) {
+    throw Error("JPEG encoding: " + std::to_string(image.channels) + "-channel image; expected 1 (L) or 3 (RGB)");
+  }
+  TORCH_CHECK(quality >= 1 && quality <= 100, "encode_jpeg: quality must be in [1, 100], got ", quality);
+  TORCH_CHECK(image.height > 0 && image.width > 0 &&
+                  image.pixels.size() == static_cast<std::size_t>(image.height * image.width * image.channels),
+              "encode_jpeg: ", image.height, "x", image.width, "x", image.channels, " image with ", image.pixels.size(),
+              " bytes");
+  constexpr int64_t kMaxSide = 65500;  // libjpeg's JPEG_MAX_DIMENSION
+  if (image.height > kMaxSide || image.width > kMaxSide) {
+    throw Error("JPEG encoding: " + std::to_string(image.width) + "x" + std::to_string(image.height) +
+                " exceeds JPEG's 65500 pixels per side");
+  }
+  struct Compressor {
+    tjhandle handle = tjInitCompress();
+    unsigned char* buffer = nullptr;
+    ~Compressor() {
+      tjFree(buffer);
+      if (handle != nullptr) tjDestroy(handle);
+    }
+  } tj;
+  if (tj.handle == nullptr) throw Error(std::string("TurboJPEG: cannot create a compressor: ") + tjGetErrorStr());
+  const bool gray = image.channels == 1;
+  unsigned long size = 0;
+  // PIL's defaults: 4:2:0 chroma subsampling for RGB, the accurate DCT, no
+  // optimised Huffman tables, baseline.
+  if (tjCompress2(tj.handle, image.pixels.data(), static_cast<int>(image.width), 0, static_cast<int>(image.height),
+                  gray ? TJPF_GRAY : TJPF_RGB, &tj.buffer, &size, gray ? TJSAMP_GRAY : TJSAMP_420, quality,
+                  TJFLAG_ACCURATEDCT) != 0) {
+    throw Error(std::string("JPEG encoding failed: ") + tjGetErrorStr2(tj.handle));
+  }
+  return std::string(reinterpret_cast<const char*>(tj.buffer), size);
 }
 
 Image read_image(const std::filesystem::path& path, int64_t channels) {

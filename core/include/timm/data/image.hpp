@@ -1,4 +1,4 @@
-// An 8-bit image in memory and decoding from JPEG and PNG.
+// An 8-bit image in memory, decoding from JPEG and PNG, encoding to JPEG.
 #pragma once
 
 #include <cstdint>
@@ -51,5 +51,11 @@ Image decode_jpeg_scaled(std::span<const std::uint8_t> bytes, const std::string&
 
 // Reads and decodes a file.
 Image read_image(const std::filesystem::path& path, int64_t channels);
+
+// Encodes `image` (1 or 3 channels) as a baseline JPEG file's bytes with
+// PIL's Image.save defaults: `quality` (PIL's 75 by default), 4:2:0 chroma
+// subsampling for RGB, grayscale for L, libjpeg's accurate integer DCT.
+// Throws Error for another channel count or a side over 65500 pixels.
+std::string encode_jpeg(const Image& image, int quality = 75);
 
 }  // namespace timm
