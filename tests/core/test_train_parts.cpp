@@ -1,6 +1,7 @@
 // The training loop's parts against timm and torch (tests/oracle/
 // train_parts_oracle.py): losses, ModelEmaV3, gradient clipping, the
-// float16 gradient scaler and CPU autocast. The oracle draws the inputs and
+// float16 gradient scaler and CPU autocast; --tta's reduction against a hand
+// computation. The oracle draws the inputs and
 // computes its results; we compute ours from the same inputs.
 // Tolerance: |ours - timm| <= kAtol + kRtol * |timm| (float32 maths done in
 // a different order), exact where noted.
@@ -19,6 +20,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include "test_support.hpp"
+#include "timm/base/error.hpp"
 #include "timm/io/safetensors.hpp"
 #include "timm/models/model.hpp"
 #include "timm/models/state_dict.hpp"
@@ -27,6 +29,7 @@
 #include "timm/train/clip_grad.hpp"
 #include "timm/train/jsd_loss.hpp"
 #include "timm/train/losses.hpp"
+#include "timm/train/metrics.hpp"
 #include "timm/train/model_ema.hpp"
 #include "timm/train/summary.hpp"
 
@@ -252,6 +255,47 @@ TEST_CASE("summary.csv: a resumed run continues the file; an epoch trained again
   CHECK(timm::test::read_file(csv) == "epoch,train_loss,lr\r\n0,3.0,0.1\r\n");
   timm::update_summary(csv, 1, {{"loss", 1.0}}, {{"top1", 50.0}}, 0.1);  // other columns: a new file
   CHECK(timm::test::read_file(csv) == "epoch,train_loss,eval_top1,lr\r\n1,1.0,50.0,0.1\r\n");
+}
+
+TEST_CASE("--tta's reduction averages each N consecutive outputs and keeps the first target of each N") {
+  const at::Tensor output = at::randn({6, 4}, at::TensorOptions().dtype(at::kFloat));
+  const at::Tensor target = at::tensor({3, 1, 0, 2, 2, 1}, at::TensorOptions().dtype(at::kLong));
+  {
+    INFO("N = 3: rows (0, 1, 2) and (3, 4, 5), targets 3 and 2");
+    const timm::TtaReduced reduced = timm::reduce_tta(output, target, 3);
+    const at::Tensor expected =
+        at::stack({(output[0] + output[1] + output[2]) / 3.0, (output[3] + output[4] + output[5]) / 3.0});
+    REQUIRE(reduced.output.sizes() == expected.sizes());
+    CHECK(at::allclose(reduced.output, expected, /*rtol=*/1e-6, /*atol=*/1e-6));
+    CHECK(at::equal(reduced.target, at::tensor({3, 2}, at::TensorOptions().dtype(at::kLong))));
+  }
+  {
+    INFO("N = 2 on (B, C, D) outputs: three pairs");
+    const at::Tensor output3 = at::randn({6, 2, 3});
+    const timm::TtaReduced reduced = timm::reduce_tta(output3, target, 2);
+    const at::Tensor expected =
+        at::stack({(output3[0] + output3[1]) / 2.0, (output3[2] + output3[3]) / 2.0, (output3[4] + output3[5]) / 2.0});
+    REQUIRE(reduced.output.sizes() == expected.sizes());
+    CHECK(at::allclose(reduced.output, expected, 1e-6, 1e-6));
+    CHECK(at::equal(reduced.target, at::tensor({3, 0, 2}, at::TensorOptions().dtype(at::kLong))));
+  }
+  {
+    INFO("N = 6: one group");
+    const timm::TtaReduced reduced = timm::reduce_tta(output, target, 6);
+    CHECK(at::allclose(reduced.output, output.sum(0, /*keepdim=*/true) / 6.0, 1e-6, 1e-6));
+    CHECK(reduced.target.sizes() == at::IntArrayRef{1});
+    CHECK(reduced.target.item<int64_t>() == 3);
+  }
+  {
+    INFO("a batch that is not a multiple of N: an error naming --tta (timm fails with a size mismatch)");
+    try {
+      timm::reduce_tta(output.narrow(0, 0, 5), target.narrow(0, 0, 5), 3);
+      FAIL("no error");
+    } catch (const timm::Error& e) {
+      CHECK(std::string(e.what()).find("--tta 3: a validation batch of 5 samples is not a multiple of 3") !=
+            std::string::npos);
+    }
+  }
 }
 
 }  // namespace test_train_parts

@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 
+#include "timm/base/error.hpp"
+
 namespace timm {
 
 std::vector<int64_t> correct_topk(const at::Tensor& logits, const at::Tensor& target, const std::vector<int64_t>& ks) {
@@ -16,6 +18,20 @@ std::vector<int64_t> correct_topk(const at::Tensor& logits, const at::Tensor& ta
     counts.push_back(hits.narrow(1, 0, std::min(k, max_k)).sum().item<int64_t>());
   }
   return counts;
+}
+
+TtaReduced reduce_tta(const at::Tensor& output, const at::Tensor& target, int64_t factor) {
+  TORCH_CHECK(factor >= 2 && output.dim() >= 1 && target.dim() == 1 && target.size(0) == output.size(0),
+              "reduce_tta: factor ", factor, ", output ", output.sizes(), ", target ", target.sizes());
+  const int64_t n = output.size(0);
+  if (n % factor != 0) {
+    const std::string tta = std::to_string(factor);
+    throw Error("--tta " + tta + ": a validation batch of " + std::to_string(n) + " samples is not a multiple of " +
+                tta + " (each " + tta + " consecutive outputs are averaged into one; timm fails here with a size " +
+                "mismatch): give a validation batch size and a validation set per process that are multiples of " +
+                tta);
+  }
+  return {output.unfold(0, factor, factor).mean(2), target.slice(0, 0, n, factor)};
 }
 
 }  // namespace timm

@@ -1,4 +1,5 @@
-// Training metrics as timm's utils: a running average and top-k accuracy.
+// Training metrics as timm's utils: a running average and top-k accuracy;
+// validate()'s test-time augmentation reduction.
 #pragma once
 
 #include <cstdint>
@@ -31,5 +32,16 @@ class AverageMeter {
 // top min(k, C) logits. Counts rather than percentages, so that results from
 // several batches or ranks add up exactly.
 std::vector<int64_t> correct_topk(const at::Tensor& logits, const at::Tensor& target, const std::vector<int64_t>& ks);
+
+// train.py's test-time augmentation reduction (--tta N, N > 1), after the
+// forward and before the loss and accuracy: the mean of each N consecutive
+// rows of `output` (output.unfold(0, N, N).mean(dim=2)) and the first target
+// of each N (target[0:B:N]). A batch whose size is not a multiple of N
+// throws Error (train.py fails there with a size mismatch in its loss).
+struct TtaReduced {
+  at::Tensor output;  // (B / N, ...)
+  at::Tensor target;  // (B / N)
+};
+TtaReduced reduce_tta(const at::Tensor& output, const at::Tensor& target, int64_t factor);
 
 }  // namespace timm
