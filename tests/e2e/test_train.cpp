@@ -145,6 +145,12 @@ TEST_CASE("bad input fails with a clear message and the right exit code") {
     CHECK(twice.exit_code == 2);
     CHECK(twice.output.find("--drop-block and --model-kwargs drop_block_rate both set") != std::string::npos);
   }
+  SUBCASE("--drop-connect: deprecated, not beside --drop-path") {
+    const auto r = run_command({timm_run(), "--drop-connect", "0.1", "--drop-path", "0.2", "--epochs", "1"});
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("--drop-connect (deprecated) and --drop-path both set the drop path rate") !=
+          std::string::npos);
+  }
   SUBCASE("a rank whose peers never come fails within --dist-timeout, naming the rendezvous") {
     const auto r =
         run_command({timm_run(), "--epochs", "1", "--device", "cpu", "--dist-timeout", "3"}, std::chrono::seconds(60),

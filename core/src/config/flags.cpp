@@ -39,7 +39,7 @@ constexpr std::array kImplementedFlags = {
     "grayscale-prob", "gaussian-blur-prob", "aa", "reprob", "remode",
     "recount", "resplit", "aug-splits", "jsd-loss", "mixup", "cutmix", "cutmix-minmax", "mixup-prob",
     "mixup-switch-prob", "mixup-mode", "mixup-off-epoch", "smoothing",
-    "train-interpolation", "drop", "drop-path", "drop-block",
+    "train-interpolation", "drop", "drop-connect", "drop-path", "drop-block",
     // Scheduled input sizes.
     "train-img-sizes", "train-batch-sizes", "train-size-probs", "train-size-schedule",
     "train-size-schedule-spread", "train-size-random-mix", "train-batches-per-epoch",

@@ -142,6 +142,10 @@ void read_augmentation(const Config& config, TrainArgs& args) {
   args.train_interpolation = config.get<std::string>("train_interpolation");
   args.drop = config.get<double>("drop");
   args.drop_path = config.get_optional<double>("drop_path");
+  args.drop_connect = config.get_optional<double>("drop_connect");
+  if (args.drop_connect && args.drop_path) {
+    throw UsageError("--drop-connect (deprecated) and --drop-path both set the drop path rate; give --drop-path only");
+  }
   args.drop_block = config.get_optional<double>("drop_block");
 }
 

@@ -134,6 +134,9 @@ struct TrainArgs {
   std::string train_interpolation;
   double drop = 0.0;
   std::optional<double> drop_path;
+  // Deprecated in train.py (older timm's drop_connect_rate): with no
+  // --drop-path, the drop path rate, with a warning; both: a UsageError.
+  std::optional<double> drop_connect;
   std::optional<double> drop_block;  // passed to the model as drop_block_rate, as train.py
 
   // Scheduled input sizes (train.py's scheduled resolution loader).

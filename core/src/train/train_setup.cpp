@@ -29,6 +29,15 @@ ModelArgs model_args(const TrainArgs& args, int64_t num_classes, int64_t in_chan
   result.in_chans = in_chans;
   result.drop_rate = args.drop;
   result.drop_path_rate = args.drop_path;
+  // Today's train.py parses --drop-connect and drops it; older timm passed
+  // it to create_model as drop_connect_rate, the drop path rate. Taken as
+  // that, so an old command line keeps its meaning (train_args_from_config
+  // refuses it beside --drop-path).
+  if (args.drop_connect) {
+    log_warning("--drop-connect is deprecated, use --drop-path: taking " + python_float_repr(*args.drop_connect) +
+                " as the drop path rate");
+    result.drop_path_rate = args.drop_connect;
+  }
   result.global_pool = args.gp;
   result.kwargs = args.model_kwargs;
   // train.py passes --drop-block to create_model as the keyword
