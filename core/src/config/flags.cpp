@@ -25,7 +25,7 @@ constexpr std::array kImplementedFlags = {
     "img-size", "in-chans", "input-size", "crop-pct", "mean", "std", "interpolation",
     "batch-size", "validation-batch-size", "channels-last", "model-kwargs",
     // Device.
-    "device", "amp-dtype", "local_rank",
+    "device", "amp-dtype", "local_rank", "synchronize-step",
     // Optimizer.
     "opt", "opt-eps", "opt-betas", "momentum", "weight-decay", "opt-kwargs", "clip-mode",
     "layer-decay", "layer-decay-min-scale", "layer-decay-no-opt-scale",
@@ -55,7 +55,7 @@ constexpr std::array kImplementedFlags = {
     "kd-pretrained-path",
     // Miscellaneous.
     "seed", "log-interval", "val-interval", "workers", "no-prefetcher", "output", "experiment",
-    "eval-metric",
+    "eval-metric", "use-multi-epochs-loader",
     // timm-cpp's own.
     "config", "help", "plugin-dir", "list-models", "list-optimizers", "list-schedulers",
     "list-augmentations", "list-plugins",

@@ -65,6 +65,7 @@ void read_device_and_optimizer(const Config& config, TrainArgs& args) {
   args.amp = config.get<bool>("amp");
   args.amp_dtype = config.get<std::string>("amp_dtype");
   args.no_ddp_bb = config.get<bool>("no_ddp_bb");
+  args.synchronize_step = config.get<bool>("synchronize_step");
 
   args.opt = config.get<std::string>("opt");
   args.opt_eps = config.get_optional<double>("opt_eps");
@@ -187,6 +188,10 @@ void read_misc(const Config& config, TrainArgs& args) {
   args.experiment = config.get<std::string>("experiment");
   args.experiment_is_explicit = config.is_explicit("experiment");
   args.eval_metric = config.get<std::string>("eval_metric");
+  args.use_multi_epochs_loader = config.get<bool>("use_multi_epochs_loader");
+  if (args.use_multi_epochs_loader && config.get<bool>("naflex_loader")) {
+    throw UsageError("--use-multi-epochs-loader is not supported with --naflex-loader.");  // train.py's words
+  }
 
   args.stop_after_epochs = config.get_optional<int64_t>("stop_after_epochs");
   args.auto_resume = config.get<bool>("auto_resume");

@@ -58,6 +58,9 @@ struct TrainArgs {
   bool amp = false;
   std::string amp_dtype;   // "float16" or "bfloat16"
   bool no_ddp_bb = false;  // DDP without buffer broadcast
+  // torch.cuda.synchronize() after each optimizer update, before the step
+  // time is read (CUDA only; nothing on the CPU, as train.py).
+  bool synchronize_step = false;
 
   // Optimizer parameters.
   std::string opt;  // registry name, "sgd"
@@ -195,6 +198,9 @@ struct TrainArgs {
   std::string experiment;               // the folder's name; empty: a dated one
   bool experiment_is_explicit = false;  // given (--auto-resume needs it)
   std::string eval_metric;              // "top1", "top5" or "loss"
+  // timm's MultiEpochsDataLoader; our loader's threads start per epoch at no
+  // cost, so accepted with a log line and otherwise the same.
+  bool use_multi_epochs_loader = false;
 
   // timm-cpp's own.
   std::optional<int64_t> stop_after_epochs;

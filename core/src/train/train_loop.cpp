@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 
+#include <torch/cuda.h>
 #include <torch/utils.h>
 
 #include "timm/base/error.hpp"
@@ -200,6 +201,11 @@ void after_update(TrainContext& ctx, EpochProgress& p, int64_t update_idx, bool 
   ++p.num_updates;
   ctx.optimizer.zero_grad();
   if (ctx.tools.ema) ctx.tools.ema->update(*ctx.model, p.num_updates);
+  // train.py's --synchronize-step: the step time then includes the queued
+  // device work (CUDA; the CPU's is done already).
+  if (ctx.args.synchronize_step && ctx.device.is_cuda()) {
+    torch::cuda::synchronize(ctx.device.has_index() ? ctx.device.index() : -1);
+  }
   p.update_time.update(p.update_watch.lap());
   ctx.images_seen += static_cast<double>(p.update_sample_count);
   ctx.train_seconds += p.update_time.val();

@@ -499,6 +499,11 @@ void make_loaders(const TrainArgs& args, const Datasets& datasets, const Distrib
     log_warning("--pin-mem: the device is " + dist.device.str() +
                 ", so batches are not pinned (as torch's DataLoader)");
   }
+  if (args.use_multi_epochs_loader) {
+    log_info(
+        "--use-multi-epochs-loader: timm-run's loader starts its worker threads at each epoch in microseconds, so "
+        "it has no start-up to save; the samples and their order are the same with or without it");
+  }
   check_train_size_flags(args);
   setup.batch_size_reference = static_cast<double>(args.batch_size);
   setup.scheduled_batches = args.train_img_sizes.has_value();
