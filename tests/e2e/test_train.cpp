@@ -151,6 +151,22 @@ TEST_CASE("bad input fails with a clear message and the right exit code") {
     CHECK(r.output.find("--drop-connect (deprecated) and --drop-path both set the drop path rate") !=
           std::string::npos);
   }
+  SUBCASE("--tta: validation batches and sets that its groups divide") {
+    const auto negative = run_command({timm_run(), "--tta", "-1", "--epochs", "1"});
+    CHECK(negative.exit_code == 2);
+    CHECK(negative.output.find("--tta -1: expected 0 (none) or more") != std::string::npos);
+    const auto batch = run_command({timm_run(), "--tta", "3", "-b", "32", "--epochs", "1"});
+    CHECK(batch.exit_code == 2);
+    CHECK(batch.output.find("--tta 3: the validation batch size 32 is not a multiple of 3") != std::string::npos);
+    const auto set = run_command({timm_run(), "--tta", "2", "-b", "32", "--val-num-samples", "33", "--epochs", "1"});
+    CHECK(set.exit_code == 2);
+    CHECK(set.output.find("--tta 2: the validation set has 33 samples, not a multiple of 2") != std::string::npos);
+  }
+  SUBCASE("--save-images: pictures of 1 or 3 channels") {
+    const auto r = run_command({timm_run(), "--save-images", "--in-chans", "4", "--epochs", "1"});
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.find("--save-images: the input has 4 channels; a JPEG picture takes 1 or 3") != std::string::npos);
+  }
   SUBCASE("a rank whose peers never come fails within --dist-timeout, naming the rendezvous") {
     const auto r =
         run_command({timm_run(), "--epochs", "1", "--device", "cpu", "--dist-timeout", "3"}, std::chrono::seconds(60),

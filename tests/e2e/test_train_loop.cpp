@@ -2,8 +2,9 @@
 // exact resume (2 epochs straight == 1 epoch, stop, resume, 1 epoch, on a
 // cosine schedule with warmup, EMA, drop path, gradient accumulation and
 // clipping on), seed determinism,
-// --auto-resume, recovery checkpoints, bfloat16 AMP on CPU and NaN
-// detection.
+// --auto-resume, recovery checkpoints, bfloat16 AMP on CPU, NaN
+// detection, and train.py's small flags (--save-images, --tta,
+// --drop-connect, --synchronize-step, --use-multi-epochs-loader).
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 
 #include "e2e_support.hpp"
 #include "test_support.hpp"
+#include "timm/data/image.hpp"
 #include "timm/io/safetensors.hpp"
 
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
@@ -154,6 +156,71 @@ TEST_CASE("--mixup and --cutmix train with soft targets; combined with --aug-spl
                                    std::chrono::seconds(300));
   CHECK(refused.exit_code == 2);
   CHECK(refused.output.find("cannot be combined with --aug-splits") != std::string::npos);
+}
+
+TEST_CASE(
+    "train.py's small flags: --save-images, --tta, --drop-connect, --synchronize-step, --use-multi-epochs-loader") {
+  timm::test::TempDir tmp;
+  // 4 batches of 16, logged at updates 0, 2 and 3 (the last).
+  auto tiny = [&](const std::string& experiment, const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {(timm::test::bin_dir() / "timm-run").string(),
+                                     "--model",
+                                     "resnet18",
+                                     "--epochs",
+                                     "1",
+                                     "--train-num-samples",
+                                     "64",
+                                     "--val-num-samples",
+                                     "32",
+                                     "-b",
+                                     "16",
+                                     "--lr",
+                                     "0.05",
+                                     "-j",
+                                     "0",
+                                     "--output",
+                                     tmp.path().string(),
+                                     "--experiment",
+                                     experiment,
+                                     "--log-interval",
+                                     "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return train(args);
+  };
+  const auto run = tiny("flags", {"--save-images", "--tta", "2", "--drop-connect", "0.1", "--synchronize-step",
+                                  "--use-multi-epochs-loader", "--mixup", "0.5"});
+  {
+    INFO("--save-images: the logged steps' inputs as 8-wide grids of the 16 28x28 images, made RGB");
+    for (int batch_idx : {0, 2, 3}) {
+      const fs::path file = tmp / "flags" / ("train-batch-" + std::to_string(batch_idx) + ".jpg");
+      CAPTURE(file);
+      REQUIRE(fs::exists(file));
+      const timm::Image image = timm::read_image(file, 3);
+      CHECK(image.height == 2 * 28);
+      CHECK(image.width == 8 * 28);
+    }
+    CHECK_FALSE(fs::exists(tmp / "flags" / "train-batch-1.jpg"));
+  }
+  {
+    INFO("--tta 2: each 2 consecutive validation outputs averaged into one sample");
+    CHECK(run.output.find("(16 images)") != std::string::npos);
+  }
+  {
+    INFO("--use-multi-epochs-loader and --drop-connect say what they do");
+    CHECK(run.output.find("--use-multi-epochs-loader: timm-run's loader starts its worker threads at each epoch") !=
+          std::string::npos);
+    CHECK(run.output.find("WARNING: --drop-connect is deprecated, use --drop-path: taking 0.1 as the drop path rate") !=
+          std::string::npos);
+  }
+  {
+    INFO("--drop-connect 0.1 trains as --drop-path 0.1 (and not as no drop path)");
+    tiny("drop-connect", {"--drop-connect", "0.1"});
+    tiny("drop-path", {"--drop-path", "0.1"});
+    tiny("no-drop-path", {});
+    const fs::path connect = tmp / "drop-connect" / "last.safetensors";
+    CHECK(timm::test::max_weight_diff(connect, tmp / "drop-path" / "last.safetensors") == 0.0);
+    CHECK(timm::test::max_weight_diff(connect, tmp / "no-drop-path" / "last.safetensors") > 1e-6);
+  }
 }
 
 }  // namespace test_train_loop

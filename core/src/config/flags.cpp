@@ -55,7 +55,7 @@ constexpr std::array kImplementedFlags = {
     "kd-pretrained-path",
     // Miscellaneous.
     "seed", "log-interval", "val-interval", "workers", "no-prefetcher", "output", "experiment",
-    "eval-metric", "use-multi-epochs-loader",
+    "eval-metric", "tta", "use-multi-epochs-loader", "save-images",
     // timm-cpp's own.
     "config", "help", "plugin-dir", "list-models", "list-optimizers", "list-schedulers",
     "list-augmentations", "list-plugins",
@@ -465,7 +465,8 @@ void add_misc_group(std::vector<FlagSpec>& t) {
       {.name = "eval-metric", .type = kString, .default_value = Str("top1"),
        .help = "Best metric (default: \"top1\")", .metavar = "EVAL_METRIC"},
       {.name = "tta", .type = kInt, .default_value = Int(0),
-       .help = "Test/inference time augmentation (oversampling) factor. 0=None (default: 0)"},
+       .help = "Test/inference time augmentation (oversampling) factor. 0=None (default: 0)",
+       .metavar = "N"},
       {.name = "use-multi-epochs-loader", .type = kSwitch,
        .help = "use the multi-epochs-loader to save time at the beginning of every epoch"},
       {.name = "log-wandb", .type = kSwitch,

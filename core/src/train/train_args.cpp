@@ -188,10 +188,13 @@ void read_misc(const Config& config, TrainArgs& args) {
   args.experiment = config.get<std::string>("experiment");
   args.experiment_is_explicit = config.is_explicit("experiment");
   args.eval_metric = config.get<std::string>("eval_metric");
+  args.tta = config.get<int64_t>("tta");
+  if (args.tta < 0) throw UsageError("--tta " + std::to_string(args.tta) + ": expected 0 (none) or more");
   args.use_multi_epochs_loader = config.get<bool>("use_multi_epochs_loader");
   if (args.use_multi_epochs_loader && config.get<bool>("naflex_loader")) {
     throw UsageError("--use-multi-epochs-loader is not supported with --naflex-loader.");  // train.py's words
   }
+  args.save_images = config.get<bool>("save_images");
 
   args.stop_after_epochs = config.get_optional<int64_t>("stop_after_epochs");
   args.auto_resume = config.get<bool>("auto_resume");

@@ -198,9 +198,15 @@ struct TrainArgs {
   std::string experiment;               // the folder's name; empty: a dated one
   bool experiment_is_explicit = false;  // given (--auto-resume needs it)
   std::string eval_metric;              // "top1", "top5" or "loss"
+  // train.py's validate(): each N consecutive outputs of a batch averaged,
+  // the first target of each N kept; 0 or 1: none.
+  int64_t tta = 0;
   // timm's MultiEpochsDataLoader; our loader's threads start per epoch at no
   // cost, so accepted with a log line and otherwise the same.
   bool use_multi_epochs_loader = false;
+  // The input batch as <output>/train-batch-<batch_idx>.jpg at each logged
+  // step (primary rank), as torchvision's save_image.
+  bool save_images = false;
 
   // timm-cpp's own.
   std::optional<int64_t> stop_after_epochs;

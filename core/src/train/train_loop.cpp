@@ -10,6 +10,7 @@
 #include "timm/base/error.hpp"
 #include "timm/base/python_repr.hpp"
 #include "timm/base/stopwatch.hpp"
+#include "timm/data/save_image.hpp"
 #include "timm/data/transform.hpp"
 #include "timm/dist/eval.hpp"
 #include "timm/log/log.hpp"
@@ -40,6 +41,9 @@ struct TrainContext {
   std::function<void(int64_t epoch, int64_t update_idx)> save_recovery{};
   // --log-tensorboard: the primary rank's event file; null elsewhere.
   TensorBoardWriter* tensorboard = nullptr;
+  // --save-images: the primary rank's output folder; empty elsewhere and
+  // without the flag.
+  std::filesystem::path save_images_dir{};
   // stdout is a terminal (log_status_enabled): a status line redrawn after
   // each update instead of the "Train: ..." log lines.
   bool status_line = false;
@@ -195,9 +199,21 @@ void log_train_progress(const TrainContext& ctx, EpochProgress& p, int64_t updat
       ctx.optimizer.mean_lr(), p.data_time.val(), p.data_time.avg()));
 }
 
-// After an optimizer update: the EMA, the meters, the log line, the recovery
-// checkpoint and the per-update scheduler step.
-void after_update(TrainContext& ctx, EpochProgress& p, int64_t update_idx, bool last_batch) {
+// train.py's --save-images at a logged step: the batch's input as the model
+// took it (normalised, after mixup / cutmix) as
+// torchvision.utils.save_image(input, path, padding=0, normalize=True).
+void save_input_images(const TrainContext& ctx, const at::Tensor& input, int64_t batch_idx) {
+  if (ctx.save_images_dir.empty()) return;
+  const at::NoGradGuard no_grad;
+  save_image(input, ctx.save_images_dir / ("train-batch-" + std::to_string(batch_idx) + ".jpg"),
+             GridOptions{.nrow = 8, .padding = 0, .normalize = true});
+}
+
+// After an optimizer update: the EMA, the meters, the log line (and
+// --save-images of `input`, the update's last batch, `batch_idx` in the
+// epoch), the recovery checkpoint and the per-update scheduler step.
+void after_update(TrainContext& ctx, EpochProgress& p, int64_t update_idx, bool last_batch, const at::Tensor& input,
+                  int64_t batch_idx) {
   ++p.num_updates;
   ctx.optimizer.zero_grad();
   if (ctx.tools.ema) ctx.tools.ema->update(*ctx.model, p.num_updates);
@@ -211,6 +227,7 @@ void after_update(TrainContext& ctx, EpochProgress& p, int64_t update_idx, bool 
   ctx.train_seconds += p.update_time.val();
   if (update_idx % ctx.log_interval == 0 || last_batch) {
     log_train_progress(ctx, p, update_idx);
+    save_input_images(ctx, input, batch_idx);
   } else if (ctx.status_line && ctx.dist.size() == 1) {
     // Between log points only for one process: with several, the line's
     // losses are the ranks' means, known at the log points.
@@ -265,8 +282,8 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
     const double loss_value = train_batch(ctx, input, target, accum, loss_scale, need_update, epoch, batch_idx);
     if (std::isfinite(loss_value)) p.losses.update(loss_value, batch_size);
     p.update_sample_count += batch_size * ctx.dist.size();  // train.py: B x W, a global rate
+    if (need_update) after_update(ctx, p, update_idx, last_batch, input, batch_idx);
     ++batch_idx;
-    if (need_update) after_update(ctx, p, update_idx, last_batch);
     p.data_watch.restart();
   }
   if (ctx.status_line) log_status_end();
@@ -290,8 +307,17 @@ EvalBatch eval_batch(const TrainContext& ctx, const ModelPtr& model, const at::T
     output = model->forward(input);
   }
   output = output.to(at::kFloat);
-  const double loss = at::cross_entropy_loss(output, target).item<double>();
-  return EvalBatch{loss, correct_topk(output, target, {1, 5}), input.size(0)};
+  at::Tensor reduced_target = target;
+  if (ctx.args.tta > 1) {
+    // train.py's augmentation reduction: the mean of each --tta consecutive
+    // outputs, scored against the first of their targets; a group counts as
+    // one sample.
+    TtaReduced reduced = reduce_tta(output, target, ctx.args.tta);
+    output = reduced.output;
+    reduced_target = reduced.target;
+  }
+  const double loss = at::cross_entropy_loss(output, reduced_target).item<double>();
+  return EvalBatch{loss, correct_topk(output, reduced_target, {1, 5}), output.size(0)};
 }
 
 // train.py's "Test: ..." line: the batch's figures, then the running ones.
@@ -385,6 +411,7 @@ TrainResult train_epochs(const TrainArgs& args, TrainSetup& setup, RunOutput& ou
                    .scheduled_batches = setup.scheduled_batches,
                    .batch_size_reference = setup.batch_size_reference,
                    .tensorboard = output.tensorboard.get(),
+                   .save_images_dir = args.save_images && dist.is_primary() ? output.dir : std::filesystem::path{},
                    .status_line = log_status_enabled()};
   ctx.save_recovery = [&](int64_t epoch, int64_t update_idx) {
     std::vector<at::Tensor> rng_states = cpu_rng_states(dist);

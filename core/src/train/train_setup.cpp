@@ -494,6 +494,35 @@ void convert_to_split_bn(const TrainArgs& args, torch::nn::Module& model) {
   layers::convert_splitbn_model(model, std::max<int64_t>(args.aug_splits, 2));
 }
 
+// --tta N: train.py averages each N consecutive outputs of a validation
+// batch, and fails (a size mismatch) at a batch that is not a multiple of N.
+// Refused before training when the validation batch size, or the validation
+// samples a rank gets (ShardSampler's strided share: its last batch), is not
+// a multiple of N. A streamed (wds/) dataset's batches are checked as they
+// come (reduce_tta), as are batches short of a skipped bad sample.
+void check_tta(const TrainArgs& args, const Dataset* eval, int64_t eval_batch, const Distributed& dist) {
+  if (args.tta < 2 || eval == nullptr) return;
+  const std::string tta = "--tta " + std::to_string(args.tta);
+  if (eval_batch % args.tta != 0) {
+    throw UsageError(tta + ": the validation batch size " + std::to_string(eval_batch) + " is not a multiple of " +
+                     std::to_string(args.tta) +
+                     " (each group of that many consecutive outputs is averaged into one); set "
+                     "--validation-batch-size (or --batch-size)");
+  }
+  if (dynamic_cast<const IterableDataset*>(eval) != nullptr) return;
+  const auto size = static_cast<int64_t>(eval->size());
+  const int64_t ranks = dist.active() ? dist.size() : 1;
+  for (int64_t rank = 0; rank < ranks; ++rank) {
+    const int64_t share = (size - rank + ranks - 1) / ranks;
+    if (share % args.tta == 0) continue;
+    throw UsageError(tta + ": the validation set has " + std::to_string(size) + " samples" +
+                     (ranks > 1 ? ", " + std::to_string(share) + " of them on rank " + std::to_string(rank) : "") +
+                     ", not a multiple of " + std::to_string(args.tta) +
+                     ": its last batch cannot be averaged in groups of " + std::to_string(args.tta) +
+                     " (timm fails there with a size mismatch)");
+  }
+}
+
 void make_loaders(const TrainArgs& args, const Datasets& datasets, const Distributed& dist, TrainSetup& setup) {
   if (args.pin_mem && !dist.device.is_cuda()) {
     log_warning("--pin-mem: the device is " + dist.device.str() +
@@ -517,6 +546,7 @@ void make_loaders(const TrainArgs& args, const Datasets& datasets, const Distrib
   }
   if (datasets.eval) {
     const int64_t eval_batch = args.validation_batch_size.value_or(args.batch_size);
+    check_tta(args, datasets.eval.get(), eval_batch, dist);
     setup.eval_loader = make_loader(
         datasets.eval, false, create_transform(transform_args(args, setup.data_config, false)), args, eval_batch, dist);
   }
@@ -552,6 +582,12 @@ void set_up_model_and_data(const TrainArgs& args, const Config& config, Distribu
   const std::string dataset = default_dataset_name(args.dataset, args.data_dir.has_value());
   const DatasetDefaults defaults = dataset_defaults(dataset);
   const int64_t in_chans = resolve_in_chans(config, defaults);
+  // torchvision's save_image makes 1-channel images RGB; PIL refuses other
+  // counts as JPEG. Refused here rather than at the first logged step.
+  if (args.save_images && in_chans != 1 && in_chans != 3) {
+    throw UsageError("--save-images: the input has " + std::to_string(in_chans) +
+                     " channels; a JPEG picture takes 1 or 3");
+  }
   const Datasets datasets = load_datasets(args, dataset, in_chans);
   setup.num_classes = args.num_classes.value_or(datasets.train->num_classes());
   setup.model_args = model_args(args, setup.num_classes, in_chans);
