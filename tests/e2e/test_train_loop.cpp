@@ -176,6 +176,8 @@ TEST_CASE(
                                      "16",
                                      "--lr",
                                      "0.05",
+                                     "--warmup-epochs",
+                                     "0",
                                      "-j",
                                      "0",
                                      "--output",
