@@ -31,7 +31,9 @@ TtaReduced reduce_tta(const at::Tensor& output, const at::Tensor& target, int64_
                 "mismatch): give a validation batch size and a validation set per process that are multiples of " +
                 tta);
   }
-  return {output.unfold(0, factor, factor).mean(2), target.slice(0, 0, n, factor)};
+  // unfold puts each group of `factor` rows in a new last dimension; timm's
+  // mean(dim=2) is that dimension for (B, C) logits, mean(-1) for any shape.
+  return {output.unfold(0, factor, factor).mean(-1), target.slice(0, 0, n, factor)};
 }
 
 }  // namespace timm
