@@ -1,16 +1,22 @@
 // The SDK's shared layers: DropPath, SelectAdaptivePool2d, create_classifier,
-// activations. Expected values are timm's definitions written out by hand.
+// activations, 'SAME' padding (Conv2dSame). Expected values are timm's
+// definitions written out by hand (the padding sizes as timm 1.0.31's
+// get_same_padding / is_static_pad give them).
 #include <cmath>
+#include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 
 #include "timm/base/error.hpp"
 #include "timm/layers/activations.hpp"
 #include "timm/layers/classifier.hpp"
+#include "timm/layers/conv2d_same.hpp"
 #include "timm/layers/drop_path.hpp"
 
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
@@ -110,6 +116,85 @@ TEST_CASE("activations by timm's names") {
   CHECK(act("identity").is_same(x));
   for (const auto& name : layers::activation_names()) CHECK((act(name).sizes() == x.sizes()));
   CHECK_THROWS_WITH_AS(layers::create_act("swishy"), doctest::Contains("activation 'swishy'"), timm::UsageError);
+}
+
+TEST_CASE("'SAME' padding sizes are timm's get_same_padding / is_static_pad") {
+  // (size, kernel, stride, dilation) -> timm's total padding.
+  CHECK(layers::get_same_padding(64, 3, 2, 1) == 1);
+  CHECK(layers::get_same_padding(65, 3, 2, 1) == 2);
+  CHECK(layers::get_same_padding(32, 5, 2, 1) == 3);
+  CHECK(layers::get_same_padding(17, 5, 2, 1) == 4);
+  CHECK(layers::get_same_padding(7, 3, 1, 1) == 2);
+  CHECK(layers::get_same_padding(7, 4, 1, 1) == 3);
+  CHECK(layers::get_same_padding(10, 3, 2, 2) == 3);
+  CHECK(layers::get_same_padding(1, 5, 2, 1) == 4);
+  CHECK(layers::get_same_padding(224, 3, 2, 1) == 1);
+  CHECK(layers::is_static_pad(3, 1, 1));
+  CHECK_FALSE(layers::is_static_pad(3, 2, 1));
+  CHECK_FALSE(layers::is_static_pad(4, 1, 1));
+  CHECK(layers::is_static_pad(3, 1, 2));
+  CHECK(layers::is_static_pad(2, 1, 2));
+  // Smaller half first: left / top get total / 2.
+  const at::Tensor x = at::ones({1, 1, 64, 65});
+  const at::Tensor padded = layers::pad_same(x, {3, 3}, {2, 2}, {1, 1}, -1.0);
+  CHECK((padded.sizes() == at::IntArrayRef{1, 1, 65, 67}));
+  CHECK(padded[0][0][0][1].item<double>() == 1.0);    // no top padding (total 1)
+  CHECK(padded[0][0][64][1].item<double>() == -1.0);  // bottom padding
+  CHECK(padded[0][0][1][0].item<double>() == -1.0);   // left padding (total 2)
+  CHECK(padded[0][0][1][66].item<double>() == -1.0);  // right padding
+}
+
+TEST_CASE("create_conv2d_pad: 'same' is a padded Conv2d when static, else a Conv2dSame that pads each input") {
+  at::manual_seed(0);
+  c10::NoGradGuard no_grad;
+  const at::Tensor x = at::randn({2, 4, 10, 11});
+  layers::Conv2dArgs strided;
+  strided.stride = 2;
+  strided.bias = true;
+  torch::nn::AnyModule dynamic = layers::create_conv2d_pad(4, 6, 3, strided, "same");
+  auto* same = dynamic.ptr()->as<layers::Conv2dSame>();
+  REQUIRE(same != nullptr);
+  // A Conv2d to code that visits modules (weight init), with Conv2d's keys and no padding of its own.
+  REQUIRE(dynamic.ptr()->as<torch::nn::Conv2d>() != nullptr);
+  CHECK(dynamic.ptr()->named_parameters().keys() == std::vector<std::string>{"weight", "bias"});
+  const auto& own_padding = std::get<torch::ExpandingArray<2>>(same->options.padding());
+  CHECK(((*own_padding)[0] == 0 && (*own_padding)[1] == 0));
+  // H 10: total 1 -> (0, 1); W 11: total 2 -> (1, 1).
+  const at::Tensor expected = at::conv2d(at::constant_pad_nd(x, {1, 1, 0, 1}), same->weight, same->bias,
+                                         at::IntArrayRef{2, 2}, at::IntArrayRef{0, 0}, at::IntArrayRef{1, 1}, 1);
+  const at::Tensor y = dynamic.forward(x);
+  CHECK((y.sizes() == at::IntArrayRef{2, 6, 5, 6}));
+  CHECK(at::equal(y, expected));
+  // A clone is a Conv2dSame with copies of the weights.
+  const auto copy = std::dynamic_pointer_cast<layers::Conv2dSameImpl>(same->clone());
+  REQUIRE(copy != nullptr);
+  CHECK(at::equal(copy->forward(x), expected));
+  CHECK_FALSE(copy->weight.is_same(same->weight));
+
+  // An even kernel at stride 1 is dynamic too; torch's own padding="same" puts the extra pixel last, as TF.
+  torch::nn::AnyModule even = layers::create_conv2d_pad(4, 4, 4, layers::Conv2dArgs{}, "SAME");
+  auto* even_same = even.ptr()->as<layers::Conv2dSame>();
+  REQUIRE(even_same != nullptr);
+  CHECK(at::allclose(even.forward(x), at::conv2d(x, even_same->weight, {}, 1, "same"), 1e-5, 1e-6));
+
+  // Stride 1 with an odd kernel: a plain Conv2d with get_padding's padding; 'valid' has none; '' is create_conv2d.
+  layers::Conv2dArgs depthwise;
+  depthwise.depthwise = true;
+  torch::nn::AnyModule fixed = layers::create_conv2d_pad(4, 4, 5, depthwise, "same");
+  CHECK(fixed.ptr()->as<layers::Conv2dSame>() == nullptr);
+  auto* fixed_conv = fixed.ptr()->as<torch::nn::Conv2d>();
+  REQUIRE(fixed_conv != nullptr);
+  CHECK(fixed_conv->options.groups() == 4);
+  CHECK(at::allclose(fixed.forward(x), at::conv2d(x, fixed_conv->weight, {}, 1, "same", 1, 4), 1e-5, 1e-6));
+  torch::nn::AnyModule valid = layers::create_conv2d_pad(4, 4, 3, layers::Conv2dArgs{}, "valid");
+  CHECK((valid.forward(x).sizes() == at::IntArrayRef{2, 4, 8, 9}));
+  torch::nn::AnyModule symmetric = layers::create_conv2d_pad(4, 4, 3, strided, "");
+  CHECK(symmetric.ptr()->as<layers::Conv2dSame>() == nullptr);
+  CHECK((symmetric.forward(x).sizes() == at::IntArrayRef{2, 4, 5, 6}));
+
+  CHECK_THROWS_WITH_AS(layers::create_conv2d_pad(4, 4, 3, strided, "circular"), doctest::Contains("'circular'"),
+                       timm::UsageError);
+  CHECK_THROWS_AS(layers::create_conv2d_pad(4, 6, 3, depthwise, "same"), timm::UsageError);
 }
 
 }  // namespace test_layers
