@@ -1,18 +1,22 @@
 // EfficientNet (timm/models/efficientnet.py) and MobileNetV3
 // (timm/models/mobilenetv3.py) through timm's block-string builder, with
 // timm's module names so state_dict keys equal timm's:
-// - efficientnet_b0 .. efficientnet_b7 (timm's PyTorch-native variants:
-//   symmetric padding, BN eps 1e-5, swish, SE from the block input);
+// - efficientnet_b0 .. efficientnet_b8 (timm's PyTorch-native variants:
+//   symmetric padding, BN eps 1e-5, swish, SE from the block input) and
+//   tf_efficientnet_b0 .. b8 (the TF ports: 'same' padding, BN eps 1e-3);
 // - mobilenetv2_035/050/075/100/140 and mobilenetv2_110d/120d (relu6, depth
 //   scaled with the stem and head kept), the same EfficientNet class;
 // - mobilenetv3_large_075/100, mobilenetv3_large_150d,
 //   mobilenetv3_small_050/075/100 (hard_swish, hard_sigmoid SE with relu,
-//   pooled head: conv_head with bias and no BN, then flatten).
+//   pooled head: conv_head with bias and no BN, then flatten), and the TF
+//   ports tf_mobilenetv3_large_075/100, tf_mobilenetv3_small_075/100 and the
+//   'minimal' tf_mobilenetv3_large/small_minimal_100 (relu, k3, no SE).
 //
 // Supported: num_classes (0: the pooled features come out), in_chans,
 // drop_rate (dropout before the classifier), drop_path_rate (timm's
 // rate * block / blocks schedule), global_pool, and --model-kwargs bn_eps,
-// bn_momentum (every BatchNorm, as timm's resolve_bn_args).
+// bn_momentum (every BatchNorm, as timm's resolve_bn_args; over the tf_
+// models' eps 1e-3 as over timm's kwargs.setdefault).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -35,6 +39,7 @@
 #include "timm/base/error.hpp"
 #include "timm/layers/activations.hpp"
 #include "timm/layers/classifier.hpp"
+#include "timm/layers/conv2d_same.hpp"
 #include "timm/layers/norm_act.hpp"
 #include "timm/log/log.hpp"
 #include "timm/models/model.hpp"
@@ -53,6 +58,15 @@ const std::map<std::string, std::string> kDefaultTags = {{"efficientnet_b0", "ra
                                                          {"efficientnet_b3", "ra2_in1k"},
                                                          {"efficientnet_b4", "ra2_in1k"},
                                                          {"efficientnet_b5", "sw_in12k_ft_in1k"},
+                                                         {"tf_efficientnet_b0", "ns_jft_in1k"},
+                                                         {"tf_efficientnet_b1", "ns_jft_in1k"},
+                                                         {"tf_efficientnet_b2", "ns_jft_in1k"},
+                                                         {"tf_efficientnet_b3", "ns_jft_in1k"},
+                                                         {"tf_efficientnet_b4", "ns_jft_in1k"},
+                                                         {"tf_efficientnet_b5", "ns_jft_in1k"},
+                                                         {"tf_efficientnet_b6", "ns_jft_in1k"},
+                                                         {"tf_efficientnet_b7", "ns_jft_in1k"},
+                                                         {"tf_efficientnet_b8", "ap_in1k"},
                                                          {"mobilenetv2_050", "lamb_in1k"},
                                                          {"mobilenetv2_100", "ra_in1k"},
                                                          {"mobilenetv2_110d", "ra_in1k"},
@@ -62,7 +76,13 @@ const std::map<std::string, std::string> kDefaultTags = {{"efficientnet_b0", "ra
                                                          {"mobilenetv3_large_150d", "ra4_e3600_r256_in1k"},
                                                          {"mobilenetv3_small_050", "lamb_in1k"},
                                                          {"mobilenetv3_small_075", "lamb_in1k"},
-                                                         {"mobilenetv3_small_100", "lamb_in1k"}};
+                                                         {"mobilenetv3_small_100", "lamb_in1k"},
+                                                         {"tf_mobilenetv3_large_075", "in1k"},
+                                                         {"tf_mobilenetv3_large_100", "in1k"},
+                                                         {"tf_mobilenetv3_large_minimal_100", "in1k"},
+                                                         {"tf_mobilenetv3_small_075", "in1k"},
+                                                         {"tf_mobilenetv3_small_100", "in1k"},
+                                                         {"tf_mobilenetv3_small_minimal_100", "in1k"}};
 
 enum class Family { kEfficientNet, kMobileNetV3 };
 
@@ -81,7 +101,18 @@ struct Spec {
   std::string act_layer;
   SeConfig se;
   PretrainedCfg cfg;
+  std::string pad_type;  // '' (symmetric) or 'same' (the tf_ ports)
+  NormArgs norm;         // the defaults --model-kwargs bn_eps / bn_momentum override
 };
+
+// The tf_ ports: timm's kwargs.setdefault('bn_eps', BN_EPS_TF_DEFAULT) and setdefault('pad_type', 'same').
+Spec tf_port(Spec spec) {
+  spec.name = "tf_" + spec.name;
+  spec.description += ", TF port ('same' padding, BN eps 1e-3)";
+  spec.pad_type = "same";
+  spec.norm.eps = 1e-3;
+  return spec;
+}
 
 // A --model-kwargs number that must be positive, or `fallback` when absent.
 double positive_kwarg(const std::string& model, const ModelArgs& args, const std::string& key, double fallback) {
@@ -93,8 +124,7 @@ double positive_kwarg(const std::string& model, const ModelArgs& args, const std
 }
 
 // timm's resolve_bn_args: --model-kwargs bn_eps=..., bn_momentum=... set every BatchNorm of the net.
-NormArgs norm_args(const std::string& model, const ModelArgs& args) {
-  NormArgs norm;
+NormArgs norm_args(const std::string& model, const ModelArgs& args, NormArgs norm) {
   norm.eps = positive_kwarg(model, args, "bn_eps", norm.eps);
   norm.momentum = positive_kwarg(model, args, "bn_momentum", norm.momentum);
   return norm;
@@ -127,16 +157,17 @@ class EfficientNetImpl : public ClassifierImpl {
       : family_(spec.family), cfg_(spec.cfg), num_classes_(args.num_classes), drop_rate_(args.drop_rate) {
     validate_model_args(spec.name, args, {"bn_eps", "bn_momentum"});
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
-    const NormArgs norm = norm_args(spec.name, args);
+    const NormArgs norm = norm_args(spec.name, args, spec.norm);
     const double multiplier = spec.channel_multiplier;
     RoundChsFn round_chs = [multiplier](int64_t chs) { return round_channels(static_cast<double>(chs), multiplier); };
     const int64_t stem_size = spec.fix_stem ? spec.stem_size : round_chs(spec.stem_size);
     layers::Conv2dArgs stem_args;
     stem_args.stride = 2;
-    conv_stem = register_module("conv_stem", layers::create_conv2d(args.in_chans, stem_size, 3, stem_args));
+    conv_stem = layers::create_conv2d_pad(args.in_chans, stem_size, 3, stem_args, spec.pad_type);
+    register_module("conv_stem", conv_stem.ptr());
     bn1 = register_module("bn1", norm_act(stem_size, spec.act_layer, norm));
 
-    BuilderConfig builder{round_chs, spec.act_layer, spec.se, args.drop_path_rate.value_or(0.0), norm};
+    BuilderConfig builder{round_chs, spec.act_layer, spec.se, args.drop_path_rate.value_or(0.0), norm, spec.pad_type};
     int64_t head_chs = 0;
     const auto arch = decode_arch_def(spec.arch_def, spec.depth_multiplier, spec.fix_first_last);
     // A ModuleList of Sequentials: keys blocks.<stage>.<block>, as timm's Sequential of Sequentials.
@@ -156,9 +187,9 @@ class EfficientNetImpl : public ClassifierImpl {
   // timm's forward_features: stem, blocks and (EfficientNet) conv_head + bn2,
   // (N, C, H, W); MobileNetV3's conv_head comes after the pool, in the head.
   at::Tensor forward_features(at::Tensor input) override {
-    at::Tensor x = bn1(conv_stem(input));
+    at::Tensor x = bn1(conv_stem.forward(input));
     for (auto& stage : stages_) x = stage->forward(x);
-    if (family_ == Family::kEfficientNet) x = bn2(conv_head(x));
+    if (family_ == Family::kEfficientNet) x = bn2(conv_head.forward(x));
     return x;
   }
 
@@ -167,7 +198,7 @@ class EfficientNetImpl : public ClassifierImpl {
   at::Tensor forward_head(at::Tensor features, bool pre_logits = false) override {
     at::Tensor x = global_pool(features);
     if (family_ == Family::kMobileNetV3) {
-      x = act2(conv_head(x));
+      x = act2(conv_head.forward(x));
       if (!global_pool->is_identity()) x = x.flatten(1);
     }
     if (drop_rate_ > 0.0) {
@@ -187,10 +218,10 @@ class EfficientNetImpl : public ClassifierImpl {
             {"blocks", {{blocks_rule, std::nullopt}, {R"(conv_head|bn2)", std::vector<double>{99999}}}}};
   }
 
-  nn::Conv2d conv_stem{nullptr};
+  nn::AnyModule conv_stem;  // Conv2d, or Conv2dSame for 'same' padding
   layers::BatchNormAct2d bn1{nullptr};
   nn::ModuleList blocks;
-  nn::Conv2d conv_head{nullptr};
+  nn::AnyModule conv_head;
   layers::BatchNormAct2d bn2{nullptr};  // EfficientNet only
   layers::SelectAdaptivePool2d global_pool{nullptr};
   layers::Activation act2{nullptr};  // MobileNetV3 only
@@ -198,7 +229,8 @@ class EfficientNetImpl : public ClassifierImpl {
 
  private:
   void make_efficientnet_head(const Spec& spec, int64_t head_chs, const std::string& pool_type, const NormArgs& norm) {
-    conv_head = register_module("conv_head", layers::create_conv2d(head_chs, spec.num_features, 1));
+    conv_head = layers::create_conv2d_pad(head_chs, spec.num_features, 1, layers::Conv2dArgs{}, spec.pad_type);
+    register_module("conv_head", conv_head.ptr());
     bn2 = register_module("bn2", norm_act(spec.num_features, spec.act_layer, norm));
     auto head = layers::create_classifier(spec.num_features, num_classes_, pool_type);
     global_pool = register_module("global_pool", head.global_pool);
@@ -212,7 +244,8 @@ class EfficientNetImpl : public ClassifierImpl {
     const int64_t pooled = head_chs * global_pool->feat_mult();
     layers::Conv2dArgs head_args;
     head_args.bias = true;
-    conv_head = register_module("conv_head", layers::create_conv2d(pooled, spec.num_features, 1, head_args));
+    conv_head = layers::create_conv2d_pad(pooled, spec.num_features, 1, head_args, spec.pad_type);
+    register_module("conv_head", conv_head.ptr());
     act2 = register_module("act2", layers::create_act(spec.act_layer));
     if (num_classes_ > 0) {
       classifier = nn::AnyModule(nn::Linear(spec.num_features, num_classes_));
@@ -244,7 +277,8 @@ PretrainedCfg make_cfg(int64_t size, double crop_pct, const std::string& interpo
 
 // timm's _gen_efficientnet: (channel, depth) multipliers per size; default
 // tags ra_in1k (b0, b2), ra4_e3600_r240_in1k (b1), ra2_in1k (b3, b4),
-// sw_in12k_ft_in1k (b5), untrained (b6, b7).
+// sw_in12k_ft_in1k (b5), untrained (b6, b7, b8); the tf_ ports ns_jft_in1k
+// (b0 .. b7), ap_in1k (b8), with their own cfgs (TF's resolutions).
 std::vector<Spec> efficientnet_specs() {
   const std::vector<std::vector<std::string>> arch = {{"ds_r1_k3_s1_e1_c16_se0.25"},  {"ir_r2_k3_s2_e6_c24_se0.25"},
                                                       {"ir_r2_k5_s2_e6_c40_se0.25"},  {"ir_r3_k3_s2_e6_c80_se0.25"},
@@ -252,14 +286,19 @@ std::vector<Spec> efficientnet_specs() {
                                                       {"ir_r1_k3_s1_e6_c320_se0.25"}};
   struct Size {
     double channel, depth;
-    PretrainedCfg cfg;
+    PretrainedCfg cfg, tf_cfg;
   };
-  const std::vector<Size> sizes = {
-      {1.0, 1.0, make_cfg(224, 0.875)}, {1.0, 1.1, make_cfg(240, 0.9, "bicubic", "center", true)},
-      {1.1, 1.2, make_cfg(256, 0.875)}, {1.2, 1.4, make_cfg(288, 0.875)},
-      {1.4, 1.8, make_cfg(320, 0.875)}, {1.6, 2.2, make_cfg(448, 1.0, "bicubic", "squash")},
-      {1.8, 2.6, make_cfg(528, 0.942)}, {2.0, 3.1, make_cfg(600, 0.949)}};
+  const std::vector<Size> sizes = {{1.0, 1.0, make_cfg(224, 0.875), make_cfg(224, 0.875)},
+                                   {1.0, 1.1, make_cfg(240, 0.9, "bicubic", "center", true), make_cfg(240, 0.882)},
+                                   {1.1, 1.2, make_cfg(256, 0.875), make_cfg(260, 0.89)},
+                                   {1.2, 1.4, make_cfg(288, 0.875), make_cfg(300, 0.904)},
+                                   {1.4, 1.8, make_cfg(320, 0.875), make_cfg(380, 0.922)},
+                                   {1.6, 2.2, make_cfg(448, 1.0, "bicubic", "squash"), make_cfg(456, 0.934)},
+                                   {1.8, 2.6, make_cfg(528, 0.942), make_cfg(528, 0.942)},
+                                   {2.0, 3.1, make_cfg(600, 0.949), make_cfg(600, 0.949)},
+                                   {2.2, 3.6, make_cfg(672, 0.954), make_cfg(672, 0.954, "bicubic", "center", true)}};
   std::vector<Spec> specs;
+  std::vector<Spec> tf_specs;
   for (size_t i = 0; i < sizes.size(); ++i) {
     Spec s;
     s.name = "efficientnet_b" + std::to_string(i);
@@ -272,7 +311,10 @@ std::vector<Spec> efficientnet_specs() {
     s.act_layer = "swish";
     s.cfg = sizes[i].cfg;
     specs.push_back(s);
+    s.cfg = sizes[i].tf_cfg;
+    tf_specs.push_back(tf_port(s));
   }
+  specs.insert(specs.end(), tf_specs.begin(), tf_specs.end());
   return specs;
 }
 
@@ -308,7 +350,8 @@ std::vector<Spec> mobilenetv2_specs() {
   return specs;
 }
 
-// timm's _gen_mobilenet_v3 (not the 'minimal' variants).
+// timm's _gen_mobilenet_v3; the 'minimal' architectures (relu, 3x3 kernels,
+// no SE) only as timm registers them, TF ports.
 std::vector<Spec> mobilenetv3_specs() {
   const std::vector<std::vector<std::string>> large = {
       {"ds_r1_k3_s1_e1_c16_nre"},
@@ -324,11 +367,25 @@ std::vector<Spec> mobilenetv3_specs() {
                                                        {"ir_r2_k5_s1_e3_c48_se0.25"},
                                                        {"ir_r3_k5_s2_e6_c96_se0.25"},
                                                        {"cn_r1_k1_s1_c576"}};
+  const std::vector<std::vector<std::string>> large_minimal = {
+      {"ds_r1_k3_s1_e1_c16"},  {"ir_r1_k3_s2_e4_c24", "ir_r1_k3_s1_e3_c24"},
+      {"ir_r3_k3_s2_e3_c40"},  {"ir_r1_k3_s2_e6_c80", "ir_r1_k3_s1_e2.5_c80", "ir_r2_k3_s1_e2.3_c80"},
+      {"ir_r2_k3_s1_e6_c112"}, {"ir_r3_k3_s2_e6_c160"},
+      {"cn_r1_k1_s1_c960"}};
+  const std::vector<std::vector<std::string>> small_minimal = {{"ds_r1_k3_s2_e1_c16"},
+                                                               {"ir_r1_k3_s2_e4.5_c24", "ir_r1_k3_s1_e3.67_c24"},
+                                                               {"ir_r1_k3_s2_e4_c40", "ir_r2_k3_s1_e6_c40"},
+                                                               {"ir_r2_k3_s1_e3_c48"},
+                                                               {"ir_r3_k3_s2_e6_c96"},
+                                                               {"cn_r1_k1_s1_c576"}};
   struct Variant {
     std::string name;
     double channel, depth;
     PretrainedCfg cfg;
+    bool tf_port = false;
   };
+  // The TF ports' cfg: bilinear, mean = std = 0.5; default tag in1k.
+  const PretrainedCfg tf_cfg = make_cfg(224, 0.875, "bilinear", "center", true);
   // Default tags: untrained (large_075), ra_in1k (large_100), ra4_e3600_r256_in1k (large_150d), lamb_in1k (small).
   const std::vector<Variant> variants = {
       {"mobilenetv3_large_075", 0.75, 1.0, make_cfg(224, 0.875, "bilinear")},
@@ -336,25 +393,37 @@ std::vector<Spec> mobilenetv3_specs() {
       {"mobilenetv3_large_150d", 1.5, 1.2, make_cfg(256, 0.95, "bilinear", "center", true)},
       {"mobilenetv3_small_050", 0.5, 1.0, make_cfg(224, 0.875)},
       {"mobilenetv3_small_075", 0.75, 1.0, make_cfg(224, 0.875)},
-      {"mobilenetv3_small_100", 1.0, 1.0, make_cfg(224, 0.875)}};
+      {"mobilenetv3_small_100", 1.0, 1.0, make_cfg(224, 0.875)},
+      {"mobilenetv3_large_075", 0.75, 1.0, tf_cfg, true},
+      {"mobilenetv3_large_100", 1.0, 1.0, tf_cfg, true},
+      {"mobilenetv3_large_minimal_100", 1.0, 1.0, tf_cfg, true},
+      {"mobilenetv3_small_075", 0.75, 1.0, tf_cfg, true},
+      {"mobilenetv3_small_100", 1.0, 1.0, tf_cfg, true},
+      {"mobilenetv3_small_minimal_100", 1.0, 1.0, tf_cfg, true}};
   std::vector<Spec> specs;
   for (const auto& v : variants) {
+    // timm's _gen_mobilenet_v3 picks the architecture by 'small' / 'minimal' in the name.
     const bool is_small = v.name.find("small") != std::string::npos;
+    const bool minimal = v.name.find("minimal") != std::string::npos;
     Spec s;
     s.name = v.name;
-    s.description = std::string("MobileNet-V3 ") + (is_small ? "small" : "large") + " (channels x" +
-                    timm::format("%g", v.channel) + ", depth x" + timm::format("%g", v.depth) + ")";
+    s.description = std::string("MobileNet-V3 ") + (is_small ? "small" : "large") + (minimal ? " minimal" : "") +
+                    " (channels x" + timm::format("%g", v.channel) + ", depth x" + timm::format("%g", v.depth) + ")";
     s.family = Family::kMobileNetV3;
-    s.arch_def = is_small ? small : large;
+    if (minimal) {
+      s.arch_def = is_small ? small_minimal : large_minimal;
+    } else {
+      s.arch_def = is_small ? small : large;
+    }
     s.channel_multiplier = v.channel;
     s.depth_multiplier = v.depth;
     s.fix_stem = v.channel < 0.75;
     s.stem_size = 16;
     s.num_features = is_small ? 1024 : 1280;
-    s.act_layer = "hard_swish";
+    s.act_layer = minimal ? "relu" : "hard_swish";
     s.se = SeConfig{/*from_exp=*/true, "hard_sigmoid", "relu", /*round_with_make_divisible=*/true};
     s.cfg = v.cfg;
-    specs.push_back(s);
+    specs.push_back(v.tf_port ? tf_port(s) : s);
   }
   return specs;
 }

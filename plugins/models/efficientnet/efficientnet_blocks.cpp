@@ -1,6 +1,7 @@
 #include "efficientnet_blocks.hpp"
 
 #include "timm/base/error.hpp"
+#include "timm/layers/conv2d_same.hpp"
 #include "timm/layers/squeeze_excite.hpp"
 
 namespace timm::efficientnet {
@@ -8,11 +9,18 @@ namespace {
 
 namespace nn = torch::nn;
 
-nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t groups = 1) {
+// timm's create_conv2d(in, out, kernel, stride, groups, padding=pad_type).
+nn::AnyModule conv(const BlockConfig& c, int64_t in, int64_t out, int64_t kernel, int64_t stride = 1,
+                   int64_t groups = 1) {
   layers::Conv2dArgs args;
   args.stride = stride;
   args.groups = groups;
-  return layers::create_conv2d(in, out, kernel, args);
+  return layers::create_conv2d_pad(in, out, kernel, args, c.pad_type);
+}
+
+nn::AnyModule register_conv(nn::Module& block, const std::string& name, nn::AnyModule module) {
+  block.register_module(name, module.ptr());
+  return module;
 }
 
 // timm: DropPath(rate) if rate else nn.Identity(); the Identity adds no keys.
@@ -63,49 +71,54 @@ at::Tensor SqueezeExciteImpl::forward(const at::Tensor& x) {
 
 ConvBnActImpl::ConvBnActImpl(const BlockConfig& c) {
   has_skip = c.skip && c.stride == 1 && c.in_chs == c.out_chs;
-  conv = register_module("conv", efficientnet::conv(c.in_chs, c.out_chs, c.kernel_size, c.stride,
-                                                    num_groups(c.group_size.value_or(0), c.in_chs)));
+  conv = register_conv(*this, "conv",
+                       efficientnet::conv(c, c.in_chs, c.out_chs, c.kernel_size, c.stride,
+                                          num_groups(c.group_size.value_or(0), c.in_chs)));
   bn1 = register_module("bn1", norm_act(c.out_chs, c.act_layer, c.norm));
   maybe_drop_path(*this, drop_path, c.drop_path_rate);
 }
 
-at::Tensor ConvBnActImpl::forward(const at::Tensor& x) { return residual(bn1(conv(x)), x, has_skip, drop_path); }
+at::Tensor ConvBnActImpl::forward(const at::Tensor& x) {
+  return residual(bn1(conv.forward(x)), x, has_skip, drop_path);
+}
 
 DepthwiseSeparableConvImpl::DepthwiseSeparableConvImpl(const BlockConfig& c) {
   has_skip = c.stride == 1 && c.in_chs == c.out_chs && !c.noskip;
-  conv_dw = register_module(
-      "conv_dw", conv(c.in_chs, c.in_chs, c.kernel_size, c.stride, num_groups(c.group_size.value_or(1), c.in_chs)));
+  conv_dw = register_conv(
+      *this, "conv_dw",
+      conv(c, c.in_chs, c.in_chs, c.kernel_size, c.stride, num_groups(c.group_size.value_or(1), c.in_chs)));
   bn1 = register_module("bn1", norm_act(c.in_chs, c.act_layer, c.norm));
   maybe_se(*this, se, c, c.in_chs);
-  conv_pw = register_module("conv_pw", conv(c.in_chs, c.out_chs, c.pw_kernel_size));
+  conv_pw = register_conv(*this, "conv_pw", conv(c, c.in_chs, c.out_chs, c.pw_kernel_size));
   bn2 = register_module("bn2", norm_act(c.out_chs, c.act_layer, c.norm, /*apply_act=*/c.pw_act));
   maybe_drop_path(*this, drop_path, c.drop_path_rate);
 }
 
 at::Tensor DepthwiseSeparableConvImpl::forward(const at::Tensor& input) {
-  at::Tensor x = bn1(conv_dw(input));
+  at::Tensor x = bn1(conv_dw.forward(input));
   if (se) x = se(x);
-  return residual(bn2(conv_pw(x)), input, has_skip, drop_path);
+  return residual(bn2(conv_pw.forward(x)), input, has_skip, drop_path);
 }
 
 InvertedResidualImpl::InvertedResidualImpl(const BlockConfig& c) {
   has_skip = c.in_chs == c.out_chs && c.stride == 1 && !c.noskip;
   const int64_t mid_chs = layers::make_divisible(static_cast<double>(c.in_chs) * c.exp_ratio);
-  conv_pw = register_module("conv_pw", conv(c.in_chs, mid_chs, c.exp_kernel_size));
+  conv_pw = register_conv(*this, "conv_pw", conv(c, c.in_chs, mid_chs, c.exp_kernel_size));
   bn1 = register_module("bn1", norm_act(mid_chs, c.act_layer, c.norm));
-  conv_dw = register_module(
-      "conv_dw", conv(mid_chs, mid_chs, c.kernel_size, c.stride, num_groups(c.group_size.value_or(1), mid_chs)));
+  conv_dw =
+      register_conv(*this, "conv_dw",
+                    conv(c, mid_chs, mid_chs, c.kernel_size, c.stride, num_groups(c.group_size.value_or(1), mid_chs)));
   bn2 = register_module("bn2", norm_act(mid_chs, c.act_layer, c.norm));
   maybe_se(*this, se, c, mid_chs);
-  conv_pwl = register_module("conv_pwl", conv(mid_chs, c.out_chs, c.pw_kernel_size));
+  conv_pwl = register_conv(*this, "conv_pwl", conv(c, mid_chs, c.out_chs, c.pw_kernel_size));
   bn3 = register_module("bn3", norm_act(c.out_chs, c.act_layer, c.norm, /*apply_act=*/false));
   maybe_drop_path(*this, drop_path, c.drop_path_rate);
 }
 
 at::Tensor InvertedResidualImpl::forward(const at::Tensor& input) {
-  at::Tensor x = bn2(conv_dw(bn1(conv_pw(input))));
+  at::Tensor x = bn2(conv_dw.forward(bn1(conv_pw.forward(input))));
   if (se) x = se(x);
-  return residual(bn3(conv_pwl(x)), input, has_skip, drop_path);
+  return residual(bn3(conv_pwl.forward(x)), input, has_skip, drop_path);
 }
 
 }  // namespace timm::efficientnet

@@ -4,7 +4,10 @@
 // DepthwiseSeparableConv (conv_dw, bn1, se, conv_pw, bn2) and
 // InvertedResidual (conv_pw, bn1, conv_dw, bn2, se, conv_pwl, bn3). Norms are
 // the SDK's BatchNormAct2d (timm's norm_act_layer); a block without SE has no
-// "se" child, as timm's nn.Identity adds no keys. Internal to this plugin.
+// "se" child, as timm's nn.Identity adds no keys. The convs are timm's
+// create_conv2d(padding=pad_type): a Conv2d, or with pad_type 'same' (the tf_
+// ports) a Conv2dSame where the padding depends on the input, so they are
+// held as AnyModules. Internal to this plugin.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +16,7 @@
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
+#include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/pimpl.h>
 
@@ -57,6 +61,7 @@ struct BlockConfig {
   bool skip = false;    // ConvBnAct only
   bool pw_act = false;  // DS only
   std::string act_layer;
+  std::string pad_type;  // timm's pad_type: '' (symmetric) or 'same' (TF)
   // SE, when wanted: rd channels from the channels it sees.
   std::function<int64_t(int64_t)> se_rd_channels;
   std::string se_act;
@@ -73,7 +78,7 @@ class ConvBnActImpl : public torch::nn::Module {
   explicit ConvBnActImpl(const BlockConfig& config);
   at::Tensor forward(const at::Tensor& x);
 
-  torch::nn::Conv2d conv{nullptr};
+  torch::nn::AnyModule conv;  // Conv2d or Conv2dSame
   layers::BatchNormAct2d bn1{nullptr};
   layers::DropPath drop_path{nullptr};
   bool has_skip = false;
@@ -85,10 +90,10 @@ class DepthwiseSeparableConvImpl : public torch::nn::Module {
   explicit DepthwiseSeparableConvImpl(const BlockConfig& config);
   at::Tensor forward(const at::Tensor& x);
 
-  torch::nn::Conv2d conv_dw{nullptr};
+  torch::nn::AnyModule conv_dw;  // Conv2d or Conv2dSame
   layers::BatchNormAct2d bn1{nullptr};
   SqueezeExcite se{nullptr};
-  torch::nn::Conv2d conv_pw{nullptr};
+  torch::nn::AnyModule conv_pw;  // Conv2d or Conv2dSame
   layers::BatchNormAct2d bn2{nullptr};
   layers::DropPath drop_path{nullptr};
   bool has_skip = false;
@@ -100,12 +105,12 @@ class InvertedResidualImpl : public torch::nn::Module {
   explicit InvertedResidualImpl(const BlockConfig& config);
   at::Tensor forward(const at::Tensor& x);
 
-  torch::nn::Conv2d conv_pw{nullptr};
+  torch::nn::AnyModule conv_pw;  // Conv2d or Conv2dSame
   layers::BatchNormAct2d bn1{nullptr};
-  torch::nn::Conv2d conv_dw{nullptr};
+  torch::nn::AnyModule conv_dw;  // Conv2d or Conv2dSame
   layers::BatchNormAct2d bn2{nullptr};
   SqueezeExcite se{nullptr};
-  torch::nn::Conv2d conv_pwl{nullptr};
+  torch::nn::AnyModule conv_pwl;  // Conv2d or Conv2dSame
   layers::BatchNormAct2d bn3{nullptr};
   layers::DropPath drop_path{nullptr};
   bool has_skip = false;

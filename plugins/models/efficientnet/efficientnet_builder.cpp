@@ -121,6 +121,7 @@ BlockConfig block_config(const BuilderConfig& config, const BlockArgs& a, int64_
   c.skip = a.skip;
   c.pw_act = a.pw_act;
   c.act_layer = a.act_layer.value_or(config.act_layer);
+  c.pad_type = config.pad_type;
   c.drop_path_rate = drop_path_rate;
   c.norm = config.norm;
   if (a.se_ratio > 0.0) {

@@ -75,6 +75,7 @@ struct BuilderConfig {
   SeConfig se;
   double drop_path_rate = 0.0;
   NormArgs norm;
+  std::string pad_type;  // timm's pad_type for every block conv: '' or 'same'
 };
 
 // timm's EfficientNetBuilder(...)(in_chs, arch): one Sequential per stage,

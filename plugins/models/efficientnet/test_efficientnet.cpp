@@ -14,7 +14,10 @@
 // stage at 64 x 64, batch 2) depend on the summation order.
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -24,6 +27,7 @@
 #include "model_parity.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
+#include "timm/layers/conv2d_same.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/norm_act.hpp"
 #include "timm/models/model.hpp"
@@ -43,19 +47,57 @@ using timm::test::ThreadCount;
 
 constexpr int64_t kNumClasses = timm::test::kParityNumClasses;
 
-const std::vector<std::string> kNames = {"efficientnet_b0",       "efficientnet_b1",       "efficientnet_b2",
-                                         "efficientnet_b3",       "efficientnet_b4",       "efficientnet_b5",
-                                         "efficientnet_b6",       "efficientnet_b7",       "mobilenetv2_035",
-                                         "mobilenetv2_050",       "mobilenetv2_075",       "mobilenetv2_100",
-                                         "mobilenetv2_110d",      "mobilenetv2_120d",      "mobilenetv2_140",
-                                         "mobilenetv3_large_075", "mobilenetv3_large_100", "mobilenetv3_large_150d",
-                                         "mobilenetv3_small_050", "mobilenetv3_small_075", "mobilenetv3_small_100"};
-const std::vector<std::string> kPatterns = {"efficientnet_b*", "mobilenetv2_*", "mobilenetv3_*"};
+const std::vector<std::string> kNames = {"efficientnet_b0",
+                                         "efficientnet_b1",
+                                         "efficientnet_b2",
+                                         "efficientnet_b3",
+                                         "efficientnet_b4",
+                                         "efficientnet_b5",
+                                         "efficientnet_b6",
+                                         "efficientnet_b7",
+                                         "efficientnet_b8",
+                                         "tf_efficientnet_b0",
+                                         "tf_efficientnet_b1",
+                                         "tf_efficientnet_b2",
+                                         "tf_efficientnet_b3",
+                                         "tf_efficientnet_b4",
+                                         "tf_efficientnet_b5",
+                                         "tf_efficientnet_b6",
+                                         "tf_efficientnet_b7",
+                                         "tf_efficientnet_b8",
+                                         "mobilenetv2_035",
+                                         "mobilenetv2_050",
+                                         "mobilenetv2_075",
+                                         "mobilenetv2_100",
+                                         "mobilenetv2_110d",
+                                         "mobilenetv2_120d",
+                                         "mobilenetv2_140",
+                                         "mobilenetv3_large_075",
+                                         "mobilenetv3_large_100",
+                                         "mobilenetv3_large_150d",
+                                         "mobilenetv3_small_050",
+                                         "mobilenetv3_small_075",
+                                         "mobilenetv3_small_100",
+                                         "tf_mobilenetv3_large_075",
+                                         "tf_mobilenetv3_large_100",
+                                         "tf_mobilenetv3_large_minimal_100",
+                                         "tf_mobilenetv3_small_075",
+                                         "tf_mobilenetv3_small_100",
+                                         "tf_mobilenetv3_small_minimal_100"};
+const std::vector<std::string> kPatterns = {"efficientnet_b*", "tf_efficientnet_b*", "mobilenetv2_*", "mobilenetv3_*",
+                                            "tf_mobilenetv3_*"};
 
 // Smallest and largest EfficientNet (DS + IR with swish SE), MobileNetV3
 // large (DS without SE, relu / hard_swish IR, hard_sigmoid SE, ConvBnAct,
 // pooled head) and small (DS with SE and stride, fixed stem, 1 channel),
-// MobileNetV2 (relu6, no SE) and its depth-scaled "d" variant. 64x64 inputs, batch 2.
+// MobileNetV2 (relu6, no SE) and its depth-scaled "d" variant; the TF ports
+// ('same' padding, BN eps 1e-3): tf_efficientnet_b0 at 68 px, where the
+// stride-2 convs pad asymmetrically at 68 and 34 (total 1: 0 before, 1 after)
+// and symmetrically from 17 on (k5 at 17: 2 and 2), so neither PyTorch's
+// padding nor one computed for a fixed size passes (at an odd size such as
+// 65 every stride-2 'same' pad is symmetric, PyTorch's); and the minimal
+// MobileNetV3 (relu, 3x3, no SE) at 64 px, every stride-2 pad asymmetric.
+// 64x64 inputs unless said, batch 2.
 const std::vector<ParityCase> kCases = {
     {"efficientnet_b0", "efficientnet_b0", 3, 64, 2},
     {"efficientnet_b7", "efficientnet_b7", 3, 64, 2},
@@ -63,6 +105,8 @@ const std::vector<ParityCase> kCases = {
     {"mobilenetv3_small_050_c1", "mobilenetv3_small_050", 1, 64, 2},
     {"mobilenetv2_100", "mobilenetv2_100", 3, 64, 2},
     {"mobilenetv2_110d", "mobilenetv2_110d", 3, 64, 2},
+    {"tf_efficientnet_b0_68px", "tf_efficientnet_b0", 3, 68, 2},
+    {"tf_mobilenetv3_small_minimal_100", "tf_mobilenetv3_small_minimal_100", 3, 64, 2},
 };
 
 // The drop_prob of each block's drop_path (0 where it has none), in block order.
@@ -134,6 +178,49 @@ TEST_CASE("efficientnet init follows timm's _init_weight_goog") {
   CHECK(params["classifier.bias"].abs().max().item<double>() == 0.0);
   timm::ModelPtr mnv3 = make_model("mobilenetv3_small_050");
   CHECK(mnv3->named_parameters()["conv_head.bias"].abs().max().item<double>() == 0.0);
+}
+
+TEST_CASE(
+    "tf_ ports: Conv2dSame where 'same' depends on the input, padded Conv2d elsewhere, BN eps 1e-3, timm's init") {
+  const ThreadCount one_thread(1);  // 2 cores shared: OpenMP's spinning threads only slow it down
+  at::manual_seed(0);
+  timm::ModelPtr model = make_model("tf_efficientnet_b0");
+  std::map<std::string, std::shared_ptr<torch::nn::Module>> modules;
+  for (const auto& item : model->named_modules()) modules[item.key()] = item.value();
+  // Stride 2: timm's Conv2dSame; stride 1 with an odd kernel: a Conv2d with the symmetric padding.
+  for (const auto* name : {"conv_stem", "blocks.1.0.conv_dw", "blocks.2.0.conv_dw", "blocks.5.0.conv_dw"}) {
+    CAPTURE(name);
+    CHECK(modules.at(name)->as<timm::layers::Conv2dSame>() != nullptr);
+  }
+  for (const auto* name : {"blocks.0.0.conv_dw", "blocks.4.0.conv_dw", "blocks.1.0.conv_pw", "conv_head"}) {
+    CAPTURE(name);
+    CHECK(modules.at(name)->as<timm::layers::Conv2dSame>() == nullptr);
+    REQUIRE(modules.at(name)->as<torch::nn::Conv2d>() != nullptr);
+  }
+  const auto& k5 = modules.at("blocks.4.0.conv_dw")->as<torch::nn::Conv2d>()->options.padding();
+  CHECK((*std::get<torch::ExpandingArray<2>>(k5))[0] == 2);
+  // _init_weight_goog reaches the Conv2dSame: depthwise 5x5, normal(0, sqrt(2 / 25)).
+  const at::Tensor dw = model->named_parameters()["blocks.5.0.conv_dw.weight"];  // 672 x 1 x 5 x 5
+  CHECK(dw.std().item<double>() == doctest::Approx(std::sqrt(2.0 / 25)).epsilon(0.03));
+  int64_t norms = 0;
+  timm::layers::for_each_batch_norm_act(*model, [&](const std::string& name, timm::layers::BatchNormAct2dImpl& bn) {
+    CAPTURE(name);
+    CHECK(bn.options.eps() == 0.001);
+    CHECK(bn.options.momentum() == 0.1);
+    ++norms;
+  });
+  CHECK(norms == 49);
+  // --model-kwargs bn_eps overrides the port's default, as timm's kwargs.setdefault.
+  timm::ModelArgs args;
+  args.kwargs = {{"bn_eps", "1e-5"}};
+  timm::ModelPtr eps_model = timm::create_model("tf_mobilenetv3_small_minimal_100", args);
+  timm::layers::for_each_batch_norm_act(*eps_model, [&](const std::string& name, timm::layers::BatchNormAct2dImpl& bn) {
+    CAPTURE(name);
+    CHECK(bn.options.eps() == 1e-5);
+  });
+  // The PyTorch-native model has no Conv2dSame.
+  timm::ModelPtr native = make_model("efficientnet_b0");
+  for (const auto& item : native->named_modules()) CHECK(item.value()->as<timm::layers::Conv2dSame>() == nullptr);
 }
 
 TEST_CASE("efficientnet head options: num_classes 0, global_pool, drop_rate; bad input rejected") {
