@@ -286,6 +286,7 @@ TEST_CASE("timm-cpp's own flags") {
   CHECK(contains(cli.help_text, "--decay-rate, --dr RATE"));
   CHECK(contains(cli.help_text, "--amp"));
   CHECK(contains(cli.help_text, "[not implemented]"));
+  CHECK(contains(cli.help_text, "[not supported]"));
   Config c = parse({"--dist-backend", "gloo", "--dist-timeout", "60"}).config;
   CHECK(implemented_error(c).empty());  // the distributed runtime's own flags are implemented
   CHECK(c.get<std::string>("dist_backend") == "gloo");

@@ -113,10 +113,14 @@ TEST_CASE("bad input fails with a clear message and the right exit code") {
     CHECK(r.output.find("unknown model 'resnet19'") != std::string::npos);
     CHECK(r.output.find("did you mean 'resnet18'") != std::string::npos);
   }
-  SUBCASE("a flag not implemented yet fails loudly") {
-    const auto r = run_command({timm_run(), "--torchscript", "--epochs", "1"});
+  SUBCASE("a flag not implemented yet fails loudly; one that will not be says why") {
+    const auto r = run_command({timm_run(), "--naflex-loader", "--epochs", "1"});
     CHECK(r.exit_code == 2);
-    CHECK(r.output.find("--torchscript is not implemented yet") != std::string::npos);
+    CHECK(r.output.find("--naflex-loader is not implemented yet") != std::string::npos);
+    const auto never = run_command({timm_run(), "--torchscript", "--epochs", "1"});
+    CHECK(never.exit_code == 2);
+    CHECK(never.output.find("--torchscript is not supported: TorchScript compiles Python models; timm-cpp's models "
+                            "are C++") != std::string::npos);
   }
   SUBCASE("--input-img-mode: the modes timm-cpp decodes, matching --in-chans") {
     const auto r = run_command({timm_run(), "--input-img-mode", "CMYK", "--epochs", "1"});

@@ -541,7 +541,8 @@ struct DefaultFormatter {
 
 std::string default_text(const ConfigValue& value) { return std::visit(DefaultFormatter{}, value); }
 
-// The help words of a flag; "[not implemented]" stays one word when wrapped.
+// The help words of a flag; "[not implemented]" and "[not supported]" stay
+// one word when wrapped.
 std::vector<std::string> help_words(const FlagSpec& flag) {
   std::string help = flag.help;
   bool shows_default = flag.type != FlagType::kSwitch && !flag.is_action && flag.type != FlagType::kKwargs &&
@@ -550,7 +551,7 @@ std::vector<std::string> help_words(const FlagSpec& flag) {
   std::vector<std::string> words;
   std::istringstream in(help);
   for (std::string word; in >> word;) words.push_back(word);
-  if (!flag.implemented) words.push_back("[not implemented]");
+  if (!flag.implemented) words.push_back(flag.unsupported.empty() ? "[not implemented]" : "[not supported]");
   return words;
 }
 
@@ -580,8 +581,8 @@ std::string train_help_text() {
       "usage: timm-train [options] [DATA]\n\n"
       "Trains an image classification model as timm's train.py does, with the same flags.\n"
       "A long flag may be abbreviated to any unique prefix (--jsd for --jsd-loss).\n"
-      "Flags marked [not implemented] are accepted, but a run refuses any value other than\n"
-      "their default.\n";
+      "Flags marked [not implemented] or [not supported] are accepted, but a run refuses any\n"
+      "value other than their default.\n";
   std::string group;
   for (const FlagSpec& flag : train_flags()) {
     if (flag.group != group) {

@@ -261,12 +261,16 @@ std::string Config::to_toml() const {
 
 void check_implemented(const Config& config) {
   std::vector<std::string> refused;
+  const FlagSpec* first = nullptr;
   for (const FlagSpec& flag : train_flags()) {
     if (flag.implemented || flag.is_action) continue;
-    if (config.value(flag.dest) != flag.default_value) refused.push_back("--" + flag.name);
+    if (config.value(flag.dest) == flag.default_value) continue;
+    if (first == nullptr) first = &flag;
+    refused.push_back("--" + flag.name);
   }
   if (refused.empty()) return;
-  std::string message = refused.front() + " is not implemented yet";
+  std::string message = refused.front() + (first->unsupported.empty() ? " is not implemented yet"
+                                                                      : " is not supported: " + first->unsupported);
   if (refused.size() > 1) {
     message += refused.size() == 2 ? "; nor is " : "; nor are ";
     for (std::size_t i = 1; i < refused.size(); ++i) {

@@ -2,6 +2,7 @@
 // help (timm-spec §1.2), then the flags of timm-cpp.
 #include <algorithm>
 #include <array>
+#include <map>
 #include <string_view>
 
 #include "timm/base/error.hpp"
@@ -64,6 +65,22 @@ constexpr std::array kImplementedFlags = {
     "ddp-find-unused-parameters", "sync-bn", "split-bn", "aug-repeats",
     // Run logging.
     "log-tensorboard",
+};
+
+// Flags of train.py that this port will not implement, with the reason a run
+// that sets one is told (the others are "not implemented yet").
+const std::map<std::string, std::string, std::less<>> kUnsupportedFlags = {
+    {"dataset-download", "timm-cpp reads datasets from local files only"},
+    {"dataset-trust-remote-code", "timm-cpp reads datasets from local files only"},
+    {"fuser", "TorchScript fusers compile Python models; timm-cpp's models are C++"},
+    {"torchscript", "TorchScript compiles Python models; timm-cpp's models are C++"},
+    {"torchcompile", "torch.compile compiles Python models; timm-cpp's models are C++"},
+    {"torchcompile-mode", "torch.compile compiles Python models; timm-cpp's models are C++"},
+    {"device-modules", "it imports Python modules for a device backend"},
+    {"log-wandb", "Weights & Biases is a Python service client; --log-tensorboard writes the run's scalars"},
+    {"wandb-project", "Weights & Biases is a Python service client; --log-tensorboard writes the run's scalars"},
+    {"wandb-tags", "Weights & Biases is a Python service client; --log-tensorboard writes the run's scalars"},
+    {"wandb-resume-id", "Weights & Biases is a Python service client; --log-tensorboard writes the run's scalars"},
 };
 
 using Strings = std::vector<std::string>;
@@ -597,6 +614,7 @@ void complete(FlagSpec& flag) {
   if (flag.dest.empty()) flag.dest = dest_of(flag.name);
   if (flag.nargs == 0) flag.nargs = nargs_of(flag.type);
   flag.implemented = is_implemented(flag.name);
+  if (const auto it = kUnsupportedFlags.find(flag.name); it != kUnsupportedFlags.end()) flag.unsupported = it->second;
   if (flag.type == kSwitch) flag.default_value = false;
   if (flag.type == kKwargs) flag.default_value = Strings{};
 }

@@ -61,6 +61,7 @@ struct FlagSpec {
   std::string group{};  // timm's argparse group title, or "timm-cpp" for ours
   std::string help{};
   bool implemented = false;            // false: check_implemented() refuses a non-default value
+  std::string unsupported{};           // why it will not be implemented; empty: "not implemented yet"
   std::vector<std::string> aliases{};  // more long names: "dr" for --decay-rate
   std::vector<std::string> choices{};  // allowed string values; empty: any
   std::string const_value{};           // the value of a kOptionalString flag given alone
