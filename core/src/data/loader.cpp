@@ -162,9 +162,9 @@ Loader::~Loader() {
 std::size_t Loader::num_batches() const {
   // The sampler's length, not the dataset's: a distributed sampler gives each
   // rank its share (every epoch the same length).
-  const std::size_t n = sampler_->indices(0).size();
-  const bool drop_last = options_.drop_last && sampler_->batch_choices(0).empty();
-  return batch_ranges(n, sampler_->batch_sizes(0), options_.batch_size, drop_last).size();
+  EpochPlan plan = sampler_->plan(0);
+  const bool drop_last = options_.drop_last && plan.batch_choices.empty();
+  return batch_ranges(plan.indices.size(), std::move(plan.batch_sizes), options_.batch_size, drop_last).size();
 }
 
 std::size_t Loader::skipped_samples() const { return state_->skipped.load(); }
@@ -247,9 +247,10 @@ void Loader::start_epoch(int64_t epoch) {
   state_ = std::move(fresh);
   State& s = *state_;
   s.epoch = epoch;
-  s.order = sampler_->indices(epoch);
-  const std::vector<int64_t> choices = sampler_->batch_choices(epoch);
-  s.batches = batch_ranges(s.order.size(), sampler_->batch_sizes(epoch), options_.batch_size,
+  EpochPlan plan = sampler_->plan(epoch);
+  s.order = std::move(plan.indices);
+  const std::vector<int64_t>& choices = plan.batch_choices;
+  s.batches = batch_ranges(s.order.size(), std::move(plan.batch_sizes), options_.batch_size,
                            options_.drop_last && choices.empty());
   s.num_batches = s.batches.size();
   s.choices.assign(s.num_batches, 0);

@@ -272,21 +272,15 @@ std::vector<ScheduledBatch> ScheduledBatchSampler::batches(int64_t epoch) const 
   return result;
 }
 
-std::vector<int64_t> ScheduledBatchSampler::indices(int64_t epoch) const {
-  std::vector<int64_t> out;
-  for (const ScheduledBatch& batch : batches(epoch)) out.insert(out.end(), batch.indices.begin(), batch.indices.end());
-  return out;
-}
+std::vector<int64_t> ScheduledBatchSampler::indices(int64_t epoch) const { return plan(epoch).indices; }
 
-std::vector<int64_t> ScheduledBatchSampler::batch_sizes(int64_t epoch) const {
-  std::vector<int64_t> out;
-  for (const ScheduledBatch& batch : batches(epoch)) out.push_back(static_cast<int64_t>(batch.indices.size()));
-  return out;
-}
-
-std::vector<int64_t> ScheduledBatchSampler::batch_choices(int64_t epoch) const {
-  std::vector<int64_t> out;
-  for (const ScheduledBatch& batch : batches(epoch)) out.push_back(batch.choice);
+EpochPlan ScheduledBatchSampler::plan(int64_t epoch) const {
+  EpochPlan out;
+  for (const ScheduledBatch& batch : batches(epoch)) {
+    out.indices.insert(out.indices.end(), batch.indices.begin(), batch.indices.end());
+    out.batch_sizes.push_back(static_cast<int64_t>(batch.indices.size()));
+    out.batch_choices.push_back(batch.choice);
+  }
   return out;
 }
 

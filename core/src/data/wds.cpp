@@ -7,7 +7,6 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string_view>
 #include <system_error>
@@ -713,11 +712,6 @@ PyRandom python_random(int64_t seed) {
   return PyRandom(magnitude);
 }
 
-struct EpochOrder {
-  std::vector<int64_t> indices;
-  std::vector<int64_t> batch_sizes;
-};
-
 class WdsSampler final : public Sampler {
  public:
   WdsSampler(std::shared_ptr<const WdsIndex> index, int64_t num_samples, const StreamConfig& config)
@@ -762,19 +756,9 @@ class WdsSampler final : public Sampler {
     worker_samples_ = static_cast<int64_t>(n);
   }
 
-  std::vector<int64_t> indices(int64_t epoch) const override { return order(epoch).indices; }
-  std::vector<int64_t> batch_sizes(int64_t epoch) const override { return order(epoch).batch_sizes; }
+  std::vector<int64_t> indices(int64_t epoch) const override { return plan(epoch).indices; }
 
  private:
-  EpochOrder order(int64_t epoch) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (cached_epoch_ != epoch) {
-      cached_ = compute(epoch);
-      cached_epoch_ = epoch;
-    }
-    return cached_;
-  }
-
   // detshuffle2: the shard list shuffled by random.Random(seed + epoch), the
   // same on every rank and worker.
   std::vector<int64_t> shard_order(int64_t epoch) const {
@@ -825,7 +809,9 @@ class WdsSampler final : public Sampler {
     }
   }
 
-  EpochOrder compute(int64_t epoch) const {
+ public:
+  // The epoch's order and batch sizes as timm's loader yields them.
+  EpochPlan plan(int64_t epoch) const override {
     const std::vector<int64_t> shards = shard_order(epoch);
     std::vector<std::vector<int64_t>> streams;
     for (int64_t w = 0; w < workers_; ++w) {
@@ -834,7 +820,7 @@ class WdsSampler final : public Sampler {
     // torch's DataLoader: each worker batches its own stream (the last batch
     // partial), and the loader takes the workers' batches in turn, passing
     // over a worker whose stream has ended.
-    EpochOrder order;
+    EpochPlan order;
     const auto bs = static_cast<std::size_t>(config_.batch_size);
     std::vector<std::size_t> pos(streams.size(), 0);
     for (bool any = true; any;) {
@@ -852,14 +838,12 @@ class WdsSampler final : public Sampler {
     return order;
   }
 
+ private:
   std::shared_ptr<const WdsIndex> index_;
   int64_t num_samples_;
   StreamConfig config_;
   int64_t workers_ = 1, global_workers_ = 1, worker_samples_ = 0;
   bool limited_ = false;
-  mutable std::mutex mutex_;
-  mutable int64_t cached_epoch_ = std::numeric_limits<int64_t>::min();
-  mutable EpochOrder cached_;
 };
 
 class WdsDataset final : public IterableDataset {

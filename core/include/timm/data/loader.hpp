@@ -22,24 +22,35 @@ struct Batch {
   std::size_t choice = 0;
 };
 
+// One epoch of a sampler, made by one computation.
+struct EpochPlan {
+  std::vector<int64_t> indices;
+  // The batch sizes in order, summing to indices.size(), when the batches
+  // are not consecutive runs of the loader's batch size: torch's DataLoader
+  // over an IterableDataset takes each worker's batches in turn, and every
+  // worker ends its stream with a partial batch. Empty: runs of the batch
+  // size, the last one shorter. With drop_last the loader leaves out every
+  // batch shorter than its batch size.
+  std::vector<int64_t> batch_sizes;
+  // The transform choice of each batch (an index into the loader's
+  // transforms), parallel to batch_sizes, for a sampler that schedules
+  // per-batch input sizes (ScheduledBatchSampler). When not empty, the
+  // batches are exactly batch_sizes: the sampler has applied drop_last
+  // itself. Empty: every batch uses transform 0.
+  std::vector<int64_t> batch_choices;
+};
+
 // Chooses the sample order of an epoch.
 class Sampler {
  public:
   virtual ~Sampler() = default;
   virtual std::vector<int64_t> indices(int64_t epoch) const = 0;
-  // The epoch's batch sizes in order, summing to indices(epoch).size(), when
-  // the batches are not consecutive runs of the loader's batch size: torch's
-  // DataLoader over an IterableDataset takes each worker's batches in turn,
-  // and every worker ends its stream with a partial batch. Empty (the
-  // default): runs of the batch size, the last one shorter. With drop_last
-  // the loader leaves out every batch shorter than its batch size.
-  virtual std::vector<int64_t> batch_sizes(int64_t /*epoch*/) const { return {}; }
-  // The transform choice of each batch (an index into the loader's
-  // transforms), parallel to batch_sizes(epoch), for a sampler that schedules
-  // per-batch input sizes (ScheduledBatchSampler). When not empty, the
-  // batches are exactly batch_sizes(epoch): the sampler has applied drop_last
-  // itself. Empty (the default): every batch uses transform 0.
-  virtual std::vector<int64_t> batch_choices(int64_t /*epoch*/) const { return {}; }
+  // The epoch with its batch structure; the loader asks for it once per
+  // epoch. A sampler whose batch sizes or choices come out of the same
+  // computation as its order overrides it. Default: indices(epoch) alone.
+  virtual EpochPlan plan(int64_t epoch) const { return {indices(epoch), {}, {}}; }
+  std::vector<int64_t> batch_sizes(int64_t epoch) const { return plan(epoch).batch_sizes; }
+  std::vector<int64_t> batch_choices(int64_t epoch) const { return plan(epoch).batch_choices; }
 };
 // A permutation seeded by (seed, epoch), or 0..n-1 when !shuffle.
 std::shared_ptr<Sampler> make_local_sampler(std::size_t dataset_size, bool shuffle, std::uint64_t seed);

@@ -74,8 +74,7 @@ class ScheduledBatchSampler final : public Sampler {
 
   // Sampler: the batches' indices concatenated, their sizes and choices.
   std::vector<int64_t> indices(int64_t epoch) const override;
-  std::vector<int64_t> batch_sizes(int64_t epoch) const override;
-  std::vector<int64_t> batch_choices(int64_t epoch) const override;
+  EpochPlan plan(int64_t epoch) const override;
 
  private:
   at::Tensor weights_for_epoch(int64_t epoch) const;
