@@ -50,10 +50,26 @@ std::string python_float_repr(double value) {
   return negative ? "-" + out : out;
 }
 
-std::string python_tuple_repr(const std::vector<int64_t>& values) {
-  std::string out = "(";
-  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
-  return out + (values.size() == 1 ? ",)" : ")");
+namespace {
+
+// The values between `open` and `close`, comma separated. (Built by appends:
+// g++ 12 warns falsely, -Wrestrict, on "(" + std::string&&.)
+std::string joined(const std::vector<int64_t>& values, const char* open, const char* close) {
+  std::string out = open;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(values[i]);
+  }
+  out += close;
+  return out;
 }
+
+}  // namespace
+
+std::string python_tuple_repr(const std::vector<int64_t>& values) {
+  return joined(values, "(", values.size() == 1 ? ",)" : ")");
+}
+
+std::string python_list_repr(const std::vector<int64_t>& values) { return joined(values, "[", "]"); }
 
 }  // namespace timm

@@ -413,8 +413,7 @@ bool is_one_of(std::span<const std::string_view> names, std::string_view name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
-// A view of a dataset's leading samples; the base checks the indices.
-// `count` samples of `base` in its order, starting again from its first
+// A view of `count` samples of `base` in its order, starting again from its first
 // sample after its last: its head when `count` is below its size, repeated
 // passes over it when above.
 class CyclicSamples final : public Dataset {

@@ -1,12 +1,12 @@
 #include "timm/data/save_image.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <string>
 
 #include <ATen/ATen.h>
 
 #include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 #include "timm/data/image.hpp"
 #include "timm/io/atomic_file.hpp"
 
@@ -51,9 +51,7 @@ at::Tensor make_grid(const at::Tensor& images, const GridOptions& options) {
 }
 
 void save_image(const at::Tensor& images, const std::filesystem::path& path, const GridOptions& options) {
-  std::string extension = path.extension().string();
-  std::transform(extension.begin(), extension.end(), extension.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string extension = ascii_lower(path.extension().string());
   if (extension != ".jpg" && extension != ".jpeg") {
     throw Error("save_image " + in_quotes(path.string()) + ": only JPEG files (.jpg, .jpeg) are written");
   }

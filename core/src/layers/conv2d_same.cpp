@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <string>
 #include <utility>
 
 #include <c10/core/GradMode.h>
 
 #include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 
 namespace timm::layers {
 namespace {
@@ -17,11 +17,6 @@ torch::nn::Conv2dOptions without_padding(torch::nn::Conv2dOptions options) {
   options.padding(0);
   options.padding_mode(torch::kZeros);
   return options;
-}
-
-void check_positive(const char* name, int64_t value) {
-  if (value < 1)
-    throw UsageError(std::string("create_conv2d: ") + name + " must be >= 1, got " + std::to_string(value));
 }
 
 }  // namespace
@@ -84,8 +79,7 @@ void Conv2dSameImpl::pretty_print(std::ostream& stream) const {
 }
 
 PaddingValue get_padding_value(std::string_view padding, int64_t kernel_size, int64_t stride, int64_t dilation) {
-  std::string lower(padding);
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  const std::string lower = ascii_lower(padding);
   if (lower == "same") {
     if (is_static_pad(kernel_size, stride, dilation)) return {get_padding(kernel_size, stride, dilation), false};
     return {0, true};
@@ -105,20 +99,8 @@ torch::nn::AnyModule create_conv2d_pad(int64_t in_channels, int64_t out_channels
     fixed.padding = value.padding;
     return torch::nn::AnyModule(create_conv2d(in_channels, out_channels, kernel_size, fixed));
   }
-  // create_conv2d's checks, for the Conv2dSame built here.
-  check_positive("in_channels", in_channels);
-  check_positive("out_channels", out_channels);
-  check_positive("kernel_size", kernel_size);
-  const int64_t groups = args.depthwise ? in_channels : args.groups;
-  if (groups < 1 || in_channels % groups != 0 || out_channels % groups != 0) {
-    throw UsageError("create_conv2d: groups " + std::to_string(groups) + " must divide in_channels " +
-                     std::to_string(in_channels) + " and out_channels " + std::to_string(out_channels));
-  }
-  return torch::nn::AnyModule(Conv2dSame(torch::nn::Conv2dOptions(in_channels, out_channels, kernel_size)
-                                             .stride(args.stride)
-                                             .dilation(args.dilation)
-                                             .groups(groups)
-                                             .bias(args.bias)));
+  // Conv2dSame pads at run time: the options' fixed padding is dropped.
+  return torch::nn::AnyModule(Conv2dSame(create_conv2d_options(in_channels, out_channels, kernel_size, args)));
 }
 
 }  // namespace timm::layers

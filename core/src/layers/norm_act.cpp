@@ -26,6 +26,11 @@ int64_t get_padding(int64_t kernel_size, int64_t stride, int64_t dilation) {
 
 torch::nn::Conv2d create_conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
                                 const Conv2dArgs& args) {
+  return torch::nn::Conv2d(create_conv2d_options(in_channels, out_channels, kernel_size, args));
+}
+
+torch::nn::Conv2dOptions create_conv2d_options(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+                                               const Conv2dArgs& args) {
   check_positive("create_conv2d", "in_channels", in_channels);
   check_positive("create_conv2d", "out_channels", out_channels);
   check_positive("create_conv2d", "kernel_size", kernel_size);
@@ -35,12 +40,12 @@ torch::nn::Conv2d create_conv2d(int64_t in_channels, int64_t out_channels, int64
                      std::to_string(in_channels) + " and out_channels " + std::to_string(out_channels));
   }
   const int64_t padding = args.padding.value_or(get_padding(kernel_size, args.stride, args.dilation));
-  return torch::nn::Conv2d(torch::nn::Conv2dOptions(in_channels, out_channels, kernel_size)
-                               .stride(args.stride)
-                               .padding(padding)
-                               .dilation(args.dilation)
-                               .groups(groups)
-                               .bias(args.bias));
+  return torch::nn::Conv2dOptions(in_channels, out_channels, kernel_size)
+      .stride(args.stride)
+      .padding(padding)
+      .dilation(args.dilation)
+      .groups(groups)
+      .bias(args.bias);
 }
 
 BatchNormAct2dImpl::BatchNormAct2dImpl(const BatchNormAct2dOptions& options_) : options(options_) {

@@ -209,12 +209,6 @@ std::shared_ptr<Loader> make_loader(std::shared_ptr<const Dataset> dataset, bool
                                   loader_options(args, is_training, batch_size, dist));
 }
 
-std::string python_list_repr(const std::vector<int64_t>& values) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
-  return out + "]";
-}
-
 // The flags of train.py's scheduled resolution group count only with
 // --train-img-sizes, the spread and the random mix only in a progressive
 // schedule: timm ignores them elsewhere, we refuse them. timm's create_loader

@@ -15,6 +15,8 @@ std::string python_float_repr(double value);
 // Python's repr of a tuple of ints, as numpy and torch print a shape:
 // "(4, 10)", "(4,)", "()".
 std::string python_tuple_repr(const std::vector<int64_t>& values);
+// Python's repr of a list of ints: "[224, 256]", "[]".
+std::string python_list_repr(const std::vector<int64_t>& values);
 
 // Python's repr of a bool: "True" or "False".
 inline std::string py_bool(bool value) { return value ? "True" : "False"; }

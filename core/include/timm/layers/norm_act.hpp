@@ -58,6 +58,11 @@ struct Conv2dArgs {
 };
 torch::nn::Conv2d create_conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
                                 const Conv2dArgs& args = {});
+// create_conv2d's options, checked (UsageError for a non-positive size or
+// groups that do not divide the channels), for convs built on them
+// (Conv2dSame).
+torch::nn::Conv2dOptions create_conv2d_options(int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+                                               const Conv2dArgs& args = {});
 
 struct BatchNormAct2dOptions {
   /* implicit */ BatchNormAct2dOptions(int64_t num_features) : num_features_(num_features) {}
