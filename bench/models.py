@@ -6,14 +6,22 @@ zero_grad, forward, cross-entropy, backward (no optimizer step) on CPU with
 the same torch thread count, one after the other in this run:
 `timm-benchmark --bench fwd-bwd` for timm-cpp, timm.create_model for Python.
 Both count images/s as benchmark.py does: batch x iterations / wall time of
-the timed iterations, after the untimed warm-up ones. Prints images/s of each
-and the ratio timm-cpp / timm (the issue's target: >= 1.0).
+the timed iterations, after the untimed warm-up ones. The two sides run
+alternately --repeats times (bench/interleave.py); prints the median images/s
+of each and the median ratio timm-cpp / timm with its spread (target >= 1.0).
+With --amp both sides run under bfloat16 autocast (timm-benchmark --amp
+--amp-dtype bfloat16; torch.autocast('cpu', dtype=torch.bfloat16)).
+With --peak FILE (bench/peak.py --json FILE), each side's forward+backward
+FLOP/s (images/s x the model's FLOPs per image, counted by torch's
+FlopCounterMode on the Python model) is also printed as a fraction of this
+CPU's sustained matmul FLOP/s in the same dtype.
 
 A name timm-cpp does not register (its plugin not merged yet, say) is
 skipped with a note; so is a name Python timm does not know.
 
 Usage: bench/models.py [MODEL ...] [-b 32] [--img-size 224] [--threads N]
-         [--warmup 2] [--iters 5] [--channels-last] [--timm-benchmark PATH] [--timm-run PATH]
+         [--warmup 2] [--iters 5] [--repeats 3] [--amp] [--channels-last]
+         [--peak FILE] [--summary FILE] [--timm-benchmark PATH] [--timm-run PATH]
 Default models: resnet50 efficientnet_b2 vit_small_patch16_224 convnext_tiny.
 """
 import argparse
@@ -24,6 +32,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from interleave import Ratio, interleave, median
+from summary import append_summary
 
 DEFAULT_MODELS = ["resnet50", "efficientnet_b2", "vit_small_patch16_224", "convnext_tiny"]
 
@@ -41,6 +52,8 @@ def bench_cpp(args, name):
                "--num-bench-iter", str(args.iters), "--threads", str(args.threads), "--results-file", results]
         if args.channels_last:
             cmd.append("--channels-last")
+        if args.amp:
+            cmd += ["--amp", "--amp-dtype", "bfloat16"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"timm-benchmark failed for {name}: {proc.stderr.strip()}")
@@ -64,7 +77,9 @@ def bench_python(args, name):
 
     def step():
         model.zero_grad()
-        F.cross_entropy(model(x), target).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp):
+            loss = F.cross_entropy(model(x).float(), target)
+        loss.backward()
 
     for _ in range(args.warmup):
         step()
@@ -72,6 +87,21 @@ def bench_python(args, name):
     for _ in range(args.iters):
         step()
     return args.batch_size * args.iters / (time.perf_counter() - start)
+
+
+def fwd_bwd_flops_per_image(args, name):
+    """FLOPs of one image's forward + backward (torch's FlopCounterMode: 2 per multiply-add)."""
+    import torch
+    import timm
+    import torch.nn.functional as F
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = timm.create_model(name, num_classes=1000).train()
+    batch = 2  # train-mode batch norm needs more than one value per channel
+    x = torch.randn(batch, 3, args.img_size, args.img_size)
+    with FlopCounterMode(display=False) as counter:
+        F.cross_entropy(model(x), torch.zeros(batch, dtype=torch.long)).backward()
+    return counter.get_total_flops() / batch
 
 
 def main():
@@ -83,16 +113,26 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--iters", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--amp", action="store_true", help="bfloat16 autocast on both sides")
     parser.add_argument("--channels-last", action="store_true")
+    parser.add_argument("--peak", help="bench/peak.py's JSON: also print each side's fraction of peak FLOP/s")
+    parser.add_argument("--summary", help="append each model's row to this JSON-lines file (bench/run_all.sh)")
     parser.add_argument("--timm-benchmark", default=os.path.join(here, "..", "build", "bin", "timm-benchmark"))
     parser.add_argument("--timm-run", default=os.path.join(here, "..", "build", "bin", "timm-run"))
     args = parser.parse_args()
 
     import timm
     print(f"forward+backward, batch {args.batch_size}, {args.img_size} px, {args.threads} threads, "
-          f"{args.iters} timed iterations after {args.warmup} warm-up"
-          f"{', channels_last' if args.channels_last else ''}")
-    print(f"{'model':28s} {'timm-cpp img/s':>15s} {'timm img/s':>12s} {'ratio':>7s}")
+          f"{args.iters} timed iterations after {args.warmup} warm-up, {args.repeats} interleaved repeat(s)"
+          f"{', bfloat16 autocast' if args.amp else ''}{', channels_last' if args.channels_last else ''}")
+    peak = None
+    if args.peak:
+        with open(args.peak) as f:
+            peak = json.load(f)["bfloat16" if args.amp else "float32"]
+        print(f"peak {'bfloat16' if args.amp else 'float32'} matmul: {peak / 1e9:.1f} GFLOP/s (bench/peak.py)")
+    print(f"{'model':28s} {'timm-cpp img/s':>15s} {'timm img/s':>12s} {'ratio (median, spread)':>24s}"
+          f"{'  GFLOP/img  cpp %peak  timm %peak' if peak else ''}")
     ratios = []
     for name in args.models:
         if not registered_in_cpp(args.timm_run, name):
@@ -101,12 +141,20 @@ def main():
         if not timm.is_model(name):
             print(f"{name:28s} skipped: not a Python timm model")
             continue
-        cpp = bench_cpp(args, name)
-        py = bench_python(args, name)
-        ratios.append(cpp / py)
-        print(f"{name:28s} {cpp:15.2f} {py:12.2f} {cpp / py:7.2f}x", flush=True)
+        rates = interleave([("timm-cpp", lambda: bench_cpp(args, name)), ("timm", lambda: bench_python(args, name))],
+                           args.repeats)
+        ratio = Ratio.of(rates["timm-cpp"], rates["timm"])
+        ratios.append(ratio.median)
+        cpp, py = median(rates["timm-cpp"]), median(rates["timm"])
+        line = f"{name:28s} {cpp:15.2f} {py:12.2f} {str(ratio):>24s}"
+        if peak:
+            flops = fwd_bwd_flops_per_image(args, name)
+            line += f"  {flops / 1e9:9.2f}  {100 * cpp * flops / peak:8.1f}%  {100 * py * flops / peak:9.1f}%"
+        print(line, flush=True)
+        if args.summary:
+            append_summary(args.summary, f"fwd+bwd {name}{' bf16' if args.amp else ''} (img/s)", cpp, py, ratio)
     if ratios:
-        print(f"geometric mean ratio over {len(ratios)} models: "
+        print(f"geometric mean of the median ratios over {len(ratios)} models: "
               f"{statistics.geometric_mean(ratios):.2f}x")
     return 0
 

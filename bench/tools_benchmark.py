@@ -8,11 +8,14 @@ is rebuilt from timm's components as benchmark.py does it: create_model,
 eval + no_grad forwards for inference; create_optimizer_v2('sgd', lr 1e-4,
 momentum 0.9, weight decay 1e-4) and cross-entropy on random targets for
 training (zero_grad, forward, loss, backward, step); samples/s = samples /
-wall time of the timed steps.
+wall time of the timed steps. The two sides run alternately --repeats times
+(bench/interleave.py).
 
 Usage: bench/tools_benchmark.py [--models resnet18 resnet50] [-b 32] [--threads 2]
-         [--num-warm-iter 3] [--num-bench-iter 10] [--timm-benchmark PATH]
-Prints images/s of each and the ratio timm-benchmark / timm.
+         [--num-warm-iter 3] [--num-bench-iter 10] [--repeats 3] [--summary FILE]
+         [--timm-benchmark PATH]
+Prints the median images/s of each and the median ratio timm-benchmark / timm
+with its spread.
 """
 import argparse
 import json
@@ -24,6 +27,9 @@ import time
 import timm
 import timm.optim
 import torch
+
+from interleave import Ratio, interleave, median
+from summary import append_summary
 
 
 def python_bench(model_name, batch, warm, iters, mode):
@@ -74,18 +80,29 @@ def main():
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--num-warm-iter', type=int, default=3)
     p.add_argument('--num-bench-iter', type=int, default=10)
+    p.add_argument('--repeats', type=int, default=3)
+    p.add_argument('--summary', help="append each row to this JSON-lines file (bench/run_all.sh)")
     p.add_argument('--timm-benchmark', default=os.path.join(here, '..', 'build', 'bin', 'timm-benchmark'))
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     print(f'batch {args.batch_size}, {args.threads} threads, {args.num_warm_iter} warm-up + {args.num_bench_iter} '
-          f'timed steps, 224x224, load average before: {os.getloadavg()[0]:.1f}')
-    print(f'{"model":<10} {"mode":<10} {"timm-benchmark img/s":>21} {"timm img/s":>11} {"ratio":>6}')
+          f'timed steps, 224x224, {args.repeats} interleaved repeat(s), load average before: {os.getloadavg()[0]:.1f}')
+    print(f'{"model":<10} {"mode":<10} {"timm-benchmark img/s":>21} {"timm img/s":>11} {"ratio (median, spread)":>24}')
     for model_name in args.models:
         for mode in ('inference', 'train'):
-            cpp = cpp_bench(args.timm_benchmark, model_name, args.batch_size, args.threads, args.num_warm_iter,
-                            args.num_bench_iter, mode)
-            py = python_bench(model_name, args.batch_size, args.num_warm_iter, args.num_bench_iter, mode)
-            print(f'{model_name:<10} {mode:<10} {cpp:>21.2f} {py:>11.2f} {cpp / py:>6.2f}', flush=True)
+            def cpp():
+                return cpp_bench(args.timm_benchmark, model_name, args.batch_size, args.threads, args.num_warm_iter,
+                                 args.num_bench_iter, mode)
+
+            def py():
+                return python_bench(model_name, args.batch_size, args.num_warm_iter, args.num_bench_iter, mode)
+
+            rates = interleave([('timm-cpp', cpp), ('timm', py)], args.repeats)
+            ratio = Ratio.of(rates['timm-cpp'], rates['timm'])
+            cpp_rate, py_rate = median(rates['timm-cpp']), median(rates['timm'])
+            print(f'{model_name:<10} {mode:<10} {cpp_rate:>21.2f} {py_rate:>11.2f} {str(ratio):>24}', flush=True)
+            if args.summary:
+                append_summary(args.summary, f'timm-benchmark {model_name} {mode} (img/s)', cpp_rate, py_rate, ratio)
     print(f'load average after: {os.getloadavg()[0]:.1f}')
 
 

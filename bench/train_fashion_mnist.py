@@ -20,20 +20,22 @@ speed moves between runs.
 
 Usage: bench/train_fashion_mnist.py [--model resnet18] [--epochs 1] [-b 64]
          [--threads 2] [-j 2] [--train-num-samples N] [--timm-run PATH]
-         [--repeats 1] [--kd-model-name resnet50 [--kd-distill-type logit]]
+         [--repeats 1] [--summary FILE] [--kd-model-name resnet50 [--kd-distill-type logit]]
 Prints images/s of each and the ratio timm-run / timm.
 """
 import argparse
 import gzip
 import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
+
+from interleave import Ratio, interleave, median
+from summary import append_summary
 
 FMNIST = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = (0.2860,), (0.3530,)
@@ -166,6 +168,7 @@ def main():
     parser.add_argument("--train-num-samples", type=int, default=60000)
     parser.add_argument("--timm-run", default=os.path.join(here, "..", "build", "bin", "timm-run"))
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--summary", help="append the plain ratio's row to this JSON-lines file (bench/run_all.sh)")
     parser.add_argument("--kd-model-name", default=None, help="a teacher: also time distillation from it")
     parser.add_argument("--kd-distill-type", default="logit", choices=["logit", "feature"])
     args = parser.parse_args()
@@ -181,24 +184,31 @@ def main():
             write_teacher(args, teacher_file)
             print(f"teacher {args.kd_model_name} ({args.kd_distill_type} distillation)")
             runs += [("timm-run", teacher_file), ("Python timm", teacher_file)]
-        rates = {run: [] for run in runs}
-        for repeat in range(args.repeats):
-            for run in runs:
-                side, teacher = run
-                rate = run_timm_cpp(args, teacher)[0] if side == "timm-run" else run_python_timm(args, teacher)
-                rates[run].append(rate)
-                print(f"  repeat {repeat + 1}: {side:11s} {'distilling' if teacher else 'plain':10s} "
-                      f"{rate:8.1f} images/s", flush=True)
+        def timer(run):
+            side, teacher = run
+            if side == "timm-run":
+                return lambda: run_timm_cpp(args, teacher)[0]
+            return lambda: run_python_timm(args, teacher)
+
+        def show(repeat, run, rate):
+            side, teacher = run
+            print(f"  repeat {repeat + 1}: {side:11s} {'distilling' if teacher else 'plain':10s} "
+                  f"{rate:8.1f} images/s", flush=True)
+
+        rates = interleave([(run, timer(run)) for run in runs], args.repeats, on_result=show)
 
     def report(label, numerator, denominator):
-        ratios = [a / b for a, b in zip(rates[numerator], rates[denominator])]
-        print(f"{label}: {statistics.median(ratios):.2f}x (spread {min(ratios):.2f}-{max(ratios):.2f})")
+        ratio = Ratio.of(rates[numerator], rates[denominator])
+        print(f"{label}: {ratio}")
+        return ratio
 
     for run in runs:
         side, teacher = run
-        print(f"{side:11s} {'distilling' if teacher else 'plain':10s} median {statistics.median(rates[run]):8.1f} "
-              f"images/s")
-    report("ratio timm-run / timm", runs[0], runs[1])
+        print(f"{side:11s} {'distilling' if teacher else 'plain':10s} median {median(rates[run]):8.1f} images/s")
+    ratio = report("ratio timm-run / timm", runs[0], runs[1])
+    if args.summary:
+        append_summary(args.summary, f"end to end Fashion-MNIST {args.model} (img/s)", median(rates[runs[0]]),
+                       median(rates[runs[1]]), ratio, target=1.3)
     if teacher_file:
         report("ratio timm-run / timm, distilling", runs[2], runs[3])
         report("timm-run: distilling / plain (the teacher's cost)", runs[2], runs[0])
