@@ -51,4 +51,41 @@ at::Tensor MlpImpl::forward(const at::Tensor& x) {
   return drop2(fc2.forward(y));
 }
 
+ConvMlpImpl::ConvMlpImpl(const ConvMlpOptions& options_) : options(options_) {
+  if (options.in_features() < 1) {
+    throw UsageError("ConvMlp: in_features must be >= 1, got " + std::to_string(options.in_features()));
+  }
+  if (options.drop() < 0.0 || options.drop() > 1.0) {
+    throw UsageError("ConvMlp: drop must be in [0, 1], got " + std::to_string(options.drop()));
+  }
+  if (!options.norm_layer().empty() && options.norm_layer() != "layernorm2d") {
+    throw UsageError("ConvMlp: norm_layer " + in_quotes(options.norm_layer()) +
+                     " is not supported (expected '' or 'layernorm2d')");
+  }
+  reset();
+}
+
+void ConvMlpImpl::reset() {
+  namespace nn = torch::nn;
+  const int64_t in = options.in_features();
+  const int64_t hidden = options.hidden_features() > 0 ? options.hidden_features() : in;
+  const int64_t out = options.out_features() > 0 ? options.out_features() : in;
+  fc1 = register_module("fc1", nn::Conv2d(nn::Conv2dOptions(in, hidden, 1).bias(options.bias())));
+  if (options.norm_layer() == "layernorm2d") norm = register_module("norm", LayerNorm2d(hidden));
+  act = register_module("act", create_act(options.act_layer()));
+  drop = register_module("drop", nn::Dropout(options.drop()));
+  fc2 = register_module("fc2", nn::Conv2d(nn::Conv2dOptions(hidden, out, 1).bias(options.bias())));
+}
+
+void ConvMlpImpl::pretty_print(std::ostream& stream) const {
+  stream << "timm::layers::ConvMlp(in_features=" << options.in_features() << ", act=" << options.act_layer()
+         << (options.norm_layer().empty() ? "" : ", norm=" + options.norm_layer()) << ")";
+}
+
+at::Tensor ConvMlpImpl::forward(const at::Tensor& x) {
+  at::Tensor y = fc1(x);
+  if (norm) y = norm(y);
+  return fc2(drop(act(y)));
+}
+
 }  // namespace timm::layers

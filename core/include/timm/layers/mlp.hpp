@@ -3,6 +3,8 @@
 // channels-last input, or 1x1 Conv2d on NCHW input with use_conv (timm's
 // Mlp(use_conv=True), which ConvNeXt's conv_mlp variants use); either way
 // the state_dict keys are fc1.{weight,bias} and fc2.{weight,bias} as timm's.
+// ConvMlp is timm's ConvMlp: 1x1 convs on NCHW with an optional norm after
+// fc1 (GlobalContext's LayerNorm2d).
 #pragma once
 
 #include <cstdint>
@@ -12,10 +14,12 @@
 #include <torch/arg.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/pimpl.h>
 
 #include "timm/layers/activations.hpp"
+#include "timm/layers/norm.hpp"
 
 namespace timm::layers {
 
@@ -45,5 +49,36 @@ class MlpImpl : public torch::nn::Cloneable<MlpImpl> {
   torch::nn::Dropout drop2{nullptr};
 };
 TORCH_MODULE(Mlp);
+
+struct ConvMlpOptions {
+  /* implicit */ ConvMlpOptions(int64_t in_features) : in_features_(in_features) {}
+  TORCH_ARG(int64_t, in_features);
+  TORCH_ARG(int64_t, hidden_features) = 0;  // 0: in_features
+  TORCH_ARG(int64_t, out_features) = 0;     // 0: in_features
+  TORCH_ARG(std::string, act_layer) = "relu";
+  // timm's norm_layer: "" (nn.Identity, no keys) or "layernorm2d" (LayerNorm2d, eps 1e-6).
+  TORCH_ARG(std::string, norm_layer) = "";
+  TORCH_ARG(bool, bias) = true;
+  TORCH_ARG(double, drop) = 0.0;
+};
+
+// timm's ConvMlp: fc1 (1x1 conv) -> norm -> act -> drop -> fc2 (1x1 conv);
+// keys fc1.*, [norm.*], fc2.*. Throws UsageError for in_features < 1, drop
+// outside [0, 1] or an unknown norm_layer.
+class ConvMlpImpl : public torch::nn::Cloneable<ConvMlpImpl> {
+ public:
+  explicit ConvMlpImpl(const ConvMlpOptions& options);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+  at::Tensor forward(const at::Tensor& x);
+
+  ConvMlpOptions options;
+  torch::nn::Conv2d fc1{nullptr};
+  LayerNorm2d norm{nullptr};  // null unless norm_layer is "layernorm2d"
+  Activation act{nullptr};
+  torch::nn::Dropout drop{nullptr};
+  torch::nn::Conv2d fc2{nullptr};
+};
+TORCH_MODULE(ConvMlp);
 
 }  // namespace timm::layers
