@@ -1,16 +1,20 @@
 // timm's EfficientNet / MobileNet blocks (timm/models/_efficientnet_blocks.py)
 // with timm's attribute names, so state_dict keys match: SqueezeExcite
 // (conv_reduce, act1, conv_expand, gate), ConvBnAct (conv, bn1),
-// DepthwiseSeparableConv (conv_dw, bn1, se, conv_pw, bn2) and
-// InvertedResidual (conv_pw, bn1, conv_dw, bn2, se, conv_pwl, bn3). Norms are
+// DepthwiseSeparableConv (conv_dw, bn1, se, conv_pw, bn2), InvertedResidual
+// (conv_pw, bn1, conv_dw, bn2, se, conv_pwl, bn3) and EdgeResidual, timm's
+// FusedMBConv of EfficientNetV2 (conv_exp, bn1, se, conv_pwl, bn2). Norms are
 // the SDK's BatchNormAct2d (timm's norm_act_layer); a block without SE has no
-// "se" child, as timm's nn.Identity adds no keys. The convs are timm's
-// create_conv2d(padding=pad_type): a Conv2d, or with pad_type 'same' (the tf_
-// ports) a Conv2dSame where the padding depends on the input, so they are
-// held as AnyModules. Internal to this plugin.
+// "se" child, as timm's nn.Identity adds no keys; the SE is this file's
+// SqueezeExcite or the SDK's GlobalContext (se_layer='gc'), made by the
+// builder. The convs are timm's create_conv2d(padding=pad_type): a Conv2d,
+// or with pad_type 'same' (the tf_ ports) a Conv2dSame where the padding
+// depends on the input, so they are held as AnyModules. Internal to this
+// plugin.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -52,20 +56,19 @@ struct BlockConfig {
   int64_t in_chs = 0;
   int64_t out_chs = 0;
   int64_t stride = 1;
-  int64_t kernel_size = 3;      // ConvBnAct's conv, the dw conv of the others
-  int64_t exp_kernel_size = 1;  // InvertedResidual's conv_pw
-  int64_t pw_kernel_size = 1;   // conv_pw (DS) / conv_pwl (IR)
+  int64_t kernel_size = 3;      // ConvBnAct's conv, the dw conv of DS / IR
+  int64_t exp_kernel_size = 1;  // InvertedResidual's conv_pw, EdgeResidual's conv_exp
+  int64_t pw_kernel_size = 1;   // conv_pw (DS) / conv_pwl (IR, ER)
   double exp_ratio = 1.0;
   std::optional<int64_t> group_size;  // block default when unset: 1 (depthwise) for DS / IR, 0 (dense) for ConvBnAct
   bool noskip = false;
-  bool skip = false;    // ConvBnAct only
-  bool pw_act = false;  // DS only
+  bool skip = false;         // ConvBnAct only
+  bool pw_act = false;       // DS only
+  int64_t force_in_chs = 0;  // ER only: mid channels from these (already rounded) instead of in_chs
   std::string act_layer;
   std::string pad_type;  // timm's pad_type: '' (symmetric) or 'same' (TF)
-  // SE, when wanted: rd channels from the channels it sees.
-  std::function<int64_t(int64_t)> se_rd_channels;
-  std::string se_act;
-  std::string se_gate = "sigmoid";
+  // timm's se_layer, when the block has SE: the module for the channels it sees (timm's se_layer(chs, act_layer)).
+  std::function<torch::nn::AnyModule(int64_t)> make_se;
   double drop_path_rate = 0.0;
   NormArgs norm;
 };
@@ -92,7 +95,7 @@ class DepthwiseSeparableConvImpl : public torch::nn::Module {
 
   torch::nn::AnyModule conv_dw;  // Conv2d or Conv2dSame
   layers::BatchNormAct2d bn1{nullptr};
-  SqueezeExcite se{nullptr};
+  torch::nn::AnyModule se;       // empty without SE
   torch::nn::AnyModule conv_pw;  // Conv2d or Conv2dSame
   layers::BatchNormAct2d bn2{nullptr};
   layers::DropPath drop_path{nullptr};
@@ -109,13 +112,31 @@ class InvertedResidualImpl : public torch::nn::Module {
   layers::BatchNormAct2d bn1{nullptr};
   torch::nn::AnyModule conv_dw;  // Conv2d or Conv2dSame
   layers::BatchNormAct2d bn2{nullptr};
-  SqueezeExcite se{nullptr};
+  torch::nn::AnyModule se;        // empty without SE
   torch::nn::AnyModule conv_pwl;  // Conv2d or Conv2dSame
   layers::BatchNormAct2d bn3{nullptr};
   layers::DropPath drop_path{nullptr};
   bool has_skip = false;
 };
 TORCH_MODULE(InvertedResidual);
+
+// timm's EdgeResidual (FusedMBConv): a dense k x k expansion conv with the
+// stride, SE on the expanded channels, a 1x1 linear projection; residual
+// when the shape is kept and not noskip.
+class EdgeResidualImpl : public torch::nn::Module {
+ public:
+  explicit EdgeResidualImpl(const BlockConfig& config);
+  at::Tensor forward(const at::Tensor& x);
+
+  torch::nn::AnyModule conv_exp;  // Conv2d or Conv2dSame
+  layers::BatchNormAct2d bn1{nullptr};
+  torch::nn::AnyModule se;        // empty without SE
+  torch::nn::AnyModule conv_pwl;  // Conv2d or Conv2dSame
+  layers::BatchNormAct2d bn2{nullptr};
+  layers::DropPath drop_path{nullptr};
+  bool has_skip = false;
+};
+TORCH_MODULE(EdgeResidual);
 
 // timm's num_groups(group_size, channels): 1 for 0 / unset, else channels / group_size.
 int64_t num_groups(std::optional<int64_t> group_size, int64_t channels);

@@ -8,6 +8,7 @@
 
 #include "efficientnet_blocks.hpp"
 #include "timm/base/error.hpp"
+#include "timm/layers/global_context.hpp"
 #include "timm/layers/squeeze_excite.hpp"
 
 namespace timm::efficientnet {
@@ -107,6 +108,28 @@ StageArgs scale_stage_depth(const StageArgs& stack_args, const std::vector<int64
   return scaled;
 }
 
+// timm's partial(se_layer, rd_ratio=...) as _make_block sets it up; the block
+// calls it with the channels the SE sees and its own act_layer.
+std::function<torch::nn::AnyModule(int64_t)> se_factory(const SeConfig& se, const BlockArgs& a,
+                                                        const std::string& block_act) {
+  // Ratio of the block input unless the family takes it from the expanded channels.
+  const double rd_ratio = se.from_exp ? a.se_ratio : a.se_ratio / a.exp_ratio;
+  if (se.layer == "gc") {
+    return [rd_ratio, block_act](int64_t channels) {
+      return torch::nn::AnyModule(
+          layers::GlobalContext(layers::GlobalContextOptions(channels).rd_ratio(rd_ratio).act_layer(block_act)));
+    };
+  }
+  const bool make_div = se.round_with_make_divisible;
+  const std::string act = se.force_act.value_or(block_act);
+  const std::string gate = se.gate;
+  return [rd_ratio, make_div, act, gate](int64_t channels) {
+    const double rd = static_cast<double>(channels) * rd_ratio;
+    const int64_t rd_channels = make_div ? layers::make_divisible(rd) : static_cast<int64_t>(std::nearbyint(rd));
+    return torch::nn::AnyModule(SqueezeExcite(channels, rd_channels, act, gate));
+  };
+}
+
 BlockConfig block_config(const BuilderConfig& config, const BlockArgs& a, int64_t in_chs, double drop_path_rate) {
   BlockConfig c;
   c.in_chs = in_chs;
@@ -120,21 +143,13 @@ BlockConfig block_config(const BuilderConfig& config, const BlockArgs& a, int64_
   c.noskip = a.noskip;
   c.skip = a.skip;
   c.pw_act = a.pw_act;
+  // timm's hack for TF's EdgeTPU definitions: a forced input width is rounded like the channels.
+  c.force_in_chs = a.force_in_chs > 0 ? config.round_chs_fn(a.force_in_chs) : 0;
   c.act_layer = a.act_layer.value_or(config.act_layer);
   c.pad_type = config.pad_type;
   c.drop_path_rate = drop_path_rate;
   c.norm = config.norm;
-  if (a.se_ratio > 0.0) {
-    // Ratio of the block input unless the family takes it from the expanded channels.
-    const double rd_ratio = config.se.from_exp ? a.se_ratio : a.se_ratio / a.exp_ratio;
-    const bool make_div = config.se.round_with_make_divisible;
-    c.se_rd_channels = [rd_ratio, make_div](int64_t channels) {
-      const double rd = static_cast<double>(channels) * rd_ratio;
-      return make_div ? layers::make_divisible(rd) : static_cast<int64_t>(std::nearbyint(rd));
-    };
-    c.se_act = config.se.force_act.value_or(c.act_layer);
-    c.se_gate = config.se.gate;
-  }
+  if (a.se_ratio > 0.0) c.make_se = se_factory(config.se, a, c.act_layer);
   return c;
 }
 
@@ -203,6 +218,16 @@ std::pair<BlockArgs, int64_t> decode_block_str(const std::string& block_str) {
 
 ArchArgs decode_arch_def(const std::vector<std::vector<std::string>>& arch_def, double depth_multiplier,
                          bool fix_first_last, std::optional<int64_t> group_size) {
+  return decode_arch_def(arch_def, std::vector<double>(arch_def.size(), depth_multiplier), fix_first_last, group_size);
+}
+
+ArchArgs decode_arch_def(const std::vector<std::vector<std::string>>& arch_def,
+                         const std::vector<double>& depth_multipliers, bool fix_first_last,
+                         std::optional<int64_t> group_size) {
+  if (depth_multipliers.size() != arch_def.size()) {
+    throw UsageError("decode_arch_def: " + std::to_string(depth_multipliers.size()) + " depth multipliers for " +
+                     std::to_string(arch_def.size()) + " stages; expected one per stage");
+  }
   ArchArgs arch;
   for (size_t stage = 0; stage < arch_def.size(); ++stage) {
     StageArgs stack_args;
@@ -214,14 +239,14 @@ ArchArgs decode_arch_def(const std::vector<std::vector<std::string>>& arch_def, 
       repeats.push_back(repeat);
     }
     const bool fixed = fix_first_last && (stage == 0 || stage + 1 == arch_def.size());
-    arch.push_back(scale_stage_depth(stack_args, repeats, fixed ? 1.0 : depth_multiplier));
+    arch.push_back(scale_stage_depth(stack_args, repeats, fixed ? 1.0 : depth_multipliers[stage]));
   }
   return arch;
 }
 
-int64_t round_channels(double channels, double multiplier, int64_t divisor) {
+int64_t round_channels(double channels, double multiplier, int64_t divisor, double round_limit) {
   if (multiplier == 0.0) return static_cast<int64_t>(channels);
-  return layers::make_divisible(channels * multiplier, divisor);
+  return layers::make_divisible(channels * multiplier, divisor, std::nullopt, round_limit);
 }
 
 std::vector<torch::nn::Sequential> build_stages(const BuilderConfig& config, int64_t in_chs, const ArchArgs& arch,
@@ -242,6 +267,8 @@ std::vector<torch::nn::Sequential> build_stages(const BuilderConfig& config, int
         blocks->push_back(InvertedResidual(c));
       } else if (a.block_type == "ds" || a.block_type == "dsa") {
         blocks->push_back(DepthwiseSeparableConv(c));
+      } else if (a.block_type == "er") {
+        blocks->push_back(EdgeResidual(c));
       } else if (a.block_type == "cn") {
         blocks->push_back(ConvBnAct(c));
       } else {

@@ -56,8 +56,14 @@ std::pair<BlockArgs, int64_t> decode_block_str(const std::string& block_str);
 ArchArgs decode_arch_def(const std::vector<std::vector<std::string>>& arch_def, double depth_multiplier = 1.0,
                          bool fix_first_last = false, std::optional<int64_t> group_size = std::nullopt);
 
-// timm's round_channels(channels, multiplier, divisor, channel_min=None, round_limit=0.9).
-int64_t round_channels(double channels, double multiplier = 1.0, int64_t divisor = 8);
+// The same with one depth multiplier per stage (timm's tuple depth_multiplier, e.g. efficientnetv2_rw_m);
+// throws UsageError unless there is one per stage.
+ArchArgs decode_arch_def(const std::vector<std::vector<std::string>>& arch_def,
+                         const std::vector<double>& depth_multipliers, bool fix_first_last = false,
+                         std::optional<int64_t> group_size = std::nullopt);
+
+// timm's round_channels(channels, multiplier, divisor, channel_min=None, round_limit).
+int64_t round_channels(double channels, double multiplier = 1.0, int64_t divisor = 8, double round_limit = 0.9);
 
 using RoundChsFn = std::function<int64_t(int64_t)>;
 
@@ -67,6 +73,11 @@ struct SeConfig {
   std::string gate = "sigmoid";
   std::optional<std::string> force_act;    // MobileNetV3: relu whatever the block's act
   bool round_with_make_divisible = false;  // rd_round_fn=round_channels (MobileNetV3), else Python round()
+  // timm's se_layer: "se" (this plugin's SqueezeExcite) or "gc" (the SDK's GlobalContext with
+  // rd_ratio, which rounds its rd channels itself, make_divisible(chs * rd_ratio, 1, round_limit=0);
+  // gate, force_act and round_with_make_divisible then do not apply). Last, so the families'
+  // aggregate initialisers stay valid.
+  std::string layer = "se";
 };
 
 struct BuilderConfig {
