@@ -4,6 +4,11 @@
 // - efficientnet_b0 .. efficientnet_b8 (timm's PyTorch-native variants:
 //   symmetric padding, BN eps 1e-5, swish, SE from the block input) and
 //   tf_efficientnet_b0 .. b8 (the TF ports: 'same' padding, BN eps 1e-3);
+// - EfficientNetV2 (ConvBnAct with skip, EdgeResidual / FusedMBConv and
+//   InvertedResidual stages, silu): efficientnetv2_rw_t / rw_s / rw_m (timm's
+//   own variants), gc_efficientnetv2_rw_t (GlobalContext in place of SE),
+//   efficientnetv2_s / m / l / xl, and the TF ports tf_efficientnetv2_s / m /
+//   l / xl and tf_efficientnetv2_b0 .. b3;
 // - mobilenetv2_035/050/075/100/140 and mobilenetv2_110d/120d (relu6, depth
 //   scaled with the stem and head kept), the same EfficientNet class;
 // - mobilenetv3_large_075/100, mobilenetv3_large_150d,
@@ -67,6 +72,18 @@ const std::map<std::string, std::string> kDefaultTags = {{"efficientnet_b0", "ra
                                                          {"tf_efficientnet_b6", "ns_jft_in1k"},
                                                          {"tf_efficientnet_b7", "ns_jft_in1k"},
                                                          {"tf_efficientnet_b8", "ap_in1k"},
+                                                         {"efficientnetv2_rw_t", "ra2_in1k"},
+                                                         {"gc_efficientnetv2_rw_t", "agc_in1k"},
+                                                         {"efficientnetv2_rw_s", "ra2_in1k"},
+                                                         {"efficientnetv2_rw_m", "agc_in1k"},
+                                                         {"tf_efficientnetv2_s", "in21k_ft_in1k"},
+                                                         {"tf_efficientnetv2_m", "in21k_ft_in1k"},
+                                                         {"tf_efficientnetv2_l", "in21k_ft_in1k"},
+                                                         {"tf_efficientnetv2_xl", "in21k_ft_in1k"},
+                                                         {"tf_efficientnetv2_b0", "in1k"},
+                                                         {"tf_efficientnetv2_b1", "in1k"},
+                                                         {"tf_efficientnetv2_b2", "in1k"},
+                                                         {"tf_efficientnetv2_b3", "in21k_ft_in1k"},
                                                          {"mobilenetv2_050", "lamb_in1k"},
                                                          {"mobilenetv2_100", "ra_in1k"},
                                                          {"mobilenetv2_110d", "ra_in1k"},
@@ -94,8 +111,10 @@ struct Spec {
   std::vector<std::vector<std::string>> arch_def;
   double channel_multiplier = 1.0;
   double depth_multiplier = 1.0;
-  bool fix_first_last = false;  // decode_arch_def(fix_first_last)
-  bool fix_stem = false;        // stem channels not rounded
+  std::vector<double> stage_depth_multipliers;  // timm's tuple depth_multiplier (one per stage) when not empty
+  double round_limit = 0.9;                     // round_channels' round_limit in round_chs_fn
+  bool fix_first_last = false;                  // decode_arch_def(fix_first_last)
+  bool fix_stem = false;                        // stem channels not rounded
   int64_t stem_size = 32;
   int64_t num_features = 1280;  // already resolved (rounded where timm rounds it)
   std::string act_layer;
@@ -159,7 +178,10 @@ class EfficientNetImpl : public ClassifierImpl {
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
     const NormArgs norm = norm_args(spec.name, args, spec.norm);
     const double multiplier = spec.channel_multiplier;
-    RoundChsFn round_chs = [multiplier](int64_t chs) { return round_channels(static_cast<double>(chs), multiplier); };
+    const double round_limit = spec.round_limit;
+    RoundChsFn round_chs = [multiplier, round_limit](int64_t chs) {
+      return round_channels(static_cast<double>(chs), multiplier, 8, round_limit);
+    };
     const int64_t stem_size = spec.fix_stem ? spec.stem_size : round_chs(spec.stem_size);
     layers::Conv2dArgs stem_args;
     stem_args.stride = 2;
@@ -169,7 +191,9 @@ class EfficientNetImpl : public ClassifierImpl {
 
     BuilderConfig builder{round_chs, spec.act_layer, spec.se, args.drop_path_rate.value_or(0.0), norm, spec.pad_type};
     int64_t head_chs = 0;
-    const auto arch = decode_arch_def(spec.arch_def, spec.depth_multiplier, spec.fix_first_last);
+    const auto arch = spec.stage_depth_multipliers.empty()
+                          ? decode_arch_def(spec.arch_def, spec.depth_multiplier, spec.fix_first_last)
+                          : decode_arch_def(spec.arch_def, spec.stage_depth_multipliers, spec.fix_first_last);
     // A ModuleList of Sequentials: keys blocks.<stage>.<block>, as timm's Sequential of Sequentials.
     stages_ = build_stages(builder, stem_size, arch, head_chs);
     for (auto& stage : stages_) blocks->push_back(stage);
@@ -318,6 +342,95 @@ std::vector<Spec> efficientnet_specs() {
   return specs;
 }
 
+// timm's _gen_efficientnetv2_s / _m / _l / _xl / _base (silu, SE from the
+// block input). Default tags: ra2_in1k (rw_t, rw_s), agc_in1k (gc_rw_t,
+// rw_m), untrained (s, m, l, xl); the TF ports in21k_ft_in1k (s, m, l, xl,
+// b3), in1k (b0, b1, b2). timm's test_input_size is not part of our
+// PretrainedCfg.
+std::vector<Spec> efficientnetv2_specs() {
+  using ArchDef = std::vector<std::vector<std::string>>;
+  const ArchDef arch_s = {{"cn_r2_k3_s1_e1_c24_skip"},    {"er_r4_k3_s2_e4_c48"},
+                          {"er_r4_k3_s2_e4_c64"},         {"ir_r6_k3_s2_e4_c128_se0.25"},
+                          {"ir_r9_k3_s1_e6_c160_se0.25"}, {"ir_r15_k3_s2_e6_c256_se0.25"}};
+  // rw: timm's original small model, from the paper's figure before the reference code.
+  ArchDef arch_rw = arch_s;
+  arch_rw.front() = {"er_r2_k3_s1_e1_c24"};
+  arch_rw.back() = {"ir_r15_k3_s2_e6_c272_se0.25"};
+  const ArchDef arch_m = {{"cn_r3_k3_s1_e1_c24_skip"},     {"er_r5_k3_s2_e4_c48"},
+                          {"er_r5_k3_s2_e4_c80"},          {"ir_r7_k3_s2_e4_c160_se0.25"},
+                          {"ir_r14_k3_s1_e6_c176_se0.25"}, {"ir_r18_k3_s2_e6_c304_se0.25"},
+                          {"ir_r5_k3_s1_e6_c512_se0.25"}};
+  const ArchDef arch_l = {{"cn_r4_k3_s1_e1_c32_skip"},     {"er_r7_k3_s2_e4_c64"},
+                          {"er_r7_k3_s2_e4_c96"},          {"ir_r10_k3_s2_e4_c192_se0.25"},
+                          {"ir_r19_k3_s1_e6_c224_se0.25"}, {"ir_r25_k3_s2_e6_c384_se0.25"},
+                          {"ir_r7_k3_s1_e6_c640_se0.25"}};
+  const ArchDef arch_xl = {{"cn_r4_k3_s1_e1_c32_skip"},     {"er_r8_k3_s2_e4_c64"},
+                           {"er_r8_k3_s2_e4_c96"},          {"ir_r16_k3_s2_e4_c192_se0.25"},
+                           {"ir_r24_k3_s1_e6_c256_se0.25"}, {"ir_r32_k3_s2_e6_c512_se0.25"},
+                           {"ir_r8_k3_s1_e6_c640_se0.25"}};
+  const ArchDef arch_base = {{"cn_r1_k3_s1_e1_c16_skip"},    {"er_r2_k3_s2_e4_c32"},
+                             {"er_r2_k3_s2_e4_c48"},         {"ir_r3_k3_s2_e4_c96_se0.25"},
+                             {"ir_r5_k3_s1_e6_c112_se0.25"}, {"ir_r8_k3_s2_e6_c192_se0.25"}};
+  auto v2 = [](const std::string& name, const std::string& description, const ArchDef& arch, double channel,
+               double depth, int64_t stem_size, int64_t num_features, const PretrainedCfg& cfg) {
+    Spec s;
+    s.name = name;
+    s.description =
+        description + " (channels x" + timm::format("%g", channel) + ", depth x" + timm::format("%g", depth) + ")";
+    s.arch_def = arch;
+    s.channel_multiplier = channel;
+    s.depth_multiplier = depth;
+    s.stem_size = stem_size;
+    s.num_features = num_features;
+    s.act_layer = "silu";
+    s.cfg = cfg;
+    return s;
+  };
+  // _gen_efficientnetv2_s rounds num_features with round_chs_fn; _m, _l, _xl keep 1280.
+  auto v2_s = [&](const std::string& name, bool rw, double channel, double depth, const PretrainedCfg& cfg) {
+    return v2(name, rw ? "EfficientNetV2-S (rw)" : "EfficientNetV2-S", rw ? arch_rw : arch_s, channel, depth, 24,
+              round_channels(rw ? 1792 : 1280, channel), cfg);
+  };
+  // _gen_efficientnetv2_base: round_chs_fn with round_limit=0 (stem, blocks and num_features).
+  auto v2_base = [&](int index, double channel, double depth, const PretrainedCfg& cfg) {
+    const std::string b = "b" + std::to_string(index);
+    Spec s = v2("efficientnetv2_" + b, "EfficientNetV2-B" + std::to_string(index), arch_base, channel, depth, 32,
+                round_channels(1280, channel, 8, /*round_limit=*/0.0), cfg);
+    s.round_limit = 0.0;
+    return s;
+  };
+  const PretrainedCfg tf_s_cfg = make_cfg(300, 1.0, "bicubic", "center", true);
+  const PretrainedCfg tf_large_cfg = make_cfg(384, 1.0, "bicubic", "squash", true);  // m, l, xl
+
+  std::vector<Spec> specs;
+  specs.push_back(v2_s("efficientnetv2_rw_t", false, 0.8, 0.9, make_cfg(224, 1.0)));
+  Spec gc = v2_s("gc_efficientnetv2_rw_t", false, 0.8, 0.9, make_cfg(224, 1.0));
+  gc.description += ", GlobalContext attention in place of SE";
+  gc.se.layer = "gc";
+  specs.push_back(gc);
+  specs.push_back(v2_s("efficientnetv2_rw_s", true, 1.0, 1.0, make_cfg(288, 1.0)));
+  Spec rw_m = v2_s("efficientnetv2_rw_m", true, 1.2, 1.2, make_cfg(320, 1.0));
+  rw_m.description = "EfficientNetV2-M (rw) (channels x1.2, depth x1.2 in stages 0-3, x1.6 in 4-5)";
+  rw_m.stage_depth_multipliers = {1.2, 1.2, 1.2, 1.2, 1.6, 1.6};
+  specs.push_back(rw_m);
+  const Spec small = v2_s("efficientnetv2_s", false, 1.0, 1.0, make_cfg(288, 1.0));
+  const Spec medium = v2("efficientnetv2_m", "EfficientNetV2-M", arch_m, 1.0, 1.0, 24, 1280, make_cfg(320, 1.0));
+  const Spec large = v2("efficientnetv2_l", "EfficientNetV2-L", arch_l, 1.0, 1.0, 32, 1280, make_cfg(384, 1.0));
+  const Spec xlarge = v2("efficientnetv2_xl", "EfficientNetV2-XL", arch_xl, 1.0, 1.0, 32, 1280, make_cfg(384, 1.0));
+  const std::vector<Spec> sizes = {small, medium, large, xlarge};
+  specs.insert(specs.end(), sizes.begin(), sizes.end());
+  for (Spec port : sizes) {
+    port.cfg = port.name == "efficientnetv2_s" ? tf_s_cfg : tf_large_cfg;
+    specs.push_back(tf_port(port));
+  }
+  // timm registers the B sizes only as TF ports.
+  specs.push_back(tf_port(v2_base(0, 1.0, 1.0, make_cfg(192, 0.875))));
+  specs.push_back(tf_port(v2_base(1, 1.0, 1.1, make_cfg(192, 0.882))));
+  specs.push_back(tf_port(v2_base(2, 1.1, 1.2, make_cfg(208, 0.89))));
+  specs.push_back(tf_port(v2_base(3, 1.2, 1.4, make_cfg(240, 0.9, "bicubic", "squash", true))));
+  return specs;
+}
+
 // timm's _gen_mobilenet_v2; the "d" variants scale depth with fix_stem_head.
 std::vector<Spec> mobilenetv2_specs() {
   const std::vector<std::vector<std::string>> arch = {
@@ -430,6 +543,7 @@ std::vector<Spec> mobilenetv3_specs() {
 
 std::vector<Spec> all_specs() {
   std::vector<Spec> specs = efficientnet_specs();
+  for (auto& s : efficientnetv2_specs()) specs.push_back(s);
   for (auto& s : mobilenetv2_specs()) specs.push_back(s);
   for (auto& s : mobilenetv3_specs()) specs.push_back(s);
   return specs;
