@@ -1,4 +1,4 @@
-// EfficientNet / MobileNetV2 / MobileNetV3 plugin against timm
+// EfficientNet / EfficientNetV2 / MobileNetV2 / MobileNetV3 plugin against timm
 // (tests/oracle/efficientnet_oracle.py) through the shared harness
 // (tests/support/model_parity.hpp), both ways: for every registered name the
 // state_dict keys, shapes, dtypes, parameter count, pretrained cfg,
@@ -29,6 +29,7 @@
 #include "timm/base/error.hpp"
 #include "timm/layers/conv2d_same.hpp"
 #include "timm/layers/drop_path.hpp"
+#include "timm/layers/global_context.hpp"
 #include "timm/layers/norm_act.hpp"
 #include "timm/models/model.hpp"
 #include "timm/models/state_dict.hpp"
@@ -65,6 +66,22 @@ const std::vector<std::string> kNames = {"efficientnet_b0",
                                          "tf_efficientnet_b6",
                                          "tf_efficientnet_b7",
                                          "tf_efficientnet_b8",
+                                         "efficientnetv2_rw_t",
+                                         "gc_efficientnetv2_rw_t",
+                                         "efficientnetv2_rw_s",
+                                         "efficientnetv2_rw_m",
+                                         "efficientnetv2_s",
+                                         "efficientnetv2_m",
+                                         "efficientnetv2_l",
+                                         "efficientnetv2_xl",
+                                         "tf_efficientnetv2_s",
+                                         "tf_efficientnetv2_m",
+                                         "tf_efficientnetv2_l",
+                                         "tf_efficientnetv2_xl",
+                                         "tf_efficientnetv2_b0",
+                                         "tf_efficientnetv2_b1",
+                                         "tf_efficientnetv2_b2",
+                                         "tf_efficientnetv2_b3",
                                          "mobilenetv2_035",
                                          "mobilenetv2_050",
                                          "mobilenetv2_075",
@@ -84,8 +101,9 @@ const std::vector<std::string> kNames = {"efficientnet_b0",
                                          "tf_mobilenetv3_small_075",
                                          "tf_mobilenetv3_small_100",
                                          "tf_mobilenetv3_small_minimal_100"};
-const std::vector<std::string> kPatterns = {"efficientnet_b*", "tf_efficientnet_b*", "mobilenetv2_*", "mobilenetv3_*",
-                                            "tf_mobilenetv3_*"};
+const std::vector<std::string> kPatterns = {"efficientnet_b*",     "tf_efficientnet_b*",  "efficientnetv2_*",
+                                            "tf_efficientnetv2_*", "gc_efficientnetv2_*", "mobilenetv2_*",
+                                            "mobilenetv3_*",       "tf_mobilenetv3_*"};
 
 // Smallest and largest EfficientNet (DS + IR with swish SE), MobileNetV3
 // large (DS without SE, relu / hard_swish IR, hard_sigmoid SE, ConvBnAct,
@@ -97,6 +115,11 @@ const std::vector<std::string> kPatterns = {"efficientnet_b*", "tf_efficientnet_
 // padding nor one computed for a fixed size passes (at an odd size such as
 // 65 every stride-2 'same' pad is symmetric, PyTorch's); and the minimal
 // MobileNetV3 (relu, 3x3, no SE) at 64 px, every stride-2 pad asymmetric.
+// EfficientNetV2: tf_efficientnetv2_b0 at 68 px (ConvBnAct, EdgeResidual
+// and IR blocks with 'same' padding, asymmetric at 68 and 34, symmetric from
+// 17 on; channels rounded with round_limit 0), efficientnetv2_rw_t
+// (channels x0.8, depth x0.9; ConvBnAct and EdgeResidual with skips) and
+// gc_efficientnetv2_rw_t (the SDK's GlobalContext in place of SE).
 // 64x64 inputs unless said, batch 2.
 const std::vector<ParityCase> kCases = {
     {"efficientnet_b0", "efficientnet_b0", 3, 64, 2},
@@ -107,6 +130,9 @@ const std::vector<ParityCase> kCases = {
     {"mobilenetv2_110d", "mobilenetv2_110d", 3, 64, 2},
     {"tf_efficientnet_b0_68px", "tf_efficientnet_b0", 3, 68, 2},
     {"tf_mobilenetv3_small_minimal_100", "tf_mobilenetv3_small_minimal_100", 3, 64, 2},
+    {"tf_efficientnetv2_b0_68px", "tf_efficientnetv2_b0", 3, 68, 2},
+    {"efficientnetv2_rw_t", "efficientnetv2_rw_t", 3, 64, 2},
+    {"gc_efficientnetv2_rw_t", "gc_efficientnetv2_rw_t", 3, 64, 2},
 };
 
 // The drop_prob of each block's drop_path (0 where it has none), in block order.
@@ -221,6 +247,54 @@ TEST_CASE(
   // The PyTorch-native model has no Conv2dSame.
   timm::ModelPtr native = make_model("efficientnet_b0");
   for (const auto& item : native->named_modules()) CHECK(item.value()->as<timm::layers::Conv2dSame>() == nullptr);
+}
+
+TEST_CASE("EfficientNetV2: Conv2dSame in the tf_ ports' stride-2 convs, BN eps 1e-3, GlobalContext with timm's init") {
+  const ThreadCount one_thread(1);  // 2 cores shared: OpenMP's spinning threads only slow it down
+  at::manual_seed(0);
+  timm::ModelPtr tf_b0 = make_model("tf_efficientnetv2_b0");
+  std::map<std::string, std::shared_ptr<torch::nn::Module>> modules;
+  for (const auto& item : tf_b0->named_modules()) modules[item.key()] = item.value();
+  // Stride 2 (stem, the first EdgeResidual of a stage, the first IR's dw conv): timm's Conv2dSame.
+  for (const auto* name : {"conv_stem", "blocks.1.0.conv_exp", "blocks.2.0.conv_exp", "blocks.3.0.conv_dw"}) {
+    CAPTURE(name);
+    CHECK(modules.at(name)->as<timm::layers::Conv2dSame>() != nullptr);
+  }
+  // Stride 1, 3x3: a Conv2d with padding 1 (ConvBnAct's conv, a repeated EdgeResidual's conv_exp).
+  for (const auto* name : {"blocks.0.0.conv", "blocks.1.1.conv_exp", "blocks.1.1.conv_pwl"}) {
+    CAPTURE(name);
+    CHECK(modules.at(name)->as<timm::layers::Conv2dSame>() == nullptr);
+    REQUIRE(modules.at(name)->as<torch::nn::Conv2d>() != nullptr);
+  }
+  const auto& k3 = modules.at("blocks.1.1.conv_exp")->as<torch::nn::Conv2d>()->options.padding();
+  CHECK((*std::get<torch::ExpandingArray<2>>(k3))[0] == 1);
+  int64_t norms = 0;
+  timm::layers::for_each_batch_norm_act(*tf_b0, [&](const std::string& name, timm::layers::BatchNormAct2dImpl& bn) {
+    CAPTURE(name);
+    CHECK(bn.options.eps() == 0.001);
+    ++norms;
+  });
+  CHECK(norms == 59);  // as timm's BatchNorm2d count
+
+  timm::ModelPtr gc = make_model("gc_efficientnetv2_rw_t");
+  std::shared_ptr<torch::nn::Module> se;
+  for (const auto& item : gc->named_modules()) {
+    if (item.key() == "blocks.5.0.se") se = item.value();
+  }
+  REQUIRE(se != nullptr);
+  const auto* context = se->as<timm::layers::GlobalContextImpl>();
+  REQUIRE(context != nullptr);
+  CHECK(context->rd_channels() == 32);  // 768 mid channels * 0.25 / 6, make_divisible(., 1, round_limit=0)
+  // _init_weight_goog reaches the GlobalContext's convs (over its kaiming init): normal(0, sqrt(2 / fan_out)).
+  const auto params = gc->named_parameters();
+  CHECK(params["blocks.5.0.se.conv_attn.weight"].std().item<double>() == doctest::Approx(std::sqrt(2.0)).epsilon(0.1));
+  CHECK(params["blocks.5.0.se.conv_attn.bias"].abs().max().item<double>() == 0.0);
+  CHECK(params["blocks.5.0.se.mlp_scale.fc1.weight"].std().item<double>() ==
+        doctest::Approx(std::sqrt(2.0 / 32)).epsilon(0.03));
+  CHECK(params["blocks.5.0.se.mlp_scale.norm.weight"].min().item<double>() == 1.0);
+  CHECK(params["blocks.5.0.se.mlp_scale.norm.bias"].abs().max().item<double>() == 0.0);
+  // The PyTorch-native model has no Conv2dSame.
+  for (const auto& item : gc->named_modules()) CHECK(item.value()->as<timm::layers::Conv2dSame>() == nullptr);
 }
 
 TEST_CASE("efficientnet head options: num_classes 0, global_pool, drop_rate; bad input rejected") {
