@@ -8,6 +8,7 @@
 #include <c10/util/Exception.h>
 
 #include "timm/base/app_main.hpp"
+#include "timm/base/cpu_allocator.hpp"
 #include "timm/base/error.hpp"
 #include "timm/base/stopwatch.hpp"
 #include "timm/config/config.hpp"
@@ -54,8 +55,9 @@ int run(int argc, char** argv) {
     default:
       break;
   }
-  timm::log_info(timm::format("Start-up: %zu plugins, %zu registry entries, config parsed in %.3f s", plugins.size(),
-                              timm::Registry::global().size(), startup));
+  timm::log_info(timm::format("Start-up: %zu plugins, %zu registry entries, config parsed in %.3f s; CPU allocator: %s",
+                              plugins.size(), timm::Registry::global().size(), startup,
+                              timm::cpu_allocator_policy().reason.c_str()));
   const timm::TrainResult result = timm::run_training(command.config, plugins);
   if (result.last_eval) {
     timm::log_info(timm::format("Test top-1: %.2f%%  top-5: %.2f%%  loss: %.4f  (%lld images)", result.last_eval->top1,

@@ -6,6 +6,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "timm/base/cpu_allocator.hpp"
 #include "timm/base/error.hpp"
 #include "timm/log/log.hpp"
 
@@ -16,6 +17,7 @@ int run_app(const char* app, int argc, char** argv, AppBody body) {
   set_fatal_error_handler([name = std::string(app)](const std::string& message) {
     std::cerr << name << ": error: " << message << std::endl;
   });
+  keep_freed_cpu_memory();
   try {
     return body(argc, argv);
   } catch (const Error& e) {

@@ -2,7 +2,8 @@
 //
 //   int main(int argc, char** argv) { return timm::run_app("timm-run", argc, argv, run); }
 //
-// sets up logging, installs the fatal-error handler (error.hpp) that prints
+// sets up logging, applies the CPU allocator policy (cpu_allocator.hpp),
+// installs the fatal-error handler (error.hpp) that prints
 // "<app>: error: <message>" on stderr, runs `body` and reports an escaping
 // error through that handler, with exit code 2 for usage errors and 1 for
 // every other failure.
