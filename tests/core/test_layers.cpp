@@ -1,5 +1,5 @@
 // The SDK's shared layers: DropPath, SelectAdaptivePool2d, create_classifier,
-// activations, 'SAME' padding (Conv2dSame). Expected values are timm's
+// activations, 'SAME' padding (Conv2dSame), MixedConv2d. Expected values are timm's
 // definitions written out by hand (the padding sizes as timm 1.0.31's
 // get_same_padding / is_static_pad give them).
 #include <cmath>
@@ -18,6 +18,7 @@
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/conv2d_same.hpp"
 #include "timm/layers/drop_path.hpp"
+#include "timm/layers/mixed_conv2d.hpp"
 
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
@@ -195,6 +196,57 @@ TEST_CASE("create_conv2d_pad: 'same' is a padded Conv2d when static, else a Conv
   CHECK_THROWS_WITH_AS(layers::create_conv2d_pad(4, 4, 3, strided, "circular"), doctest::Contains("'circular'"),
                        timm::UsageError);
   CHECK_THROWS_AS(layers::create_conv2d_pad(4, 6, 3, depthwise, "same"), timm::UsageError);
+}
+
+TEST_CASE("MixedConv2d: timm's channel splits, one sub-conv per kernel size keyed 0, 1, ..., 'same' per group") {
+  at::manual_seed(0);
+  c10::NoGradGuard no_grad;
+  // _split_channels: equal parts, the remainder to the first.
+  CHECK(layers::split_channels(10, 3) == std::vector<int64_t>{4, 3, 3});
+  CHECK(layers::split_channels(40, 2) == std::vector<int64_t>{20, 20});
+
+  // Depthwise k3.5.7 with stride 2 and 'same' padding: every group a Conv2dSame grouped by its channels.
+  layers::Conv2dArgs depthwise;
+  depthwise.stride = 2;
+  depthwise.groups = 10;  // = in_channels: timm's create_conv2d makes it depthwise
+  torch::nn::AnyModule mixed = layers::create_mixed_conv2d(10, 10, {3, 5, 7}, depthwise, "same");
+  auto* conv = mixed.ptr()->as<layers::MixedConv2d>();
+  REQUIRE(conv != nullptr);
+  CHECK(conv->named_parameters().keys() == std::vector<std::string>{"0.weight", "1.weight", "2.weight"});
+  const auto params = conv->named_parameters();
+  CHECK((params["0.weight"].sizes() == at::IntArrayRef{4, 1, 3, 3}));
+  CHECK((params["2.weight"].sizes() == at::IntArrayRef{3, 1, 7, 7}));
+  const at::Tensor x = at::randn({2, 10, 12, 13});
+  const at::Tensor y = mixed.forward(x);
+  CHECK((y.sizes() == at::IntArrayRef{2, 10, 6, 7}));
+  // The third group (channels 7..9): its own conv over its own channels, 'SAME' padded.
+  const at::Tensor third =
+      layers::conv2d_same(x.slice(1, 7, 10), params["2.weight"], {}, at::IntArrayRef{2, 2}, at::IntArrayRef{1, 1}, 3);
+  CHECK(at::allclose(y.slice(1, 7, 10), third, 1e-5, 1e-6));
+
+  // Dense grouped pointwise (timm's a1.1): two 1x1 convs over 20 -> 60 channels, (10 -> 30) each.
+  torch::nn::AnyModule pointwise = layers::create_mixed_conv2d(20, 60, {1, 1}, layers::Conv2dArgs{}, "");
+  const auto pw = pointwise.ptr()->named_parameters();
+  CHECK((pw["1.weight"].sizes() == at::IntArrayRef{30, 10, 1, 1}));
+  const at::Tensor x20 = at::randn({2, 20, 5, 5});
+  const at::Tensor expected =
+      at::cat({at::conv2d(x20.slice(1, 0, 10), pw["0.weight"]), at::conv2d(x20.slice(1, 10, 20), pw["1.weight"])}, 1);
+  CHECK(at::allclose(pointwise.forward(x20), expected, 1e-5, 1e-6));
+
+  // One kernel size is timm's int kernel: a plain conv; a clone keeps the groups' types and copies the weights.
+  CHECK(layers::create_mixed_conv2d(4, 4, {3}, layers::Conv2dArgs{}, "").ptr()->as<torch::nn::Conv2d>() != nullptr);
+  const auto copy = std::dynamic_pointer_cast<layers::MixedConv2dImpl>(conv->clone());
+  REQUIRE(copy != nullptr);
+  CHECK(copy->named_children()["0"]->as<layers::Conv2dSame>() != nullptr);
+  CHECK(at::equal(copy->forward(x), y));
+  CHECK_FALSE(copy->named_parameters()["0.weight"].is_same(params["0.weight"]));
+
+  layers::Conv2dArgs grouped;
+  grouped.groups = 2;
+  CHECK_THROWS_WITH_AS(layers::create_mixed_conv2d(8, 8, {3, 5}, grouped, ""), doctest::Contains("groups 2"),
+                       timm::UsageError);
+  CHECK_THROWS_AS(layers::create_mixed_conv2d(2, 8, {3, 5, 7}, layers::Conv2dArgs{}, ""), timm::UsageError);
+  CHECK_THROWS_AS(layers::create_mixed_conv2d(8, 8, {3, 5}, layers::Conv2dArgs{}, "circular"), timm::UsageError);
 }
 
 }  // namespace test_layers
