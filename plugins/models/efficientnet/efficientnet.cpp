@@ -11,11 +11,19 @@
 //   l / xl and tf_efficientnetv2_b0 .. b3;
 // - mobilenetv2_035/050/075/100/140 and mobilenetv2_110d/120d (relu6, depth
 //   scaled with the stem and head kept), the same EfficientNet class;
+// - the NAS-found nets in the same class (relu, SE from the block input):
+//   mnasnet_050/075/100/140 (MnasNet-B1), semnasnet_050/075/100/140
+//   (MnasNet-A1, with SE), mnasnet_small, spnasnet_100, fbnetc_100;
+// - MixNet (mixed depthwise kernels, grouped pointwise convs: the SDK's
+//   MixedConv2d; relu, then swish with SE): mixnet_s/m/l/xl/xxl and the TF
+//   ports tf_mixnet_s/m/l;
 // - mobilenetv3_large_075/100, mobilenetv3_large_150d,
 //   mobilenetv3_small_050/075/100 (hard_swish, hard_sigmoid SE with relu,
 //   pooled head: conv_head with bias and no BN, then flatten), and the TF
 //   ports tf_mobilenetv3_large_075/100, tf_mobilenetv3_small_075/100 and the
-//   'minimal' tf_mobilenetv3_large/small_minimal_100 (relu, k3, no SE).
+//   'minimal' tf_mobilenetv3_large/small_minimal_100 (relu, k3, no SE);
+// - lcnet_035/050/075/100/150 (PP-LCNet, timm's MobileNetV3 class with
+//   'dsa' blocks, SE only in the last stage).
 //
 // Supported: num_classes (0: the pooled features come out), in_chans,
 // drop_rate (dropout before the classifier), drop_path_rate (timm's
@@ -28,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -89,6 +98,19 @@ const std::map<std::string, std::string> kDefaultTags = {{"efficientnet_b0", "ra
                                                          {"mobilenetv2_110d", "ra_in1k"},
                                                          {"mobilenetv2_120d", "ra_in1k"},
                                                          {"mobilenetv2_140", "ra_in1k"},
+                                                         {"mnasnet_100", "rmsp_in1k"},
+                                                         {"semnasnet_075", "rmsp_in1k"},
+                                                         {"semnasnet_100", "rmsp_in1k"},
+                                                         {"mnasnet_small", "lamb_in1k"},
+                                                         {"spnasnet_100", "rmsp_in1k"},
+                                                         {"fbnetc_100", "rmsp_in1k"},
+                                                         {"mixnet_s", "ft_in1k"},
+                                                         {"mixnet_m", "ft_in1k"},
+                                                         {"mixnet_l", "ft_in1k"},
+                                                         {"mixnet_xl", "ra_in1k"},
+                                                         {"tf_mixnet_s", "in1k"},
+                                                         {"tf_mixnet_m", "in1k"},
+                                                         {"tf_mixnet_l", "in1k"},
                                                          {"mobilenetv3_large_100", "ra_in1k"},
                                                          {"mobilenetv3_large_150d", "ra4_e3600_r256_in1k"},
                                                          {"mobilenetv3_small_050", "lamb_in1k"},
@@ -99,7 +121,10 @@ const std::map<std::string, std::string> kDefaultTags = {{"efficientnet_b0", "ra
                                                          {"tf_mobilenetv3_large_minimal_100", "in1k"},
                                                          {"tf_mobilenetv3_small_075", "in1k"},
                                                          {"tf_mobilenetv3_small_100", "in1k"},
-                                                         {"tf_mobilenetv3_small_minimal_100", "in1k"}};
+                                                         {"tf_mobilenetv3_small_minimal_100", "in1k"},
+                                                         {"lcnet_050", "ra2_in1k"},
+                                                         {"lcnet_075", "ra2_in1k"},
+                                                         {"lcnet_100", "ra2_in1k"}};
 
 enum class Family { kEfficientNet, kMobileNetV3 };
 
@@ -114,6 +139,7 @@ struct Spec {
   std::vector<double> stage_depth_multipliers;  // timm's tuple depth_multiplier (one per stage) when not empty
   double round_limit = 0.9;                     // round_channels' round_limit in round_chs_fn
   bool fix_first_last = false;                  // decode_arch_def(fix_first_last)
+  DepthTrunc depth_trunc = DepthTrunc::kCeil;   // decode_arch_def(depth_trunc)
   bool fix_stem = false;                        // stem channels not rounded
   int64_t stem_size = 32;
   int64_t num_features = 1280;  // already resolved (rounded where timm rounds it)
@@ -191,9 +217,11 @@ class EfficientNetImpl : public ClassifierImpl {
 
     BuilderConfig builder{round_chs, spec.act_layer, spec.se, args.drop_path_rate.value_or(0.0), norm, spec.pad_type};
     int64_t head_chs = 0;
-    const auto arch = spec.stage_depth_multipliers.empty()
-                          ? decode_arch_def(spec.arch_def, spec.depth_multiplier, spec.fix_first_last)
-                          : decode_arch_def(spec.arch_def, spec.stage_depth_multipliers, spec.fix_first_last);
+    const auto arch =
+        spec.stage_depth_multipliers.empty()
+            ? decode_arch_def(spec.arch_def, spec.depth_multiplier, spec.fix_first_last, std::nullopt, spec.depth_trunc)
+            : decode_arch_def(spec.arch_def, spec.stage_depth_multipliers, spec.fix_first_last, std::nullopt,
+                              spec.depth_trunc);
     // A ModuleList of Sequentials: keys blocks.<stage>.<block>, as timm's Sequential of Sequentials.
     stages_ = build_stages(builder, stem_size, arch, head_chs);
     for (auto& stage : stages_) blocks->push_back(stage);
@@ -431,6 +459,115 @@ std::vector<Spec> efficientnetv2_specs() {
   return specs;
 }
 
+// timm's _gen_mnasnet_b1 (mnasnet_*), _gen_mnasnet_a1 (semnasnet_*: SE in
+// three stages), _gen_mnasnet_small, _gen_spnasnet and _gen_fbnetc: the
+// EfficientNet class with its defaults (relu, SE from the block input,
+// num_features not scaled with the channels). Default tags rmsp_in1k
+// (mnasnet_100, semnasnet_075 / 100, spnasnet_100, fbnetc_100), lamb_in1k
+// (mnasnet_small), untrained otherwise; spnasnet and fbnetc bilinear.
+std::vector<Spec> nas_specs() {
+  using ArchDef = std::vector<std::vector<std::string>>;
+  const ArchDef b1 = {{"ds_r1_k3_s1_c16_noskip"},    {"ir_r3_k3_s2_e3_c24"}, {"ir_r3_k5_s2_e3_c40"},
+                      {"ir_r3_k5_s2_e6_c80"},        {"ir_r2_k3_s1_e6_c96"}, {"ir_r4_k5_s2_e6_c192"},
+                      {"ir_r1_k3_s1_e6_c320_noskip"}};
+  const ArchDef a1 = {{"ds_r1_k3_s1_e1_c16_noskip"}, {"ir_r2_k3_s2_e6_c24"},         {"ir_r3_k5_s2_e3_c40_se0.25"},
+                      {"ir_r4_k3_s2_e6_c80"},        {"ir_r2_k3_s1_e6_c112_se0.25"}, {"ir_r3_k5_s2_e6_c160_se0.25"},
+                      {"ir_r1_k3_s1_e6_c320"}};
+  const ArchDef small = {{"ds_r1_k3_s1_c8"},
+                         {"ir_r1_k3_s2_e3_c16"},
+                         {"ir_r2_k3_s2_e6_c16"},
+                         {"ir_r4_k5_s2_e6_c32_se0.25"},
+                         {"ir_r3_k3_s1_e6_c32_se0.25"},
+                         {"ir_r3_k5_s2_e6_c88_se0.25"},
+                         {"ir_r1_k3_s1_e6_c144"}};
+  const ArchDef spnasnet = {{"ds_r1_k3_s1_c16_noskip"},
+                            {"ir_r3_k3_s2_e3_c24"},
+                            {"ir_r1_k5_s2_e6_c40", "ir_r3_k3_s1_e3_c40"},
+                            {"ir_r1_k5_s2_e6_c80", "ir_r3_k3_s1_e3_c80"},
+                            {"ir_r1_k5_s1_e6_c96", "ir_r3_k5_s1_e3_c96"},
+                            {"ir_r4_k5_s2_e6_c192"},
+                            {"ir_r1_k3_s1_e6_c320_noskip"}};
+  const ArchDef fbnetc = {{"ir_r1_k3_s1_e1_c16"},
+                          {"ir_r1_k3_s2_e6_c24", "ir_r2_k3_s1_e1_c24"},
+                          {"ir_r1_k5_s2_e6_c32", "ir_r1_k5_s1_e3_c32", "ir_r1_k5_s1_e6_c32", "ir_r1_k3_s1_e6_c32"},
+                          {"ir_r1_k5_s2_e6_c64", "ir_r1_k5_s1_e3_c64", "ir_r2_k5_s1_e6_c64"},
+                          {"ir_r3_k5_s1_e6_c112", "ir_r1_k5_s1_e3_c112"},
+                          {"ir_r4_k5_s2_e6_c184"},
+                          {"ir_r1_k3_s1_e6_c352"}};
+  auto nas = [](const std::string& name, const std::string& description, const ArchDef& arch, double channel,
+                int64_t stem_size, int64_t num_features, const PretrainedCfg& cfg) {
+    Spec s;
+    s.name = name;
+    s.description = description + " (channels x" + timm::format("%g", channel) + ")";
+    s.arch_def = arch;
+    s.channel_multiplier = channel;
+    s.stem_size = stem_size;
+    s.num_features = num_features;
+    s.act_layer = "relu";
+    s.cfg = cfg;
+    return s;
+  };
+  std::vector<Spec> specs;
+  const std::vector<std::pair<std::string, double>> widths = {{"050", 0.5}, {"075", 0.75}, {"100", 1.0}, {"140", 1.4}};
+  for (const auto& [suffix, channel] : widths) {
+    specs.push_back(nas("mnasnet_" + suffix, "MnasNet-B1", b1, channel, 32, 1280, make_cfg(224, 0.875)));
+  }
+  for (const auto& [suffix, channel] : widths) {
+    specs.push_back(nas("semnasnet_" + suffix, "MnasNet-A1 (SE)", a1, channel, 32, 1280, make_cfg(224, 0.875)));
+  }
+  specs.push_back(nas("mnasnet_small", "MnasNet small", small, 1.0, 8, 1280, make_cfg(224, 0.875)));
+  specs.push_back(
+      nas("spnasnet_100", "Single-Path NAS (Pixel 1)", spnasnet, 1.0, 32, 1280, make_cfg(224, 0.875, "bilinear")));
+  specs.push_back(nas("fbnetc_100", "FBNet-C", fbnetc, 1.0, 16, 1984, make_cfg(224, 0.875, "bilinear")));
+  return specs;
+}
+
+// timm's _gen_mixnet_s and _gen_mixnet_m (MixNet-M, and -L / XL / XXL by
+// channel and depth, repeats rounded: depth_trunc='round'): the EfficientNet
+// class, relu in the first two stages and swish with SE (from the block
+// input) after; "k3.5.7" mixes depthwise kernels, "a1.1" / "p1.1" split the
+// pointwise convs in two groups (the SDK's MixedConv2d). 1536 head features
+// at every width. Default tags ft_in1k (s, m, l), ra_in1k (xl), untrained
+// (xxl); the TF ports ('same' padding per group, BN eps 1e-3) in1k.
+std::vector<Spec> mixnet_specs() {
+  using ArchDef = std::vector<std::vector<std::string>>;
+  const ArchDef arch_s = {
+      {"ds_r1_k3_s1_e1_c16"},
+      {"ir_r1_k3_a1.1_p1.1_s2_e6_c24", "ir_r1_k3_a1.1_p1.1_s1_e3_c24"},
+      {"ir_r1_k3.5.7_s2_e6_c40_se0.5_nsw", "ir_r3_k3.5_a1.1_p1.1_s1_e6_c40_se0.5_nsw"},
+      {"ir_r1_k3.5.7_p1.1_s2_e6_c80_se0.25_nsw", "ir_r2_k3.5_p1.1_s1_e6_c80_se0.25_nsw"},
+      {"ir_r1_k3.5.7_a1.1_p1.1_s1_e6_c120_se0.5_nsw", "ir_r2_k3.5.7.9_a1.1_p1.1_s1_e3_c120_se0.5_nsw"},
+      {"ir_r1_k3.5.7.9.11_s2_e6_c200_se0.5_nsw", "ir_r2_k3.5.7.9_p1.1_s1_e6_c200_se0.5_nsw"}};
+  const ArchDef arch_m = {{"ds_r1_k3_s1_e1_c24"},
+                          {"ir_r1_k3.5.7_a1.1_p1.1_s2_e6_c32", "ir_r1_k3_a1.1_p1.1_s1_e3_c32"},
+                          {"ir_r1_k3.5.7.9_s2_e6_c40_se0.5_nsw", "ir_r3_k3.5_a1.1_p1.1_s1_e6_c40_se0.5_nsw"},
+                          {"ir_r1_k3.5.7_s2_e6_c80_se0.25_nsw", "ir_r3_k3.5.7.9_a1.1_p1.1_s1_e6_c80_se0.25_nsw"},
+                          {"ir_r1_k3_s1_e6_c120_se0.5_nsw", "ir_r3_k3.5.7.9_a1.1_p1.1_s1_e3_c120_se0.5_nsw"},
+                          {"ir_r1_k3.5.7.9_s2_e6_c200_se0.5_nsw", "ir_r3_k3.5.7.9_p1.1_s1_e6_c200_se0.5_nsw"}};
+  auto mixnet = [&](const std::string& size, const std::string& label, double channel, double depth) {
+    const bool is_small = size == "s";
+    Spec s;
+    s.name = "mixnet_" + size;
+    s.description = "MixNet-" + label + " (channels x" + timm::format("%g", channel) + ", depth x" +
+                    timm::format("%g", depth) + ")";
+    s.arch_def = is_small ? arch_s : arch_m;
+    s.channel_multiplier = channel;
+    s.depth_multiplier = depth;
+    s.depth_trunc = is_small ? DepthTrunc::kCeil : DepthTrunc::kRound;
+    s.stem_size = is_small ? 16 : 24;
+    s.num_features = 1536;
+    s.act_layer = "relu";
+    s.cfg = make_cfg(224, 0.875);
+    return s;
+  };
+  const std::vector<Spec> ported = {mixnet("s", "S", 1.0, 1.0), mixnet("m", "M", 1.0, 1.0), mixnet("l", "L", 1.3, 1.0)};
+  std::vector<Spec> specs = ported;
+  specs.push_back(mixnet("xl", "XL", 1.6, 1.2));
+  specs.push_back(mixnet("xxl", "XXL", 2.4, 1.3));
+  for (const auto& s : ported) specs.push_back(tf_port(s));
+  return specs;
+}
+
 // timm's _gen_mobilenet_v2; the "d" variants scale depth with fix_stem_head.
 std::vector<Spec> mobilenetv2_specs() {
   const std::vector<std::vector<std::string>> arch = {
@@ -541,11 +678,45 @@ std::vector<Spec> mobilenetv3_specs() {
   return specs;
 }
 
+// timm's _gen_lcnet (mobilenetv3.py, PP-LCNet): the MobileNetV3 class (pooled
+// head, conv_head with bias) over 'dsa' blocks (DepthwiseSeparableConv with
+// the act after the pointwise conv, no skip), hard_swish, SE only in the last
+// stage (on the block input, Python round(), relu, hard_sigmoid), stem 16
+// rounded with the channels, 1280 head features. Default tags ra2_in1k
+// (050, 075, 100; bicubic), untrained (035, 150; MobileNetV3's bilinear).
+std::vector<Spec> lcnet_specs() {
+  const std::vector<std::vector<std::string>> arch = {{"dsa_r1_k3_s1_c32"},  {"dsa_r2_k3_s2_c64"},
+                                                      {"dsa_r2_k3_s2_c128"}, {"dsa_r1_k3_s2_c256", "dsa_r1_k5_s1_c256"},
+                                                      {"dsa_r4_k5_s1_c256"}, {"dsa_r2_k5_s2_c512_se0.25"}};
+  const std::vector<std::pair<std::string, double>> widths = {
+      {"035", 0.35}, {"050", 0.5}, {"075", 0.75}, {"100", 1.0}, {"150", 1.5}};
+  std::vector<Spec> specs;
+  for (const auto& [suffix, channel] : widths) {
+    Spec s;
+    s.name = "lcnet_" + suffix;
+    s.description = "PP-LCNet (channels x" + timm::format("%g", channel) + ")";
+    s.family = Family::kMobileNetV3;
+    s.arch_def = arch;
+    s.channel_multiplier = channel;
+    s.stem_size = 16;
+    s.num_features = 1280;
+    s.act_layer = "hard_swish";
+    s.se = SeConfig{/*from_exp=*/true, "hard_sigmoid", "relu", /*round_with_make_divisible=*/false};
+    const bool trained = kDefaultTags.count(s.name) > 0;
+    s.cfg = make_cfg(224, 0.875, trained ? "bicubic" : "bilinear");
+    specs.push_back(s);
+  }
+  return specs;
+}
+
 std::vector<Spec> all_specs() {
   std::vector<Spec> specs = efficientnet_specs();
   for (auto& s : efficientnetv2_specs()) specs.push_back(s);
   for (auto& s : mobilenetv2_specs()) specs.push_back(s);
   for (auto& s : mobilenetv3_specs()) specs.push_back(s);
+  for (auto& s : nas_specs()) specs.push_back(s);
+  for (auto& s : mixnet_specs()) specs.push_back(s);
+  for (auto& s : lcnet_specs()) specs.push_back(s);
   return specs;
 }
 

@@ -1,7 +1,7 @@
 #include "efficientnet_blocks.hpp"
 
 #include "timm/base/error.hpp"
-#include "timm/layers/conv2d_same.hpp"
+#include "timm/layers/mixed_conv2d.hpp"
 #include "timm/layers/squeeze_excite.hpp"
 
 namespace timm::efficientnet {
@@ -10,12 +10,12 @@ namespace {
 namespace nn = torch::nn;
 
 // timm's create_conv2d(in, out, kernel, stride, groups, padding=pad_type).
-nn::AnyModule conv(const BlockConfig& c, int64_t in, int64_t out, int64_t kernel, int64_t stride = 1,
+nn::AnyModule conv(const BlockConfig& c, int64_t in, int64_t out, const KernelSizes& kernel, int64_t stride = 1,
                    int64_t groups = 1) {
   layers::Conv2dArgs args;
   args.stride = stride;
   args.groups = groups;
-  return layers::create_conv2d_pad(in, out, kernel, args, c.pad_type);
+  return layers::create_mixed_conv2d(in, out, kernel, args, c.pad_type);
 }
 
 nn::AnyModule register_any(nn::Module& block, const std::string& name, nn::AnyModule module) {

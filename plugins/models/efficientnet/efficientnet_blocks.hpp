@@ -9,14 +9,15 @@
 // SqueezeExcite or the SDK's GlobalContext (se_layer='gc'), made by the
 // builder. The convs are timm's create_conv2d(padding=pad_type): a Conv2d,
 // or with pad_type 'same' (the tf_ ports) a Conv2dSame where the padding
-// depends on the input, so they are held as AnyModules. Internal to this
-// plugin.
+// depends on the input, or with several kernel sizes (MixNet) the SDK's
+// MixedConv2d, so they are held as AnyModules. Internal to this plugin.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
@@ -51,14 +52,18 @@ struct NormArgs {
   double momentum = 0.1;
 };
 
+// A conv's kernel size as timm's block strings give it: one entry is timm's
+// int kernel (one conv), more a list (a MixedConv2d, e.g. "k3.5.7", "a1.1").
+using KernelSizes = std::vector<int64_t>;
+
 // The resolved arguments of one block, as timm's builder passes them.
 struct BlockConfig {
   int64_t in_chs = 0;
   int64_t out_chs = 0;
   int64_t stride = 1;
-  int64_t kernel_size = 3;      // ConvBnAct's conv, the dw conv of DS / IR
-  int64_t exp_kernel_size = 1;  // InvertedResidual's conv_pw, EdgeResidual's conv_exp
-  int64_t pw_kernel_size = 1;   // conv_pw (DS) / conv_pwl (IR, ER)
+  KernelSizes kernel_size = {3};      // ConvBnAct's conv, the dw conv of DS / IR
+  KernelSizes exp_kernel_size = {1};  // InvertedResidual's conv_pw, EdgeResidual's conv_exp
+  KernelSizes pw_kernel_size = {1};   // conv_pw (DS) / conv_pwl (IR, ER)
   double exp_ratio = 1.0;
   std::optional<int64_t> group_size;  // block default when unset: 1 (depthwise) for DS / IR, 0 (dense) for ConvBnAct
   bool noskip = false;
@@ -81,7 +86,7 @@ class ConvBnActImpl : public torch::nn::Module {
   explicit ConvBnActImpl(const BlockConfig& config);
   at::Tensor forward(const at::Tensor& x);
 
-  torch::nn::AnyModule conv;  // Conv2d or Conv2dSame
+  torch::nn::AnyModule conv;  // Conv2d, Conv2dSame or MixedConv2d
   layers::BatchNormAct2d bn1{nullptr};
   layers::DropPath drop_path{nullptr};
   bool has_skip = false;
@@ -93,10 +98,10 @@ class DepthwiseSeparableConvImpl : public torch::nn::Module {
   explicit DepthwiseSeparableConvImpl(const BlockConfig& config);
   at::Tensor forward(const at::Tensor& x);
 
-  torch::nn::AnyModule conv_dw;  // Conv2d or Conv2dSame
+  torch::nn::AnyModule conv_dw;  // Conv2d, Conv2dSame or MixedConv2d
   layers::BatchNormAct2d bn1{nullptr};
   torch::nn::AnyModule se;       // empty without SE
-  torch::nn::AnyModule conv_pw;  // Conv2d or Conv2dSame
+  torch::nn::AnyModule conv_pw;  // Conv2d, Conv2dSame or MixedConv2d
   layers::BatchNormAct2d bn2{nullptr};
   layers::DropPath drop_path{nullptr};
   bool has_skip = false;
@@ -108,12 +113,12 @@ class InvertedResidualImpl : public torch::nn::Module {
   explicit InvertedResidualImpl(const BlockConfig& config);
   at::Tensor forward(const at::Tensor& x);
 
-  torch::nn::AnyModule conv_pw;  // Conv2d or Conv2dSame
+  torch::nn::AnyModule conv_pw;  // Conv2d, Conv2dSame or MixedConv2d
   layers::BatchNormAct2d bn1{nullptr};
-  torch::nn::AnyModule conv_dw;  // Conv2d or Conv2dSame
+  torch::nn::AnyModule conv_dw;  // Conv2d, Conv2dSame or MixedConv2d
   layers::BatchNormAct2d bn2{nullptr};
   torch::nn::AnyModule se;        // empty without SE
-  torch::nn::AnyModule conv_pwl;  // Conv2d or Conv2dSame
+  torch::nn::AnyModule conv_pwl;  // Conv2d, Conv2dSame or MixedConv2d
   layers::BatchNormAct2d bn3{nullptr};
   layers::DropPath drop_path{nullptr};
   bool has_skip = false;
@@ -128,10 +133,10 @@ class EdgeResidualImpl : public torch::nn::Module {
   explicit EdgeResidualImpl(const BlockConfig& config);
   at::Tensor forward(const at::Tensor& x);
 
-  torch::nn::AnyModule conv_exp;  // Conv2d or Conv2dSame
+  torch::nn::AnyModule conv_exp;  // Conv2d, Conv2dSame or MixedConv2d
   layers::BatchNormAct2d bn1{nullptr};
   torch::nn::AnyModule se;        // empty without SE
-  torch::nn::AnyModule conv_pwl;  // Conv2d or Conv2dSame
+  torch::nn::AnyModule conv_pwl;  // Conv2d, Conv2dSame or MixedConv2d
   layers::BatchNormAct2d bn2{nullptr};
   layers::DropPath drop_path{nullptr};
   bool has_skip = false;

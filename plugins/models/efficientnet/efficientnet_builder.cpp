@@ -37,12 +37,16 @@ int64_t parse_int(const std::string& block_str, const std::string& key, const st
     used = 0;
   }
   if (used == 0 || used != value.size()) {
-    if (value.find('.') != std::string::npos && (key == "k" || key == "a" || key == "p")) {
-      bad_block(block_str, "mixed kernel sizes (" + key + value + ") are not supported");
-    }
     bad_block(block_str, "option " + in_quotes(key) + " expects an integer, got " + in_quotes(value));
   }
   return out;
+}
+
+// timm's _parse_ksize: "5" is one kernel size, "3.5.7" a list (a MixedConv2d of three groups).
+KernelSizes parse_ksize(const std::string& block_str, const std::string& key, const std::string& value) {
+  KernelSizes sizes;
+  for (const auto& part : split(value, '.')) sizes.push_back(parse_int(block_str, key, part));
+  return sizes;
 }
 
 double parse_float(const std::string& block_str, const std::string& key, const std::string& value) {
@@ -89,10 +93,15 @@ ParsedOps parse_ops(const std::vector<std::string>& ops) {
   return parsed;
 }
 
-// timm's _scale_stage_depth with depth_trunc='ceil'.
-StageArgs scale_stage_depth(const StageArgs& stack_args, const std::vector<int64_t>& repeats, double multiplier) {
+// timm's _scale_stage_depth.
+StageArgs scale_stage_depth(const StageArgs& stack_args, const std::vector<int64_t>& repeats, double multiplier,
+                            DepthTrunc depth_trunc) {
   int64_t num_repeat = std::accumulate(repeats.begin(), repeats.end(), int64_t{0});
-  auto num_repeat_scaled = static_cast<int64_t>(std::ceil(static_cast<double>(num_repeat) * multiplier));
+  const double scaled = static_cast<double>(num_repeat) * multiplier;
+  // 'round' keeps single-block stages single for longer; Python's round() is nearbyint's half-to-even.
+  auto num_repeat_scaled = depth_trunc == DepthTrunc::kRound
+                               ? std::max<int64_t>(1, static_cast<int64_t>(std::nearbyint(scaled)))
+                               : static_cast<int64_t>(std::ceil(scaled));
   // Allocated in reverse, so the first block of a stage is the least likely to be repeated.
   std::vector<int64_t> repeats_scaled(repeats.size());
   for (size_t i = repeats.size(); i-- > 0;) {
@@ -165,6 +174,7 @@ std::pair<BlockArgs, int64_t> decode_block_str(const std::string& block_str) {
     return it->second;
   };
   auto integer = [&](const std::string& key) { return parse_int(block_str, key, require(key)); };
+  auto ksize = [&](const std::string& key) { return parse_ksize(block_str, key, require(key)); };
   auto number = [&](const std::string& key, double fallback) {
     return has(key) ? parse_float(block_str, key, require(key)) : fallback;
   };
@@ -180,23 +190,23 @@ std::pair<BlockArgs, int64_t> decode_block_str(const std::string& block_str) {
   a.out_chs = integer("c");
   a.stride = integer("s");
   a.act_layer = parsed.act;
-  const int64_t end_kernel = has("p") ? integer("p") : 1;
+  const KernelSizes end_kernel = has("p") ? ksize("p") : KernelSizes{1};
   if (a.block_type == "ir") {
-    a.dw_kernel_size = integer("k");
-    a.exp_kernel_size = has("a") ? integer("a") : 1;
+    a.dw_kernel_size = ksize("k");
+    a.exp_kernel_size = has("a") ? ksize("a") : KernelSizes{1};
     a.pw_kernel_size = end_kernel;
     a.exp_ratio = number("e", 0.0);
     require("e");
     a.se_ratio = number("se", 0.0);
     a.noskip = parsed.skip == false;
   } else if (a.block_type == "ds" || a.block_type == "dsa") {
-    a.dw_kernel_size = integer("k");
+    a.dw_kernel_size = ksize("k");
     a.pw_kernel_size = end_kernel;
     a.se_ratio = number("se", 0.0);
     a.pw_act = a.block_type == "dsa";
     a.noskip = a.block_type == "dsa" || parsed.skip == false;
   } else if (a.block_type == "er") {
-    a.exp_kernel_size = integer("k");
+    a.exp_kernel_size = ksize("k");
     a.pw_kernel_size = end_kernel;
     a.exp_ratio = number("e", 0.0);
     require("e");
@@ -204,7 +214,7 @@ std::pair<BlockArgs, int64_t> decode_block_str(const std::string& block_str) {
     a.se_ratio = number("se", 0.0);
     a.noskip = parsed.skip == false;
   } else if (a.block_type == "cn") {
-    a.kernel_size = integer("k");
+    a.kernel_size = {integer("k")};
     a.skip = parsed.skip == true;
   } else {
     bad_block(block_str,
@@ -217,13 +227,14 @@ std::pair<BlockArgs, int64_t> decode_block_str(const std::string& block_str) {
 }
 
 ArchArgs decode_arch_def(const std::vector<std::vector<std::string>>& arch_def, double depth_multiplier,
-                         bool fix_first_last, std::optional<int64_t> group_size) {
-  return decode_arch_def(arch_def, std::vector<double>(arch_def.size(), depth_multiplier), fix_first_last, group_size);
+                         bool fix_first_last, std::optional<int64_t> group_size, DepthTrunc depth_trunc) {
+  return decode_arch_def(arch_def, std::vector<double>(arch_def.size(), depth_multiplier), fix_first_last, group_size,
+                         depth_trunc);
 }
 
 ArchArgs decode_arch_def(const std::vector<std::vector<std::string>>& arch_def,
                          const std::vector<double>& depth_multipliers, bool fix_first_last,
-                         std::optional<int64_t> group_size) {
+                         std::optional<int64_t> group_size, DepthTrunc depth_trunc) {
   if (depth_multipliers.size() != arch_def.size()) {
     throw UsageError("decode_arch_def: " + std::to_string(depth_multipliers.size()) + " depth multipliers for " +
                      std::to_string(arch_def.size()) + " stages; expected one per stage");
@@ -239,7 +250,7 @@ ArchArgs decode_arch_def(const std::vector<std::vector<std::string>>& arch_def,
       repeats.push_back(repeat);
     }
     const bool fixed = fix_first_last && (stage == 0 || stage + 1 == arch_def.size());
-    arch.push_back(scale_stage_depth(stack_args, repeats, fixed ? 1.0 : depth_multipliers[stage]));
+    arch.push_back(scale_stage_depth(stack_args, repeats, fixed ? 1.0 : depth_multipliers[stage], depth_trunc));
   }
   return arch;
 }

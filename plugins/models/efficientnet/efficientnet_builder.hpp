@@ -5,12 +5,14 @@
 //
 // Block strings: "<type>_<op>_<op>...", type ds / dsa (DepthwiseSeparableConv,
 // dsa with a point-wise activation and no skip), ir (InvertedResidual), cn
-// (ConvBnAct), er (decoded, not built: no registered model uses it); ops
+// (ConvBnAct), er (EdgeResidual); ops
 // r<repeats> k<kernel> s<stride> e<expansion> c<out channels> se<ratio>
 // a<exp kernel> p<pw kernel> gs<group size> fc<forced in channels>, n<act>
 // with re / r6 / hs / sw / mi (relu, relu6, hard_swish, swish, mish),
-// noskip / skip. Mixed kernels ("k3.5"), CondConv ("cc"), space-to-depth
-// ("d") and the uir / mha / mqa types throw UsageError.
+// noskip / skip. A kernel size with dots ("k3.5.7", "a1.1", "p1.1") is
+// timm's kernel list: a MixedConv2d with one group per size (MixNet).
+// CondConv ("cc"), space-to-depth ("d") and the uir / mha / mqa types throw
+// UsageError.
 #pragma once
 
 #include <cstdint>
@@ -30,10 +32,10 @@ struct BlockArgs {
   int64_t out_chs = 0;     // before round_chs_fn
   int64_t stride = 1;
   std::optional<std::string> act_layer;  // the model default when unset
-  int64_t dw_kernel_size = 3;            // ds, ir
-  int64_t exp_kernel_size = 1;           // ir (a<k>), er (k<k>)
-  int64_t pw_kernel_size = 1;            // p<k>
-  int64_t kernel_size = 1;               // cn
+  KernelSizes dw_kernel_size = {3};      // ds, ir
+  KernelSizes exp_kernel_size = {1};     // ir (a<k>), er (k<k>)
+  KernelSizes pw_kernel_size = {1};      // p<k>
+  KernelSizes kernel_size = {1};         // cn (an int in timm: never a list)
   double exp_ratio = 1.0;                // ir, er
   double se_ratio = 0.0;
   bool noskip = false;
@@ -50,17 +52,22 @@ using ArchArgs = std::vector<StageArgs>;
 // timm's _decode_block_str: the block's arguments and its repeat count.
 std::pair<BlockArgs, int64_t> decode_block_str(const std::string& block_str);
 
-// timm's decode_arch_def(arch_def, depth_multiplier, depth_trunc='ceil',
+// timm's depth_trunc: a stage's scaled repeats rounded up ('ceil', EfficientNet's default) or to the
+// nearest, at least 1 ('round', MixNet-M / L / XL).
+enum class DepthTrunc { kCeil, kRound };
+
+// timm's decode_arch_def(arch_def, depth_multiplier, depth_trunc,
 // fix_first_last, group_size): decodes every string and scales each stage's
 // repeats (_scale_stage_depth).
 ArchArgs decode_arch_def(const std::vector<std::vector<std::string>>& arch_def, double depth_multiplier = 1.0,
-                         bool fix_first_last = false, std::optional<int64_t> group_size = std::nullopt);
+                         bool fix_first_last = false, std::optional<int64_t> group_size = std::nullopt,
+                         DepthTrunc depth_trunc = DepthTrunc::kCeil);
 
 // The same with one depth multiplier per stage (timm's tuple depth_multiplier, e.g. efficientnetv2_rw_m);
 // throws UsageError unless there is one per stage.
 ArchArgs decode_arch_def(const std::vector<std::vector<std::string>>& arch_def,
                          const std::vector<double>& depth_multipliers, bool fix_first_last = false,
-                         std::optional<int64_t> group_size = std::nullopt);
+                         std::optional<int64_t> group_size = std::nullopt, DepthTrunc depth_trunc = DepthTrunc::kCeil);
 
 // timm's round_channels(channels, multiplier, divisor, channel_min=None, round_limit).
 int64_t round_channels(double channels, double multiplier = 1.0, int64_t divisor = 8, double round_limit = 0.9);
