@@ -1,4 +1,5 @@
-// EfficientNet / EfficientNetV2 / MobileNetV2 / MobileNetV3 plugin against timm
+// EfficientNet / EfficientNetV2 / MobileNetV2 / MobileNetV3 / MnasNet / MixNet /
+// LCNet plugin against timm
 // (tests/oracle/efficientnet_oracle.py) through the shared harness
 // (tests/support/model_parity.hpp), both ways: for every registered name the
 // state_dict keys, shapes, dtypes, parameter count, pretrained cfg,
@@ -30,6 +31,7 @@
 #include "timm/layers/conv2d_same.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/global_context.hpp"
+#include "timm/layers/mixed_conv2d.hpp"
 #include "timm/layers/norm_act.hpp"
 #include "timm/models/model.hpp"
 #include "timm/models/state_dict.hpp"
@@ -100,10 +102,35 @@ const std::vector<std::string> kNames = {"efficientnet_b0",
                                          "tf_mobilenetv3_large_minimal_100",
                                          "tf_mobilenetv3_small_075",
                                          "tf_mobilenetv3_small_100",
-                                         "tf_mobilenetv3_small_minimal_100"};
-const std::vector<std::string> kPatterns = {"efficientnet_b*",     "tf_efficientnet_b*",  "efficientnetv2_*",
-                                            "tf_efficientnetv2_*", "gc_efficientnetv2_*", "mobilenetv2_*",
-                                            "mobilenetv3_*",       "tf_mobilenetv3_*"};
+                                         "tf_mobilenetv3_small_minimal_100",
+                                         "mnasnet_050",
+                                         "mnasnet_075",
+                                         "mnasnet_100",
+                                         "mnasnet_140",
+                                         "mnasnet_small",
+                                         "semnasnet_050",
+                                         "semnasnet_075",
+                                         "semnasnet_100",
+                                         "semnasnet_140",
+                                         "spnasnet_100",
+                                         "fbnetc_100",
+                                         "mixnet_s",
+                                         "mixnet_m",
+                                         "mixnet_l",
+                                         "mixnet_xl",
+                                         "mixnet_xxl",
+                                         "tf_mixnet_s",
+                                         "tf_mixnet_m",
+                                         "tf_mixnet_l",
+                                         "lcnet_035",
+                                         "lcnet_050",
+                                         "lcnet_075",
+                                         "lcnet_100",
+                                         "lcnet_150"};
+const std::vector<std::string> kPatterns = {
+    "efficientnet_b*", "tf_efficientnet_b*", "efficientnetv2_*", "tf_efficientnetv2_*", "gc_efficientnetv2_*",
+    "mobilenetv2_*",   "mobilenetv3_*",      "tf_mobilenetv3_*", "mnasnet_*",           "semnasnet_*",
+    "spnasnet_*",      "fbnetc_*",           "mixnet_*",         "tf_mixnet_*",         "lcnet_*"};
 
 // Smallest and largest EfficientNet (DS + IR with swish SE), MobileNetV3
 // large (DS without SE, relu / hard_swish IR, hard_sigmoid SE, ConvBnAct,
@@ -120,6 +147,12 @@ const std::vector<std::string> kPatterns = {"efficientnet_b*",     "tf_efficient
 // 17 on; channels rounded with round_limit 0), efficientnetv2_rw_t
 // (channels x0.8, depth x0.9; ConvBnAct and EdgeResidual with skips) and
 // gc_efficientnetv2_rw_t (the SDK's GlobalContext in place of SE).
+// mnasnet_100 (relu, a DS block without skip, IR without SE, the last IR
+// noskip), lcnet_050 (MobileNetV3 class, 'dsa' blocks, SE with Python
+// round() only in the last stage), mixnet_s (MixedConv2d: mixed depthwise
+// kernels k3.5.7 .. k3.5.7.9.11, two-group pointwise convs a1.1 / p1.1; relu
+// then swish with SE) and tf_mixnet_s (the same with 'same' padding per
+// group: every stride-2 group a Conv2dSame, asymmetric at 64 px).
 // 64x64 inputs unless said, batch 2.
 const std::vector<ParityCase> kCases = {
     {"efficientnet_b0", "efficientnet_b0", 3, 64, 2},
@@ -133,6 +166,10 @@ const std::vector<ParityCase> kCases = {
     {"tf_efficientnetv2_b0_68px", "tf_efficientnetv2_b0", 3, 68, 2},
     {"efficientnetv2_rw_t", "efficientnetv2_rw_t", 3, 64, 2},
     {"gc_efficientnetv2_rw_t", "gc_efficientnetv2_rw_t", 3, 64, 2},
+    {"mnasnet_100", "mnasnet_100", 3, 64, 2},
+    {"lcnet_050", "lcnet_050", 3, 64, 2},
+    {"mixnet_s", "mixnet_s", 3, 64, 2},
+    {"tf_mixnet_s", "tf_mixnet_s", 3, 64, 2},
 };
 
 // The drop_prob of each block's drop_path (0 where it has none), in block order.
@@ -295,6 +332,52 @@ TEST_CASE("EfficientNetV2: Conv2dSame in the tf_ ports' stride-2 convs, BN eps 1
   CHECK(params["blocks.5.0.se.mlp_scale.norm.bias"].abs().max().item<double>() == 0.0);
   // The PyTorch-native model has no Conv2dSame.
   for (const auto& item : gc->named_modules()) CHECK(item.value()->as<timm::layers::Conv2dSame>() == nullptr);
+}
+
+TEST_CASE("MixNet: MixedConv2d groups with timm's splits, Conv2dSame per stride-2 group in tf_mixnet_s, timm's init") {
+  const ThreadCount one_thread(1);  // 2 cores shared: OpenMP's spinning threads only slow it down
+  at::manual_seed(0);
+  timm::ModelPtr tf_s = make_model("tf_mixnet_s");
+  std::map<std::string, std::shared_ptr<torch::nn::Module>> modules;
+  for (const auto& item : tf_s->named_modules()) modules[item.key()] = item.value();
+  // k3.5.7 over 144 mid channels (24 in, x6): three depthwise groups of 48.
+  const auto* dw = modules.at("blocks.2.0.conv_dw")->as<timm::layers::MixedConv2d>();
+  REQUIRE(dw != nullptr);
+  CHECK(dw->splits() == std::vector<int64_t>{48, 48, 48});
+  // a1.1: the expansion conv in two dense groups (16 -> 96: 8 -> 48 each); k3 alone is a plain conv.
+  const auto* pw = modules.at("blocks.1.0.conv_pw")->as<timm::layers::MixedConv2d>();
+  REQUIRE(pw != nullptr);
+  CHECK(pw->splits() == std::vector<int64_t>{8, 8});
+  CHECK(modules.at("blocks.1.0.conv_dw")->as<timm::layers::MixedConv2d>() == nullptr);
+  // Stride 2: every group pads per input (Conv2dSame); stride 1 with odd kernels: Conv2d with the fixed padding.
+  for (const auto* name :
+       {"conv_stem", "blocks.1.0.conv_dw", "blocks.2.0.conv_dw.0", "blocks.2.0.conv_dw.2", "blocks.5.0.conv_dw.4"}) {
+    CAPTURE(name);
+    CHECK(modules.at(name)->as<timm::layers::Conv2dSame>() != nullptr);
+  }
+  for (const auto* name : {"blocks.2.1.conv_dw.0", "blocks.2.1.conv_dw.1", "blocks.2.1.conv_pw.0"}) {
+    CAPTURE(name);
+    CHECK(modules.at(name)->as<timm::layers::Conv2dSame>() == nullptr);
+    REQUIRE(modules.at(name)->as<torch::nn::Conv2d>() != nullptr);
+  }
+  const auto& k5 = modules.at("blocks.2.1.conv_dw.1")->as<torch::nn::Conv2d>()->options.padding();
+  CHECK((*std::get<torch::ExpandingArray<2>>(k5))[0] == 2);
+  int64_t norms = 0;
+  timm::layers::for_each_batch_norm_act(*tf_s, [&](const std::string& name, timm::layers::BatchNormAct2dImpl& bn) {
+    CAPTURE(name);
+    CHECK(bn.options.eps() == 0.001);
+    ++norms;
+  });
+  CHECK(norms == 49);  // as timm's BatchNorm2d count
+  // _init_weight_goog per group: depthwise 7x7 normal(0, sqrt(2 / 49)), the 1x1 group normal(0, sqrt(2 / 48)).
+  const auto params = tf_s->named_parameters();
+  CHECK(params["blocks.2.0.conv_dw.2.weight"].std().item<double>() ==
+        doctest::Approx(std::sqrt(2.0 / 49)).epsilon(0.05));
+  CHECK(params["blocks.1.0.conv_pw.1.weight"].std().item<double>() ==
+        doctest::Approx(std::sqrt(2.0 / 48)).epsilon(0.1));
+  // The PyTorch-native MixNet has no Conv2dSame.
+  timm::ModelPtr native = make_model("mixnet_s");
+  for (const auto& item : native->named_modules()) CHECK(item.value()->as<timm::layers::Conv2dSame>() == nullptr);
 }
 
 TEST_CASE("efficientnet head options: num_classes 0, global_pool, drop_rate; bad input rejected") {
