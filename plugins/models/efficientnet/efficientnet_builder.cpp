@@ -97,11 +97,11 @@ ParsedOps parse_ops(const std::vector<std::string>& ops) {
 StageArgs scale_stage_depth(const StageArgs& stack_args, const std::vector<int64_t>& repeats, double multiplier,
                             DepthTrunc depth_trunc) {
   int64_t num_repeat = std::accumulate(repeats.begin(), repeats.end(), int64_t{0});
-  const double scaled = static_cast<double>(num_repeat) * multiplier;
+  const double scaled_total = static_cast<double>(num_repeat) * multiplier;
   // 'round' keeps single-block stages single for longer; Python's round() is nearbyint's half-to-even.
   auto num_repeat_scaled = depth_trunc == DepthTrunc::kRound
-                               ? std::max<int64_t>(1, static_cast<int64_t>(std::nearbyint(scaled)))
-                               : static_cast<int64_t>(std::ceil(scaled));
+                               ? std::max<int64_t>(1, static_cast<int64_t>(std::nearbyint(scaled_total)))
+                               : static_cast<int64_t>(std::ceil(scaled_total));
   // Allocated in reverse, so the first block of a stage is the least likely to be repeated.
   std::vector<int64_t> repeats_scaled(repeats.size());
   for (size_t i = repeats.size(); i-- > 0;) {
