@@ -14,8 +14,11 @@ timm-cpp). RandAugment and random erasing (--aa rand-m9-mstd0.5-inc1
 --reprob 0.25 --remode pixel) are included only when timm-cpp's pipeline
 has them (the script reads the stages timm-bench-data prints).
 
+The two loaders run alternately --repeats times (bench/interleave.py): the
+figures are medians, the ratio with its spread (target >= 2.0).
+
 Usage: bench/data_pipeline.py [--images DIR] [--count 2000] [--threads 2] [--batch-size 64]
-       [--bench-exe build/bin/timm-bench-data]
+       [--repeats 3] [--summary FILE] [--bench-exe build/bin/timm-bench-data]
 """
 import argparse
 import io
@@ -26,6 +29,9 @@ import sys
 import time
 
 import numpy as np
+
+from interleave import Ratio, interleave, median
+from summary import append_summary
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'tests', 'oracle'))
@@ -82,6 +88,8 @@ def main():
     p.add_argument('--count', type=int, default=2000)
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--batch-size', type=int, default=64)
+    p.add_argument('--repeats', type=int, default=3)
+    p.add_argument('--summary', help='append the train pipeline row to this JSON-lines file (bench/run_all.sh)')
     p.add_argument('--bench-exe', default=os.path.join(HERE, '..', 'build', 'bin', 'timm-bench-data'))
     a = p.parse_args()
     train = os.path.join(a.images, 'train')
@@ -91,19 +99,27 @@ def main():
     files = sorted(os.path.join(d, f) for d, _, fs in os.walk(train) for f in fs if f.endswith('.jpg'))
     print(f'{len(files)} JPEGs under {train}')
 
-    cpp = run_cpp(a.bench_exe, ['train', a.images, '--workers', str(a.threads), '--batch-size', str(a.batch_size)])
-    stages = re.search(r'^stages (.*)$', cpp, re.M).group(1)
+    def cpp_train():
+        return run_cpp(a.bench_exe, ['train', a.images, '--workers', str(a.threads), '--batch-size', str(a.batch_size)])
+
+    stages = re.search(r'^stages (.*)$', cpp_train(), re.M).group(1)
     with_aa = 'RandAugment' in stages and 'RandomErasing' in stages
-    cpp_rate = float(re.findall(r'images/s ([\d.]+)', cpp)[-1])
-    py_rate, py_stages = python_loader_rate(a.images, a.threads, a.batch_size, with_aa)
+    runs = interleave([('timm-cpp', lambda: float(re.findall(r'images/s ([\d.]+)', cpp_train())[-1])),
+                       ('timm', lambda: python_loader_rate(a.images, a.threads, a.batch_size, with_aa))], a.repeats)
+    cpp_rate = median(runs['timm-cpp'])
+    py_rate, py_stages = median([rate for rate, _ in runs['timm']]), runs['timm'][0][1]
+    ratio = Ratio.of(runs['timm-cpp'], [rate for rate, _ in runs['timm']])
     print(f'stages: decode, RandomResizedCrop 224, flip, normalise'
           f'{", rand-m9-mstd0.5-inc1, reprob 0.25 pixel" if with_aa else " (RandAugment / RandomErasing: not in this tree, left out on both sides)"}')
     print(f'timm-cpp stages: {stages}')
     print(f'timm stages: {" ".join(py_stages.split())}')
-    print(f'train pipeline, {a.threads} threads/workers, batch {a.batch_size}:')
+    print(f'train pipeline, {a.threads} threads/workers, batch {a.batch_size}, median of {a.repeats}:')
     print(f'  timm-cpp   {cpp_rate:9.1f} images/s')
     print(f'  timm       {py_rate:9.1f} images/s')
-    print(f'  ratio      {cpp_rate / py_rate:9.2f}x')
+    print(f'  ratio      {ratio}')
+    if a.summary:
+        append_summary(a.summary, f'train input pipeline, {a.threads} workers{", RandAugment + RE" if with_aa else ""} '
+                       '(img/s)', cpp_rate, py_rate, ratio, target=2.0)
 
     dec = run_cpp(a.bench_exe, ['decode', train])
     rates = dict(re.findall(r'^decode (\S+) images \d+ images/s ([\d.]+)', dec, re.M))

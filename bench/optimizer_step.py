@@ -5,10 +5,12 @@ lr 1e-3 and weight decay 0.05. Both sides use the same number of threads
 (torch.set_num_threads / at::set_num_threads) and run on the CPU. Prints
 ms per step of each, wall time and process CPU time (the steadier figure on
 a shared machine), and the ratios timm-cpp / timm (below 1: timm-cpp faster).
+The two sides run alternately --repeats times (bench/interleave.py): the
+figures are medians, each ratio with its spread.
 
 Usage: bench/optimizer_step.py [--threads 1] [--steps 10] [--warmup 2]
            [--models resnet50 vit_base_patch16_224] [--opts sgd adamw lamb rmsproptf ...]
-           [--timm-bench-optim build/bin/timm-bench-optim]
+           [--repeats 3] [--summary FILE] [--timm-bench-optim build/bin/timm-bench-optim]
 """
 import argparse
 import json
@@ -20,6 +22,9 @@ import time
 import torch
 import timm
 from timm.optim import create_optimizer_v2
+
+from interleave import Ratio, interleave, median
+from summary import append_summary
 
 
 def model_params(name):
@@ -74,23 +79,36 @@ def main():
     parser.add_argument('--warmup', type=int, default=2)
     parser.add_argument('--models', nargs='+', default=['resnet50', 'vit_base_patch16_224'])
     parser.add_argument('--opts', nargs='+', default=['sgd', 'adamw', 'lamb', 'rmsproptf'])
+    parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--summary', help='append each row (a time ratio) to this JSON-lines file (bench/run_all.sh)')
     parser.add_argument('--timm-bench-optim', default=os.path.join(here, '..', 'build', 'bin', 'timm-bench-optim'))
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     print(f'threads {args.threads}, {args.warmup} warm-up steps, {args.steps} timed steps, CPU, '
-          f'torch {torch.__version__}, timm {timm.__version__}')
-    print(f'{"model":<22} {"optimizer":<10} {"timm wall":>10} {"cpp wall":>10} {"ratio":>6}'
-          f' {"timm cpu":>10} {"cpp cpu":>10} {"ratio":>6}   (ms per step)')
+          f'{args.repeats} interleaved repeat(s), torch {torch.__version__}, timm {timm.__version__}')
+    print(f'{"model":<22} {"optimizer":<10} {"timm wall":>10} {"cpp wall":>10} {"ratio (median, spread)":>24}'
+          f' {"timm cpu":>10} {"cpp cpu":>10} {"ratio":>24}   (ms per step, medians)')
     for name in args.models:
         params = model_params(name)
-        cpp = time_cpp(args.timm_bench_optim, params, args.opts, args.threads, args.warmup, args.steps)
-        for opt in args.opts:
-            (py_wall, py_cpu), (cpp_wall, cpp_cpu) = time_python(params, opt, args.warmup, args.steps), cpp[opt]
-            print(f'{name:<22} {opt:<10} {py_wall:10.1f} {cpp_wall:10.1f} {cpp_wall / py_wall:6.2f}'
-                  f' {py_cpu:10.1f} {cpp_cpu:10.1f} {cpp_cpu / py_cpu:6.2f}', flush=True)
 
+        def cpp_all():  # one timm-bench-optim run times every optimizer
+            return time_cpp(args.timm_bench_optim, params, args.opts, args.threads, args.warmup, args.steps)
+
+        def py_all():
+            return {opt: time_python(params, opt, args.warmup, args.steps) for opt in args.opts}
+
+        runs = interleave([('timm-cpp', cpp_all), ('timm', py_all)], args.repeats)
+        for opt in args.opts:
+            cpp_wall, cpp_cpu = ([run[opt][i] for run in runs['timm-cpp']] for i in (0, 1))
+            py_wall, py_cpu = ([run[opt][i] for run in runs['timm']] for i in (0, 1))
+            wall, cpu = Ratio.of(cpp_wall, py_wall), Ratio.of(cpp_cpu, py_cpu)
+            print(f'{name:<22} {opt:<10} {median(py_wall):10.1f} {median(cpp_wall):10.1f} {str(wall):>24}'
+                  f' {median(py_cpu):10.1f} {median(cpp_cpu):10.1f} {str(cpu):>24}', flush=True)
+            if args.summary:
+                append_summary(args.summary, f'optimizer step {opt}, {name} params, {args.threads} thread(s) (ms)',
+                               median(cpp_wall), median(py_wall), wall, lower_is_better=True)
 
 if __name__ == '__main__':
     main()

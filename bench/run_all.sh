@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Every benchmark of issue 15 in one go, each side against Python timm from
+# the same venv, interleaved and repeated (bench/interleave.py), then one
+# table of medians, spreads and targets (bench/summary.py). About 30 minutes
+# on the 2-core build machine; the table goes to stdout and, with its
+# details, to bench/results/run_all-DATE.md.
+#
+# Usage: bench/run_all.sh [--quick]   --quick: 1 repeat, fewer models (a smoke run of the pipeline)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/env.sh"
+"$TIMM_CPP_ROOT/scripts/setup.sh" >&2
+
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+py="$TIMM_CPP_VENV/bin/python"
+bench="$TIMM_CPP_ROOT/bench"
+threads=2
+repeats=3
+models=(resnet50 efficientnet_b2 vit_small_patch16_224 convnext_tiny regnety_032 mobilenetv3_large_100 resnet18)
+if [ "$quick" = 1 ]; then
+  repeats=1
+  models=(resnet18)
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+summary="$work/summary.jsonl"
+mkdir -p "$bench/results"
+report="$bench/results/run_all-$(date -u +%Y-%m-%d-%H%M).md"
+
+section() { printf '\n## %s\n\n```\n' "$1"; }
+end_section() { printf '```\n'; }
+{
+  echo "# bench/run_all.sh, $(date -u '+%Y-%m-%d %H:%M UTC'), $threads threads, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
+  section "peak matmul (bench/peak.py)"
+  "$py" "$bench/peak.py" --threads "$threads" --json "$work/peak.json"
+  end_section
+  section "forward+backward, fp32 (bench/models.py)"
+  "$py" "$bench/models.py" "${models[@]}" --threads "$threads" --warmup 1 --iters 2 --repeats "$repeats" \
+    --peak "$work/peak.json" --summary "$summary"
+  end_section
+  section "forward+backward, bf16 autocast (bench/models.py --amp)"
+  "$py" "$bench/models.py" "${models[@]}" --amp --threads "$threads" --warmup 1 --iters 2 --repeats "$repeats" \
+    --peak "$work/peak.json" --summary "$summary"
+  end_section
+  section "timm-benchmark (bench/tools_benchmark.py)"
+  "$py" "$bench/tools_benchmark.py" --threads "$threads" --num-warm-iter 1 --num-bench-iter 3 --repeats "$repeats" \
+    --summary "$summary"
+  end_section
+  section "optimizer step (bench/optimizer_step.py)"
+  "$py" "$bench/optimizer_step.py" --threads 1 --warmup 1 --steps 5 --repeats "$repeats" --summary "$summary"
+  end_section
+  section "input pipeline (bench/data_pipeline.py)"
+  "$py" "$bench/data_pipeline.py" --threads "$threads" --repeats "$repeats" --summary "$summary"
+  end_section
+  section "end to end, Fashion-MNIST (bench/train_fashion_mnist.py)"
+  "$py" "$bench/train_fashion_mnist.py" --threads "$threads" -j 2 --train-num-samples 20000 \
+    --repeats "$((repeats > 2 ? 2 : repeats))" --summary "$summary"
+  end_section
+  printf '\n## Summary\n\n'
+  "$py" "$bench/summary.py" "$summary"
+} 2>&1 | tee "$report"
+echo "report: $report" >&2
