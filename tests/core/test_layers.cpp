@@ -1,5 +1,6 @@
 // The SDK's shared layers: DropPath, SelectAdaptivePool2d, create_classifier,
-// activations, 'SAME' padding (Conv2dSame), MixedConv2d. Expected values are timm's
+// activations, 'SAME' padding (Conv2dSame), MixedConv2d, GlobalResponseNorm and
+// GlobalResponseNormMlp. Expected values are timm's
 // definitions written out by hand (the padding sizes as timm 1.0.31's
 // get_same_padding / is_static_pad give them).
 #include <cmath>
@@ -18,7 +19,9 @@
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/conv2d_same.hpp"
 #include "timm/layers/drop_path.hpp"
+#include "timm/layers/grn.hpp"
 #include "timm/layers/mixed_conv2d.hpp"
+#include "timm/layers/mlp.hpp"
 
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
@@ -247,6 +250,89 @@ TEST_CASE("MixedConv2d: timm's channel splits, one sub-conv per kernel size keye
                        timm::UsageError);
   CHECK_THROWS_AS(layers::create_mixed_conv2d(2, 8, {3, 5, 7}, layers::Conv2dArgs{}, ""), timm::UsageError);
   CHECK_THROWS_AS(layers::create_mixed_conv2d(8, 8, {3, 5}, layers::Conv2dArgs{}, "circular"), timm::UsageError);
+}
+
+namespace {
+
+// timm's GlobalResponseNorm written out for NCHW: per-channel L2 norm over
+// H, W; divided by its channel mean + eps; x + bias + weight * x * that.
+at::Tensor grn_reference(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {
+  const at::Tensor x_g = x.pow(2).sum({2, 3}, /*keepdim=*/true).sqrt();
+  const at::Tensor x_n = x_g / (x_g.mean({1}, /*keepdim=*/true) + eps);
+  return x + bias.view({1, -1, 1, 1}) + weight.view({1, -1, 1, 1}) * x * x_n;
+}
+
+}  // namespace
+
+TEST_CASE("GlobalResponseNorm: timm's keys and zero init, NCHW and channels-last outputs, gradients") {
+  layers::GlobalResponseNorm nchw(layers::GlobalResponseNormOptions(6).channels_last(false));
+  CHECK(nchw->named_parameters().keys() == std::vector<std::string>{"weight", "bias"});
+  CHECK((nchw->weight.sizes() == at::IntArrayRef{6}));
+  CHECK(nchw->weight.abs().max().item<double>() == 0.0);
+  CHECK(nchw->bias.abs().max().item<double>() == 0.0);
+  const at::Tensor x = at::randn({2, 6, 5, 4});
+  CHECK(at::equal(nchw(x), x));  // zero weight and bias: the identity
+
+  {
+    c10::NoGradGuard no_grad;
+    nchw->weight.copy_(at::randn({6}));
+    nchw->bias.copy_(at::randn({6}) * 0.1);
+  }
+  const at::Tensor expected = grn_reference(x, nchw->weight, nchw->bias, 1e-6);
+  CHECK(at::allclose(nchw(x), expected, 1e-5, 1e-6));
+
+  // Channels last (the default, as timm's): the same values on (N, H, W, C).
+  layers::GlobalResponseNorm last(6);
+  {
+    c10::NoGradGuard no_grad;
+    last->weight.copy_(nchw->weight);
+    last->bias.copy_(nchw->bias);
+  }
+  CHECK(at::allclose(last(x.permute({0, 2, 3, 1})).permute({0, 3, 1, 2}), expected, 1e-5, 1e-6));
+
+  // Gradients through the norm equal those of the written-out form.
+  const at::Tensor xa = x.clone().requires_grad_(true);
+  const at::Tensor xb = x.clone().requires_grad_(true);
+  nchw(xa).square().sum().backward();
+  const at::Tensor w = nchw->weight.detach().clone().requires_grad_(true);
+  grn_reference(xb, w, nchw->bias.detach(), 1e-6).square().sum().backward();
+  CHECK(at::allclose(xa.grad(), xb.grad(), 1e-4, 1e-5));
+  CHECK(at::allclose(nchw->weight.grad(), w.grad(), 1e-4, 1e-5));
+
+  CHECK_THROWS_AS(layers::GlobalResponseNorm(layers::GlobalResponseNormOptions(0)), timm::UsageError);
+}
+
+TEST_CASE("GlobalResponseNormMlp: timm's keys, fc1 -> gelu -> grn -> fc2, Linear or 1x1 conv") {
+  layers::GlobalResponseNormMlp mlp(layers::MlpOptions(4).hidden_features(8));
+  CHECK(mlp->named_parameters().keys() ==
+        std::vector<std::string>{"fc1.weight", "fc1.bias", "grn.weight", "grn.bias", "fc2.weight", "fc2.bias"});
+  CHECK((mlp->grn->weight.sizes() == at::IntArrayRef{8}));
+  CHECK(mlp->grn->options.channels_last());
+  auto params = mlp->named_parameters();
+  {
+    c10::NoGradGuard no_grad;
+    params["grn.weight"].normal_();
+    params["grn.bias"].normal_();
+  }
+  const at::Tensor x = at::randn({2, 3, 5, 4});  // (N, H, W, C)
+  at::Tensor hidden = at::gelu(at::linear(x, params["fc1.weight"], params["fc1.bias"]));
+  hidden =
+      grn_reference(hidden.permute({0, 3, 1, 2}), params["grn.weight"], params["grn.bias"], 1e-6).permute({0, 2, 3, 1});
+  const at::Tensor expected = at::linear(hidden, params["fc2.weight"], params["fc2.bias"]);
+  CHECK(at::allclose(mlp(x), expected, 1e-5, 1e-6));
+
+  // use_conv: 1x1 convs and an NCHW GRN, the same function on NCHW input.
+  layers::GlobalResponseNormMlp conv(layers::MlpOptions(4).hidden_features(8).use_conv(true));
+  CHECK_FALSE(conv->grn->options.channels_last());
+  auto conv_params = conv->named_parameters();
+  CHECK((conv_params["fc1.weight"].sizes() == at::IntArrayRef{8, 4, 1, 1}));
+  {
+    c10::NoGradGuard no_grad;
+    for (const auto& key : {"fc1.weight", "fc2.weight"}) conv_params[key].copy_(params[key].view_as(conv_params[key]));
+    for (const auto& key : {"fc1.bias", "grn.weight", "grn.bias", "fc2.bias"}) conv_params[key].copy_(params[key]);
+  }
+  CHECK(at::allclose(conv(x.permute({0, 3, 1, 2})).permute({0, 2, 3, 1}), expected, 1e-5, 1e-6));
+  CHECK_THROWS_AS(layers::GlobalResponseNormMlp(layers::MlpOptions(4).drop(1.5)), timm::UsageError);
 }
 
 }  // namespace test_layers

@@ -1,6 +1,7 @@
 #include "timm/layers/mlp.hpp"
 
 #include <ostream>
+#include <string>
 
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
@@ -16,15 +17,19 @@ torch::nn::AnyModule make_fc(int64_t in, int64_t out, bool bias, bool use_conv) 
   return nn::AnyModule(nn::Linear(nn::LinearOptions(in, out).bias(bias)));
 }
 
+void check_mlp_options(const char* what, const MlpOptions& options) {
+  if (options.in_features() < 1) {
+    throw UsageError(std::string(what) + ": in_features must be >= 1, got " + std::to_string(options.in_features()));
+  }
+  if (options.drop() < 0.0 || options.drop() > 1.0) {
+    throw UsageError(std::string(what) + ": drop must be in [0, 1], got " + std::to_string(options.drop()));
+  }
+}
+
 }  // namespace
 
 MlpImpl::MlpImpl(const MlpOptions& options_) : options(options_) {
-  if (options.in_features() < 1) {
-    throw UsageError("Mlp: in_features must be >= 1, got " + std::to_string(options.in_features()));
-  }
-  if (options.drop() < 0.0 || options.drop() > 1.0) {
-    throw UsageError("Mlp: drop must be in [0, 1], got " + std::to_string(options.drop()));
-  }
+  check_mlp_options("Mlp", options);
   reset();
 }
 
@@ -48,6 +53,36 @@ void MlpImpl::pretty_print(std::ostream& stream) const {
 
 at::Tensor MlpImpl::forward(const at::Tensor& x) {
   at::Tensor y = drop1(act(fc1.forward(x)));
+  return drop2(fc2.forward(y));
+}
+
+GlobalResponseNormMlpImpl::GlobalResponseNormMlpImpl(const MlpOptions& options_) : options(options_) {
+  check_mlp_options("GlobalResponseNormMlp", options);
+  reset();
+}
+
+void GlobalResponseNormMlpImpl::reset() {
+  const int64_t in = options.in_features();
+  const int64_t hidden = options.hidden_features() > 0 ? options.hidden_features() : in;
+  const int64_t out = options.out_features() > 0 ? options.out_features() : in;
+  fc1 = make_fc(in, hidden, options.bias(), options.use_conv());
+  register_module("fc1", fc1.ptr());
+  act = register_module("act", create_act(options.act_layer()));
+  drop1 = register_module("drop1", torch::nn::Dropout(options.drop()));
+  grn =
+      register_module("grn", GlobalResponseNorm(GlobalResponseNormOptions(hidden).channels_last(!options.use_conv())));
+  fc2 = make_fc(hidden, out, options.bias(), options.use_conv());
+  register_module("fc2", fc2.ptr());
+  drop2 = register_module("drop2", torch::nn::Dropout(options.drop()));
+}
+
+void GlobalResponseNormMlpImpl::pretty_print(std::ostream& stream) const {
+  stream << "timm::layers::GlobalResponseNormMlp(in_features=" << options.in_features()
+         << ", act=" << options.act_layer() << (options.use_conv() ? ", use_conv=true" : "") << ")";
+}
+
+at::Tensor GlobalResponseNormMlpImpl::forward(const at::Tensor& x) {
+  at::Tensor y = grn(drop1(act(fc1.forward(x))));
   return drop2(fc2.forward(y));
 }
 

@@ -4,7 +4,9 @@
 // Mlp(use_conv=True), which ConvNeXt's conv_mlp variants use); either way
 // the state_dict keys are fc1.{weight,bias} and fc2.{weight,bias} as timm's.
 // ConvMlp is timm's ConvMlp: 1x1 convs on NCHW with an optional norm after
-// fc1 (GlobalContext's LayerNorm2d).
+// fc1 (GlobalContext's LayerNorm2d). GlobalResponseNormMlp is timm's
+// GlobalResponseNormMlp (ConvNeXt-V2): Mlp with a GlobalResponseNorm "grn"
+// after drop1.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "timm/layers/activations.hpp"
+#include "timm/layers/grn.hpp"
 #include "timm/layers/norm.hpp"
 
 namespace timm::layers {
@@ -80,5 +83,26 @@ class ConvMlpImpl : public torch::nn::Cloneable<ConvMlpImpl> {
   torch::nn::Conv2d fc2{nullptr};
 };
 TORCH_MODULE(ConvMlp);
+
+// timm's GlobalResponseNormMlp: fc1 -> act -> drop1 -> grn -> fc2 -> drop2,
+// keys fc1.*, grn.{weight,bias}, fc2.*. Takes MlpOptions: Linear layers and a
+// channels-last GRN, or with use_conv 1x1 convs and an NCHW GRN. Throws
+// UsageError as Mlp.
+class GlobalResponseNormMlpImpl : public torch::nn::Cloneable<GlobalResponseNormMlpImpl> {
+ public:
+  explicit GlobalResponseNormMlpImpl(const MlpOptions& options);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+  at::Tensor forward(const at::Tensor& x);
+
+  MlpOptions options;
+  torch::nn::AnyModule fc1;
+  Activation act{nullptr};
+  torch::nn::Dropout drop1{nullptr};
+  GlobalResponseNorm grn{nullptr};
+  torch::nn::AnyModule fc2;
+  torch::nn::Dropout drop2{nullptr};
+};
+TORCH_MODULE(GlobalResponseNormMlp);
 
 }  // namespace timm::layers
