@@ -71,6 +71,35 @@ ClassifierHead create_classifier(int64_t num_features, int64_t num_classes, cons
   return head;
 }
 
+ClassifierHeadModuleImpl::ClassifierHeadModuleImpl(const ClassifierHeadModuleOptions& options_) : options(options_) {
+  if (options.drop_rate() < 0.0 || options.drop_rate() > 1.0) {
+    throw UsageError("ClassifierHead: drop_rate must be in [0, 1], got " + std::to_string(options.drop_rate()));
+  }
+  reset();
+}
+
+void ClassifierHeadModuleImpl::reset() {
+  auto head = create_classifier(options.in_features(), options.num_classes(), options.pool_type());
+  global_pool = register_module("global_pool", head.global_pool);
+  fc = head.fc;
+  register_module("fc", fc.ptr());
+}
+
+void ClassifierHeadModuleImpl::pretty_print(std::ostream& stream) const {
+  stream << "timm::layers::ClassifierHead(in_features=" << options.in_features()
+         << ", num_classes=" << options.num_classes() << ", pool_type=" << options.pool_type() << ")";
+}
+
+// No flatten step: the pool flattens, or there is no pool.
+at::Tensor ClassifierHeadModuleImpl::forward_pre_logits(const at::Tensor& x) {
+  at::Tensor y = global_pool(x);
+  // timm's nn.Dropout(0) draws nothing; neither does skipping it.
+  if (options.drop_rate() > 0.0) y = at::dropout(y, options.drop_rate(), is_training());
+  return y;
+}
+
+at::Tensor ClassifierHeadModuleImpl::forward(const at::Tensor& x) { return fc.forward(forward_pre_logits(x)); }
+
 NormMlpClassifierHeadImpl::NormMlpClassifierHeadImpl(const NormMlpClassifierHeadOptions& options_) : options(options_) {
   if (options.in_features() < 1) {
     throw UsageError("NormMlpClassifierHead: in_features must be >= 1, got " + std::to_string(options.in_features()));

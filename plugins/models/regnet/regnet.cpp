@@ -22,7 +22,6 @@
 #include <vector>
 
 #include <ATen/ATen.h>
-#include <torch/nn/functional/dropout.h>
 #include <torch/nn/init.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/activation.h>
@@ -175,37 +174,6 @@ class BottleneckImpl : public nn::Module {
 };
 TORCH_MODULE(Bottleneck);
 
-// timm's ClassifierHead: "global_pool", dropout, "fc" (keys head.fc.*).
-class HeadImpl : public nn::Module {
- public:
-  HeadImpl(int64_t num_features, int64_t num_classes, const std::string& pool_type, double drop_rate)
-      : drop_rate_(drop_rate) {
-    auto head = layers::create_classifier(num_features, num_classes, pool_type);
-    global_pool = register_module("global_pool", head.global_pool);
-    fc = head.fc;
-    register_module("fc", fc.ptr());
-  }
-
-  at::Tensor forward(const at::Tensor& features) { return fc.forward(forward_pre_logits(features)); }
-
-  // timm's forward(x, pre_logits=True): the pooled features after dropout (no
-  // flatten step: the pool flattens, or there is no pool).
-  at::Tensor forward_pre_logits(const at::Tensor& features) {
-    at::Tensor x = global_pool(features);
-    if (drop_rate_ > 0.0) {
-      x = nn::functional::dropout(x, nn::functional::DropoutFuncOptions().p(drop_rate_).training(is_training()));
-    }
-    return x;
-  }
-
-  layers::SelectAdaptivePool2d global_pool{nullptr};
-  nn::AnyModule fc;
-
- private:
-  double drop_rate_;
-};
-TORCH_MODULE(Head);
-
 // One registered architecture.
 struct RegNetSpec {
   std::string name;
@@ -242,7 +210,10 @@ class RegNetImpl : public ClassifierImpl {
       prev_width = stages[s].out_chs;
     }
     // timm's final_conv is an Identity for these models (no num_features, no linear_out).
-    head = register_module("head", Head(prev_width, num_classes_, args.global_pool.value_or("avg"), args.drop_rate));
+    head = register_module("head",
+                           layers::ClassifierHeadModule(layers::ClassifierHeadModuleOptions(prev_width, num_classes_)
+                                                            .pool_type(args.global_pool.value_or("avg"))
+                                                            .drop_rate(args.drop_rate)));
     init_weights();
   }
 
@@ -267,7 +238,7 @@ class RegNetImpl : public ClassifierImpl {
   }
 
   layers::ConvNormAct stem{nullptr};
-  Head head{nullptr};
+  layers::ClassifierHeadModule head{nullptr};
 
  private:
   // timm's regnet _init_weights: every conv (the SE's included) normal with

@@ -61,6 +61,33 @@ struct ClassifierHead {
 };
 ClassifierHead create_classifier(int64_t num_features, int64_t num_classes, const std::string& pool_type = "avg");
 
+// timm's ClassifierHead module (the name ClassifierHead is taken by
+// create_classifier's parts above): "global_pool", dropout at drop_rate,
+// "fc"; keys fc.{weight,bias}. forward_pre_logits is timm's forward(x,
+// pre_logits=True), the pooled features after dropout.
+struct ClassifierHeadModuleOptions {
+  ClassifierHeadModuleOptions(int64_t in_features, int64_t num_classes)
+      : in_features_(in_features), num_classes_(num_classes) {}
+  TORCH_ARG(int64_t, in_features);
+  TORCH_ARG(int64_t, num_classes);  // <= 0: fc is Identity
+  TORCH_ARG(std::string, pool_type) = "avg";
+  TORCH_ARG(double, drop_rate) = 0.0;
+};
+
+class ClassifierHeadModuleImpl : public torch::nn::Cloneable<ClassifierHeadModuleImpl> {
+ public:
+  explicit ClassifierHeadModuleImpl(const ClassifierHeadModuleOptions& options);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+  at::Tensor forward(const at::Tensor& x);
+  at::Tensor forward_pre_logits(const at::Tensor& x);
+
+  ClassifierHeadModuleOptions options;
+  SelectAdaptivePool2d global_pool{nullptr};
+  torch::nn::AnyModule fc;  // Linear or Identity
+};
+TORCH_MODULE(ClassifierHeadModule);
+
 // timm's NormMlpClassifierHead (ConvNeXt's head): global_pool -> norm
 // (LayerNorm2d on the pooled (N, C, 1, 1)) -> flatten -> [pre_logits: fc ->
 // act, with hidden_size] -> drop -> fc. Keys: norm.{weight,bias},
