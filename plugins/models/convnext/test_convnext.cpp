@@ -27,17 +27,29 @@ namespace {
 
 using timm::test::ParityCase;
 
-const std::vector<std::string> kNames = {"convnext_atto", "convnext_femto", "convnext_pico", "convnext_nano",
-                                         "convnext_tiny", "convnext_small", "convnext_base"};
+const std::vector<std::string> kNames = {
+    "convnext_atto",     "convnext_atto_ols", "convnext_femto",    "convnext_femto_ols", "convnext_pico",
+    "convnext_pico_ols", "convnext_nano",     "convnext_nano_ols", "convnext_tiny_hnf",  "convnext_tiny",
+    "convnext_small",    "convnext_base",     "convnext_large",    "convnext_large_mlp", "convnext_xlarge",
+    "convnext_xxlarge",  "convnextv2_atto",   "convnextv2_femto",  "convnextv2_pico",    "convnextv2_nano",
+    "convnextv2_tiny",   "convnextv2_small",  "convnextv2_base",   "convnextv2_large",   "convnextv2_huge"};
 
 // Smallest (atto) and largest (base) member, both block types (conv_mlp with
 // LayerNorm2d: atto..nano; channels-last LayerNorm + Linear: tiny..base), and
-// another pool type on one input channel. 64x64 inputs: any multiple of 32 works.
+// another pool type on one input channel; the overlapping stems (tiered: atto_ols,
+// plain: nano_ols), head norm first (tiny_hnf: norm_pre + ClassifierHead), and
+// ConvNeXt-V2's GRN both ways (NCHW in v2_atto's conv Mlp, channels last in
+// v2_tiny's Linear Mlp; no gamma). 64x64 inputs: any multiple of 32 works.
 const std::vector<ParityCase> kCases = {
     {"convnext_atto", "convnext_atto", 3, 64, 2, nlohmann::json::object()},
     {"convnext_atto_avgmax_c1", "convnext_atto", 1, 64, 2, {{"global_pool", "avgmax"}}},
     {"convnext_tiny", "convnext_tiny", 3, 64, 2, nlohmann::json::object()},
     {"convnext_base", "convnext_base", 3, 64, 2, nlohmann::json::object()},
+    {"convnext_atto_ols", "convnext_atto_ols", 3, 64, 2, nlohmann::json::object()},
+    {"convnext_nano_ols", "convnext_nano_ols", 3, 64, 2, nlohmann::json::object()},
+    {"convnext_tiny_hnf", "convnext_tiny_hnf", 3, 64, 2, nlohmann::json::object()},
+    {"convnextv2_atto", "convnextv2_atto", 3, 64, 2, nlohmann::json::object()},
+    {"convnextv2_tiny", "convnextv2_tiny", 3, 64, 2, nlohmann::json::object()},
 };
 
 std::vector<double> block_drop_path_rates(torch::nn::Module& model) {
@@ -70,20 +82,29 @@ TEST_CASE("convnext matches timm both ways: structure, eval and train logits, gr
 TEST_CASE("convnext forward_head without a classifier is the pre-logits features (avg and avgmax pools)") {
   timm::test::check_head_split("convnext_atto", 64);
   timm::test::check_head_split("convnext_atto", 64, {{"global_pool", "avgmax"}});
+  timm::test::check_head_split("convnext_tiny_hnf", 64);
+  timm::test::check_head_split("convnextv2_atto", 64);
 }
 
 TEST_CASE("every registered convnext has timm's state_dict, parameter count, pretrained cfg, no_weight_decay, groups") {
-  const auto info = timm::test::check_registered("convnext_oracle.py", kNames, {"convnext_*"}, kParity);
-  std::vector<std::string> timm_listed;
-  for (const auto& name : info.at("list").at("convnext_*").get<std::vector<std::string>>()) {
-    if (timm::Registry::global().find(timm::PluginKind::kModel, name) != nullptr) timm_listed.push_back(name);
+  const std::vector<std::string> patterns = {"convnext_*", "convnextv2_*"};
+  const auto info = timm::test::check_registered("convnext_oracle.py", kNames, patterns, kParity);
+  size_t listed = 0;
+  for (const auto& pattern : patterns) {
+    CAPTURE(pattern);
+    std::vector<std::string> timm_listed;
+    for (const auto& name : info.at("list").at(pattern).get<std::vector<std::string>>()) {
+      if (timm::Registry::global().find(timm::PluginKind::kModel, name) != nullptr) timm_listed.push_back(name);
+    }
+    CHECK(timm::Registry::global().list(timm::PluginKind::kModel, pattern) == timm_listed);
+    listed += timm_listed.size();
   }
-  CHECK(timm_listed.size() == kNames.size());
-  CHECK(timm::Registry::global().list(timm::PluginKind::kModel, "convnext_*") == timm_listed);
+  CHECK(listed == kNames.size());
 }
 
-TEST_CASE("convnext init follows timm's statistics: trunc_normal(.02) convs and linears, gamma 1e-6") {
-  timm::test::check_init_stats("convnext_oracle.py", {"convnext_atto", "convnext_tiny"});
+TEST_CASE("convnext init follows timm's statistics: trunc_normal(.02) convs and linears, gamma 1e-6, GRN zeros") {
+  timm::test::check_init_stats("convnext_oracle.py",
+                               {"convnext_atto", "convnext_tiny", "convnext_atto_ols", "convnextv2_atto"});
   at::manual_seed(0);
   const auto params = make("convnext_tiny")->named_parameters();
   CHECK(params["stages.2.blocks.4.mlp.fc1.weight"].std().item<double>() == doctest::Approx(0.02).epsilon(0.02));
@@ -122,6 +143,28 @@ TEST_CASE("convnext head options: num_classes 0, global_pool '', drop_rate") {
   CHECK(at::allclose(dropped->forward(x), bias.expand({2, 10})));
   dropped->eval();
   CHECK_FALSE(at::allclose(dropped->forward(x), bias.expand({2, 10})));
+}
+
+TEST_CASE("convnext head variants: norm_pre with a plain ClassifierHead (tiny_hnf), V2 blocks without gamma") {
+  c10::NoGradGuard no_grad;
+  timm::ModelArgs args;
+  args.num_classes = 10;
+  timm::ModelPtr hnf = make("convnext_tiny_hnf", args);
+  const auto params = hnf->named_parameters();
+  CHECK(params.contains("norm_pre.weight"));
+  CHECK_FALSE(params.contains("head.norm.weight"));
+  CHECK((params["head.fc.weight"].sizes() == at::IntArrayRef{10, 768}));
+  hnf->eval();
+  const at::Tensor x = at::randn({2, 3, 64, 64});
+  // norm_pre belongs to forward_features: the head only pools and classifies.
+  const at::Tensor features = hnf->forward_features(x);
+  const at::Tensor pooled = features.mean({2, 3});
+  CHECK(at::allclose(hnf->forward_head(features, /*pre_logits=*/true), pooled, 1e-5, 1e-6));
+
+  const auto v2 = make("convnextv2_atto")->named_parameters();
+  CHECK_FALSE(v2.contains("stages.0.blocks.0.gamma"));
+  CHECK((v2["stages.3.blocks.1.mlp.grn.weight"].sizes() == at::IntArrayRef{1280}));
+  CHECK(v2["stages.3.blocks.1.mlp.grn.weight"].abs().max().item<double>() == 0.0);
 }
 
 TEST_CASE("convnext rejects what it does not support") {

@@ -21,6 +21,9 @@ namespace timm {
 
 inline constexpr double kImagenetMean[3] = {0.485, 0.456, 0.406};
 inline constexpr double kImagenetStd[3] = {0.229, 0.224, 0.225};
+// timm's OPENAI_CLIP_MEAN / OPENAI_CLIP_STD (CLIP-pretrained tags).
+inline constexpr double kOpenaiClipMean[3] = {0.48145466, 0.4578275, 0.40821073};
+inline constexpr double kOpenaiClipStd[3] = {0.26862954, 0.26130258, 0.27577711};
 
 // A model's default data configuration, as timm's pretrained_cfg: the data
 // pipeline knows a model only through this.
