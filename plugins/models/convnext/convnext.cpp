@@ -258,6 +258,11 @@ class ConvNeXtImpl : public ClassifierImpl {
     const int64_t num_features = spec.dims.back();
     const std::string pool = args.global_pool.value_or("avg");
     if (spec.head_norm_first) {
+      // timm builds it, then its Linear fc fails on the unpooled NCHW features.
+      if (pool.empty() && num_classes_ > 0) {
+        throw UsageError("model " + in_quotes(spec.name) +
+                         ": global_pool '' needs --num-classes 0 (its head's Linear fc cannot take unpooled features)");
+      }
       norm_pre =
           register_module("norm_pre", layers::LayerNorm2d(layers::LayerNormOptions(num_features).eps(spec.norm_eps)));
       hnf_head = register_module(

@@ -179,6 +179,9 @@ TEST_CASE("convnext rejects what it does not support") {
   args = {};
   args.drop_path_rate = -0.1;
   CHECK_THROWS_AS(make("convnext_atto", args), timm::UsageError);
+  args = {};
+  args.global_pool = "";
+  CHECK_THROWS_WITH_AS(make("convnext_tiny_hnf", args), doctest::Contains("--num-classes 0"), timm::UsageError);
 }
 
 }  // namespace test_convnext
