@@ -258,7 +258,7 @@ namespace {
 // H, W; divided by its channel mean + eps; x + bias + weight * x * that.
 at::Tensor grn_reference(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {
   const at::Tensor x_g = x.pow(2).sum({2, 3}, /*keepdim=*/true).sqrt();
-  const at::Tensor x_n = x_g / (x_g.mean({1}, /*keepdim=*/true) + eps);
+  const at::Tensor x_n = x_g / (x_g.mean(1, /*keepdim=*/true) + eps);
   return x + bias.view({1, -1, 1, 1}) + weight.view({1, -1, 1, 1}) * x * x_n;
 }
 
