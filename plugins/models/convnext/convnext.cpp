@@ -173,6 +173,7 @@ struct ConvNeXtSpec {
   double norm_eps = 1e-6;           // every LayerNorm's
   // The default tag's data config.
   double crop_pct = 0.875;
+  std::string crop_mode = "center";
   int64_t img_size = 224;
   bool clip_mean_std = false;  // OPENAI_CLIP_MEAN / STD, else ImageNet's
 };
@@ -194,6 +195,7 @@ class ConvNeXtImpl : public ClassifierImpl {
     validate_model_args(spec.name, args);
     cfg_.input_size = {3, spec.img_size, spec.img_size};
     cfg_.crop_pct = spec.crop_pct;
+    cfg_.crop_mode = spec.crop_mode;
     if (spec.clip_mean_std) {
       cfg_.mean.assign(std::begin(kOpenaiClipMean), std::end(kOpenaiClipMean));
       cfg_.std.assign(std::begin(kOpenaiClipStd), std::end(kOpenaiClipStd));
@@ -368,6 +370,7 @@ std::vector<ConvNeXtSpec> convnext_specs() {
        .dims = {352, 704, 1408, 2816},
        .use_grn = true,
        .crop_pct = 1.0,
+       .crop_mode = "squash",
        .img_size = 384},
   };
 }
