@@ -15,6 +15,10 @@ PatchEmbedImpl::PatchEmbedImpl(const PatchEmbedOptions& options_) : options(opti
     throw UsageError("PatchEmbed: patch_size " + std::to_string(options.patch_size()) + " must divide img_size " +
                      std::to_string(options.img_size()));
   }
+  const std::string& fmt = options.output_fmt();
+  if (!fmt.empty() && fmt != "NCHW" && fmt != "NHWC" && fmt != "NCL" && fmt != "NLC") {
+    throw UsageError("PatchEmbed: output_fmt " + in_quotes(fmt) + ": expected 'NCHW', 'NHWC', 'NCL' or 'NLC'");
+  }
   reset();
 }
 
@@ -30,14 +34,39 @@ void PatchEmbedImpl::pretty_print(std::ostream& stream) const {
          << ", embed_dim=" << options.embed_dim() << ")";
 }
 
+std::array<int64_t, 2> PatchEmbedImpl::dynamic_feat_size(int64_t height, int64_t width) const {
+  const int64_t p = options.patch_size();
+  if (options.dynamic_img_pad()) return {(height + p - 1) / p, (width + p - 1) / p};
+  return {height / p, width / p};
+}
+
 at::Tensor PatchEmbedImpl::forward(const at::Tensor& x) {
   const int64_t size = options.img_size();
-  if (x.dim() != 4 || x.size(2) != size || x.size(3) != size) {
-    throw Error("PatchEmbed: input of shape " + std::string(c10::str(x.sizes())) + " does not match the model's " +
-                std::to_string(size) + "x" + std::to_string(size) + " (N, C, H, W) image size");
+  const int64_t p = options.patch_size();
+  const std::string shape = c10::str(x.sizes());
+  if (x.dim() != 4) throw Error("PatchEmbed: input of shape " + shape + " is not an (N, C, H, W) image");
+  const int64_t height = x.size(2), width = x.size(3);
+  if (options.strict_img_size() && (height != size || width != size)) {
+    throw Error("PatchEmbed: input of shape " + shape + " does not match the model's " + std::to_string(size) + "x" +
+                std::to_string(size) + " (N, C, H, W) image size");
   }
-  at::Tensor y = proj(x);
-  return options.flatten() ? y.flatten(2).transpose(1, 2) : y;
+  if (!options.strict_img_size() && !options.dynamic_img_pad() && (height % p != 0 || width % p != 0)) {
+    throw Error("PatchEmbed: input of shape " + shape + ": height and width must be multiples of the patch size " +
+                std::to_string(p) + " (or pad them: dynamic_img_pad)");
+  }
+  at::Tensor padded = x;
+  if (options.dynamic_img_pad()) {
+    const int64_t pad_h = (p - height % p) % p, pad_w = (p - width % p) % p;
+    if (pad_h > 0 || pad_w > 0) padded = at::constant_pad_nd(x, {0, pad_w, 0, pad_h}, 0.0);
+  }
+  at::Tensor y = proj(padded);
+  const std::string& fmt = options.output_fmt();
+  if (fmt.empty()) return options.flatten() ? y.flatten(2).transpose(1, 2) : y;
+  // timm's nchw_to.
+  if (fmt == "NHWC") return y.permute({0, 2, 3, 1});
+  if (fmt == "NLC") return y.flatten(2).transpose(1, 2);
+  if (fmt == "NCL") return y.flatten(2);
+  return y;  // "NCHW"
 }
 
 }  // namespace timm::layers

@@ -1,11 +1,15 @@
 // Image to patch embedding, as timm's layers/patch_embed.py PatchEmbed:
 // a Conv2d "proj" with kernel and stride patch_size, then (flatten) NCHW ->
-// NLC tokens. The input must be img_size x img_size (timm's
-// strict_img_size); a wrong size throws timm::Error naming both sizes.
-// State_dict keys: proj.{weight,bias}.
+// NLC tokens, or the layout output_fmt names. With strict_img_size the
+// input must be img_size x img_size; without it any size a multiple of
+// patch_size, or any size with dynamic_img_pad (zeros padded at the bottom
+// and right up to the next multiple, as timm). A wrong size throws
+// timm::Error naming both sizes. State_dict keys: proj.{weight,bias}.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <string>
 
 #include <ATen/ATen.h>
 #include <torch/arg.h>
@@ -24,11 +28,17 @@ struct PatchEmbedOptions {
   TORCH_ARG(int64_t, embed_dim);
   TORCH_ARG(bool, bias) = true;
   TORCH_ARG(bool, flatten) = true;  // NLC output; NCHW when false
+  // timm's output_fmt: "NCHW", "NHWC", "NCL" or "NLC" (disables flatten);
+  // "" keeps flatten's choice.
+  TORCH_ARG(std::string, output_fmt) = "";
+  TORCH_ARG(bool, strict_img_size) = true;
+  TORCH_ARG(bool, dynamic_img_pad) = false;
 };
 
 class PatchEmbedImpl : public torch::nn::Cloneable<PatchEmbedImpl> {
  public:
-  // Throws UsageError unless patch_size divides img_size and sizes are positive.
+  // Throws UsageError unless patch_size divides img_size, sizes are positive
+  // and output_fmt is known.
   explicit PatchEmbedImpl(const PatchEmbedOptions& options);
   void reset() override;
   void pretty_print(std::ostream& stream) const override;
@@ -36,6 +46,9 @@ class PatchEmbedImpl : public torch::nn::Cloneable<PatchEmbedImpl> {
 
   int64_t grid_size() const { return options.img_size() / options.patch_size(); }
   int64_t num_patches() const { return grid_size() * grid_size(); }
+  // timm's dynamic_feat_size: the token grid {h, w} of an h x w input (rounded
+  // up with dynamic_img_pad).
+  std::array<int64_t, 2> dynamic_feat_size(int64_t height, int64_t width) const;
 
   PatchEmbedOptions options;
   torch::nn::Conv2d proj{nullptr};
