@@ -1,29 +1,43 @@
 // Vision Transformer (timm/models/vision_transformer.py) and DeiT
 // (timm/models/deit.py), with timm's module names so state_dict keys equal
 // timm's:
-// - vit_{tiny,small,base}_patch{16,32}_{224,384} and vit_base_patch8_224 as
-//   timm registers them (not vit_small_patch8_224: its default tag, DINO, has
-//   no classifier, num_classes 0);
+// - vit_{tiny,small,base,large,huge}_patch{8,14,16,32}_{224,384} as timm
+//   registers them (a default tag without a classifier, e.g. DINO's or
+//   orig_in21k's, is a pretrained cfg with num_classes 0, as timm);
+// - the class-token-free average-pool ViTs: vit_*_gap_* (fc_norm off: the
+//   final norm before the pool) and the register-token ViTs vit_*_reg{1,4}_gap_*
+//   (reg_token, and for most no_embed_class: pos_embed covers the patches only);
 // - deit_{tiny,small,base}_patch16_224, deit_base_patch16_384: the same
 //   VisionTransformer with DeiT's pretrained cfg (ImageNet mean/std);
 // - deit_*_distilled_*: VisionTransformerDistilled, a second prefix token
 //   (dist_token) and head (head_dist); the output is the mean of both heads
-//   (timm's default, distilled_training off).
+//   (timm's default, distilled_training off);
+// - deit3_*: LayerScale (init 1e-6) and no_embed_class.
+// Not here: blocks or attention of other kinds (rope, diff attention,
+// parallel blocks, attention pooling 'map'), CLIP / SigLIP / DINOv2 / EVA
+// variants, and the 1B+ giant / gigantic and the gap huge / giant models.
 //
 // Supported: num_classes (0: pooled features come out), in_chans, drop_rate
 // (head dropout), drop_path_rate (timm's linear per-block rule), global_pool
-// 'token' (default), 'avg', 'avgmax', 'max' (these three move the final norm
-// after the pool, timm's fc_norm) or '' (no pooling, tokens come out). The
-// input must be the model's image size (no pos_embed resampling).
-// --model-kwargs: init_values=<float> (LayerScale ls1/ls2 in every block),
-// qk_norm=true (LayerNorm q_norm/k_norm in attention), as timm's kwargs.
+// 'token' (the default with a class token), 'avg', 'avgmax', 'max' (these
+// three move the final norm after the pool, timm's fc_norm, unless the model
+// sets fc_norm off) or '' (no pooling, tokens come out).
+// --model-kwargs: init_values=<float> (LayerScale ls1/ls2 in every block; 0
+// removes it), qk_norm=true (LayerNorm q_norm/k_norm in attention),
+// dynamic_img_size=true (any input size a multiple of the patch size:
+// pos_embed resampled per forward, bicubic with antialias, as timm's
+// _pos_embed), dynamic_img_pad=true (inputs padded with zeros up to a
+// multiple of the patch size), as timm's kwargs. Without dynamic_img_size the
+// input must be the model's image size.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <exception>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -39,6 +53,7 @@
 #include "timm/layers/mlp.hpp"
 #include "timm/layers/norm.hpp"
 #include "timm/layers/patch_embed.hpp"
+#include "timm/layers/pos_embed.hpp"
 #include "timm/layers/weight_init.hpp"
 #include "timm/models/model.hpp"
 #include "timm/plugin/plugin.hpp"
@@ -50,30 +65,64 @@ namespace nn = torch::nn;
 
 // timm 1.0.31's default pretrained tag of each model (the first tag of its
 // default_cfgs); a model without one has no pretrained weights in timm.
-const std::map<std::string, std::string> kDefaultTags = {{"deit_base_distilled_patch16_224", "fb_in1k"},
-                                                         {"deit_base_distilled_patch16_384", "fb_in1k"},
-                                                         {"deit_base_patch16_224", "fb_in1k"},
-                                                         {"deit_base_patch16_384", "fb_in1k"},
-                                                         {"deit_small_distilled_patch16_224", "fb_in1k"},
-                                                         {"deit_small_patch16_224", "fb_in1k"},
-                                                         {"deit_tiny_distilled_patch16_224", "fb_in1k"},
-                                                         {"deit_tiny_patch16_224", "fb_in1k"},
-                                                         {"vit_base_patch8_224", "augreg2_in21k_ft_in1k"},
-                                                         {"vit_base_patch16_224", "augreg2_in21k_ft_in1k"},
-                                                         {"vit_base_patch16_384", "augreg_in21k_ft_in1k"},
-                                                         {"vit_base_patch32_224", "augreg_in21k_ft_in1k"},
-                                                         {"vit_base_patch32_384", "augreg_in21k_ft_in1k"},
-                                                         {"vit_small_patch16_224", "augreg_in21k_ft_in1k"},
-                                                         {"vit_small_patch16_384", "augreg_in21k_ft_in1k"},
-                                                         {"vit_small_patch32_224", "augreg_in21k_ft_in1k"},
-                                                         {"vit_small_patch32_384", "augreg_in21k_ft_in1k"},
-                                                         {"vit_tiny_patch16_224", "augreg_in21k_ft_in1k"},
-                                                         {"vit_tiny_patch16_384", "augreg_in21k_ft_in1k"}};
+const std::map<std::string, std::string> kDefaultTags = {
+    {"deit3_base_patch16_224", "fb_in1k"},
+    {"deit3_base_patch16_384", "fb_in1k"},
+    {"deit3_huge_patch14_224", "fb_in1k"},
+    {"deit3_large_patch16_224", "fb_in1k"},
+    {"deit3_large_patch16_384", "fb_in1k"},
+    {"deit3_medium_patch16_224", "fb_in1k"},
+    {"deit3_small_patch16_224", "fb_in1k"},
+    {"deit3_small_patch16_384", "fb_in1k"},
+    {"deit_base_distilled_patch16_224", "fb_in1k"},
+    {"deit_base_distilled_patch16_384", "fb_in1k"},
+    {"deit_base_patch16_224", "fb_in1k"},
+    {"deit_base_patch16_384", "fb_in1k"},
+    {"deit_small_distilled_patch16_224", "fb_in1k"},
+    {"deit_small_patch16_224", "fb_in1k"},
+    {"deit_tiny_distilled_patch16_224", "fb_in1k"},
+    {"deit_tiny_patch16_224", "fb_in1k"},
+    {"vit_base_patch16_224", "augreg2_in21k_ft_in1k"},
+    {"vit_base_patch16_384", "augreg_in21k_ft_in1k"},
+    {"vit_base_patch32_224", "augreg_in21k_ft_in1k"},
+    {"vit_base_patch32_384", "augreg_in21k_ft_in1k"},
+    {"vit_base_patch8_224", "augreg2_in21k_ft_in1k"},
+    {"vit_betwixt_patch16_reg1_gap_256", "sbb_in1k"},
+    {"vit_betwixt_patch16_reg4_gap_256", "sbb2_e200_in12k_ft_in1k"},
+    {"vit_betwixt_patch16_reg4_gap_384", "sbb2_e200_in12k_ft_in1k"},
+    {"vit_huge_patch14_224", "orig_in21k"},
+    {"vit_large_patch16_224", "augreg_in21k_ft_in1k"},
+    {"vit_large_patch16_384", "augreg_in21k_ft_in1k"},
+    {"vit_large_patch32_224", "orig_in21k"},
+    {"vit_large_patch32_384", "orig_in21k_ft_in1k"},
+    {"vit_little_patch16_reg1_gap_256", "sbb_in12k_ft_in1k"},
+    {"vit_little_patch16_reg4_gap_256", "sbb_in1k"},
+    {"vit_medium_patch16_gap_240", "sw_in12k"},
+    {"vit_medium_patch16_gap_256", "sw_in12k_ft_in1k"},
+    {"vit_medium_patch16_gap_384", "sw_in12k_ft_in1k"},
+    {"vit_medium_patch16_reg1_gap_256", "sbb_in1k"},
+    {"vit_medium_patch16_reg4_gap_256", "sbb_in12k_ft_in1k"},
+    {"vit_mediumd_patch16_reg4_gap_256", "sbb2_e200_in12k_ft_in1k"},
+    {"vit_mediumd_patch16_reg4_gap_384", "sbb2_e200_in12k_ft_in1k"},
+    {"vit_small_patch16_224", "augreg_in21k_ft_in1k"},
+    {"vit_small_patch16_384", "augreg_in21k_ft_in1k"},
+    {"vit_small_patch32_224", "augreg_in21k_ft_in1k"},
+    {"vit_small_patch32_384", "augreg_in21k_ft_in1k"},
+    {"vit_small_patch8_224", "dino"},
+    {"vit_so150m2_patch16_reg1_gap_256", "sbb_e200_in12k_ft_in1k"},
+    {"vit_so150m2_patch16_reg1_gap_384", "sbb_e200_in12k_ft_in1k"},
+    {"vit_so150m2_patch16_reg1_gap_448", "sbb_e200_in12k_ft_in1k"},
+    {"vit_so150m_patch16_reg4_gap_256", "sbb_e250_in12k_ft_in1k"},
+    {"vit_so150m_patch16_reg4_gap_384", "sbb_e250_in12k_ft_in1k"},
+    {"vit_tiny_patch16_224", "augreg_in21k_ft_in1k"},
+    {"vit_tiny_patch16_384", "augreg_in21k_ft_in1k"},
+    {"vit_wee_patch16_reg1_gap_256", "sbb_in1k"}};
 
 struct BlockArgs {
   int64_t dim = 0;
   int64_t num_heads = 0;
   double mlp_ratio = 4.0;
+  bool qkv_bias = true;
   bool qk_norm = false;
   std::optional<double> init_values;  // LayerScale when set
   double drop_path = 0.0;
@@ -86,8 +135,8 @@ class BlockImpl : public nn::Module {
   explicit BlockImpl(const BlockArgs& a) {
     norm1 = register_module("norm1", layers::LayerNorm(a.dim));
     attn = register_module(
-        "attn",
-        layers::Attention(layers::AttentionOptions(a.dim).num_heads(a.num_heads).qkv_bias(true).qk_norm(a.qk_norm)));
+        "attn", layers::Attention(
+                    layers::AttentionOptions(a.dim).num_heads(a.num_heads).qkv_bias(a.qkv_bias).qk_norm(a.qk_norm)));
     if (a.init_values)
       ls1 = register_module("ls1", layers::LayerScale(layers::LayerScaleOptions(a.dim).init_values(*a.init_values)));
     if (a.drop_path > 0.0) drop_path1 = register_module("drop_path1", layers::DropPath(a.drop_path));
@@ -118,19 +167,29 @@ class BlockImpl : public nn::Module {
 };
 TORCH_MODULE(Block);
 
-// One registered architecture.
+// One registered architecture: timm's VisionTransformer arguments for the name.
 struct VitSpec {
   std::string name;
-  int64_t img_size;
-  int64_t patch_size;
-  int64_t embed_dim;
-  int64_t depth;
-  int64_t num_heads;
+  int64_t img_size = 224;
+  int64_t patch_size = 16;
+  int64_t embed_dim = 768;
+  int64_t depth = 12;
+  int64_t num_heads = 12;
+  double mlp_ratio = 4.0;
   PretrainedCfg cfg;
   bool distilled = false;  // DeiT's VisionTransformerDistilled
+  bool qkv_bias = true;
+  std::optional<double> init_values;  // LayerScale
+  bool class_token = true;
+  int64_t reg_tokens = 0;
+  bool no_embed_class = false;  // pos_embed covers the patch tokens only
+  std::string global_pool = "token";
+  std::optional<bool> fc_norm;  // unset: on for the avg / max pools
 };
 
 const std::vector<std::string> kPoolTypes = {"token", "avg", "avgmax", "max", ""};
+
+bool is_reducing_pool(const std::string& pool) { return pool == "avg" || pool == "avgmax" || pool == "max"; }
 
 class VisionTransformerImpl : public ClassifierImpl {
  public:
@@ -138,24 +197,35 @@ class VisionTransformerImpl : public ClassifierImpl {
       : cfg_(spec.cfg),
         num_classes_(args.num_classes),
         drop_rate_(args.drop_rate),
-        global_pool_(args.global_pool.value_or("token")),
-        distilled_(spec.distilled) {
+        global_pool_(args.global_pool.value_or(spec.global_pool)),
+        distilled_(spec.distilled),
+        no_embed_class_(spec.no_embed_class) {
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
     validate(spec, args);
     const int64_t dim = spec.embed_dim;
-    num_prefix_tokens_ = distilled_ ? 2 : 1;
-    patch_embed = register_module("patch_embed", layers::PatchEmbed(layers::PatchEmbedOptions(
-                                                     spec.img_size, spec.patch_size, args.in_chans, dim)));
-    // timm's parameter order: cls_token, pos_embed, then (distilled) dist_token.
-    cls_token = register_parameter("cls_token", at::zeros({1, 1, dim}));
-    pos_embed = register_parameter("pos_embed", at::zeros({1, patch_embed->num_patches() + num_prefix_tokens_, dim}));
+    num_prefix_tokens_ = (spec.class_token ? 1 : 0) + spec.reg_tokens + (distilled_ ? 1 : 0);
+    dynamic_img_size_ = model_kwarg_bool(spec.name, args, "dynamic_img_size").value_or(false);
+    auto embed = layers::PatchEmbedOptions(spec.img_size, spec.patch_size, args.in_chans, dim)
+                     .dynamic_img_pad(model_kwarg_bool(spec.name, args, "dynamic_img_pad").value_or(false));
+    // timm: the tokens stay a grid (NHWC) until pos_embed is resampled to it.
+    if (dynamic_img_size_) embed.strict_img_size(false).output_fmt("NHWC");
+    patch_embed = register_module("patch_embed", layers::PatchEmbed(embed));
+    // timm's parameter order: cls_token, reg_token, pos_embed, then (distilled) dist_token.
+    if (spec.class_token) cls_token = register_parameter("cls_token", at::zeros({1, 1, dim}));
+    if (spec.reg_tokens > 0) reg_token = register_parameter("reg_token", at::zeros({1, spec.reg_tokens, dim}));
+    const int64_t embed_len = patch_embed->num_patches() + (no_embed_class_ ? 0 : num_prefix_tokens_);
+    pos_embed = register_parameter("pos_embed", at::zeros({1, embed_len, dim}));
     if (distilled_) dist_token = register_parameter("dist_token", at::zeros({1, 1, dim}));
 
     BlockArgs block;
     block.dim = dim;
     block.num_heads = spec.num_heads;
+    block.mlp_ratio = spec.mlp_ratio;
+    block.qkv_bias = spec.qkv_bias;
     block.qk_norm = model_kwarg_bool(spec.name, args, "qk_norm").value_or(block.qk_norm);
+    // The keyword overrides the model's own (timm: dict(model_args, **kwargs)).
     block.init_values = model_kwarg_double(spec.name, args, "init_values");
+    if (!block.init_values) block.init_values = spec.init_values;
     if (block.init_values == 0.0) block.init_values.reset();  // timm: falsy init_values means no LayerScale
     blocks = register_module("blocks", nn::Sequential());
     const auto dpr = layers::drop_path_rates(args.drop_path_rate.value_or(0.0), spec.depth);
@@ -163,9 +233,9 @@ class VisionTransformerImpl : public ClassifierImpl {
       block.drop_path = dpr[i];
       blocks->push_back(Block(block));
     }
-    // timm's fc_norm: with a reducing pool the final norm comes after it.
-    const bool use_fc_norm = global_pool_ == "avg" || global_pool_ == "avgmax" || global_pool_ == "max";
-    if (use_fc_norm) {
+    // timm's fc_norm: with a reducing pool the final norm comes after it,
+    // unless the model turns that off.
+    if (spec.fc_norm.value_or(is_reducing_pool(global_pool_))) {
       fc_norm = register_module("fc_norm", layers::LayerNorm(dim));
     } else {
       norm = register_module("norm", layers::LayerNorm(dim));
@@ -180,12 +250,7 @@ class VisionTransformerImpl : public ClassifierImpl {
   // timm's forward_features: patch embedding, prefix tokens + pos_embed,
   // blocks, the final norm (an Identity with fc_norm): (N, prefix + patches, dim).
   at::Tensor forward_features(at::Tensor input) override {
-    at::Tensor x = patch_embed(input);
-    const int64_t batch = x.size(0);
-    std::vector<at::Tensor> tokens{cls_token.expand({batch, -1, -1})};
-    if (distilled_) tokens.push_back(dist_token.expand({batch, -1, -1}));
-    tokens.push_back(x);
-    x = at::cat(tokens, 1) + pos_embed;
+    at::Tensor x = add_pos_embed(patch_embed(input));
     x = blocks->forward(x);
     return norm ? norm(x) : x;
   }
@@ -235,7 +300,7 @@ class VisionTransformerImpl : public ClassifierImpl {
   }
 
   layers::PatchEmbed patch_embed{nullptr};
-  at::Tensor cls_token, pos_embed, dist_token;
+  at::Tensor cls_token, reg_token, pos_embed, dist_token;  // undefined when the model has none
   nn::Sequential blocks{nullptr};
   layers::LayerNorm norm{nullptr};     // null with fc_norm
   layers::LayerNorm fc_norm{nullptr};  // null unless an avg/max pool
@@ -245,7 +310,7 @@ class VisionTransformerImpl : public ClassifierImpl {
  private:
   void validate(const VitSpec& spec, const ModelArgs& args) const {
     const std::string& name = spec.name;
-    validate_model_args(name, args, {"init_values", "qk_norm"});
+    validate_model_args(name, args, {"init_values", "qk_norm", "dynamic_img_size", "dynamic_img_pad"});
     if (std::find(kPoolTypes.begin(), kPoolTypes.end(), global_pool_) == kPoolTypes.end()) {
       throw UsageError("global_pool " + in_quotes(global_pool_) + ": " + name +
                        " supports 'token', 'avg', 'avgmax', 'max' or '' (none)");
@@ -254,6 +319,37 @@ class VisionTransformerImpl : public ClassifierImpl {
       throw UsageError("global_pool " + in_quotes(global_pool_) + ": " + name +
                        " reads the class and distillation tokens, only 'token' is supported");
     }
+    if (!spec.class_token && global_pool_ == "token") {
+      throw UsageError("global_pool 'token': " + name + " has no class token; use 'avg', 'avgmax', 'max' or '' (none)");
+    }
+  }
+
+  // timm's _pos_embed: the prefix tokens (class, register, distillation) and
+  // the position embedding, added before the concatenation with
+  // no_embed_class (pos_embed covers the patches only), after it otherwise.
+  // With dynamic_img_size the (N, H, W, C) grid gets pos_embed resampled from
+  // the model's grid to H x W.
+  at::Tensor add_pos_embed(at::Tensor x) {
+    at::Tensor pos = pos_embed;
+    if (dynamic_img_size_) {
+      const int64_t grid = patch_embed->grid_size();
+      pos = layers::resample_abs_pos_embed(pos_embed, {x.size(1), x.size(2)}, std::array<int64_t, 2>{grid, grid},
+                                           no_embed_class_ ? 0 : num_prefix_tokens_);
+      x = x.reshape({x.size(0), -1, x.size(3)});
+    }
+    const int64_t batch = x.size(0);
+    std::vector<at::Tensor> tokens;
+    for (const at::Tensor* token : {&cls_token, &reg_token, &dist_token}) {
+      if (token->defined()) tokens.push_back(token->expand({batch, -1, -1}));
+    }
+    if (no_embed_class_) {
+      x = x + pos;
+      if (tokens.empty()) return x;
+      tokens.push_back(x);
+      return at::cat(tokens, 1);
+    }
+    tokens.push_back(x);
+    return at::cat(tokens, 1) + pos;
   }
 
   // timm's global_pool_nlc: the class token, or a reduction over the patch tokens.
@@ -270,14 +366,16 @@ class VisionTransformerImpl : public ClassifierImpl {
     return drop_rate_ > 0.0 ? at::dropout(x, drop_rate_, is_training()) : x;
   }
 
-  // timm's init_weights (mode ''): pos_embed trunc_normal(.02), cls_token
-  // normal(1e-6), dist_token trunc_normal(.02); every Linear trunc_normal(.02)
-  // with zero bias. The patch conv keeps the Conv2d default init and the
-  // LayerNorms ones / zeros, as timm (needs_reset=False leaves them).
+  // timm's init_weights (mode ''): pos_embed trunc_normal(.02), cls_token and
+  // reg_token normal(1e-6), dist_token trunc_normal(.02); every Linear
+  // trunc_normal(.02) with zero bias. The patch conv keeps the Conv2d default
+  // init, the LayerNorms ones / zeros and LayerScale init_values, as timm
+  // (needs_reset=False leaves them).
   void init_weights() {
     c10::NoGradGuard no_grad;
     layers::trunc_normal_(pos_embed, 0.0, 0.02);
-    cls_token.normal_(0.0, 1e-6);
+    if (cls_token.defined()) cls_token.normal_(0.0, 1e-6);
+    if (reg_token.defined()) reg_token.normal_(0.0, 1e-6);
     if (distilled_) layers::trunc_normal_(dist_token, 0.0, 0.02);
     for (auto& module : modules(/*include_self=*/false)) {
       if (auto* linear = module->as<nn::Linear>()) {
@@ -292,17 +390,22 @@ class VisionTransformerImpl : public ClassifierImpl {
   double drop_rate_;
   std::string global_pool_;
   bool distilled_;
+  bool no_embed_class_;
+  bool dynamic_img_size_ = false;
   int64_t num_prefix_tokens_ = 1;
 };
 
 // timm's default cfg of each name (its default tag): augreg ViTs use mean/std
-// 0.5 (inception), DeiT ImageNet's; crop_pct 0.9 at 224,
-// 1.0 at 384; bicubic.
-PretrainedCfg vit_cfg(int64_t size, bool imagenet_norm) {
+// 0.5 (inception), DeiT ImageNet's; crop_pct 0.9 at 224, 1.0 at 384 unless
+// given; bicubic. `num_classes` is the default tag's classifier size (0 for
+// weights without one, e.g. orig_in21k, DINO), which is also timm's default
+// num_classes for the model.
+PretrainedCfg vit_cfg(int64_t size, bool imagenet_norm, std::optional<double> crop_pct = std::nullopt,
+                      int64_t num_classes = 1000) {
   PretrainedCfg cfg;
   cfg.input_size = {3, size, size};
   cfg.interpolation = "bicubic";
-  cfg.crop_pct = size == 384 ? 1.0 : 0.9;
+  cfg.crop_pct = crop_pct.value_or(size == 384 ? 1.0 : 0.9);
   cfg.crop_mode = "center";
   if (!imagenet_norm) {
     cfg.mean = {0.5, 0.5, 0.5};
@@ -310,48 +413,163 @@ PretrainedCfg vit_cfg(int64_t size, bool imagenet_norm) {
   }
   cfg.first_conv = "patch_embed.proj";
   cfg.classifier = "head";  // timm: ('head', 'head_dist') for the distilled DeiTs
+  cfg.num_classes = num_classes;
   return cfg;
 }
 
+// A model width: timm's embed_dim, depth, num_heads, mlp_ratio per size name.
+struct Width {
+  const char* name;
+  int64_t dim, depth, heads;
+  double mlp_ratio = 4.0;
+};
+
+const Width kTiny{"tiny", 192, 12, 3}, kSmall{"small", 384, 12, 6}, kMedium{"medium", 512, 12, 8},
+    kBase{"base", 768, 12, 12}, kLarge{"large", 1024, 24, 16}, kHuge{"huge", 1280, 32, 16},
+    kBetwixt{"betwixt", 640, 12, 10}, kMediumD{"mediumd", 512, 20, 8}, kWee{"wee", 256, 14, 4, 5.0},
+    kLittle{"little", 320, 14, 5, 5.6}, kSo150m{"so150m", 896, 18, 14, 2.572},
+    kSo150m2{"so150m2", 832, 21, 13, 34.0 / 13.0};
+
+VitSpec make_spec(std::string name, const Width& w, int64_t patch, int64_t img, PretrainedCfg cfg) {
+  VitSpec spec;
+  spec.name = std::move(name);
+  spec.img_size = img;
+  spec.patch_size = patch;
+  spec.embed_dim = w.dim;
+  spec.depth = w.depth;
+  spec.num_heads = w.heads;
+  spec.mlp_ratio = w.mlp_ratio;
+  spec.cfg = std::move(cfg);
+  return spec;
+}
+
+// vit_<width>_patch<p>_<img>: class token, token pool, mean/std 0.5.
+VitSpec plain_vit(const Width& w, int64_t patch, int64_t img, int64_t num_classes = 1000) {
+  return make_spec("vit_" + std::string(w.name) + "_patch" + std::to_string(patch) + "_" + std::to_string(img), w,
+                   patch, img, vit_cfg(img, /*imagenet_norm=*/false, std::nullopt, num_classes));
+}
+
+// vit_<width>_patch16_gap_<img>: no class token, average pool with the final
+// norm before it (fc_norm off), no qkv bias, LayerScale 1e-6.
+VitSpec gap_vit(const Width& w, int64_t img, PretrainedCfg cfg) {
+  VitSpec spec =
+      make_spec("vit_" + std::string(w.name) + "_patch16_gap_" + std::to_string(img), w, 16, img, std::move(cfg));
+  spec.class_token = false;
+  spec.global_pool = "avg";
+  spec.fc_norm = false;
+  spec.qkv_bias = false;
+  spec.init_values = 1e-6;
+  return spec;
+}
+
+// vit_<width>_patch16_reg<n>_gap_<img>: register tokens instead of a class
+// token, average pool; these (but the so150m ones) add pos_embed to the
+// patches only and use LayerScale 1e-5 (not the base). crop_pct 0.95, 1.0 at 384.
+VitSpec reg_vit(const Width& w, int64_t reg_tokens, int64_t img) {
+  VitSpec spec = make_spec(
+      "vit_" + std::string(w.name) + "_patch16_reg" + std::to_string(reg_tokens) + "_gap_" + std::to_string(img), w, 16,
+      img, vit_cfg(img, false, img == 384 ? 1.0 : 0.95));
+  spec.class_token = false;
+  spec.reg_tokens = reg_tokens;
+  spec.global_pool = "avg";
+  spec.no_embed_class = true;
+  spec.init_values = 1e-5;
+  return spec;
+}
+
+// deit3_<width>_patch<p>_<img>: LayerScale 1e-6, no_embed_class, ImageNet mean/std.
+VitSpec deit3(const Width& w, int64_t patch, int64_t img) {
+  VitSpec spec =
+      make_spec("deit3_" + std::string(w.name) + "_patch" + std::to_string(patch) + "_" + std::to_string(img), w, patch,
+                img, vit_cfg(img, /*imagenet_norm=*/true));
+  spec.no_embed_class = true;
+  spec.init_values = 1e-6;
+  return spec;
+}
+
+VitSpec deit(const Width& w, int64_t img, bool distilled) {
+  VitSpec spec =
+      make_spec("deit_" + std::string(w.name) + (distilled ? "_distilled" : "") + "_patch16_" + std::to_string(img), w,
+                16, img, vit_cfg(img, /*imagenet_norm=*/true));
+  spec.distilled = distilled;
+  return spec;
+}
+
 std::vector<VitSpec> vit_specs() {
-  struct Size {
-    const char* name;
-    int64_t dim, heads;
+  std::vector<VitSpec> specs = {
+      plain_vit(kTiny, 16, 224),  plain_vit(kTiny, 16, 384),    plain_vit(kSmall, 32, 224),
+      plain_vit(kSmall, 32, 384), plain_vit(kSmall, 16, 224),   plain_vit(kSmall, 16, 384),
+      plain_vit(kBase, 32, 224),  plain_vit(kBase, 32, 384),    plain_vit(kBase, 16, 224),
+      plain_vit(kBase, 16, 384),  plain_vit(kBase, 8, 224),     plain_vit(kLarge, 32, 224, 0),
+      plain_vit(kLarge, 32, 384), plain_vit(kLarge, 16, 224),   plain_vit(kLarge, 16, 384),
+      plain_vit(kLarge, 14, 224), plain_vit(kHuge, 14, 224, 0), deit(kTiny, 224, false),
+      deit(kSmall, 224, false),   deit(kBase, 224, false),      deit(kBase, 384, false),
+      deit(kTiny, 224, true),     deit(kSmall, 224, true),      deit(kBase, 224, true),
+      deit(kBase, 384, true),     deit3(kSmall, 16, 224),       deit3(kSmall, 16, 384),
+      deit3(kMedium, 16, 224),    deit3(kBase, 16, 224),        deit3(kBase, 16, 384),
+      deit3(kLarge, 16, 224),     deit3(kLarge, 16, 384),       deit3(kHuge, 14, 224),
   };
-  const Size tiny{"tiny", 192, 3}, small{"small", 384, 6}, base{"base", 768, 12};
-  auto vit = [](const Size& s, int64_t patch, int64_t img) {
-    return VitSpec{"vit_" + std::string(s.name) + "_patch" + std::to_string(patch) + "_" + std::to_string(img),
-                   img,
-                   patch,
-                   s.dim,
-                   12,
-                   s.heads,
-                   vit_cfg(img, /*imagenet_norm=*/false)};
-  };
-  auto deit = [](const Size& s, int64_t img, bool distilled) {
-    return VitSpec{"deit_" + std::string(s.name) + (distilled ? "_distilled" : "") + "_patch16_" + std::to_string(img),
-                   img,
-                   16,
-                   s.dim,
-                   12,
-                   s.heads,
-                   vit_cfg(img, true),
-                   distilled};
-  };
-  return {
-      vit(tiny, 16, 224),      vit(tiny, 16, 384),     vit(small, 32, 224),    vit(small, 32, 384),
-      vit(small, 16, 224),     vit(small, 16, 384),    vit(base, 32, 224),     vit(base, 32, 384),
-      vit(base, 16, 224),      vit(base, 16, 384),     vit(base, 8, 224),      deit(tiny, 224, false),
-      deit(small, 224, false), deit(base, 224, false), deit(base, 384, false), deit(tiny, 224, true),
-      deit(small, 224, true),  deit(base, 224, true),  deit(base, 384, true),
-  };
+  // vit_small_patch8_224: DINO weights, ImageNet mean/std, no classifier.
+  VitSpec dino = plain_vit(kSmall, 8, 224, 0);
+  dino.cfg.mean = PretrainedCfg{}.mean;
+  dino.cfg.std = PretrainedCfg{}.std;
+  specs.push_back(dino);
+
+  specs.push_back(gap_vit(kMedium, 240, vit_cfg(240, false, 0.95, 11821)));
+  specs.push_back(gap_vit(kMedium, 256, vit_cfg(256, false, 0.95)));
+  PretrainedCfg squash384 = vit_cfg(384, false, 0.95);
+  squash384.crop_mode = "squash";
+  specs.push_back(gap_vit(kMedium, 384, squash384));
+  specs.push_back(gap_vit(kBetwixt, 256, vit_cfg(256, false, 0.95)));
+  // vit_base_patch16_gap_224: 16 heads, qkv bias, no LayerScale.
+  VitSpec base_gap = gap_vit({"base", 768, 12, 16}, 224, vit_cfg(224, false));
+  base_gap.qkv_bias = true;
+  base_gap.init_values.reset();
+  specs.push_back(base_gap);
+
+  for (const auto& [width, reg, img] : std::vector<std::tuple<Width, int64_t, int64_t>>{{kWee, 1, 256},
+                                                                                        {kLittle, 1, 256},
+                                                                                        {kLittle, 4, 256},
+                                                                                        {kMedium, 1, 256},
+                                                                                        {kMedium, 4, 256},
+                                                                                        {kMediumD, 4, 256},
+                                                                                        {kMediumD, 4, 384},
+                                                                                        {kBetwixt, 1, 256},
+                                                                                        {kBetwixt, 4, 256},
+                                                                                        {kBetwixt, 4, 384}}) {
+    specs.push_back(reg_vit(width, reg, img));
+  }
+  // vit_base_patch16_reg4_gap_256: no LayerScale, crop_pct 0.9.
+  VitSpec base_reg = reg_vit(kBase, 4, 256);
+  base_reg.init_values.reset();
+  base_reg.cfg.crop_pct = 0.9;
+  specs.push_back(base_reg);
+  // SO150M: pos_embed over the register tokens too; v1 without LayerScale and
+  // with the final norm before the pool, v2 without qkv bias.
+  for (int64_t img : {256, 384}) {
+    VitSpec so = reg_vit(kSo150m, 4, img);
+    so.no_embed_class = false;
+    so.init_values.reset();
+    so.fc_norm = false;
+    specs.push_back(so);
+  }
+  for (int64_t img : {256, 384, 448}) {
+    VitSpec so = reg_vit(kSo150m2, 1, img);
+    so.no_embed_class = false;
+    so.qkv_bias = false;
+    so.cfg.crop_pct = 1.0;
+    if (img == 448) so.cfg.crop_mode = "squash";
+    specs.push_back(so);
+  }
+  return specs;
 }
 
 std::string describe(const VitSpec& spec) {
-  return std::string(spec.distilled ? "DeiT distilled" : "ViT") + " (dim " + std::to_string(spec.embed_dim) +
-         ", depth " + std::to_string(spec.depth) + ", heads " + std::to_string(spec.num_heads) + ", patch " +
-         std::to_string(spec.patch_size) + ", " + std::to_string(spec.img_size) + "x" + std::to_string(spec.img_size) +
-         ")";
+  std::string kind = spec.distilled ? "DeiT distilled" : spec.name.rfind("deit3_", 0) == 0 ? "DeiT-III" : "ViT";
+  if (spec.reg_tokens > 0) kind += " with " + std::to_string(spec.reg_tokens) + " register token(s)";
+  return kind + " (dim " + std::to_string(spec.embed_dim) + ", depth " + std::to_string(spec.depth) + ", heads " +
+         std::to_string(spec.num_heads) + ", patch " + std::to_string(spec.patch_size) + ", " +
+         std::to_string(spec.img_size) + "x" + std::to_string(spec.img_size) + ")";
 }
 
 }  // namespace
