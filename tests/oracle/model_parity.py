@@ -2,9 +2,10 @@
 efficientnet_oracle.py, vit_oracle.py, convnext_oracle.py; the C++ side is
 tests/support/model_parity.hpp).
 
-A case is a JSON object {"id", "name", "in_chans", "img_size", "batch", "kwargs",
-"after_buffers"}: the model name, timm.create_model keyword arguments besides
-num_classes=10 and in_chans (e.g. {"global_pool": "avg"}), the input size, and
+A case is a JSON object {"id", "name", "in_chans", "img_size", "img_height", "batch",
+"kwargs", "after_buffers"}: the model name, timm.create_model keyword arguments besides
+num_classes=10 and in_chans (e.g. {"global_pool": "avg"}), the input width and
+height (img_height, optional: img_size), and
 the buffers (BatchNorm running statistics) to record after the train step. Modes:
 
 generate --dir D --cases JSON
@@ -94,8 +95,9 @@ def generate(directory, case, grad_keys_fn, drop_path_rates_fn):
     model = create(case)
     generator = torch.Generator().manual_seed(1)
     perturb(model, generator)
-    size = case["img_size"]
-    x = torch.randn(case["batch"], case["in_chans"], size, size, generator=generator)
+    width = case["img_size"]
+    height = case.get("img_height") or width
+    x = torch.randn(case["batch"], case["in_chans"], height, width, generator=generator)
     target = torch.randint(0, NUM_CLASSES, (case["batch"],), generator=generator)
 
     out = {f"model.{k}": v.detach().clone().contiguous() for k, v in model.state_dict().items()}

@@ -43,9 +43,12 @@ struct ParityCase {
   std::string id;
   std::string name;
   int64_t in_chans = 3;
-  int64_t img_size = 224;
+  int64_t img_size = 224;  // the input's width, and its height unless img_height is set
   int64_t batch = 2;
   nlohmann::json kwargs = nlohmann::json::object();  // timm.create_model kwargs
+  int64_t img_height = 0;                            // 0: img_size (a square input)
+
+  int64_t height() const { return img_height > 0 ? img_height : img_size; }
 };
 
 struct Tolerance {
@@ -76,6 +79,7 @@ inline nlohmann::json cases_json(const std::vector<ParityCase>& cases, const Par
                    {"name", c.name},
                    {"in_chans", c.in_chans},
                    {"img_size", c.img_size},
+                   {"img_height", c.height()},
                    {"batch", c.batch},
                    {"kwargs", c.kwargs},
                    {"after_buffers", opts.after_buffers}});
@@ -322,7 +326,7 @@ inline void write_cpp_model(const ParityCase& c, const std::string& file_stem) {
   for (auto& p : model->parameters()) {
     if (p.dim() <= 1) p.add_(at::randn_like(p) * 0.1);
   }
-  const at::Tensor input = at::randn({c.batch, c.in_chans, c.img_size, c.img_size});
+  const at::Tensor input = at::randn({c.batch, c.in_chans, c.height(), c.img_size});
   model->train();
   model->forward(input);  // moves any BatchNorm's running statistics
   model->eval();
@@ -379,7 +383,8 @@ inline void check_group_matcher(const GroupMatcher& ours, const nlohmann::json& 
   }
 }
 
-// Every name at timm's defaults but drop_path_rate 0.2 (which adds no state):
+// Every name at timm's defaults (num_classes the default tag's) but
+// drop_path_rate 0.2 (which adds no state):
 // same state_dict keys in order, same shapes and dtypes, same parameter count,
 // same default pretrained cfg, no_weight_decay, group_matcher, default
 // drop_rate and per-block drop-path rates. Returns the oracle's JSON (its
@@ -394,6 +399,9 @@ inline nlohmann::json check_registered(const std::string& oracle, const std::vec
     const auto& e = info.at("models").at(name);
     ModelArgs args;
     args.drop_path_rate = 0.2;
+    // timm's default num_classes is the default tag's (_update_default_model_kwargs):
+    // 0 for weights without a classifier (DINO, orig_in21k).
+    args.num_classes = e.at("pretrained_num_classes").get<int64_t>();
     ModelPtr model = create_model(name, args);
     const NamedTensors ours = state_dict(*model);
     std::vector<std::string> keys;
