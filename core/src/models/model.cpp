@@ -42,6 +42,13 @@ std::pair<torch::Tensor, torch::Tensor> ClassifierImpl::forward_distilled(torch:
                    "deit_*_distilled_*)");
 }
 
+void ClassifierImpl::set_grad_checkpointing(bool enable) {
+  if (!enable) return;
+  throw UsageError(describe_model(*this) +
+                   " does not support gradient checkpointing (--grad-checkpointing); its plugin must override "
+                   "ClassifierImpl::set_grad_checkpointing to support it (docs/plugins.md, Models)");
+}
+
 ModelPtr create_model(const std::string& name, const ModelArgs& args) {
   const RegistryEntry& entry = Registry::global().get(PluginKind::kModel, name);
   const auto& factory = Registry::global().factory<ModelFactory>(PluginKind::kModel, name);

@@ -105,6 +105,12 @@ class ClassifierImpl : public torch::nn::Module {
   // where forward() returns their mean. The default throws UsageError naming
   // the model: it has no distillation head.
   virtual std::pair<torch::Tensor, torch::Tensor> forward_distilled(torch::Tensor x);
+  // timm's model.set_grad_checkpointing(enable) (--grad-checkpointing):
+  // checkpoint the blocks where timm's model does (timm/models/grad_checkpoint.hpp),
+  // trading one more forward pass per step for the activation memory of the
+  // blocks. The default throws UsageError naming the model when enabling (it
+  // has no checkpointed forward); disabling it is then a no-op.
+  virtual void set_grad_checkpointing(bool enable);
   virtual int64_t num_classes() const = 0;
   virtual const PretrainedCfg& pretrained_cfg() const = 0;
   // Parameter names (fnmatch patterns) excluded from weight decay, as timm's
