@@ -37,6 +37,7 @@
 #include "timm/layers/norm.hpp"
 #include "timm/layers/squeeze_excite.hpp"
 #include "timm/layers/weight_init.hpp"
+#include "timm/models/grad_checkpoint.hpp"
 #include "timm/models/model.hpp"
 #include "timm/plugin/plugin.hpp"
 
@@ -153,10 +154,16 @@ class ConvNeXtStageImpl : public nn::Module {
     }
   }
 
-  at::Tensor forward(const at::Tensor& x) { return blocks->forward(downsample ? downsample->forward(x) : x); }
+  // With grad_checkpointing each block is checkpointed (timm's checkpoint_seq
+  // over the stage's blocks), the downsample not.
+  at::Tensor forward(const at::Tensor& input) {
+    const at::Tensor x = downsample ? downsample->forward(input) : input;
+    return grad_checkpointing ? checkpoint_seq(sequence_modules(blocks), x) : blocks->forward(x);
+  }
 
   nn::Sequential downsample{nullptr};
   nn::Sequential blocks{nullptr};
+  bool grad_checkpointing = false;  // timm's per-stage attribute, set by the model's set_grad_checkpointing
 };
 TORCH_MODULE(ConvNeXtStage);
 
@@ -235,6 +242,10 @@ class ConvNeXtImpl : public ClassifierImpl {
     return pre_logits ? head->forward_pre_logits(x) : head(x);
   }
   at::Tensor forward(at::Tensor x) override { return forward_head(forward_features(x)); }
+  // timm: each stage's grad_checkpointing.
+  void set_grad_checkpointing(bool enable) override {
+    for (size_t i = 0; i < stages->size(); ++i) stages->ptr<ConvNeXtStageImpl>(i)->grad_checkpointing = enable;
+  }
   int64_t num_classes() const override { return num_classes_; }
   const PretrainedCfg& pretrained_cfg() const override { return cfg_; }
   GroupMatcher group_matcher(bool coarse) const override {

@@ -56,6 +56,7 @@
 #include "timm/layers/conv2d_same.hpp"
 #include "timm/layers/norm_act.hpp"
 #include "timm/log/log.hpp"
+#include "timm/models/grad_checkpoint.hpp"
 #include "timm/models/model.hpp"
 #include "timm/plugin/plugin.hpp"
 
@@ -238,9 +239,15 @@ class EfficientNetImpl : public ClassifierImpl {
 
   // timm's forward_features: stem, blocks and (EfficientNet) conv_head + bn2,
   // (N, C, H, W); MobileNetV3's conv_head comes after the pool, in the head.
+  // With grad checkpointing each block is checkpointed (timm's
+  // checkpoint_seq over the flattened stages).
   at::Tensor forward_features(at::Tensor input) override {
     at::Tensor x = bn1(conv_stem.forward(input));
-    for (auto& stage : stages_) x = stage->forward(x);
+    if (grad_checkpointing_) {
+      x = checkpoint_seq(sequence_modules(stages_), x);
+    } else {
+      for (auto& stage : stages_) x = stage->forward(x);
+    }
     if (family_ == Family::kEfficientNet) x = bn2(conv_head.forward(x));
     return x;
   }
@@ -260,6 +267,7 @@ class EfficientNetImpl : public ClassifierImpl {
   }
 
   at::Tensor forward(at::Tensor x) override { return forward_head(forward_features(x)); }
+  void set_grad_checkpointing(bool enable) override { grad_checkpointing_ = enable; }
   int64_t num_classes() const override { return num_classes_; }
   const PretrainedCfg& pretrained_cfg() const override { return cfg_; }
   GroupMatcher group_matcher(bool coarse) const override {
@@ -312,6 +320,7 @@ class EfficientNetImpl : public ClassifierImpl {
   PretrainedCfg cfg_;
   int64_t num_classes_;
   double drop_rate_;
+  bool grad_checkpointing_ = false;
 };
 
 PretrainedCfg make_cfg(int64_t size, double crop_pct, const std::string& interpolation = "bicubic",

@@ -34,6 +34,7 @@
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/norm_act.hpp"
 #include "timm/layers/squeeze_excite.hpp"
+#include "timm/models/grad_checkpoint.hpp"
 #include "timm/models/model.hpp"
 #include "timm/plugin/plugin.hpp"
 
@@ -218,9 +219,13 @@ class RegNetImpl : public ClassifierImpl {
   }
 
   // timm's forward_features: stem, s1..s4 (final_conv is an Identity), (N, C, H, W).
+  // With grad checkpointing each stage checkpoints each of its blocks (timm's
+  // RegStage: checkpoint_seq over its children).
   at::Tensor forward_features(at::Tensor input) override {
     at::Tensor x = stem(input);
-    for (auto& stage : stages_) x = stage->forward(x);
+    for (auto& stage : stages_) {
+      x = grad_checkpointing_ ? checkpoint_seq(sequence_modules(stage), x) : stage->forward(x);
+    }
     return x;
   }
 
@@ -230,6 +235,8 @@ class RegNetImpl : public ClassifierImpl {
   }
 
   at::Tensor forward(at::Tensor x) override { return forward_head(forward_features(x)); }
+  // timm sets grad_checkpointing on s1..s4 (and final_conv, an Identity here).
+  void set_grad_checkpointing(bool enable) override { grad_checkpointing_ = enable; }
   int64_t num_classes() const override { return num_classes_; }
   const PretrainedCfg& pretrained_cfg() const override { return cfg_; }
   GroupMatcher group_matcher(bool coarse) const override {
@@ -265,6 +272,7 @@ class RegNetImpl : public ClassifierImpl {
   PretrainedCfg cfg_;
   int64_t num_classes_;
   std::vector<nn::Sequential> stages_;
+  bool grad_checkpointing_ = false;
 };
 
 // timm's default cfg per name (its first tag): pycls_in1k (_cfgpyc: crop 0.875),

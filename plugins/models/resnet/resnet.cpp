@@ -50,6 +50,7 @@
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/eca.hpp"
 #include "timm/layers/squeeze_excite.hpp"
+#include "timm/models/grad_checkpoint.hpp"
 #include "timm/models/model.hpp"
 #include "timm/plugin/plugin.hpp"
 
@@ -378,10 +379,12 @@ class ResNetImpl : public ClassifierImpl {
   }
 
   // timm's forward_features: stem, max-pool (or its conv), layer1..layer4,
-  // (N, C, H, W).
+  // (N, C, H, W); with grad checkpointing each block of layer1..layer4 is
+  // checkpointed (timm's checkpoint_seq over the flattened layers).
   at::Tensor forward_features(at::Tensor input) override {
     at::Tensor x = act1(bn1(conv1 ? conv1(input) : conv1_deep->forward(input)));
     x = maxpool ? maxpool(x) : maxpool_conv->forward(x);
+    if (grad_checkpointing_) return checkpoint_seq(sequence_modules(stages_), x);
     for (auto& stage : stages_) x = stage->forward(x);
     return x;
   }
@@ -396,6 +399,7 @@ class ResNetImpl : public ClassifierImpl {
   }
 
   at::Tensor forward(at::Tensor x) override { return forward_head(forward_features(x)); }
+  void set_grad_checkpointing(bool enable) override { grad_checkpointing_ = enable; }
   int64_t num_classes() const override { return num_classes_; }
   const PretrainedCfg& pretrained_cfg() const override { return cfg_; }
   GroupMatcher group_matcher(bool coarse) const override {
@@ -469,6 +473,7 @@ class ResNetImpl : public ClassifierImpl {
   int64_t num_classes_;
   double drop_rate_;
   std::vector<nn::Sequential> stages_;
+  bool grad_checkpointing_ = false;
 };
 
 // timm's default cfg for each name (its first tag): ImageNet mean/std, crop

@@ -55,6 +55,7 @@
 #include "timm/layers/patch_embed.hpp"
 #include "timm/layers/pos_embed.hpp"
 #include "timm/layers/weight_init.hpp"
+#include "timm/models/grad_checkpoint.hpp"
 #include "timm/models/model.hpp"
 #include "timm/plugin/plugin.hpp"
 
@@ -249,9 +250,10 @@ class VisionTransformerImpl : public ClassifierImpl {
 
   // timm's forward_features: patch embedding, prefix tokens + pos_embed,
   // blocks, the final norm (an Identity with fc_norm): (N, prefix + patches, dim).
+  // With grad checkpointing each block is checkpointed (timm's checkpoint_seq).
   at::Tensor forward_features(at::Tensor input) override {
     at::Tensor x = add_pos_embed(patch_embed(input));
-    x = blocks->forward(x);
+    x = grad_checkpointing_ ? checkpoint_seq(sequence_modules(blocks), x) : blocks->forward(x);
     return norm ? norm(x) : x;
   }
 
@@ -275,6 +277,9 @@ class VisionTransformerImpl : public ClassifierImpl {
   }
 
   at::Tensor forward(at::Tensor x) override { return forward_head(forward_features(x)); }
+  // timm also passes it to a patch_embed that has set_grad_checkpointing
+  // (hybrid embeddings); PatchEmbed has none.
+  void set_grad_checkpointing(bool enable) override { grad_checkpointing_ = enable; }
 
   bool has_distillation_head() const override { return distilled_ && head; }
   // timm's forward_head under set_distilled_training(True) in training: the
@@ -393,6 +398,7 @@ class VisionTransformerImpl : public ClassifierImpl {
   bool no_embed_class_;
   bool dynamic_img_size_ = false;
   int64_t num_prefix_tokens_ = 1;
+  bool grad_checkpointing_ = false;
 };
 
 // timm's default cfg of each name (its default tag): augreg ViTs use mean/std
