@@ -56,6 +56,7 @@ void read_dataset_and_model(const Config& config, TrainArgs& args) {
   args.validation_batch_size = config.get_optional<int64_t>("validation_batch_size");
   args.channels_last = config.get<bool>("channels_last");
   args.grad_accum_steps = config.get<int64_t>("grad_accum_steps");
+  args.grad_checkpointing = config.get<bool>("grad_checkpointing");
   args.model_kwargs = config.get_kwargs("model_kwargs");
 }
 

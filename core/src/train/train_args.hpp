@@ -50,6 +50,7 @@ struct TrainArgs {
   std::optional<int64_t> validation_batch_size;  // none: batch_size
   bool channels_last = false;
   int64_t grad_accum_steps = 1;
+  bool grad_checkpointing = false;  // model.set_grad_checkpointing(true)
   std::map<std::string, std::string> model_kwargs;
 
   // Device parameters.

@@ -479,6 +479,9 @@ ModelPtr create_train_model(const TrainArgs& args, const ModelArgs& model_args) 
   apply_batch_norm_args(args, *model);
   load_initial_weights(args, *model, model_args);
   apply_head_init(args, *model);
+  // train.py: model.set_grad_checkpointing(enable=True) after the head init;
+  // a model without it refuses, naming itself.
+  if (args.grad_checkpointing) model->set_grad_checkpointing(true);
   return model;
 }
 
