@@ -87,6 +87,24 @@ at::Tensor rerun(CheckpointState& state, const at::Tensor& input) {
   return output;
 }
 
+// Autocast caches its casts of float32 leaves (weights) until the outermost
+// autocast region ends. A cast made here without grad mode has no graph: a
+// later use of the weight in the same region (a rerun inside it, or the
+// weight used again outside the block) would take it and lose the weight's
+// gradient. So the forward pass caches none.
+class NoAutocastCache {
+ public:
+  NoAutocastCache() : previous_(at::autocast::is_autocast_cache_enabled()) {
+    at::autocast::set_autocast_cache_enabled(false);
+  }
+  ~NoAutocastCache() { at::autocast::set_autocast_cache_enabled(previous_); }
+  NoAutocastCache(const NoAutocastCache&) = delete;
+  NoAutocastCache& operator=(const NoAutocastCache&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // The autograd node: inputs x, then the parameters (each a graph input, so
 // their gradients reach AccumulateGrad and the DDP hooks there, and x need
 // not require grad), then the state (no gradient).
@@ -97,6 +115,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     saved.insert(saved.end(), parameters.begin(), parameters.end());
     ctx->save_for_backward(std::move(saved));
     ctx->saved_data["state"] = c10::IValue::make_capsule(state);
+    const NoAutocastCache no_cache;
     return state->fn(x);
   }
 
