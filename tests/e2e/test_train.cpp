@@ -48,6 +48,33 @@ std::vector<std::string> subset_run(const fs::path& out) {
           "L"};
 }
 
+// A short resnet18 run with drop path (masks from the CPU generator) into
+// `out`/`experiment`.
+std::vector<std::string> short_drop_path_run(const fs::path& out, const std::string& experiment) {
+  return {timm_run(),   "--model",
+          "resnet18",   "--epochs",
+          "1",          "--train-num-samples",
+          "640",        "--val-num-samples",
+          "200",        "-b",
+          "64",         "--lr",
+          "0.1",        "--warmup-epochs",
+          "0",          "--drop-path",
+          "0.1",        "--output",
+          out.string(), "--experiment",
+          experiment,   "--input-img-mode",
+          "L"};
+}
+
+// The train_loss of summary.csv's first epoch.
+double first_train_loss(const fs::path& summary) {
+  const std::string text = timm::test::read_file(summary);
+  const auto row = text.find('\n');
+  REQUIRE(row != std::string::npos);
+  const auto comma = text.find(',', row);
+  REQUIRE(comma != std::string::npos);
+  return std::stod(text.substr(comma + 1, text.find(',', comma + 1) - comma - 1));
+}
+
 }  // namespace
 
 TEST_CASE("timm-run trains resnet18 on a Fashion-MNIST subset well above chance") {
@@ -99,6 +126,29 @@ TEST_CASE("timm-run trains resnet18 on a Fashion-MNIST subset well above chance"
     REQUIRE_MESSAGE(again.exit_code == 0, again.output);
     CHECK(again.output.find("Model resnet18 created") != std::string::npos);
   }
+}
+
+TEST_CASE("--grad-checkpointing trains as the plain run; a model without it refuses the flag by name") {
+  timm::test::TempDir tmp;
+  // train_successfully runs on one thread: the two runs sum in the same order.
+  timm::test::train_successfully(short_drop_path_run(tmp.path(), "plain"));
+  auto args = short_drop_path_run(tmp.path(), "checkpointed");
+  args.push_back("--grad-checkpointing");
+  timm::test::train_successfully(args);
+  // The same batches, drop path masks and updates, so the same train loss;
+  // the eval numbers move, as BatchNorm's running statistics are updated again
+  // in each rerun (as under torch's checkpoint).
+  const double plain = first_train_loss(tmp / "plain" / "summary.csv");
+  CHECK(first_train_loss(tmp / "checkpointed" / "summary.csv") == doctest::Approx(plain).epsilon(1e-6));
+
+  const std::string plugins = (timm::test::fixture_dir() / "fixture_good").string();
+  const auto refused =
+      run_command({timm_run(), "--plugin-dir", plugins, "--model", "fixture_tiny", "--grad-checkpointing", "--epochs",
+                   "1", "--train-num-samples", "64", "--val-num-samples", "64", "--output", (tmp / "out").string()});
+  CHECK(refused.exit_code == 2);
+  CHECK_MESSAGE(refused.output.find("model 'fixture_tiny' (from plugin '") != std::string::npos, refused.output);
+  CHECK(refused.output.find("does not support gradient checkpointing (--grad-checkpointing)") != std::string::npos);
+  CHECK(refused.output.find("Train: 0") == std::string::npos);
 }
 
 TEST_CASE("bad input fails with a clear message and the right exit code") {

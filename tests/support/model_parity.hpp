@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -473,6 +474,73 @@ inline void check_init_stats(const std::string& oracle, const std::vector<std::s
       CHECK(std::abs(t.max().item<double>() - s.at(4).get<double>()) <= timm_std);
     }
   }
+}
+
+// One train-mode step for check_grad_checkpointing: the logits, a fixed
+// weighted sum of them as the loss, the input and parameter gradients, and
+// what the CPU generator draws next.
+struct GradCheckpointStep {
+  at::Tensor logits;
+  at::Tensor input_grad;
+  std::vector<std::pair<std::string, at::Tensor>> grads;  // by parameter name; undefined: none
+  at::Tensor next_draw;
+};
+
+inline GradCheckpointStep grad_checkpoint_step(ClassifierImpl& model, const at::Tensor& input) {
+  model.train();
+  model.zero_grad();
+  const at::Tensor x = input.clone().requires_grad_(true);
+  at::manual_seed(kTrainSeed);
+  GradCheckpointStep step;
+  step.logits = model.forward(x);
+  const at::Tensor weights = at::linspace(-1.0, 1.0, step.logits.numel()).view_as(step.logits);
+  (step.logits * weights).sum().backward();
+  step.input_grad = x.grad();
+  for (const auto& item : model.named_parameters()) step.grads.emplace_back(item.key(), item.value().grad());
+  step.next_draw = at::rand({16});
+  return step;
+}
+
+// --grad-checkpointing: a train step of `name` (drop path and dropout at 0.2,
+// so the rerun must draw the plain run's masks) with
+// set_grad_checkpointing(true) gives the plain step's logits, input gradient
+// and parameter gradients within 1e-6 (the same weights, the same seed), and
+// leaves the CPU generator where the plain step does. On one thread, as the
+// parity cases.
+inline void check_grad_checkpointing(const std::string& name, int64_t height, int64_t width,
+                                     std::map<std::string, std::string> kwargs = {}) {
+  CAPTURE(name);
+  const ThreadCount one_thread(1);
+  load_builtin_plugins();
+  ModelArgs args;
+  args.num_classes = kParityNumClasses;
+  args.drop_rate = 0.2;
+  args.drop_path_rate = 0.2;
+  args.kwargs = std::move(kwargs);
+  at::manual_seed(0);
+  const ModelPtr plain = create_model(name, args);
+  const ModelPtr checkpointed = create_model(name, args);
+  load_state_dict(*checkpointed, state_dict(*plain));
+  checkpointed->set_grad_checkpointing(true);
+  at::manual_seed(1);
+  const at::Tensor input = at::randn({2, 3, height, width});
+  const GradCheckpointStep expected = grad_checkpoint_step(*plain, input);
+  const GradCheckpointStep ours = grad_checkpoint_step(*checkpointed, input);
+
+  const Tolerance tol{1e-6, 0.0};
+  CHECK(all_close(ours.logits, expected.logits, tol));
+  REQUIRE(ours.input_grad.defined());
+  CHECK(all_close(ours.input_grad, expected.input_grad, tol));
+  REQUIRE(ours.grads.size() == expected.grads.size());
+  for (size_t i = 0; i < ours.grads.size(); ++i) {
+    const auto& [key, grad] = ours.grads[i];
+    const at::Tensor& want = expected.grads[i].second;
+    CHECK_MESSAGE(grad.defined() == want.defined(), key);
+    if (grad.defined() && want.defined()) {
+      CHECK_MESSAGE(all_close(grad, want, tol), key << ": max difference " << max_abs_diff(grad, want));
+    }
+  }
+  CHECK(at::equal(ours.next_draw, expected.next_draw));
 }
 
 }  // namespace timm::test

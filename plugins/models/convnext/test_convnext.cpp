@@ -184,4 +184,8 @@ TEST_CASE("convnext rejects what it does not support") {
   CHECK_THROWS_WITH_AS(make("convnext_tiny_hnf", args), doctest::Contains("--num-classes 0"), timm::UsageError);
 }
 
+TEST_CASE("convnext --grad-checkpointing: each stage's blocks checkpointed, the plain step's gradients") {
+  timm::test::check_grad_checkpointing("convnext_atto", 32, 32);
+}
+
 }  // namespace test_convnext

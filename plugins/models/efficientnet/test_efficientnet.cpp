@@ -441,4 +441,10 @@ TEST_CASE("efficientnet head options: num_classes 0, global_pool, drop_rate; bad
   CHECK(norm_acts > 30);
 }
 
+TEST_CASE("efficientnet --grad-checkpointing: each block checkpointed, the plain step's gradients") {
+  // EfficientNet (conv_head + bn2 in forward_features) and MobileNetV3 (conv_head in the head), 32 px.
+  timm::test::check_grad_checkpointing("efficientnet_b0", 32, 32);
+  timm::test::check_grad_checkpointing("mobilenetv3_small_100", 32, 32);
+}
+
 }  // namespace test_efficientnet

@@ -142,4 +142,8 @@ TEST_CASE("regnet head options, group_matcher and bad input") {
   CHECK_THROWS_AS(timm::create_model("regnetx_002", args), timm::UsageError);
 }
 
+TEST_CASE("regnet --grad-checkpointing: each block of s1..s4 checkpointed, the plain step's gradients") {
+  timm::test::check_grad_checkpointing("regnetx_002", 32, 32);
+}
+
 }  // namespace test_regnet

@@ -270,4 +270,9 @@ TEST_CASE("vit dynamic_img_size: tokens follow the input's grid, pos_embed is re
   CHECK(at::allclose(fixed->forward(x), model->forward(x)));
 }
 
+TEST_CASE("vit --grad-checkpointing: each block checkpointed, the plain step's gradients") {
+  // dynamic_img_size: a 2x2 patch grid at 32 px keeps the 12 blocks cheap.
+  timm::test::check_grad_checkpointing("vit_tiny_patch16_224", 32, 32, {{"dynamic_img_size", "true"}});
+}
+
 }  // namespace test_vit
