@@ -1,6 +1,7 @@
 #include "timm/models/grad_checkpoint.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -9,6 +10,7 @@
 #include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/core/Generator.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -198,7 +200,7 @@ at::Tensor checkpoint_seq(const std::vector<torch::nn::AnyModule>& functions, co
 }
 
 std::vector<torch::nn::AnyModule> sequence_modules(const torch::nn::Sequential& sequential) {
-  return {sequential->begin(), sequential->end()};
+  return std::vector<torch::nn::AnyModule>(sequential->begin(), sequential->end());
 }
 
 std::vector<torch::nn::AnyModule> sequence_modules(const std::vector<torch::nn::Sequential>& sequentials) {
