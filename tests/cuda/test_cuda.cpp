@@ -1,8 +1,9 @@
 // CUDA paths, run on the GPU machine by scripts/device/cuda-check.sh (built
 // only with -DTIMM_CUDA_TESTS=ON, so a machine without a GPU never counts
 // them): model outputs on CUDA equal the CPU's, the float16 gradient scaler
-// skips a non-finite step and backs off, and timm-run trains with --amp and
-// --channels-last on the GPU.
+// skips a non-finite step and backs off, grad checkpointing redraws the CUDA
+// generator's masks, and timm-run trains with --amp and --channels-last on
+// the GPU.
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -14,6 +15,7 @@
 #include <torch/nn/module.h>
 
 #include "e2e_support.hpp"
+#include "model_parity.hpp"
 #include "test_support.hpp"
 #include "timm/models/model.hpp"
 #include "timm/optim/optimizer.hpp"
@@ -85,6 +87,19 @@ TEST_CASE("the float16 gradient scaler skips a non-finite step on CUDA and halve
     CHECK(at::equal(holder->w.detach(), before) == (step == 1));
     if (step == 1) CHECK(scaler.current_scale() == scale_before * 0.5);
   }
+}
+
+TEST_CASE("grad checkpointing on CUDA: drop path masks drawn again from the CUDA generator") {
+  require_gpu();
+  at::globalContext().setAllowTF32CuBLAS(false);
+  at::globalContext().setAllowTF32CuDNN(false);
+  at::globalContext().setDeterministicCuDNN(true);
+  // Kernels may sum in another order between the two steps; a mask drawn
+  // from the wrong generator state would be off by far more than this.
+  timm::test::check_grad_checkpointing("vit_tiny_patch16_224", 32, 32, {{"dynamic_img_size", "true"}},
+                                       c10::Device(c10::kCUDA), timm::test::Tolerance{1e-4, 1e-4});
+  timm::test::check_grad_checkpointing("convnext_atto", 32, 32, {}, c10::Device(c10::kCUDA),
+                                       timm::test::Tolerance{1e-4, 1e-4});
 }
 
 TEST_CASE("timm-run trains resnet18 on CUDA with float16 AMP and channels-last") {
