@@ -141,10 +141,15 @@ TEST_CASE("--grad-checkpointing trains as the plain run; a model without it refu
   const double plain = first_train_loss(tmp / "plain" / "summary.csv");
   CHECK(first_train_loss(tmp / "checkpointed" / "summary.csv") == doctest::Approx(plain).epsilon(1e-6));
 
-  const std::string plugins = (timm::test::fixture_dir() / "fixture_good").string();
-  const auto refused =
-      run_command({timm_run(), "--plugin-dir", plugins, "--model", "fixture_tiny", "--grad-checkpointing", "--epochs",
-                   "1", "--train-num-samples", "64", "--val-num-samples", "64", "--output", (tmp / "out").string()});
+  // A plugin whose model keeps ClassifierImpl's set_grad_checkpointing.
+  const fs::path plugins = fs::canonical(tmp.path()) / "plugins";
+  fs::create_directory(plugins);
+  fs::permissions(plugins, static_cast<fs::perms>(0755), fs::perm_options::replace);
+  fs::copy_file(timm::test::fixture_dir() / "fixture_good" / "fixture_good.so", plugins / "fixture_good.so");
+  fs::permissions(plugins / "fixture_good.so", static_cast<fs::perms>(0755), fs::perm_options::replace);
+  const auto refused = run_command({timm_run(), "--plugin-dir", plugins.string(), "--model", "fixture_tiny",
+                                    "--grad-checkpointing", "--epochs", "1", "--train-num-samples", "64",
+                                    "--val-num-samples", "64", "--output", (tmp / "out").string()});
   CHECK(refused.exit_code == 2);
   CHECK_MESSAGE(refused.output.find("model 'fixture_tiny' (from plugin '") != std::string::npos, refused.output);
   CHECK(refused.output.find("does not support gradient checkpointing (--grad-checkpointing)") != std::string::npos);
