@@ -25,13 +25,16 @@ void check_pool_type(const std::string& pool_type) {
   throw UsageError("global_pool " + in_quotes(pool_type) + ": unknown pool type (expected one of " + expected + ")");
 }
 
-// Pooled to (N, C, 1, 1). The 'fast' variants reduce with mean/amax, the
-// others call the adaptive pooling ops, exactly as timm does.
-at::Tensor pool_keepdim(const at::Tensor& x, std::string_view pool_type) {
-  const bool fast = pool_type.starts_with("fast");
-  auto avg = [&] { return fast ? x.mean({2, 3}, true) : at::adaptive_avg_pool2d(x, {1, 1}); };
-  auto max = [&] { return fast ? x.amax({2, 3}, true) : std::get<0>(at::adaptive_max_pool2d(x, {1, 1})); };
-  if (pool_type.ends_with("catavgmax")) return at::cat({avg(), max()}, 1);
+// Pooled to (N, C, 1, 1), or (N, 1, 1, C) channels last. The 'fast' variants
+// reduce with mean/amax, the others call the adaptive pooling ops, exactly as
+// timm does; timm pools channels-last input with the fast ones only.
+at::Tensor pool_keepdim(const at::Tensor& x, std::string_view pool_type, bool channels_last) {
+  const bool fast = channels_last || pool_type.starts_with("fast");
+  static constexpr std::array<int64_t, 2> kNchw = {2, 3}, kNhwc = {1, 2};
+  const at::IntArrayRef spatial = channels_last ? at::IntArrayRef(kNhwc) : at::IntArrayRef(kNchw);
+  auto avg = [&] { return fast ? x.mean(spatial, true) : at::adaptive_avg_pool2d(x, {1, 1}); };
+  auto max = [&] { return fast ? x.amax(spatial, true) : std::get<0>(at::adaptive_max_pool2d(x, {1, 1})); };
+  if (pool_type.ends_with("catavgmax")) return at::cat({avg(), max()}, channels_last ? 3 : 1);
   if (pool_type.ends_with("avgmax")) return fast ? 0.5 * avg() + 0.5 * max() : 0.5 * (avg() + max());
   if (pool_type.ends_with("max")) return max();
   return avg();  // "avg", "fast", "fastavg"
@@ -45,7 +48,12 @@ SelectAdaptivePool2dImpl::SelectAdaptivePool2dImpl(const SelectAdaptivePool2dOpt
   reset();
 }
 
-void SelectAdaptivePool2dImpl::reset() { check_pool_type(options.pool_type()); }
+void SelectAdaptivePool2dImpl::reset() {
+  check_pool_type(options.pool_type());
+  if (options.input_fmt() != "NCHW" && options.input_fmt() != "NHWC") {
+    throw UsageError("global pool: input_fmt " + in_quotes(options.input_fmt()) + ": expected 'NCHW' or 'NHWC'");
+  }
+}
 
 void SelectAdaptivePool2dImpl::pretty_print(std::ostream& stream) const {
   stream << "timm::layers::SelectAdaptivePool2d(pool_type=" << options.pool_type()
@@ -53,15 +61,16 @@ void SelectAdaptivePool2dImpl::pretty_print(std::ostream& stream) const {
 }
 
 at::Tensor SelectAdaptivePool2dImpl::forward(const at::Tensor& x) {
-  at::Tensor y = is_identity() ? x : pool_keepdim(x, options.pool_type());
+  at::Tensor y = is_identity() ? x : pool_keepdim(x, options.pool_type(), options.input_fmt() == "NHWC");
   return options.flatten() ? y.flatten(1) : y;
 }
 
-ClassifierHead create_classifier(int64_t num_features, int64_t num_classes, const std::string& pool_type) {
+ClassifierHead create_classifier(int64_t num_features, int64_t num_classes, const std::string& pool_type,
+                                 const std::string& input_fmt) {
   ClassifierHead head;
-  // No pooling means no flattening either: the features pass through as NCHW.
+  // No pooling means no flattening either: the features pass through unpooled.
   const bool flatten = !pool_type.empty();
-  head.global_pool = SelectAdaptivePool2d(SelectAdaptivePool2dOptions(pool_type).flatten(flatten));
+  head.global_pool = SelectAdaptivePool2d(SelectAdaptivePool2dOptions(pool_type).flatten(flatten).input_fmt(input_fmt));
   head.num_pooled_features = num_features * head.global_pool->feat_mult();
   if (num_classes > 0) {
     head.fc = torch::nn::AnyModule(torch::nn::Linear(head.num_pooled_features, num_classes));
@@ -79,7 +88,7 @@ ClassifierHeadModuleImpl::ClassifierHeadModuleImpl(const ClassifierHeadModuleOpt
 }
 
 void ClassifierHeadModuleImpl::reset() {
-  auto head = create_classifier(options.in_features(), options.num_classes(), options.pool_type());
+  auto head = create_classifier(options.in_features(), options.num_classes(), options.pool_type(), options.input_fmt());
   global_pool = register_module("global_pool", head.global_pool);
   fc = head.fc;
   register_module("fc", fc.ptr());

@@ -19,6 +19,16 @@ PatchEmbedImpl::PatchEmbedImpl(const PatchEmbedOptions& options_) : options(opti
   if (!fmt.empty() && fmt != "NCHW" && fmt != "NHWC" && fmt != "NCL" && fmt != "NLC") {
     throw UsageError("PatchEmbed: output_fmt " + in_quotes(fmt) + ": expected 'NCHW', 'NHWC', 'NCL' or 'NLC'");
   }
+  const std::string& norm_layer = options.norm_layer();
+  if (!norm_layer.empty() && norm_layer != "layernorm") {
+    throw UsageError("PatchEmbed: norm_layer " + in_quotes(norm_layer) + ": expected '' or 'layernorm'");
+  }
+  const bool channels_last = fmt.empty() ? options.flatten() : (fmt == "NHWC" || fmt == "NLC");
+  if (!norm_layer.empty() && !channels_last) {
+    throw UsageError(
+        "PatchEmbed: norm_layer 'layernorm' normalises the last dimension: output_fmt must be 'NHWC' or "
+        "'NLC' (or flatten)");
+  }
   reset();
 }
 
@@ -27,6 +37,9 @@ void PatchEmbedImpl::reset() {
   const int64_t p = options.patch_size();
   proj = register_module(
       "proj", nn::Conv2d(nn::Conv2dOptions(options.in_chans(), options.embed_dim(), p).stride(p).bias(options.bias())));
+  if (!options.norm_layer().empty()) {
+    norm = register_module("norm", LayerNorm(LayerNormOptions(options.embed_dim()).eps(options.norm_eps())));
+  }
 }
 
 void PatchEmbedImpl::pretty_print(std::ostream& stream) const {
@@ -59,10 +72,14 @@ at::Tensor PatchEmbedImpl::forward(const at::Tensor& x) {
     const int64_t pad_h = (p - height % p) % p, pad_w = (p - width % p) % p;
     if (pad_h > 0 || pad_w > 0) padded = at::constant_pad_nd(x, {0, pad_w, 0, pad_h}, 0.0);
   }
-  at::Tensor y = proj(padded);
+  at::Tensor y = to_output_fmt(proj(padded));
+  return norm ? norm(y) : y;
+}
+
+// timm's flatten / nchw_to.
+at::Tensor PatchEmbedImpl::to_output_fmt(const at::Tensor& y) const {
   const std::string& fmt = options.output_fmt();
   if (fmt.empty()) return options.flatten() ? y.flatten(2).transpose(1, 2) : y;
-  // timm's nchw_to.
   if (fmt == "NHWC") return y.permute({0, 2, 3, 1});
   if (fmt == "NLC") return y.flatten(2).transpose(1, 2);
   if (fmt == "NCL") return y.flatten(2);

@@ -4,7 +4,9 @@
 // SelectAdaptivePool2d pools NCHW features to 1x1 with pool_type '' (none),
 // 'avg', 'max', 'avgmax' (0.5 * (avg + max)), 'catavgmax' (avg and max
 // concatenated on channels: twice the features) or the 'fast*' variants
-// (mean / amax, same values); with flatten it returns (N, C). Neither piece
+// (mean / amax, same values); with flatten it returns (N, C). Channels-last
+// input (input_fmt "NHWC", Swin's) is pooled over dims 1 and 2 with the fast
+// reductions whatever the pool type, as timm. Neither piece
 // has parameters of its own; create_classifier's fc is a Linear named as timm's.
 #pragma once
 
@@ -32,11 +34,12 @@ struct SelectAdaptivePool2dOptions {
   /* implicit */ SelectAdaptivePool2dOptions(std::string pool_type = "avg") : pool_type_(std::move(pool_type)) {}
   TORCH_ARG(std::string, pool_type);
   TORCH_ARG(bool, flatten) = false;
+  TORCH_ARG(std::string, input_fmt) = "NCHW";  // or "NHWC"
 };
 
 class SelectAdaptivePool2dImpl : public torch::nn::Cloneable<SelectAdaptivePool2dImpl> {
  public:
-  // Throws UsageError for an unknown pool_type.
+  // Throws UsageError for an unknown pool_type or input_fmt.
   explicit SelectAdaptivePool2dImpl(const SelectAdaptivePool2dOptions& options = {});
   void reset() override;
   void pretty_print(std::ostream& stream) const override;
@@ -49,7 +52,7 @@ class SelectAdaptivePool2dImpl : public torch::nn::Cloneable<SelectAdaptivePool2
 };
 TORCH_MODULE(SelectAdaptivePool2d);
 
-// timm's create_classifier(num_features, num_classes, pool_type): the pooling
+// timm's create_classifier(num_features, num_classes, pool_type, input_fmt): the pooling
 // (flattening unless pool_type is '') and the fc, Linear(num_features *
 // feat_mult, num_classes), or Identity when num_classes <= 0. Register them as
 // "global_pool" and "fc" (model.register_module("fc", head.fc.ptr())), call fc
@@ -59,7 +62,8 @@ struct ClassifierHead {
   torch::nn::AnyModule fc;
   int64_t num_pooled_features = 0;  // fc's in_features
 };
-ClassifierHead create_classifier(int64_t num_features, int64_t num_classes, const std::string& pool_type = "avg");
+ClassifierHead create_classifier(int64_t num_features, int64_t num_classes, const std::string& pool_type = "avg",
+                                 const std::string& input_fmt = "NCHW");
 
 // timm's ClassifierHead module (the name ClassifierHead is taken by
 // create_classifier's parts above): "global_pool", dropout at drop_rate,
@@ -72,6 +76,9 @@ struct ClassifierHeadModuleOptions {
   TORCH_ARG(int64_t, num_classes);  // <= 0: fc is Identity
   TORCH_ARG(std::string, pool_type) = "avg";
   TORCH_ARG(double, drop_rate) = 0.0;
+  // "NHWC": channels-last features (Swin's); with pool_type '' fc applies to
+  // the last dimension of the unpooled map, as timm.
+  TORCH_ARG(std::string, input_fmt) = "NCHW";
 };
 
 class ClassifierHeadModuleImpl : public torch::nn::Cloneable<ClassifierHeadModuleImpl> {

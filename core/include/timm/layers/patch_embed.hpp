@@ -4,7 +4,9 @@
 // input must be img_size x img_size; without it any size a multiple of
 // patch_size, or any size with dynamic_img_pad (zeros padded at the bottom
 // and right up to the next multiple, as timm). A wrong size throws
-// timm::Error naming both sizes. State_dict keys: proj.{weight,bias}.
+// timm::Error naming both sizes. With norm_layer "layernorm" a LayerNorm over
+// embed_dim follows (timm's norm_layer=nn.LayerNorm, Swin's). State_dict
+// keys: proj.{weight,bias}, [norm.{weight,bias}].
 #pragma once
 
 #include <array>
@@ -16,6 +18,8 @@
 #include <torch/nn/cloneable.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/pimpl.h>
+
+#include "timm/layers/norm.hpp"
 
 namespace timm::layers {
 
@@ -33,12 +37,16 @@ struct PatchEmbedOptions {
   TORCH_ARG(std::string, output_fmt) = "";
   TORCH_ARG(bool, strict_img_size) = true;
   TORCH_ARG(bool, dynamic_img_pad) = false;
+  // "" (none) or "layernorm": torch's nn.LayerNorm(embed_dim) after the
+  // layout change, so the output must be channels last (NHWC, NLC, flatten).
+  TORCH_ARG(std::string, norm_layer) = "";
+  TORCH_ARG(double, norm_eps) = 1e-5;  // nn.LayerNorm's default
 };
 
 class PatchEmbedImpl : public torch::nn::Cloneable<PatchEmbedImpl> {
  public:
-  // Throws UsageError unless patch_size divides img_size, sizes are positive
-  // and output_fmt is known.
+  // Throws UsageError unless patch_size divides img_size, sizes are positive,
+  // output_fmt and norm_layer are known and a norm has a channels-last output.
   explicit PatchEmbedImpl(const PatchEmbedOptions& options);
   void reset() override;
   void pretty_print(std::ostream& stream) const override;
@@ -52,6 +60,10 @@ class PatchEmbedImpl : public torch::nn::Cloneable<PatchEmbedImpl> {
 
   PatchEmbedOptions options;
   torch::nn::Conv2d proj{nullptr};
+  LayerNorm norm{nullptr};  // null without norm_layer
+
+ private:
+  at::Tensor to_output_fmt(const at::Tensor& y) const;
 };
 TORCH_MODULE(PatchEmbed);
 
