@@ -1,5 +1,5 @@
 """Shared oracle for the model-plugin parity tests (resnet_oracle.py, regnet_oracle.py,
-efficientnet_oracle.py, vit_oracle.py, convnext_oracle.py; the C++ side is
+efficientnet_oracle.py, vit_oracle.py, convnext_oracle.py, swin_oracle.py; the C++ side is
 tests/support/model_parity.hpp).
 
 A case is a JSON object {"id", "name", "in_chans", "img_size", "img_height", "batch",
