@@ -5,6 +5,8 @@
 // cases compare both with timm through whole models.
 #include <array>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -62,6 +64,27 @@ TEST_CASE("PatchEmbed: strict size, multiples of the patch, dynamic_img_pad's ze
   CHECK(at::allclose(y, padded->proj(at::constant_pad_nd(x, {0, 12, 0, 8}, 0.0))));
   CHECK_THROWS_WITH_AS(layers::PatchEmbed(layers::PatchEmbedOptions(32, 16, 3, 8).output_fmt("NDHWC")),
                        doctest::Contains("'NDHWC'"), timm::UsageError);
+}
+
+TEST_CASE(
+    "PatchEmbed norm_layer: torch's LayerNorm (eps 1e-5) over embed_dim after the layout change, keys proj, norm") {
+  at::manual_seed(0);
+  c10::NoGradGuard no_grad;
+  layers::PatchEmbed embed(layers::PatchEmbedOptions(32, 16, 3, 8).output_fmt("NHWC").norm_layer("layernorm"));
+  std::vector<std::string> keys;
+  for (const auto& item : embed->named_parameters()) keys.push_back(item.key());
+  CHECK(keys == std::vector<std::string>{"proj.weight", "proj.bias", "norm.weight", "norm.bias"});
+  embed->norm->weight.normal_();
+  const at::Tensor x = at::randn({2, 3, 32, 32});
+  const at::Tensor expected =
+      at::layer_norm(embed->proj(x).permute({0, 2, 3, 1}), {8}, embed->norm->weight, embed->norm->bias, 1e-5);
+  CHECK(at::allclose(embed(x), expected));
+  // A norm over the last dimension needs channels last.
+  CHECK_THROWS_WITH_AS(
+      layers::PatchEmbed(layers::PatchEmbedOptions(32, 16, 3, 8).output_fmt("NCHW").norm_layer("layernorm")),
+      doctest::Contains("output_fmt"), timm::UsageError);
+  CHECK_THROWS_WITH_AS(layers::PatchEmbed(layers::PatchEmbedOptions(32, 16, 3, 8).norm_layer("batchnorm")),
+                       doctest::Contains("'batchnorm'"), timm::UsageError);
 }
 
 }  // namespace test_patch_embed
