@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every benchmark of issue 15 in one go, each side against Python timm from
 # the same venv, interleaved and repeated (bench/interleave.py), then one
-# table of medians, spreads and targets (bench/summary.py). About 30 minutes
+# table of medians, spreads and targets (bench/summary.py). About 26 minutes
 # on the 2-core build machine; the table goes to stdout and, with its
 # details, to bench/results/run_all-DATE.md.
 #
