@@ -443,7 +443,11 @@ inline nlohmann::json check_registered(const std::string& oracle, const std::vec
 // Fresh init statistics per state_dict entry against timm's (different RNG
 // streams, so distributions, not values): constant tensors equal exactly;
 // others have std within `std_rtol` of timm's (3x that for tensors under 1000
-// values), mean within 6 / sqrt(numel) std, and min / max within one std of timm's.
+// values), mean within 6 / sqrt(numel) std, and min / max within 1.5 std of
+// timm's: the extremes of two streams of the same truncated normal differ by
+// up to about 1.3 std by chance (Swin's bias tables, 1014 and 8748 values:
+// 4.65 against 3.52 std), while a truncation at 2 std instead of timm's
+// absolute a, b puts the extremes of 10,000 draws about 1.8 std apart.
 inline void check_init_stats(const std::string& oracle, const std::vector<std::string>& names, double std_rtol = 0.1) {
   load_builtin_plugins();
   const auto stats = nlohmann::json::parse(run_oracle(oracle, {"initstats", "--names", join(names)}));
@@ -470,8 +474,9 @@ inline void check_init_stats(const std::string& oracle, const std::vector<std::s
       const double n = static_cast<double>(s.at(0).get<int64_t>());
       CHECK_MESSAGE(std::abs(mean - s.at(1).get<double>()) <= 6.0 * timm_std / std::sqrt(n) + 1e-12,
                     "mean ours " << mean << " timm " << s.at(1).get<double>());
-      CHECK(std::abs(t.min().item<double>() - s.at(3).get<double>()) <= timm_std);
-      CHECK(std::abs(t.max().item<double>() - s.at(4).get<double>()) <= timm_std);
+      const double extreme_tol = 1.5 * timm_std;
+      CHECK(std::abs(t.min().item<double>() - s.at(3).get<double>()) <= extreme_tol);
+      CHECK(std::abs(t.max().item<double>() - s.at(4).get<double>()) <= extreme_tol);
     }
   }
 }

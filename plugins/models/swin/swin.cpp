@@ -42,6 +42,7 @@
 #include "timm/layers/patch_embed.hpp"
 #include "timm/layers/weight_init.hpp"
 #include "timm/layers/window_attention.hpp"
+#include "timm/models/grad_checkpoint.hpp"
 #include "timm/models/model.hpp"
 #include "timm/plugin/plugin.hpp"
 
@@ -199,10 +200,16 @@ class SwinTransformerStageImpl : public nn::Module {
     }
   }
 
-  at::Tensor forward(const at::Tensor& x) { return blocks->forward(downsample ? downsample(x) : x); }
+  // With grad_checkpointing each block is checkpointed (timm's checkpoint_seq
+  // over the stage's blocks), the downsample not.
+  at::Tensor forward(const at::Tensor& input) {
+    const at::Tensor x = downsample ? downsample(input) : input;
+    return grad_checkpointing ? checkpoint_seq(sequence_modules(blocks), x) : blocks->forward(x);
+  }
 
   PatchMerging downsample{nullptr};
   nn::Sequential blocks{nullptr};
+  bool grad_checkpointing = false;  // timm's per-stage attribute, set by the model's set_grad_checkpointing
 };
 TORCH_MODULE(SwinTransformerStage);
 
@@ -273,6 +280,10 @@ class SwinTransformerImpl : public ClassifierImpl {
     return pre_logits ? head->forward_pre_logits(x) : head(x);
   }
   at::Tensor forward(at::Tensor x) override { return forward_head(forward_features(x)); }
+  // timm: each stage's grad_checkpointing.
+  void set_grad_checkpointing(bool enable) override {
+    for (size_t i = 0; i < stages->size(); ++i) stages->ptr<SwinTransformerStageImpl>(i)->grad_checkpointing = enable;
+  }
   int64_t num_classes() const override { return num_classes_; }
   const PretrainedCfg& pretrained_cfg() const override { return cfg_; }
   // timm's no_weight_decay: every relative_position_bias_table by its full name.
@@ -365,7 +376,10 @@ std::vector<SwinSpec> swin_specs() {
 
 std::string join_ints(const std::vector<int64_t>& values) {
   std::string text;
-  for (size_t i = 0; i < values.size(); ++i) text += (i > 0 ? "-" : "") + std::to_string(values[i]);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) text += '-';  // appended, not "-" + string: g++ 12 warns falsely on the latter (-Wstringop-overflow)
+    text += std::to_string(values[i]);
+  }
   return text;
 }
 

@@ -223,4 +223,9 @@ TEST_CASE("swin rejects what it does not support") {
   CHECK_THROWS_WITH_AS(model->forward(at::zeros({1, 3, 56, 56})), doctest::Contains("64x64"), timm::Error);
 }
 
+TEST_CASE("swin --grad-checkpointing: each stage's blocks checkpointed, the plain step's gradients") {
+  // 64 px: shifted windows in stage 0, shrunken ones later.
+  timm::test::check_grad_checkpointing("swin_tiny_patch4_window7_224", 64, 64, {{"img_size", "64"}});
+}
+
 }  // namespace test_swin
