@@ -17,13 +17,27 @@ torch::nn::AnyModule make_fc(int64_t in, int64_t out, bool bias, bool use_conv) 
   return nn::AnyModule(nn::Linear(nn::LinearOptions(in, out).bias(bias)));
 }
 
-void check_mlp_options(const char* what, const MlpOptions& options) {
+// MlpOptions and ConvMlpOptions: the checks and widths their modules share.
+template <class Options>
+void check_mlp_options(const char* what, const Options& options) {
   if (options.in_features() < 1) {
     throw UsageError(std::string(what) + ": in_features must be >= 1, got " + std::to_string(options.in_features()));
   }
   if (options.drop() < 0.0 || options.drop() > 1.0) {
     throw UsageError(std::string(what) + ": drop must be in [0, 1], got " + std::to_string(options.drop()));
   }
+}
+
+// timm's hidden_features or in_features, out_features or in_features.
+struct MlpWidths {
+  int64_t in, hidden, out;
+};
+
+template <class Options>
+MlpWidths mlp_widths(const Options& options) {
+  const int64_t in = options.in_features();
+  return {in, options.hidden_features() > 0 ? options.hidden_features() : in,
+          options.out_features() > 0 ? options.out_features() : in};
 }
 
 }  // namespace
@@ -34,9 +48,7 @@ MlpImpl::MlpImpl(const MlpOptions& options_) : options(options_) {
 }
 
 void MlpImpl::reset() {
-  const int64_t in = options.in_features();
-  const int64_t hidden = options.hidden_features() > 0 ? options.hidden_features() : in;
-  const int64_t out = options.out_features() > 0 ? options.out_features() : in;
+  const auto [in, hidden, out] = mlp_widths(options);
   fc1 = make_fc(in, hidden, options.bias(), options.use_conv());
   register_module("fc1", fc1.ptr());
   act = register_module("act", create_act(options.act_layer()));
@@ -62,9 +74,7 @@ GlobalResponseNormMlpImpl::GlobalResponseNormMlpImpl(const MlpOptions& options_)
 }
 
 void GlobalResponseNormMlpImpl::reset() {
-  const int64_t in = options.in_features();
-  const int64_t hidden = options.hidden_features() > 0 ? options.hidden_features() : in;
-  const int64_t out = options.out_features() > 0 ? options.out_features() : in;
+  const auto [in, hidden, out] = mlp_widths(options);
   fc1 = make_fc(in, hidden, options.bias(), options.use_conv());
   register_module("fc1", fc1.ptr());
   act = register_module("act", create_act(options.act_layer()));
@@ -87,12 +97,7 @@ at::Tensor GlobalResponseNormMlpImpl::forward(const at::Tensor& x) {
 }
 
 ConvMlpImpl::ConvMlpImpl(const ConvMlpOptions& options_) : options(options_) {
-  if (options.in_features() < 1) {
-    throw UsageError("ConvMlp: in_features must be >= 1, got " + std::to_string(options.in_features()));
-  }
-  if (options.drop() < 0.0 || options.drop() > 1.0) {
-    throw UsageError("ConvMlp: drop must be in [0, 1], got " + std::to_string(options.drop()));
-  }
+  check_mlp_options("ConvMlp", options);
   if (!options.norm_layer().empty() && options.norm_layer() != "layernorm2d") {
     throw UsageError("ConvMlp: norm_layer " + in_quotes(options.norm_layer()) +
                      " is not supported (expected '' or 'layernorm2d')");
@@ -102,9 +107,7 @@ ConvMlpImpl::ConvMlpImpl(const ConvMlpOptions& options_) : options(options_) {
 
 void ConvMlpImpl::reset() {
   namespace nn = torch::nn;
-  const int64_t in = options.in_features();
-  const int64_t hidden = options.hidden_features() > 0 ? options.hidden_features() : in;
-  const int64_t out = options.out_features() > 0 ? options.out_features() : in;
+  const auto [in, hidden, out] = mlp_widths(options);
   fc1 = register_module("fc1", nn::Conv2d(nn::Conv2dOptions(in, hidden, 1).bias(options.bias())));
   if (options.norm_layer() == "layernorm2d") norm = register_module("norm", LayerNorm2d(hidden));
   act = register_module("act", create_act(options.act_layer()));
