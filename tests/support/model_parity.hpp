@@ -237,6 +237,24 @@ inline void check_head_split(const std::string& name, int64_t img_size, const nl
   CHECK(at::equal(no_fc->forward(x), pooled));
 }
 
+// drop_rate 1 zeroes the head's input in training, so the logits of `x` are
+// the classifier bias `bias_key` (drawn from N(0, 1) first, so that a head
+// giving zeros cannot pass); in eval they are not. `args` without drop_rate.
+inline void check_head_dropout_gives_bias(const std::string& name, ModelArgs args, const std::string& bias_key,
+                                          const at::Tensor& x) {
+  CAPTURE(name);
+  load_builtin_plugins();
+  c10::NoGradGuard no_grad;
+  args.drop_rate = 1.0;
+  ModelPtr dropped = create_model(name, args);
+  dropped->named_parameters()[bias_key].normal_();
+  const at::Tensor bias = dropped->named_parameters()[bias_key].expand({x.size(0), args.num_classes});
+  dropped->train();
+  CHECK(at::allclose(dropped->forward(x), bias));
+  dropped->eval();
+  CHECK_FALSE(at::allclose(dropped->forward(x), bias));
+}
+
 // Structure (state_dict keys in order, shapes, dtypes, parameter count), then
 // timm's weights give timm's eval logits, eval forward_features /
 // forward_head / pre-logits (check_features_and_head), train logits, loss,

@@ -132,17 +132,9 @@ TEST_CASE("convnext head options: num_classes 0, global_pool '', drop_rate") {
   CHECK((unpooled->named_parameters()["head.fc.weight"].sizes() == at::IntArrayRef{10, 320, 1, 1}));
   CHECK((unpooled->forward(x).sizes() == at::IntArrayRef{2, 10, 2, 2}));
 
-  // drop_rate 1 zeroes the normed features in training: the logits are head.fc.bias.
   args = {};
   args.num_classes = 10;
-  args.drop_rate = 1.0;
-  timm::ModelPtr dropped = make("convnext_atto", args);
-  dropped->named_parameters()["head.fc.bias"].normal_();
-  const at::Tensor bias = dropped->named_parameters()["head.fc.bias"];
-  dropped->train();
-  CHECK(at::allclose(dropped->forward(x), bias.expand({2, 10})));
-  dropped->eval();
-  CHECK_FALSE(at::allclose(dropped->forward(x), bias.expand({2, 10})));
+  timm::test::check_head_dropout_gives_bias("convnext_atto", args, "head.fc.bias", x);
 }
 
 TEST_CASE("convnext head variants: norm_pre with a plain ClassifierHead (tiny_hnf), V2 blocks without gamma") {

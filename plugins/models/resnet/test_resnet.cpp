@@ -178,15 +178,8 @@ TEST_CASE("resnet head options: num_classes 0, global_pool, drop_rate") {
   cat->eval();
   CHECK((cat->forward(x).sizes() == at::IntArrayRef{2, kNumClasses}));
 
-  // drop_rate 1 zeroes the pooled features in training: logits are fc.bias.
   args.global_pool = std::nullopt;
-  args.drop_rate = 1.0;
-  timm::ModelPtr dropped = timm::create_model("resnet18", args);
-  dropped->train();
-  const at::Tensor bias = dropped->named_parameters()["fc.bias"];
-  CHECK(at::allclose(dropped->forward(x), bias.expand({2, kNumClasses})));
-  dropped->eval();
-  CHECK_FALSE(at::allclose(dropped->forward(x), bias.expand({2, kNumClasses})));
+  timm::test::check_head_dropout_gives_bias("resnet18", args, "fc.bias", x);
 }
 
 TEST_CASE("resnet rejects what it does not support") {

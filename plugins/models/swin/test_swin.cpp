@@ -186,17 +186,9 @@ TEST_CASE("swin head options: num_classes 0, global_pool '' (per-position logits
   unpooled->eval();
   CHECK((unpooled->forward(x).sizes() == at::IntArrayRef{2, 2, 2, 10}));
 
-  // drop_rate 1 zeroes the pooled features in training: the logits are head.fc.bias.
   args = small_args();
-  args.drop_rate = 1.0;
   args.drop_path_rate = 0.0;
-  timm::ModelPtr dropped = make("swin_tiny_patch4_window7_224", args);
-  dropped->named_parameters()["head.fc.bias"].normal_();
-  const at::Tensor bias = dropped->named_parameters()["head.fc.bias"];
-  dropped->train();
-  CHECK(at::allclose(dropped->forward(x), bias.expand({2, 10})));
-  dropped->eval();
-  CHECK_FALSE(at::allclose(dropped->forward(x), bias.expand({2, 10})));
+  timm::test::check_head_dropout_gives_bias("swin_tiny_patch4_window7_224", args, "head.fc.bias", x);
 }
 
 TEST_CASE("swin rejects what it does not support") {
