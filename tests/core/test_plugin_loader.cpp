@@ -195,7 +195,7 @@ TEST_CASE("a good plugin registers its models with their origin") {
   CHECK(registry.size() == 2);
 }
 
-TEST_CASE("a model plugin without forward_features / forward_head loads, and they throw naming the model") {
+TEST_CASE("a model plugin without the feature methods loads, and each throws naming the model") {
   // fixture_tiny implements only forward (as a third-party plugin built before them may): it loads and
   // trains, and the base class's defaults fail only when called, naming the model and its plugin file.
   PluginLoader loader(Registry::global());
@@ -218,6 +218,13 @@ TEST_CASE("a model plugin without forward_features / forward_head loads, and the
     CHECK_MESSAGE(contains(head, "model 'fixture_tiny' (from plugin '" + so + "') does not implement forward_head"),
                   head);
   }
+  const std::string info = error_of([&] { model->feature_info(); });
+  CHECK_MESSAGE(contains(info, "model 'fixture_tiny' (from plugin '" + so + "') does not implement feature_info"),
+                info);
+  const std::string inter = error_of([&] { model->forward_intermediates(x); });
+  CHECK_MESSAGE(
+      contains(inter, "model 'fixture_tiny' (from plugin '" + so + "') does not implement forward_intermediates"),
+      inter);
 
   // A model built without create_model has no registered name: its class name stands in.
   BareModelImpl bare;

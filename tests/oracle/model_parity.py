@@ -19,7 +19,9 @@ generate --dir D --cases JSON
     gradients of the parameters listed in the metadata ("grad.<key>"), the
     case's "after_buffers" after that train step ("after.<key>"), plus as
     metadata the state_dict key order, the parameter count and the per-block
-    drop-path rates for drop_path_rate=0.2.
+    drop-path rates for drop_path_rate=0.2. Also forward_intermediates' outputs for
+    each of INTERMEDIATES_VARIANTS ("inter.<variant>.<i>", "inter.<variant>.final";
+    metadata "intermediates": counts, or timm's error) and feature_info.
 check --dir D --cases JSON
     Loads D/<id>.cpp.safetensors with model.load_state_dict(load_file(...))
     (strict) and compares its eval logits on D/<id>.probe.safetensors' input
@@ -29,7 +31,7 @@ info --names a,b,... [--patterns p,q,...]
     pretrained=False) but drop_path_rate=0.2, which adds no state, built on
     the meta device (shapes only, no memory), its state_dict keys, shapes and
     dtypes, parameter count, default pretrained cfg, no_weight_decay,
-    group_matcher, drop_rate and per-block drop-path rates ("models"); and the
+    group_matcher, drop_rate, per-block drop-path rates and feature_info ("models"); and the
     names timm.list_models(PATTERN) gives ("list").
 initstats --names a,b,...
     One JSON object: for each name, per state_dict entry of a freshly
@@ -90,6 +92,43 @@ def perturb(model, generator):
                 m.running_var.copy_(torch.rand(m.running_var.shape, generator=generator) * 0.5 + 0.75)
 
 
+# forward_intermediates keyword arguments the parity cases try (model_parity.hpp's
+# kIntermediatesVariants has the same): every level; the last two, stopping early;
+# the first and last with the final norm; one level stopping early with the
+# final features; and the token layout of a ViT.
+INTERMEDIATES_VARIANTS = {
+    "all": {},
+    "last2_early_only": dict(indices=2, stop_early=True, intermediates_only=True),
+    "ends_norm": dict(indices=[0, -1], norm=True),
+    "second_early": dict(indices=[1], stop_early=True),
+    "nlc": dict(output_fmt="NLC"),
+}
+
+
+def record_intermediates(model, x, out):
+    # Each variant's outputs as "inter.<variant>.<i>" and "inter.<variant>.final";
+    # returns per variant the number of intermediates and whether there are final
+    # features, or timm's error for a combination the model refuses.
+    summary = {}
+    for variant, kwargs in INTERMEDIATES_VARIANTS.items():
+        try:
+            result = model.forward_intermediates(x, **kwargs)
+        except (AssertionError, ValueError) as e:
+            summary[variant] = {"error": str(e)}
+            continue
+        final, inters = (None, result) if kwargs.get("intermediates_only") else result
+        for i, t in enumerate(inters):
+            out[f"inter.{variant}.{i}"] = t.clone().contiguous()
+        if final is not None:
+            out[f"inter.{variant}.final"] = final.clone().contiguous()
+        summary[variant] = {"count": len(inters), "final": final is not None}
+    return summary
+
+
+def feature_info(model):
+    return [[f["num_chs"], f["reduction"], f["module"]] for f in model.feature_info]
+
+
 def generate(directory, case, grad_keys_fn, drop_path_rates_fn):
     torch.manual_seed(0)
     model = create(case)
@@ -111,6 +150,7 @@ def generate(directory, case, grad_keys_fn, drop_path_rates_fn):
         out["features_eval"] = features.clone().contiguous()
         out["head_eval"] = model.forward_head(features).clone().contiguous()
         out["pre_logits_eval"] = model.forward_head(features, pre_logits=True).clone().contiguous()
+        intermediates = record_intermediates(model, x, out)
     model.train()
     # Random layers (DropBlock) draw from the default generator: the C++ side
     # seeds it the same way before its train step.
@@ -134,6 +174,8 @@ def generate(directory, case, grad_keys_fn, drop_path_rates_fn):
         "param_count": str(sum(p.numel() for p in model.parameters())),
         "grad_keys": json.dumps(keys),
         "drop_path_rates": json.dumps(drop_path_rates_fn(create_meta(case, drop_path_rate=0.2))),
+        "intermediates": json.dumps(intermediates),
+        "feature_info": json.dumps(feature_info(model)),
     }
     save_file(out, stem(directory, case) + ".expected.safetensors", metadata=metadata)
     print(f"{case['id']}: logits_eval max |.| {out['logits_eval'].abs().max().item():.4g}, loss {loss.item():.6g}")
@@ -180,6 +222,7 @@ def info(names, patterns, drop_path_rates_fn):
             "no_weight_decay": sorted(model.no_weight_decay()) if hasattr(model, "no_weight_decay") else [],
             "group_matcher": {c: model.group_matcher(coarse=c == "coarse") for c in ("fine", "coarse")},
             "drop_path_rates": drop_path_rates_fn(model),
+            "feature_info": feature_info(model),
         }
         if hasattr(model, "drop_rate"):
             entry["drop_rate"] = model.drop_rate

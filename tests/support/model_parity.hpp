@@ -23,8 +23,10 @@
 #include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
+#include "timm/base/error.hpp"
 #include "timm/io/safetensors.hpp"
 #include "timm/layers/drop_path.hpp"
+#include "timm/models/features.hpp"
 #include "timm/models/model.hpp"
 #include "timm/models/state_dict.hpp"
 #include "timm/plugin/registry.hpp"
@@ -163,8 +165,9 @@ inline void check_drop_path_rates(torch::nn::Module& model, const std::vector<do
 struct ParityDiffs {
   double eval = 0.0;
   double train = 0.0;
-  double grad = 0.0;      // max over the compared gradients
-  double features = 0.0;  // max over forward_features, forward_head and its pre_logits output
+  double grad = 0.0;           // max over the compared gradients
+  double features = 0.0;       // max over forward_features, forward_head and its pre_logits output
+  double intermediates = 0.0;  // max over forward_intermediates' outputs
 };
 
 // timm's forward_features / forward_head split, eval mode, no grad, on timm's
@@ -197,6 +200,74 @@ inline double check_features_and_head(ClassifierImpl& model, const ParityCase& c
     CHECK_MESSAGE(all_close(ours, timm_value, tol), c.id << " " << key << " max abs diff " << d);
   }
   CHECK_MESSAGE(at::equal(model.forward(input), head), c.id << ": forward != forward_head(forward_features(x))");
+  model.train(was_training);
+  return worst;
+}
+
+// One forward_intermediates call the parity cases compare with timm's
+// (model_parity.py's INTERMEDIATES_VARIANTS has the same ids and arguments).
+struct IntermediatesVariant {
+  std::string id;
+  IntermediatesOptions options;
+};
+
+inline std::vector<IntermediatesVariant> intermediates_variants() {
+  return {
+      {"all", IntermediatesOptions()},
+      {"last2_early_only", IntermediatesOptions().indices(int64_t{2}).stop_early(true).intermediates_only(true)},
+      {"ends_norm", IntermediatesOptions().indices(std::vector<int64_t>{0, -1}).norm(true)},
+      {"second_early", IntermediatesOptions().indices(std::vector<int64_t>{1}).stop_early(true)},
+      {"nlc", IntermediatesOptions().output_fmt("NLC")},
+  };
+}
+
+inline nlohmann::json feature_info_json(const std::vector<FeatureInfo>& info) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& f : info) out.push_back({f.num_chs, f.reduction, f.module});
+  return out;
+}
+
+// feature_info equal to timm's, and forward_intermediates (eval, no grad, on
+// timm's weights and input) for each variant: the same number of
+// intermediates, each within `tol` of timm's, final features when timm has
+// them, within `tol` too; a UsageError where timm refuses the arguments. The
+// "all" variant's final features are forward_features(input) bit for bit.
+// Returns the largest difference from timm.
+inline double check_intermediates(ClassifierImpl& model, const ParityCase& c,
+                                  const std::map<std::string, at::Tensor>& expected,
+                                  const std::map<std::string, std::string>& meta, const Tolerance& tol) {
+  CHECK(feature_info_json(model.feature_info()) == nlohmann::json::parse(meta.at("feature_info")));
+  const bool was_training = model.is_training();
+  model.eval();
+  c10::NoGradGuard no_grad;
+  const at::Tensor& input = expected.at("input");
+  const auto timm_results = nlohmann::json::parse(meta.at("intermediates"));
+  double worst = 0.0;
+  auto compare = [&](const std::string& key, const at::Tensor& ours) {
+    const at::Tensor& timm_value = expected.at(key);
+    CHECK_MESSAGE((ours.sizes() == timm_value.sizes()),
+                  c.id << " " << key << ": shape " << ours.sizes() << ", timm " << timm_value.sizes());
+    if (ours.sizes() != timm_value.sizes()) return;
+    const double d = max_abs_diff(ours, timm_value);
+    worst = worst_diff(worst, d);
+    CHECK_MESSAGE(all_close(ours, timm_value, tol), c.id << " " << key << " max abs diff " << d);
+  };
+  for (const auto& variant : intermediates_variants()) {
+    CAPTURE(variant.id);
+    const auto& timm_result = timm_results.at(variant.id);
+    if (timm_result.contains("error")) {
+      CHECK_THROWS_AS(model.forward_intermediates(input, variant.options), UsageError);
+      continue;
+    }
+    const Intermediates ours = model.forward_intermediates(input, variant.options);
+    REQUIRE(ours.intermediates.size() == timm_result.at("count").get<size_t>());
+    for (size_t i = 0; i < ours.intermediates.size(); ++i) {
+      compare("inter." + variant.id + "." + std::to_string(i), ours.intermediates[i]);
+    }
+    REQUIRE(ours.final.defined() == timm_result.at("final").get<bool>());
+    if (ours.final.defined()) compare("inter." + variant.id + ".final", ours.final);
+    if (variant.id == "all") CHECK(at::equal(ours.final, model.forward_features(input)));
+  }
   model.train(was_training);
   return worst;
 }
@@ -257,7 +328,8 @@ inline void check_head_dropout_gives_bias(const std::string& name, ModelArgs arg
 
 // Structure (state_dict keys in order, shapes, dtypes, parameter count), then
 // timm's weights give timm's eval logits, eval forward_features /
-// forward_head / pre-logits (check_features_and_head), train logits, loss,
+// forward_head / pre-logits (check_features_and_head), feature_info and
+// forward_intermediates (check_intermediates), train logits, loss,
 // gradients and `after_buffers` here, and the per-block drop-path rates for
 // drop_path_rate 0.2 equal timm's.
 inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile& file, const ParityOptions& opts) {
@@ -295,6 +367,7 @@ inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile&
     CHECK_MESSAGE(all_close(logits, expected.at("logits_eval"), tol), c.id << " eval max abs diff " << diffs.eval);
   }
   diffs.features = check_features_and_head(*model, c, expected, tol);
+  diffs.intermediates = check_intermediates(*model, c, expected, meta, tol);
   model->train();
   at::manual_seed(kTrainSeed);  // as the oracle before its train step: random layers draw the same
   const at::Tensor logits = model->forward(input);
@@ -329,7 +402,8 @@ inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile&
   ModelPtr dp_model = create_model(c.name, dp_args);
   check_drop_path_rates(*dp_model, nlohmann::json::parse(meta.at("drop_path_rates")).get<std::vector<double>>(), opts);
   MESSAGE(c.id << ": eval logits max abs diff " << diffs.eval << ", forward_features / forward_head " << diffs.features
-               << ", train " << diffs.train << ", grads " << diffs.grad << " (" << grad_keys.size() << " tensors)");
+               << ", forward_intermediates " << diffs.intermediates << ", train " << diffs.train << ", grads "
+               << diffs.grad << " (" << grad_keys.size() << " tensors)");
   return diffs;
 }
 
@@ -406,7 +480,7 @@ inline void check_group_matcher(const GroupMatcher& ours, const nlohmann::json& 
 // drop_path_rate 0.2 (which adds no state):
 // same state_dict keys in order, same shapes and dtypes, same parameter count,
 // same default pretrained cfg, no_weight_decay, group_matcher, default
-// drop_rate and per-block drop-path rates. Returns the oracle's JSON (its
+// drop_rate, per-block drop-path rates and feature_info. Returns the oracle's JSON (its
 // "list" has list_models results for `patterns`).
 inline nlohmann::json check_registered(const std::string& oracle, const std::vector<std::string>& names,
                                        const std::vector<std::string>& patterns, const ParityOptions& opts) {
@@ -454,6 +528,7 @@ inline nlohmann::json check_registered(const std::string& oracle, const std::vec
     // timm's default: no dropout unless --drop (not every timm model keeps the attribute).
     if (e.contains("drop_rate")) CHECK(e.at("drop_rate").get<double>() == ModelArgs{}.drop_rate);
     check_drop_path_rates(*model, e.at("drop_path_rates").get<std::vector<double>>(), opts);
+    CHECK(feature_info_json(model->feature_info()) == e.at("feature_info"));
   }
   return info;
 }
@@ -524,12 +599,46 @@ inline GradCheckpointStep grad_checkpoint_step(ClassifierImpl& model, const at::
   return step;
 }
 
+// forward_intermediates under set_grad_checkpointing(true) (`checkpointed`)
+// against `plain` with the same weights, in train mode from the same seed:
+// the same intermediates and final features within `tol`, and the same input
+// gradient of a weighted sum of them all.
+inline void check_checkpointed_intermediates(ClassifierImpl& plain, ClassifierImpl& checkpointed,
+                                             const at::Tensor& input, const Tolerance& tol) {
+  struct Run {
+    std::vector<at::Tensor> outputs;  // the intermediates, then the final features
+    at::Tensor input_grad;
+  };
+  auto run = [&](ClassifierImpl& model) {
+    model.train();
+    const at::Tensor x = input.clone().requires_grad_(true);
+    at::manual_seed(kTrainSeed);
+    const Intermediates result = model.forward_intermediates(x);
+    Run out{result.intermediates, {}};
+    out.outputs.push_back(result.final);
+    at::Tensor loss = at::zeros({}, input.options());
+    for (const auto& t : out.outputs) loss = loss + (t * at::linspace(-1.0, 1.0, t.numel()).view_as(t)).sum();
+    loss.backward();
+    out.input_grad = x.grad();
+    return out;
+  };
+  const Run expected = run(plain);
+  const Run ours = run(checkpointed);
+  REQUIRE(ours.outputs.size() == expected.outputs.size());
+  for (size_t i = 0; i < ours.outputs.size(); ++i) {
+    CHECK_MESSAGE(all_close(ours.outputs[i], expected.outputs[i], tol), "forward_intermediates output " << i);
+  }
+  REQUIRE(ours.input_grad.defined());
+  CHECK_MESSAGE(all_close(ours.input_grad, expected.input_grad, tol), "input gradient through forward_intermediates");
+}
+
 // --grad-checkpointing: a train step of `name` (drop path and dropout at 0.2,
 // so the rerun must draw the plain run's masks) with
 // set_grad_checkpointing(true) gives the plain step's logits, input gradient
 // and parameter gradients within `tol` (the same weights, the same seed; on
 // the CPU 1e-6, in fact bit for bit), and leaves the generator where the plain
-// step does. On one thread, as the parity cases.
+// step does; forward_intermediates too (check_checkpointed_intermediates). On
+// one thread, as the parity cases.
 inline void check_grad_checkpointing(const std::string& name, int64_t height, int64_t width,
                                      std::map<std::string, std::string> kwargs = {},
                                      const c10::Device& device = c10::Device(c10::kCPU),
@@ -567,6 +676,7 @@ inline void check_grad_checkpointing(const std::string& name, int64_t height, in
     }
   }
   CHECK(at::equal(ours.next_draw, expected.next_draw));
+  check_checkpointed_intermediates(*plain, *checkpointed, input, tol);
 }
 
 }  // namespace timm::test

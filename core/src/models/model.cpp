@@ -35,6 +35,20 @@ torch::Tensor ClassifierImpl::forward_head(torch::Tensor x, bool pre_logits) {
               "(docs/plugins.md, Models)");
 }
 
+std::vector<FeatureInfo> ClassifierImpl::feature_info() const {
+  throw Error(describe_model(*this) +
+              " does not implement feature_info (timm's feature levels); its plugin must override "
+              "ClassifierImpl::feature_info and forward_intermediates to support this (docs/plugins.md, Models)");
+}
+
+Intermediates ClassifierImpl::forward_intermediates(torch::Tensor x, const IntermediatesOptions& options) {
+  (void)x;
+  (void)options;
+  throw Error(describe_model(*this) +
+              " does not implement forward_intermediates (timm's feature maps per level); its plugin must override "
+              "ClassifierImpl::feature_info and forward_intermediates to support this (docs/plugins.md, Models)");
+}
+
 std::pair<torch::Tensor, torch::Tensor> ClassifierImpl::forward_distilled(torch::Tensor x) {
   (void)x;
   throw UsageError(describe_model(*this) +

@@ -13,7 +13,8 @@
 // Supported: num_classes (0: pooled, normed features come out), in_chans,
 // drop_rate (before head.fc), drop_path_rate (timm's linear per-block rule
 // over all blocks), global_pool ('avg' default, 'max', 'avgmax', 'fast*', or
-// '' with a 1x1-conv head as timm). No --model-kwargs. Not registered: timm's
+// '' with a 1x1-conv head as timm), feature_info and forward_intermediates
+// (one level per stage, NCHW). No --model-kwargs. Not registered: timm's
 // RmsNorm / SimpleNorm variants (convnext_atto_rms, convnext_zepto_rms*).
 #include <cstdint>
 #include <iterator>
@@ -198,7 +199,7 @@ nn::Sequential make_stem(const ConvNeXtSpec& spec, int64_t in_chans) {
 
 class ConvNeXtImpl : public ClassifierImpl {
  public:
-  ConvNeXtImpl(const ConvNeXtSpec& spec, const ModelArgs& args) : num_classes_(args.num_classes) {
+  ConvNeXtImpl(const ConvNeXtSpec& spec, const ModelArgs& args) : name_(spec.name), num_classes_(args.num_classes) {
     validate_model_args(spec.name, args);
     cfg_.input_size = {3, spec.img_size, spec.img_size};
     cfg_.crop_pct = spec.crop_pct;
@@ -226,15 +227,38 @@ class ConvNeXtImpl : public ClassifierImpl {
       first_block += spec.depths[i];
       block.dim = spec.dims[i];
       stages->push_back(ConvNeXtStage(spec.dims[i == 0 ? 0 : i - 1], block, rates));
+      // Every stem has stride 4 and stages 1..3 halve the map.
+      feature_info_.push_back({spec.dims[i], int64_t{4} << i, "stages." + std::to_string(i)});
     }
     make_head(spec, args);
     init_weights();
   }
 
   // timm's forward_features: stem, stages, norm_pre (an Identity unless head norm first), (N, C, H, W).
-  at::Tensor forward_features(at::Tensor input) override {
-    at::Tensor x = stages->forward(stem->forward(input));
-    return norm_pre ? norm_pre(x) : x;
+  at::Tensor forward_features(at::Tensor input) override { return final_norm(stages->forward(stem->forward(input))); }
+
+  // timm's feature levels: the four stages.
+  std::vector<FeatureInfo> feature_info() const override { return feature_info_; }
+
+  // timm's forward_intermediates over the stages (NCHW only). norm_pre is
+  // sized for the last stage: with norm it applies to that stage's
+  // intermediate only, and the final features get it only when that stage ran.
+  Intermediates forward_intermediates(at::Tensor input,
+                                      const IntermediatesOptions& options = IntermediatesOptions()) override {
+    check_output_fmt(name_, options.output_fmt(), {"NCHW"});
+    const int64_t num_stages = static_cast<int64_t>(stages->size());
+    const auto [take_indices, max_index] = feature_take_indices(num_stages, options.indices());
+    const std::vector<bool> take = take_mask(num_stages, take_indices);
+    const int64_t last = num_stages - 1;
+    Intermediates out;
+    at::Tensor x = stem->forward(input);
+    const int64_t stages_run = options.stop_early() ? max_index + 1 : num_stages;
+    for (int64_t i = 0; i < stages_run; ++i) {
+      x = stages->ptr<ConvNeXtStageImpl>(static_cast<size_t>(i))->forward(x);
+      if (take[static_cast<size_t>(i)]) out.intermediates.push_back(options.norm() && i == last ? final_norm(x) : x);
+    }
+    if (!options.intermediates_only()) out.final = stages_run == num_stages ? final_norm(x) : x;
+    return out;
   }
   // timm's forward_head: the head, up to its fc with pre_logits.
   at::Tensor forward_head(at::Tensor x, bool pre_logits = false) override {
@@ -313,8 +337,13 @@ class ConvNeXtImpl : public ClassifierImpl {
     }
   }
 
+  // norm_pre, an Identity unless head norm first (the default head norms after its pool).
+  at::Tensor final_norm(const at::Tensor& x) { return norm_pre ? norm_pre(x) : x; }
+
   PretrainedCfg cfg_;
+  std::string name_;
   int64_t num_classes_;
+  std::vector<FeatureInfo> feature_info_;
 };
 
 std::vector<ConvNeXtSpec> convnext_specs() {

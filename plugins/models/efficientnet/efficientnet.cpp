@@ -25,6 +25,9 @@
 // - lcnet_035/050/075/100/150 (PP-LCNet, timm's MobileNetV3 class with
 //   'dsa' blocks, SE only in the last stage).
 //
+// Every model has timm's feature_info (the stem when the first block strides,
+// then each block stack that ends a resolution) and forward_intermediates.
+//
 // Supported: num_classes (0: the pooled features come out), in_chans,
 // drop_rate (dropout before the classifier), drop_path_rate (timm's
 // rate * block / blocks schedule), global_pool, and --model-kwargs bn_eps,
@@ -200,7 +203,11 @@ void efficientnet_init_weights(nn::Module& model) {
 class EfficientNetImpl : public ClassifierImpl {
  public:
   EfficientNetImpl(const Spec& spec, const ModelArgs& args)
-      : family_(spec.family), cfg_(spec.cfg), num_classes_(args.num_classes), drop_rate_(args.drop_rate) {
+      : name_(spec.name),
+        family_(spec.family),
+        cfg_(spec.cfg),
+        num_classes_(args.num_classes),
+        drop_rate_(args.drop_rate) {
     validate_model_args(spec.name, args, {"bn_eps", "bn_momentum"});
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
     const NormArgs norm = norm_args(spec.name, args, spec.norm);
@@ -225,6 +232,10 @@ class EfficientNetImpl : public ClassifierImpl {
                               spec.depth_trunc);
     // A ModuleList of Sequentials: keys blocks.<stage>.<block>, as timm's Sequential of Sequentials.
     stages_ = build_stages(builder, stem_size, arch, head_chs);
+    for (const auto& feature : stage_features(builder, stem_size, arch)) {
+      feature_info_.push_back(feature.info);
+      stage_ends_.push_back(feature.stage);
+    }
     for (auto& stage : stages_) blocks->push_back(stage);
     register_module("blocks", blocks);
 
@@ -250,6 +261,42 @@ class EfficientNetImpl : public ClassifierImpl {
     }
     if (family_ == Family::kEfficientNet) x = bn2(conv_head.forward(x));
     return x;
+  }
+
+  // timm's feature_info: bn1 (only when the first block strides), then the
+  // block stacks that end a resolution, e.g. blocks.0/1/2/4/6 for
+  // efficientnet_b0.
+  std::vector<FeatureInfo> feature_info() const override { return feature_info_; }
+
+  // timm's forward_intermediates: the indices count feature_info's levels,
+  // each the output of step stage_ends_[level] (0: the stem, k + 1: block
+  // stack k). EfficientNet's final features get conv_head + bn2 only when
+  // every stack ran; MobileNetV3's are the last stack's output (its conv_head
+  // is in the head) and, as timm asserts, it stops early only for
+  // intermediates_only.
+  Intermediates forward_intermediates(at::Tensor input,
+                                      const IntermediatesOptions& options = IntermediatesOptions()) override {
+    check_output_fmt(name_, options.output_fmt(), {"NCHW"});
+    if (family_ == Family::kMobileNetV3 && options.stop_early() && !options.intermediates_only()) {
+      throw UsageError(name_ + ": forward_intermediates: Must use intermediates_only for early stopping.");
+    }
+    const auto [levels, max_level] = feature_take_indices(static_cast<int64_t>(stage_ends_.size()), options.indices());
+    std::vector<int64_t> steps;
+    for (const int64_t level : levels) steps.push_back(stage_ends_[static_cast<size_t>(level)]);
+    const std::vector<bool> take = take_mask(static_cast<int64_t>(stages_.size()) + 1, steps);
+    Intermediates out;
+    at::Tensor x = bn1(conv_stem.forward(input));
+    if (take[0]) out.intermediates.push_back(x);
+    const size_t stacks_run =
+        options.stop_early() ? static_cast<size_t>(stage_ends_[static_cast<size_t>(max_level)]) : stages_.size();
+    for (size_t i = 0; i < stacks_run; ++i) {
+      x = grad_checkpointing_ ? checkpoint_seq(sequence_modules(stages_[i]), x) : stages_[i]->forward(x);
+      if (take[i + 1]) out.intermediates.push_back(x);
+    }
+    if (options.intermediates_only()) return out;
+    if (family_ == Family::kEfficientNet && stacks_run == stages_.size()) x = bn2(conv_head.forward(x));
+    out.final = x;
+    return out;
   }
 
   // timm's forward_head: global_pool, (MobileNetV3: conv_head, act2,
@@ -315,8 +362,11 @@ class EfficientNetImpl : public ClassifierImpl {
     register_module("classifier", classifier.ptr());
   }
 
+  std::string name_;
   Family family_;
   std::vector<nn::Sequential> stages_;
+  std::vector<FeatureInfo> feature_info_;
+  std::vector<int64_t> stage_ends_;  // timm's stage_ends: the forward step of each feature level
   PretrainedCfg cfg_;
   int64_t num_classes_;
   double drop_rate_;

@@ -293,4 +293,21 @@ std::vector<torch::nn::Sequential> build_stages(const BuilderConfig& config, int
   return stages;
 }
 
+std::vector<StageFeature> stage_features(const BuilderConfig& config, int64_t in_chs, const ArchArgs& arch) {
+  std::vector<StageFeature> features;
+  if (arch.empty() || arch.front().empty()) return features;
+  int64_t reduction = 2;  // the stem's stride
+  // A strided first block would downsample the stem's level away: timm takes it from bn1.
+  if (arch.front().front().stride > 1) features.push_back({{in_chs, reduction, "bn1"}, 0});
+  for (size_t stack = 0; stack < arch.size(); ++stack) {
+    reduction *= arch[stack].front().stride;  // only a stack's first block strides
+    // A stack ends a level when the next one changes the resolution.
+    if (stack + 1 == arch.size() || arch[stack + 1].front().stride > 1) {
+      const int64_t num_chs = config.round_chs_fn(arch[stack].back().out_chs);
+      features.push_back({{num_chs, reduction, "blocks." + std::to_string(stack)}, static_cast<int64_t>(stack) + 1});
+    }
+  }
+  return features;
+}
+
 }  // namespace timm::efficientnet

@@ -24,6 +24,7 @@
 #include <torch/nn/modules/container/sequential.h>
 
 #include "efficientnet_blocks.hpp"
+#include "timm/models/features.hpp"
 
 namespace timm::efficientnet {
 
@@ -100,5 +101,18 @@ struct BuilderConfig {
 // blocks numbered in order. Returns the stages; `out_chs` gets the last block's channels.
 std::vector<torch::nn::Sequential> build_stages(const BuilderConfig& config, int64_t in_chs, const ArchArgs& arch,
                                                 int64_t& out_chs);
+
+// One of timm's EfficientNetBuilder.features: a FeatureInfo and its 'stage',
+// the forward step whose output it is (0: the stem, k + 1: block stack k).
+struct StageFeature {
+  FeatureInfo info;
+  int64_t stage = 0;
+};
+
+// timm's EfficientNetBuilder feature levels (feature_location 'bottleneck', no
+// output_stride): 'bn1' when the first block strides, then each stack followed
+// by a strided stack, and the last stack, as "blocks.<stack>" with its output
+// channels and total stride. `in_chs`: the stem's channels.
+std::vector<StageFeature> stage_features(const BuilderConfig& config, int64_t in_chs, const ArchArgs& arch);
 
 }  // namespace timm::efficientnet

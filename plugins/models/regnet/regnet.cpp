@@ -34,6 +34,7 @@
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/norm_act.hpp"
 #include "timm/layers/squeeze_excite.hpp"
+#include "timm/models/features.hpp"
 #include "timm/models/grad_checkpoint.hpp"
 #include "timm/models/model.hpp"
 #include "timm/plugin/plugin.hpp"
@@ -184,12 +185,14 @@ struct RegNetSpec {
 
 class RegNetImpl : public ClassifierImpl {
  public:
-  RegNetImpl(const RegNetSpec& spec, const ModelArgs& args) : cfg_(spec.pretrained), num_classes_(args.num_classes) {
+  RegNetImpl(const RegNetSpec& spec, const ModelArgs& args)
+      : name_(spec.name), cfg_(spec.pretrained), num_classes_(args.num_classes) {
     validate_model_args(spec.name, args);
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
     const RegNetCfg& cfg = spec.cfg;
     stem = register_module("stem", conv_norm_act(args.in_chans, cfg.stem_width, 3, 2));
     int64_t prev_width = cfg.stem_width;
+    feature_info_.push_back({prev_width, 2, "stem"});
     const auto stages = stage_args(cfg, args.drop_path_rate.value_or(0.0));
     if (stages.size() != 4) {
       throw Error(spec.name + ": expected 4 stages from generate_regnet, got " + std::to_string(stages.size()));
@@ -209,6 +212,7 @@ class RegNetImpl : public ClassifierImpl {
       }
       stages_.push_back(register_module("s" + std::to_string(s + 1), stage));
       prev_width = stages[s].out_chs;
+      feature_info_.push_back({prev_width, int64_t{4} << s, "s" + std::to_string(s + 1)});
     }
     // timm's final_conv is an Identity for these models (no num_features, no linear_out).
     head = register_module("head",
@@ -223,10 +227,31 @@ class RegNetImpl : public ClassifierImpl {
   // RegStage: checkpoint_seq over its children).
   at::Tensor forward_features(at::Tensor input) override {
     at::Tensor x = stem(input);
-    for (auto& stage : stages_) {
-      x = grad_checkpointing_ ? checkpoint_seq(sequence_modules(stage), x) : stage->forward(x);
-    }
+    for (size_t i = 0; i < stages_.size(); ++i) x = run_stage(i, x);
     return x;
+  }
+
+  // timm's feature levels: stem, s1..s4.
+  std::vector<FeatureInfo> feature_info() const override { return feature_info_; }
+
+  // timm's forward_intermediates over those five levels; the final features
+  // are the last stage run's output (NCHW only).
+  Intermediates forward_intermediates(at::Tensor input,
+                                      const IntermediatesOptions& options = IntermediatesOptions()) override {
+    check_output_fmt(name_, options.output_fmt(), {"NCHW"});
+    const int64_t levels = static_cast<int64_t>(feature_info_.size());
+    const auto [take_indices, max_index] = feature_take_indices(levels, options.indices());
+    const std::vector<bool> take = take_mask(levels, take_indices);
+    Intermediates out;
+    at::Tensor x = stem(input);
+    if (take[0]) out.intermediates.push_back(x);
+    const size_t stages_run = options.stop_early() ? static_cast<size_t>(max_index) : stages_.size();
+    for (size_t i = 0; i < stages_run; ++i) {
+      x = run_stage(i, x);
+      if (take[i + 1]) out.intermediates.push_back(x);
+    }
+    if (!options.intermediates_only()) out.final = x;
+    return out;
   }
 
   // timm's forward_head: the ClassifierHead, up to its fc with pre_logits.
@@ -269,9 +294,15 @@ class RegNetImpl : public ClassifierImpl {
     }
   }
 
+  at::Tensor run_stage(size_t i, const at::Tensor& x) {
+    return grad_checkpointing_ ? checkpoint_seq(sequence_modules(stages_[i]), x) : stages_[i]->forward(x);
+  }
+
+  std::string name_;
   PretrainedCfg cfg_;
   int64_t num_classes_;
   std::vector<nn::Sequential> stages_;
+  std::vector<FeatureInfo> feature_info_;
   bool grad_checkpointing_ = false;
 };
 

@@ -50,6 +50,7 @@
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/eca.hpp"
 #include "timm/layers/squeeze_excite.hpp"
+#include "timm/models/features.hpp"
 #include "timm/models/grad_checkpoint.hpp"
 #include "timm/models/model.hpp"
 #include "timm/plugin/plugin.hpp"
@@ -343,7 +344,7 @@ class ResNetImpl : public ClassifierImpl {
   static constexpr int64_t kChannels[4] = {64, 128, 256, 512};
 
   ResNetImpl(const ResNetSpec& spec, const ModelArgs& args)
-      : cfg_(spec.cfg), num_classes_(args.num_classes), drop_rate_(args.drop_rate) {
+      : name_(spec.name), cfg_(spec.cfg), num_classes_(args.num_classes), drop_rate_(args.drop_rate) {
     validate_model_args(spec.name, args, {"drop_block_rate"});
     const double drop_block_rate = model_kwarg_double(spec.name, args, "drop_block_rate").value_or(0.0);
     if (!(drop_block_rate >= 0.0 && drop_block_rate <= 1.0)) {
@@ -362,6 +363,7 @@ class ResNetImpl : public ClassifierImpl {
           "conv1", nn::Sequential(conv(args.in_chans, c0, 3, 2), layers::BatchNorm2d(c0), nn::ReLU(), conv(c0, c1, 3),
                                   layers::BatchNorm2d(c1), nn::ReLU(), conv(c1, inplanes, 3)));
     }
+    feature_info_.push_back({inplanes, 2, "act1"});
     bn1 = register_module("bn1", layers::BatchNorm2d(inplanes));
     act1 = register_module("act1", nn::ReLU());
     if (spec.replace_stem_pool) {
@@ -382,11 +384,34 @@ class ResNetImpl : public ClassifierImpl {
   // (N, C, H, W); with grad checkpointing each block of layer1..layer4 is
   // checkpointed (timm's checkpoint_seq over the flattened layers).
   at::Tensor forward_features(at::Tensor input) override {
-    at::Tensor x = act1(bn1(conv1 ? conv1(input) : conv1_deep->forward(input)));
-    x = maxpool ? maxpool(x) : maxpool_conv->forward(x);
+    at::Tensor x = stem_pool(stem(input));
     if (grad_checkpointing_) return checkpoint_seq(sequence_modules(stages_), x);
     for (auto& stage : stages_) x = stage->forward(x);
     return x;
+  }
+
+  // timm's feature levels: act1 (the stem before its pool), layer1..layer4.
+  std::vector<FeatureInfo> feature_info() const override { return feature_info_; }
+
+  // timm's forward_intermediates over those five levels; the final features
+  // are the last stage run's output (NCHW only).
+  Intermediates forward_intermediates(at::Tensor input,
+                                      const IntermediatesOptions& options = IntermediatesOptions()) override {
+    check_output_fmt(name_, options.output_fmt(), {"NCHW"});
+    const int64_t levels = static_cast<int64_t>(feature_info_.size());
+    const auto [take_indices, max_index] = feature_take_indices(levels, options.indices());
+    const std::vector<bool> take = take_mask(levels, take_indices);
+    Intermediates out;
+    at::Tensor x = stem(input);
+    if (take[0]) out.intermediates.push_back(x);
+    x = stem_pool(x);
+    const size_t stages_run = options.stop_early() ? static_cast<size_t>(max_index) : stages_.size();
+    for (size_t i = 0; i < stages_run; ++i) {
+      x = grad_checkpointing_ ? checkpoint_seq(sequence_modules(stages_[i]), x) : stages_[i]->forward(x);
+      if (take[i + 1]) out.intermediates.push_back(x);
+    }
+    if (!options.intermediates_only()) out.final = x;
+    return out;
   }
 
   // timm's forward_head: global_pool, dropout, then fc unless pre_logits.
@@ -417,6 +442,9 @@ class ResNetImpl : public ClassifierImpl {
   nn::AnyModule fc;
 
  private:
+  at::Tensor stem(const at::Tensor& input) { return act1(bn1(conv1 ? conv1(input) : conv1_deep->forward(input))); }
+  at::Tensor stem_pool(const at::Tensor& x) { return maxpool ? maxpool(x) : maxpool_conv->forward(x); }
+
   // layer1..layer4; returns the channels of the last stage. Block k of K over
   // the whole net gets drop path rate * k / (K - 1), timm's make_blocks rule.
   int64_t make_stages(const ResNetSpec& spec, int64_t inplanes, double drop_path_rate, double drop_block_rate) {
@@ -448,6 +476,7 @@ class ResNetImpl : public ClassifierImpl {
         inplanes = a.planes * expansion;
       }
       stages_.push_back(register_module("layer" + std::to_string(stage + 1), blocks));
+      feature_info_.push_back({inplanes, int64_t{4} << stage, "layer" + std::to_string(stage + 1)});
     }
     return inplanes;
   }
@@ -469,10 +498,12 @@ class ResNetImpl : public ClassifierImpl {
     }
   }
 
+  std::string name_;
   PretrainedCfg cfg_;
   int64_t num_classes_;
   double drop_rate_;
   std::vector<nn::Sequential> stages_;
+  std::vector<FeatureInfo> feature_info_;
   bool grad_checkpointing_ = false;
 };
 

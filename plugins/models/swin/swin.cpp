@@ -14,7 +14,8 @@
 // 'catavgmax', 'fast*', or '' for per-position logits (N, H, W, classes), as
 // timm), and --model-kwargs img_size=<int> (the input must be that size,
 // timm's strict_img_size), window_size=<int> (every stage's, in place of the
-// model's), always_partition=<bool>. Not supported: timm's
+// model's), always_partition=<bool>; feature_info and forward_intermediates
+// (one level per stage, NCHW). Not supported: timm's
 // dynamic_img_size / strict_img_size=False, per-stage window lists as
 // kwargs, set_input_size.
 #include <algorithm>
@@ -226,7 +227,7 @@ struct SwinSpec {
 
 class SwinTransformerImpl : public ClassifierImpl {
  public:
-  SwinTransformerImpl(const SwinSpec& spec, const ModelArgs& args) : num_classes_(args.num_classes) {
+  SwinTransformerImpl(const SwinSpec& spec, const ModelArgs& args) : name_(spec.name), num_classes_(args.num_classes) {
     validate_model_args(spec.name, args, {"img_size", "window_size", "always_partition"});
     cfg_.input_size = {3, spec.img_size, spec.img_size};
     cfg_.crop_pct = spec.crop_pct;
@@ -261,6 +262,8 @@ class SwinTransformerImpl : public ClassifierImpl {
       const std::vector<double> rates(dpr.begin() + first_block, dpr.begin() + first_block + spec.depths[i]);
       first_block += spec.depths[i];
       stages->push_back(SwinTransformerStage(in_dim, block, rates));
+      // The 4x4 patches, then each PatchMerging halves the map.
+      feature_info_.push_back({block.dim, kPatchSize << i, "layers." + std::to_string(i)});
       in_dim = block.dim;
     }
     num_features_ = in_dim;
@@ -275,6 +278,34 @@ class SwinTransformerImpl : public ClassifierImpl {
 
   // timm's forward_features: patch embedding, stages, final norm: (N, H, W, C).
   at::Tensor forward_features(at::Tensor input) override { return norm(stages->forward(patch_embed(input))); }
+
+  // timm's feature levels: the four stages.
+  std::vector<FeatureInfo> feature_info() const override { return feature_info_; }
+
+  // timm's forward_intermediates over the stages, each NHWC map returned as a
+  // contiguous NCHW one (NCHW only). The final norm is sized for the last
+  // stage: with norm it applies to that stage's intermediate only, and the
+  // final features (NHWC, as forward_features') get it only when that stage ran.
+  Intermediates forward_intermediates(at::Tensor input,
+                                      const IntermediatesOptions& options = IntermediatesOptions()) override {
+    check_output_fmt(name_, options.output_fmt(), {"NCHW"});
+    const int64_t num_stages = static_cast<int64_t>(stages->size());
+    const auto [take_indices, max_index] = feature_take_indices(num_stages, options.indices());
+    const std::vector<bool> take = take_mask(num_stages, take_indices);
+    const int64_t last = num_stages - 1;
+    Intermediates out;
+    at::Tensor x = patch_embed(input);
+    const int64_t stages_run = options.stop_early() ? max_index + 1 : num_stages;
+    for (int64_t i = 0; i < stages_run; ++i) {
+      x = stages->ptr<SwinTransformerStageImpl>(static_cast<size_t>(i))->forward(x);
+      if (take[static_cast<size_t>(i)]) {
+        const at::Tensor y = options.norm() && i == last ? norm(x) : x;
+        out.intermediates.push_back(y.permute({0, 3, 1, 2}).contiguous());
+      }
+    }
+    if (!options.intermediates_only()) out.final = stages_run == num_stages ? norm(x) : x;
+    return out;
+  }
   // timm's forward_head: the ClassifierHead (pool over H, W, dropout, fc).
   at::Tensor forward_head(at::Tensor x, bool pre_logits = false) override {
     return pre_logits ? head->forward_pre_logits(x) : head(x);
@@ -336,8 +367,10 @@ class SwinTransformerImpl : public ClassifierImpl {
   }
 
   PretrainedCfg cfg_;
+  std::string name_;
   int64_t num_classes_;
   int64_t num_features_ = 0;
+  std::vector<FeatureInfo> feature_info_;
 };
 
 std::vector<SwinSpec> swin_specs() {

@@ -29,6 +29,8 @@
 // _pos_embed), dynamic_img_pad=true (inputs padded with zeros up to a
 // multiple of the patch size), as timm's kwargs. Without dynamic_img_size the
 // input must be the model's image size.
+// Feature extraction as timm's: feature_info and forward_intermediates, one
+// level per block (NCHW maps over the input's patch grid, or NLC tokens).
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -196,6 +198,7 @@ class VisionTransformerImpl : public ClassifierImpl {
  public:
   VisionTransformerImpl(const VitSpec& spec, const ModelArgs& args)
       : cfg_(spec.cfg),
+        name_(spec.name),
         num_classes_(args.num_classes),
         drop_rate_(args.drop_rate),
         global_pool_(args.global_pool.value_or(spec.global_pool)),
@@ -252,9 +255,47 @@ class VisionTransformerImpl : public ClassifierImpl {
   // blocks, the final norm (an Identity with fc_norm): (N, prefix + patches, dim).
   // With grad checkpointing each block is checkpointed (timm's checkpoint_seq).
   at::Tensor forward_features(at::Tensor input) override {
-    at::Tensor x = add_pos_embed(patch_embed(input));
+    at::Tensor x = embed(input);
     x = grad_checkpointing_ ? checkpoint_seq(sequence_modules(blocks), x) : blocks->forward(x);
-    return norm ? norm(x) : x;
+    return final_norm(x);
+  }
+
+  // timm's feature levels: every block, at the patch size's stride.
+  std::vector<FeatureInfo> feature_info() const override {
+    std::vector<FeatureInfo> info;
+    for (size_t i = 0; i < blocks->size(); ++i) {
+      info.push_back(
+          {patch_embed->options.embed_dim(), patch_embed->options.patch_size(), "blocks." + std::to_string(i)});
+    }
+    return info;
+  }
+
+  // timm's forward_intermediates: the outputs of the blocks taken (with norm
+  // through the final norm, which fc_norm models lack, as timm's Identity),
+  // without the prefix tokens; the final features are the final norm of the
+  // last block run. Each block is checkpointed with grad checkpointing, as
+  // in forward_features.
+  Intermediates forward_intermediates(at::Tensor input,
+                                      const IntermediatesOptions& options = IntermediatesOptions()) override {
+    check_output_fmt(name_, options.output_fmt(), {"NCHW", "NLC"});
+    const int64_t depth = static_cast<int64_t>(blocks->size());
+    const auto [take_indices, max_index] = feature_take_indices(depth, options.indices());
+    const std::vector<bool> take = take_mask(depth, take_indices);
+    Intermediates out;
+    at::Tensor x = embed(input);  // checks the input's size before the grid is read from it
+    // The patch grid of this input (of its padded size with dynamic_img_pad).
+    const auto grid = patch_embed->dynamic_feat_size(input.size(2), input.size(3));
+    std::vector<nn::AnyModule> block_modules = sequence_modules(blocks);
+    const int64_t blocks_run = options.stop_early() ? max_index + 1 : depth;
+    for (int64_t i = 0; i < blocks_run; ++i) {
+      nn::AnyModule& block = block_modules[static_cast<size_t>(i)];
+      x = grad_checkpointing_ ? checkpoint(block, x) : block.forward(x);
+      if (take[static_cast<size_t>(i)]) {
+        out.intermediates.push_back(patch_tokens(options.norm() ? final_norm(x) : x, grid, options.output_fmt()));
+      }
+    }
+    if (!options.intermediates_only()) out.final = final_norm(x);
+    return out;
   }
 
   // timm's forward_head: pool, fc_norm, head_drop, then head unless pre_logits.
@@ -329,6 +370,22 @@ class VisionTransformerImpl : public ClassifierImpl {
     }
   }
 
+  // timm's patch_embed then _pos_embed (patch_drop and norm_pre are
+  // Identities here): the token sequence the blocks take.
+  at::Tensor embed(const at::Tensor& input) { return add_pos_embed(patch_embed(input)); }
+
+  // timm's self.norm, an Identity with fc_norm.
+  at::Tensor final_norm(const at::Tensor& x) { return norm ? norm(x) : x; }
+
+  // An intermediate as timm returns it: the prefix tokens dropped, then for
+  // "NCHW" the (N, dim, H, W) map over the patch grid.
+  at::Tensor patch_tokens(const at::Tensor& x, const std::array<int64_t, 2>& grid,
+                          const std::string& output_fmt) const {
+    const at::Tensor patches = x.slice(1, num_prefix_tokens_);
+    if (output_fmt == "NLC") return patches;
+    return patches.reshape({x.size(0), grid[0], grid[1], -1}).permute({0, 3, 1, 2}).contiguous();
+  }
+
   // timm's _pos_embed: the prefix tokens (class, register, distillation) and
   // the position embedding, added before the concatenation with
   // no_embed_class (pos_embed covers the patches only), after it otherwise.
@@ -391,6 +448,7 @@ class VisionTransformerImpl : public ClassifierImpl {
   }
 
   PretrainedCfg cfg_;
+  std::string name_;
   int64_t num_classes_;
   double drop_rate_;
   std::string global_pool_;

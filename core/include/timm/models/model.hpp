@@ -17,6 +17,8 @@
 
 #include <torch/nn/module.h>
 
+#include "timm/models/features.hpp"
+
 namespace timm {
 
 inline constexpr double kImagenetMean[3] = {0.485, 0.456, 0.406};
@@ -97,6 +99,19 @@ class ClassifierImpl : public torch::nn::Module {
   // way. The default throws as forward_features' does. Overrides repeat the
   // default argument (a default is taken from the static type).
   virtual torch::Tensor forward_head(torch::Tensor x, bool pre_logits = false);
+  // timm's model.feature_info: the model's feature levels in forward order
+  // (the stem, then each stage for a CNN; each block for a ViT), the levels
+  // forward_intermediates' indices count. The default throws as
+  // forward_features' does.
+  virtual std::vector<FeatureInfo> feature_info() const;
+  // timm's model.forward_intermediates(x, indices, norm, stop_early,
+  // output_fmt, intermediates_only): the feature maps of the levels taken, in
+  // forward order, and (unless intermediates_only) the final features, which
+  // equal forward_features(x) when the last level is reached. Honours
+  // set_grad_checkpointing as forward_features does. The default throws as
+  // forward_features' does.
+  virtual Intermediates forward_intermediates(torch::Tensor x,
+                                              const IntermediatesOptions& options = IntermediatesOptions());
   // Whether the model has a distillation head (DeiT's
   // VisionTransformerDistilled): --kd-distill-type token trains it.
   virtual bool has_distillation_head() const { return false; }
