@@ -8,11 +8,15 @@
 // crop, normalise) or a tensor file (.safetensors: the tensor "input" or the
 // only one; .npy), an (N, C, H, W) batch used as it is. Logits (N,
 // num_classes) go to FILE as safetensors ("logits") or .npy, by its suffix;
-// --csv also writes them as text, one row per input. User errors print one
-// line and exit 2 (usage) or 1 (runtime).
+// --csv also writes them as text, one row per input. With --features the
+// feature maps of timm's forward_intermediates go to FILE instead (tensors
+// "features.<level>", .safetensors only). User errors print one line and exit
+// 2 (usage) or 1 (runtime).
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -34,6 +38,7 @@
 #include "timm/io/safetensors.hpp"
 #include "timm/log/log.hpp"
 #include "timm/models/channels_last.hpp"
+#include "timm/models/features.hpp"
 #include "timm/models/load_weights.hpp"
 #include "timm/models/model.hpp"
 #include "timm/plugin/loader.hpp"
@@ -64,6 +69,13 @@ timm::ToolArgs make_args() {
   args.add_switch("channels-last", "", "run in channels_last memory format");
   args.add("input-key", "", "", "the tensor to read from a .safetensors input (default 'input')");
   args.add_list("plugin-dir", "", "also load plugins from these folders (repeatable)", /*accumulate=*/true);
+  args.add_switch("features", "",
+                  "write the feature maps of the model's feature levels (timm's forward_intermediates) instead of "
+                  "the logits: tensors 'features.<level>' in a .safetensors --output");
+  args.add_list("feature-indices", "",
+                "with --features, the levels to write (negative counts from the end; default every level)");
+  args.add("feature-fmt", "", "NCHW", "with --features, the maps' layout: NCHW, or NLC for a ViT's tokens");
+  args.add_switch("feature-norm", "", "with --features, apply the model's final norm where timm's norm=True does");
   return args;
 }
 
@@ -75,10 +87,31 @@ struct Options {
   bool use_ema = true;
   bool channels_last = false;
   std::vector<std::string> plugin_dirs;
+  std::optional<timm::IntermediatesOptions> features;  // set by --features
 };
 
 bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// forward_intermediates' arguments from --features and its flags; nullopt
+// without --features, where the feature flags are refused.
+std::optional<timm::IntermediatesOptions> feature_options(const timm::ToolArgs& args, const Options& o) {
+  if (!args.get_switch("features")) {
+    for (const char* flag : {"feature-indices", "feature-fmt", "feature-norm"}) {
+      if (args.given(flag)) throw timm::UsageError(std::string("--") + flag + " needs --features");
+    }
+    return std::nullopt;
+  }
+  if (!ends_with(o.output, ".safetensors")) {
+    throw timm::UsageError("--output " + timm::in_quotes(o.output) +
+                           ": --features writes one tensor per level; expected a .safetensors file name");
+  }
+  if (!o.csv.empty()) throw timm::UsageError("--csv writes logits; it cannot be used with --features");
+  timm::IntermediatesOptions features;
+  features.intermediates_only(true).output_fmt(args.get("feature-fmt")).norm(args.get_switch("feature-norm"));
+  if (const auto indices = args.get_optional_ints("feature-indices")) features.indices(*indices);
+  return features;
 }
 
 Options options(const timm::ToolArgs& args) {
@@ -98,6 +131,7 @@ Options options(const timm::ToolArgs& args) {
   if (!ends_with(o.output, ".npy") && !ends_with(o.output, ".safetensors")) {
     throw timm::UsageError("--output " + timm::in_quotes(o.output) + ": expected a .safetensors or .npy file name");
   }
+  o.features = feature_options(args, o);
   return o;
 }
 
@@ -190,6 +224,53 @@ void write_csv(const fs::path& path, const at::Tensor& logits, const std::vector
   timm::write_file_atomically(path, text);
 }
 
+// Calls `fn` on each --batch-size slice of `input`, in the memory format the
+// model runs in.
+void for_each_batch(const at::Tensor& input, const Options& o, const std::function<void(const at::Tensor&)>& fn) {
+  for (int64_t start = 0; start < input.size(0); start += o.batch_size) {
+    const at::Tensor batch = input.slice(0, start, std::min(start + o.batch_size, input.size(0)));
+    fn(o.channels_last ? batch.contiguous(at::MemoryFormat::ChannelsLast) : batch.contiguous());
+  }
+}
+
+// --features: forward_intermediates over `input`, batch by batch, written as
+// "features.<level>" (levels as feature_info counts them, in forward order),
+// each level's feature_info as metadata ("features.<level>.num_chs",
+// ".reduction", ".module").
+void write_features(timm::ClassifierImpl& model, const at::Tensor& input, const Options& o) {
+  const std::vector<timm::FeatureInfo> info = model.feature_info();
+  const int64_t num_levels = static_cast<int64_t>(info.size());
+  const std::vector<bool> take =
+      timm::take_mask(num_levels, timm::feature_take_indices(num_levels, o.features->indices()).first);
+  std::vector<int64_t> levels;  // forward order, as forward_intermediates returns them
+  for (int64_t level = 0; level < num_levels; ++level) {
+    if (take[static_cast<size_t>(level)]) levels.push_back(level);
+  }
+  std::vector<std::vector<at::Tensor>> chunks(levels.size());
+  for_each_batch(input, o, [&](const at::Tensor& batch) {
+    const timm::Intermediates out = model.forward_intermediates(batch, *o.features);
+    if (out.intermediates.size() != levels.size()) {
+      throw timm::Error("model " + timm::in_quotes(o.model) + ": forward_intermediates returned " +
+                        std::to_string(out.intermediates.size()) + " feature maps for " +
+                        std::to_string(levels.size()) + " levels");
+    }
+    for (size_t i = 0; i < levels.size(); ++i) chunks[i].push_back(out.intermediates[i]);
+  });
+  timm::NamedTensors tensors;
+  std::map<std::string, std::string> metadata = {{"model", o.model}, {"weights", o.weights}, {"input", o.input}};
+  for (size_t i = 0; i < levels.size(); ++i) {
+    const std::string key = "features." + std::to_string(levels[i]);
+    tensors.emplace_back(key, at::cat(chunks[i]).contiguous());
+    const timm::FeatureInfo& f = info[static_cast<size_t>(levels[i])];
+    metadata[key + ".num_chs"] = std::to_string(f.num_chs);
+    metadata[key + ".reduction"] = std::to_string(f.reduction);
+    metadata[key + ".module"] = f.module;
+  }
+  timm::write_safetensors(o.output, tensors, metadata);
+  timm::log_info(timm::format("%s: feature maps of %zu levels for %s written to %s", o.model.c_str(), levels.size(),
+                              o.input.c_str(), o.output.c_str()));
+}
+
 int run(int argc, char** argv) {
   timm::ToolArgs tool_args = make_args();
   if (!tool_args.parse_or_print_help(argc, argv)) return 0;
@@ -236,12 +317,12 @@ int run(int argc, char** argv) {
   }
 
   c10::NoGradGuard no_grad;
-  std::vector<at::Tensor> chunks;
-  for (int64_t start = 0; start < input.size(0); start += o.batch_size) {
-    at::Tensor batch = input.slice(0, start, std::min(start + o.batch_size, input.size(0)));
-    batch = o.channels_last ? batch.contiguous(at::MemoryFormat::ChannelsLast) : batch.contiguous();
-    chunks.push_back(model->forward(batch));
+  if (o.features) {
+    write_features(*model, input, o);
+    return 0;
   }
+  std::vector<at::Tensor> chunks;
+  for_each_batch(input, o, [&](const at::Tensor& batch) { chunks.push_back(model->forward(batch)); });
   const at::Tensor logits = at::cat(chunks).contiguous();
 
   if (ends_with(o.output, ".npy")) {

@@ -40,8 +40,8 @@ at::Tensor tensor_in(const std::filesystem::path& file, const std::string& key) 
 
 void check_close(const at::Tensor& ours, const at::Tensor& theirs, double atol, const std::string& what) {
   REQUIRE(ours.sizes() == theirs.sizes());
-  MESSAGE(what << ": logits max abs diff " << (ours - theirs).abs().max().item<double>() << " (atol " << atol
-               << ", rtol " << kRtol << "; max |logit| " << theirs.abs().max().item<double>() << ")");
+  MESSAGE(what << ": max abs diff " << (ours - theirs).abs().max().item<double>() << " (atol " << atol
+               << ", rtol " << kRtol << "; max |value| " << theirs.abs().max().item<double>() << ")");
   CHECK_MESSAGE(at::allclose(ours, theirs, kRtol, atol), what);
 }
 
@@ -95,6 +95,74 @@ TEST_CASE("timm-logits writes Python timm's logits for the same weights and inpu
     if (c.input == "images_exact") CHECK(names == std::vector<std::string>{"img0.png", "img1.png"});
     if (c.input == "input.npy") CHECK(names == std::vector<std::string>{"0", "1", "2"});
   }
+}
+
+TEST_CASE("timm-logits --features writes Python timm's forward_intermediates per level") {
+  timm::test::TempDir dir;
+  MESSAGE(timm::test::run_oracle("logits_oracle.py", {"write", "--dir", dir.path().string()}));
+  const auto expected = dir / "expected.safetensors";
+  const std::vector<std::string> base = {tool(),
+                                         "--model",
+                                         "regnetx_002",
+                                         "--weights",
+                                         (dir / "weights.safetensors").string(),
+                                         "--input",
+                                         (dir / "input.npy").string(),
+                                         "--batch-size",
+                                         "2",
+                                         "--features"};
+  struct Case {
+    std::vector<std::string> flags;
+    std::string expected_prefix;
+    std::vector<int64_t> levels;  // the levels written, in order
+  };
+  const std::vector<Case> cases = {
+      {{}, "features_all", {0, 1, 2, 3, 4}},
+      {{"--feature-indices", "-1", "1", "--feature-norm"}, "features_sel", {1, 4}},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.expected_prefix);
+    std::vector<std::string> command = base;
+    command.insert(command.end(), c.flags.begin(), c.flags.end());
+    const auto output = dir / (c.expected_prefix + ".safetensors");
+    command.insert(command.end(), {"--output", output.string()});
+    const auto r = run_command(command, std::chrono::seconds(300), {"OMP_NUM_THREADS=1"});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    const timm::SafetensorsFile file = timm::read_safetensors_file(output);
+    REQUIRE(file.tensors.size() == c.levels.size());
+    for (size_t i = 0; i < c.levels.size(); ++i) {
+      const std::string key = "features." + std::to_string(c.levels[i]);
+      CHECK(file.tensors[i].first == key);
+      check_close(file.tensors[i].second, tensor_in(expected, c.expected_prefix + "." + std::to_string(i)), 1e-4, key);
+      CHECK(file.metadata.contains(key + ".num_chs"));
+      CHECK(std::stoll(file.metadata.at(key + ".num_chs")) == file.tensors[i].second.size(1));
+    }
+    // regnetx_002's feature_info as timm's: the stem at stride 2, s4 at 32.
+    if (c.levels.front() == 0) CHECK(file.metadata.at("features.0.module") == "stem");
+    CHECK(file.metadata.at("features.4.module") == "s4");
+    CHECK(file.metadata.at("features.4.reduction") == "32");
+  }
+
+  // Refused: a layout the model lacks, a level out of range, .npy output, the flags without --features.
+  auto refused = [&](std::vector<std::string> extra, const std::string& message) {
+    CAPTURE(message);
+    std::vector<std::string> command = base;
+    command.insert(command.end(), extra.begin(), extra.end());
+    const auto r = run_command(command, std::chrono::seconds(300));
+    CHECK(r.exit_code == 2);
+    CHECK_MESSAGE(r.output.find(message) != std::string::npos, r.output);
+    CHECK_FALSE(std::filesystem::exists(dir / "refused.safetensors"));
+  };
+  const std::string out = (dir / "refused.safetensors").string();
+  refused({"--feature-fmt", "NLC", "--output", out}, "output_fmt must be NCHW, got 'NLC'");
+  refused({"--feature-indices", "5", "--output", out}, "feature index 5 is out of range (0 to 4)");
+  refused({"--feature-indices", "x", "--output", out}, "--feature-indices 'x': expected an integer");
+  refused({"--output", (dir / "f.npy").string()}, "expected a .safetensors file name");
+  refused({"--output", out, "--csv", (dir / "f.csv").string()}, "--csv writes logits");
+  const auto without = run_command(
+      {tool(), "--model", "regnetx_002", "--weights", "w.pth", "--input", "x.npy", "--output", out, "--feature-norm"});
+  CHECK(without.exit_code == 2);
+  CHECK(without.output.find("--feature-norm needs --features") != std::string::npos);
 }
 
 TEST_CASE("timm-logits reports bad input with exit code 2 (usage) or 1 (files)") {

@@ -10,7 +10,9 @@ write --dir D --model regnetx_002 --num-classes 10
       expected.safetensors               logits_tensor (the batch), logits_exact and
                                          logits_resized (timm's resolve_data_config +
                                          create_transform eval pipeline on each folder, files
-                                         in sorted order)
+                                         in sorted order); features_all.<i> and
+                                         features_sel.<i>: forward_intermediates of the batch
+                                         (every level; indices [-1, 1] with norm)
 Runs on CPU, float32, one thread.
 """
 import argparse
@@ -67,6 +69,11 @@ def write(d, name, num_classes):
     transform = timm.data.create_transform(**config)
     with torch.no_grad():
         out = {"logits_tensor": model(x)}
+        # timm-logits --features: every level, and levels 1 and -1 with norm.
+        for i, t in enumerate(model.forward_intermediates(x, intermediates_only=True)):
+            out[f"features_all.{i}"] = t.contiguous()
+        for i, t in enumerate(model.forward_intermediates(x, indices=[-1, 1], norm=True, intermediates_only=True)):
+            out[f"features_sel.{i}"] = t.contiguous()
     out["logits_exact"] = folder_logits(model, transform, f"{d}/images_exact")
     out["logits_resized"] = folder_logits(model, transform, f"{d}/images_resized")
     save_file(out, f"{d}/expected.safetensors")

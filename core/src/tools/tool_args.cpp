@@ -235,6 +235,13 @@ std::optional<std::vector<double>> ToolArgs::get_optional_doubles(const std::str
   return out;
 }
 
+std::optional<std::vector<int64_t>> ToolArgs::get_optional_ints(const std::string& name) const {
+  if (!given(name)) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const auto& v : get_list(name)) out.push_back(to_int(name, v));
+  return out;
+}
+
 std::map<std::string, std::string> ToolArgs::get_kwargs(const std::string& name) const {
   std::map<std::string, std::string> out;
   for (const auto& token : get_list(name)) {

@@ -62,6 +62,8 @@ class ToolArgs {
   bool get_switch(const std::string& name) const;
   std::vector<std::string> get_list(const std::string& name) const;
   std::optional<std::vector<double>> get_optional_doubles(const std::string& name) const;
+  // A list flag's values as integers; throws UsageError naming a value that is not one.
+  std::optional<std::vector<int64_t>> get_optional_ints(const std::string& name) const;
   // The k=v tokens of a list flag as a map (--model-kwargs).
   std::map<std::string, std::string> get_kwargs(const std::string& name) const;
 
