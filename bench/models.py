@@ -10,7 +10,8 @@ the timed iterations, after the untimed warm-up ones. The two sides run
 alternately --repeats times (bench/interleave.py); prints the median images/s
 of each and the median ratio timm-cpp / timm with its spread (target >= 1.0).
 With --amp both sides run under bfloat16 autocast (timm-benchmark --amp
---amp-dtype bfloat16; torch.autocast('cpu', dtype=torch.bfloat16)).
+--amp-dtype bfloat16; torch.autocast('cpu', dtype=torch.bfloat16)); with
+--grad-checkpointing both checkpoint their blocks (set_grad_checkpointing).
 With --peak FILE (bench/peak.py --json FILE), each side's forward+backward
 FLOP/s (images/s x the model's FLOPs per image: 3x the forward's, counted
 by torch's FlopCounterMode on the Python model) is also printed as a fraction of this
@@ -20,7 +21,7 @@ A name timm-cpp does not register (its plugin not merged yet, say) is
 skipped with a note; so is a name Python timm does not know.
 
 Usage: bench/models.py [MODEL ...] [-b 32] [--img-size 224] [--threads N]
-         [--warmup 2] [--iters 5] [--repeats 3] [--amp] [--channels-last]
+         [--warmup 2] [--iters 5] [--repeats 3] [--amp] [--channels-last] [--grad-checkpointing]
          [--peak FILE] [--summary FILE] [--timm-benchmark PATH] [--timm-run PATH]
 Default models: resnet50 efficientnet_b2 vit_small_patch16_224 convnext_tiny.
 """
@@ -54,6 +55,8 @@ def bench_cpp(args, name):
             cmd.append("--channels-last")
         if args.amp:
             cmd += ["--amp", "--amp-dtype", "bfloat16"]
+        if args.grad_checkpointing:
+            cmd.append("--grad-checkpointing")
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"timm-benchmark failed for {name}: {proc.stderr.strip()}")
@@ -68,6 +71,8 @@ def bench_python(args, name):
 
     torch.set_num_threads(args.threads)
     model = timm.create_model(name, num_classes=1000).train()
+    if args.grad_checkpointing:
+        model.set_grad_checkpointing()
     torch.manual_seed(0)
     x = torch.randn(args.batch_size, 3, args.img_size, args.img_size)
     target = torch.randint(1000, (args.batch_size,))
@@ -118,6 +123,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--amp", action="store_true", help="bfloat16 autocast on both sides")
     parser.add_argument("--channels-last", action="store_true")
+    parser.add_argument("--grad-checkpointing", action="store_true", help="set_grad_checkpointing on both sides")
     parser.add_argument("--peak", help="bench/peak.py's JSON: also print each side's fraction of peak FLOP/s")
     parser.add_argument("--summary", help="append each model's row to this JSON-lines file (bench/run_all.sh)")
     parser.add_argument("--timm-benchmark", default=os.path.join(here, "..", "build", "bin", "timm-benchmark"))
@@ -127,7 +133,8 @@ def main():
     import timm
     print(f"forward+backward, batch {args.batch_size}, {args.img_size} px, {args.threads} threads, "
           f"{args.iters} timed iterations after {args.warmup} warm-up, {args.repeats} interleaved repeat(s)"
-          f"{', bfloat16 autocast' if args.amp else ''}{', channels_last' if args.channels_last else ''}")
+          f"{', bfloat16 autocast' if args.amp else ''}{', channels_last' if args.channels_last else ''}"
+          f"{', grad checkpointing' if args.grad_checkpointing else ''}")
     peak = None
     if args.peak:
         with open(args.peak) as f:
@@ -154,7 +161,8 @@ def main():
             line += f"  {flops / 1e9:9.2f}  {100 * cpp * flops / peak:8.1f}%  {100 * py * flops / peak:9.1f}%"
         print(line, flush=True)
         if args.summary:
-            append_summary(args.summary, f"fwd+bwd {name}{' bf16' if args.amp else ''} (img/s)", cpp, py, ratio)
+            append_summary(args.summary, f"fwd+bwd {name}{' bf16' if args.amp else ''}"
+                           f"{' grad-ckpt' if args.grad_checkpointing else ''} (img/s)", cpp, py, ratio)
     if ratios:
         print(f"geometric mean of the median ratios over {len(ratios)} models: "
               f"{statistics.geometric_mean(ratios):.2f}x")

@@ -42,6 +42,8 @@ timm::ToolArgs make_args() {
   args.add_switch("amp", "", "use automatic mixed precision (autocast)");
   args.add("amp-dtype", "", "bfloat16", "autocast dtype: bfloat16 (CPU) or float16");
   args.add_switch("channels-last", "", "use channels_last memory layout");
+  args.add_switch("grad-checkpointing", "",
+                  "enable gradient checkpointing through model blocks/stages (train and fwd-bwd benchmarks)");
   args.add("opt", "", "sgd", "optimizer of the train benchmark (from the registry)");
   args.add("lr", "", "0.0001", "learning rate of the train benchmark");
   args.add("momentum", "", "0.9", "optimizer momentum");
@@ -178,6 +180,11 @@ Setup make_setup(const timm::ToolArgs& args) {
   setup.input_shape.insert(setup.input_shape.end(), data.input_size.begin(), data.input_size.end());
   setup.channels_last = args.get_switch("channels-last");
   if (setup.channels_last) timm::to_channels_last(*setup.model);
+  // benchmark.py: set_grad_checkpointing() right after the model is created.
+  if (args.get_switch("grad-checkpointing")) {
+    setup.model->set_grad_checkpointing(true);
+    timm::log_info("Gradient checkpointing enabled.");
+  }
   return setup;
 }
 

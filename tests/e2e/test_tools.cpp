@@ -297,6 +297,14 @@ TEST_CASE("timm-benchmark --bench fwd-bwd times forward + backward alone; bad ar
   CHECK_FALSE(row.contains("train_samples_per_sec"));
   CHECK_FALSE(row.contains("infer_samples_per_sec"));
 
+  // benchmark.py's --grad-checkpointing: the blocks run checkpointed.
+  const auto checkpointed =
+      run_command({tool("timm-benchmark"), "--model", "resnet18", "-b", "2", "--img-size", "64", "--num-warm-iter", "0",
+                   "--num-bench-iter", "1", "--bench", "fwd-bwd", "--grad-checkpointing"});
+  REQUIRE_MESSAGE(checkpointed.exit_code == 0, checkpointed.output);
+  CHECK(checkpointed.output.find("Gradient checkpointing enabled.") != std::string::npos);
+  CHECK(checkpointed.output.find("FwdBwd [1/1]. ") != std::string::npos);
+
   const auto mode = run_command({tool("timm-benchmark"), "--bench", "fast"});
   CHECK(mode.exit_code == 2);
   CHECK(mode.output.find("expected inference, train, both or fwd-bwd") != std::string::npos);
