@@ -15,6 +15,7 @@
 #include "timm/log/log.hpp"
 #include "timm/models/channels_last.hpp"
 #include "timm/models/load_weights.hpp"
+#include "timm/models/model_dtype.hpp"
 #include "timm/plugin/loader.hpp"
 #include "timm/plugin/registry.hpp"
 #include "timm/tools/eval_setup.hpp"
@@ -89,7 +90,8 @@ std::vector<timm::ResultRow> predict(timm::ClassifierImpl& model, timm::Loader& 
   timm::Stopwatch batch_watch;
   int64_t index = 0;
   while (auto batch = loader.next()) {
-    const at::Tensor input = timm::prepare_eval_images(*batch, loader.transform(), opt.precision.channels_last);
+    const at::Tensor input =
+        timm::prepare_eval_images(*batch, loader.transform(), opt.precision.channels_last, opt.precision.model_dtype);
     at::Tensor output;
     {
       // inference.py: the forward alone under autocast; softmax and top-k in
@@ -130,7 +132,8 @@ std::vector<timm::ResultRow> predict(timm::ClassifierImpl& model, timm::Loader& 
   return rows;
 }
 
-Options make_options(const timm::ToolArgs& args, const std::string& dataset_name, int64_t num_classes) {
+Options make_options(const timm::ToolArgs& args, const std::string& dataset_name, int64_t num_classes,
+                     const timm::EvalPrecision& precision) {
   Options opt{args.get_int("topk"),
               true,
               args.get_switch("include-index"),
@@ -138,7 +141,7 @@ Options make_options(const timm::ToolArgs& args, const std::string& dataset_name
               args.get_switch("results-separate-col"),
               nullptr,
               false,
-              timm::eval_precision(args)};
+              precision};
   if (opt.topk <= 0) throw timm::UsageError("--topk " + std::to_string(opt.topk) + ": expected a positive integer");
   const std::string output_type = args.get("output-type");
   if (output_type != "prob" && output_type != "logit") {
@@ -164,6 +167,8 @@ int run(int argc, char** argv) {
   timm::ToolArgs args = make_args();
   if (!args.parse_or_print_help(argc, argv)) return 0;
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
+  // The precision flags' errors before any data or weights are read.
+  const timm::EvalPrecision precision = timm::eval_precision(args);
   const std::string dataset_name = timm::tool_dataset_name(args);
   const timm::DatasetDefaults defaults = timm::dataset_defaults(dataset_name);
   timm::Config config = timm::data_flags_config(args);
@@ -209,10 +214,10 @@ int run(int argc, char** argv) {
   timm::apply_crop_mode(args, data_config);
   for (const auto& line : timm::describe_data_config(data_config)) timm::log_info(line);
 
-  const Options options = make_options(args, dataset_name, model_args.num_classes);
-  timm::log_info(options.precision.amp_dtype ? "Running inference in mixed precision with native PyTorch AMP (" +
-                                                   args.get("amp-dtype") + " autocast on the CPU)."
-                                             : std::string("Running inference in float32. AMP not enabled."));
+  const Options options = make_options(args, dataset_name, model_args.num_classes, precision);
+  timm::log_info(timm::describe_eval_precision(options.precision, "Running inference"));
+  // inference.py: model.to(device=device, dtype=model_dtype), then channels_last.
+  timm::to_model_dtype(*model, options.precision.model_dtype);
   if (options.precision.channels_last) timm::to_channels_last(*model);
   auto loader = timm::make_eval_loader(dataset, data_config, args.get_int("batch-size"), args.get_int("workers"));
   const auto rows = predict(*model, *loader, *dataset, options, std::max<int64_t>(1, args.get_int("log-freq")));

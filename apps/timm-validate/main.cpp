@@ -19,6 +19,7 @@
 #include "timm/log/log.hpp"
 #include "timm/models/channels_last.hpp"
 #include "timm/models/load_weights.hpp"
+#include "timm/models/model_dtype.hpp"
 #include "timm/plugin/loader.hpp"
 #include "timm/plugin/registry.hpp"
 #include "timm/tools/eval_setup.hpp"
@@ -61,13 +62,17 @@ Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, const timm::
   timm::Stopwatch batch_watch;
   int64_t index = 0;
   while (auto batch = loader.next()) {
-    const at::Tensor input = timm::prepare_eval_images(*batch, loader.transform(), precision.channels_last);
+    const at::Tensor input =
+        timm::prepare_eval_images(*batch, loader.transform(), precision.channels_last, precision.model_dtype);
     at::Tensor output, loss_tensor;
     {
-      // validate.py: the forward and the loss under autocast.
+      // validate.py: the forward and the loss under autocast. The loss and
+      // the hits from float32 logits, as timm-run's eval: autocast computes
+      // the cross-entropy in float32 anyway; a --model-dtype model's logits
+      // are scored exactly (validate.py: in that dtype).
       std::optional<timm::AutocastGuard> autocast;
       if (precision.amp_dtype) autocast.emplace(at::kCPU, *precision.amp_dtype);
-      output = model.forward(input);
+      output = model.forward(input).to(at::kFloat);
       loss_tensor = at::cross_entropy_loss(output, batch->targets);
     }
     const double loss = loss_tensor.item<double>();
@@ -132,6 +137,8 @@ timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std
   timm::DataConfig data_config = timm::resolve_data_config(config, model->pretrained_cfg(), defaults);
   timm::apply_crop_mode(args, data_config);
   for (const auto& line : timm::describe_data_config(data_config)) timm::log_info(line);
+  // validate.py: model.to(device=device, dtype=model_dtype), then channels_last.
+  timm::to_model_dtype(*model, precision.model_dtype);
   if (precision.channels_last) timm::to_channels_last(*model);
 
   auto loader = timm::make_eval_loader(dataset, data_config, args.get_int("batch-size"), args.get_int("workers"));
@@ -141,7 +148,7 @@ timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std
     model->eval();
     std::vector<int64_t> shape{args.get_int("batch-size")};
     shape.insert(shape.end(), data_config.input_size.begin(), data_config.input_size.end());
-    at::Tensor input = at::randn(shape);
+    at::Tensor input = at::randn(shape).to(precision.model_dtype);
     if (precision.channels_last) input = input.contiguous(at::MemoryFormat::ChannelsLast);
     std::optional<timm::AutocastGuard> autocast;
     if (precision.amp_dtype) autocast.emplace(at::kCPU, *precision.amp_dtype);
@@ -172,9 +179,7 @@ int run(int argc, char** argv) {
   if (!args.parse_or_print_help(argc, argv)) return 0;
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
   const timm::EvalPrecision precision = timm::eval_precision(args);
-  timm::log_info(precision.amp_dtype ? "Validating in mixed precision with native PyTorch AMP (" +
-                                           args.get("amp-dtype") + " autocast on the CPU)."
-                                     : std::string("Validating in float32. AMP not enabled."));
+  timm::log_info(timm::describe_eval_precision(precision, "Validating"));
   if (args.get_switch("pretrained") && args.has("checkpoint")) {
     timm::log_info(
         "--pretrained with --checkpoint: the checkpoint's weights are validated (they replace the "

@@ -26,7 +26,7 @@ constexpr std::array kImplementedFlags = {
     "img-size", "in-chans", "input-size", "crop-pct", "mean", "std", "interpolation",
     "batch-size", "validation-batch-size", "channels-last", "model-kwargs", "grad-checkpointing",
     // Device.
-    "device", "amp-dtype", "local_rank", "synchronize-step",
+    "device", "amp-dtype", "model-dtype", "local_rank", "synchronize-step",
     // Optimizer.
     "opt", "opt-eps", "opt-betas", "momentum", "weight-decay", "opt-kwargs", "clip-mode",
     "layer-decay", "layer-decay-min-scale", "layer-decay-no-opt-scale",

@@ -32,6 +32,8 @@ void add_eval_model_flags(ToolArgs& args) {
   args.add_switch("amp", "", "use native Torch AMP (CPU autocast in --amp-dtype) for mixed precision");
   args.add("amp-dtype", "", "float16",
            "lower precision AMP dtype: float16 or bfloat16 (bfloat16 is the fast one on a CPU)");
+  args.add("model-dtype", "", "",
+           "model dtype override (non-AMP): float32 (default), float16 or bfloat16; the weights and the input in it");
   args.add_switch("channels-last", "", "use channels_last memory layout");
   args.add_switch("pretrained", "",
                   "use the model's default pretrained weights from the local Hugging Face hub cache "
@@ -40,10 +42,22 @@ void add_eval_model_flags(ToolArgs& args) {
 
 EvalPrecision eval_precision(const ToolArgs& args) {
   EvalPrecision precision;
+  // validate.py's order: the model dtype's choices, then AMP's rules.
+  if (auto name = args.get_optional("model-dtype")) precision.model_dtype = parse_model_dtype(*name);
+  const bool amp = args.get_switch("amp");
+  check_amp_model_dtype(amp, precision.model_dtype);
   const c10::ScalarType dtype = parse_amp_dtype(args.get("amp-dtype"));
-  if (args.get_switch("amp")) precision.amp_dtype = dtype;
+  if (amp) precision.amp_dtype = dtype;
   precision.channels_last = args.get_switch("channels-last");
   return precision;
+}
+
+std::string describe_eval_precision(const EvalPrecision& precision, const std::string& doing) {
+  if (precision.amp_dtype) {
+    return doing + " in mixed precision with native PyTorch AMP (" + dtype_name(*precision.amp_dtype) +
+           " autocast on the CPU).";
+  }
+  return doing + " in " + dtype_name(precision.model_dtype) + ". AMP not enabled.";
 }
 
 int64_t pretrained_num_classes(const std::string& model_name) {
@@ -136,8 +150,9 @@ std::shared_ptr<Loader> make_eval_loader(std::shared_ptr<const Dataset> dataset,
   return std::make_shared<Loader>(std::move(dataset), std::move(sampler), create_transform(targs), options);
 }
 
-at::Tensor prepare_eval_images(const Batch& batch, const TransformPipeline& transform, bool channels_last) {
-  at::Tensor images = batch.images.to(at::kFloat);
+at::Tensor prepare_eval_images(const Batch& batch, const TransformPipeline& transform, bool channels_last,
+                               c10::ScalarType dtype) {
+  at::Tensor images = batch.images.to(dtype);
   Rng rng(0);  // eval batch transforms are deterministic
   transform.apply(images, rng);
   if (channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);

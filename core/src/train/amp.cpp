@@ -9,6 +9,7 @@
 
 #include "timm/base/error.hpp"
 #include "timm/optim/optimizer.hpp"
+#include "timm/train/model_dtype_flag.hpp"
 
 namespace timm {
 
@@ -16,6 +17,31 @@ c10::ScalarType parse_amp_dtype(const std::string& name) {
   if (name == "float16") return at::kHalf;
   if (name == "bfloat16") return at::kBFloat16;
   throw UsageError("--amp-dtype " + in_quotes(name) + ": expected float16 or bfloat16");
+}
+
+c10::ScalarType parse_model_dtype(const std::string& name) {
+  check_model_dtype_name(name);
+  if (name == "float16") return at::kHalf;
+  return name == "bfloat16" ? at::kBFloat16 : at::kFloat;
+}
+
+void check_amp_model_dtype(bool amp, c10::ScalarType model_dtype) {
+  check_amp_with_model_dtype(amp, dtype_name(model_dtype));
+}
+
+std::string dtype_name(c10::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat:
+      return "float32";
+    case at::kHalf:
+      return "float16";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kDouble:
+      return "float64";
+    default:
+      return c10::toString(dtype);
+  }
 }
 
 AutocastGuard::AutocastGuard(c10::DeviceType device_type, c10::ScalarType dtype, bool enabled)

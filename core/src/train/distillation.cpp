@@ -19,10 +19,10 @@ std::string model_label(const ClassifierImpl& model) {
   return in_quotes(model.registered_name().empty() ? model.name() : model.registered_name());
 }
 
-// `values` as a (1, C, 1, 1) float32 tensor on `device`, as timm's task
-// buffers.
-at::Tensor channel_tensor(const std::vector<double>& values, const at::Device& device) {
-  return at::tensor(values, at::TensorOptions().dtype(at::kFloat)).to(device).view({1, -1, 1, 1});
+// `values` as a (1, C, 1, 1) tensor of `dtype` (the task's: float32, or
+// --model-dtype) on `device`, as timm's task buffers.
+at::Tensor channel_tensor(const std::vector<double>& values, const at::Device& device, c10::ScalarType dtype) {
+  return at::tensor(values, at::TensorOptions().dtype(at::kDouble)).to(device, dtype).view({1, -1, 1, 1});
 }
 
 void check_temperature(double temperature) {
@@ -89,22 +89,24 @@ at::Tensor DistillationTeacher::normalize_input(const at::Tensor& input, const N
     throw Error("the student's input has " + std::to_string(student.mean.size()) + " channels, the teacher " +
                 model_label(*model_) + " is normalised for " + std::to_string(normalization_.mean.size()));
   }
-  const Renormalization& r = renormalization(student, input.device());
+  const Renormalization& r = renormalization(student, input.device(), input.scalar_type());
   // timm's order of operations: (x * s_std + s_mean - t_mean) / t_std.
   return (input * r.student_std + r.student_mean - r.mean) / r.std;
 }
 
 const DistillationTeacher::Renormalization& DistillationTeacher::renormalization(const Normalization& student,
-                                                                                 const at::Device& device) const {
+                                                                                 const at::Device& device,
+                                                                                 c10::ScalarType dtype) const {
   const bool cached = renormalization_ && renormalization_->device == device &&
-                      renormalization_->student.mean == student.mean && renormalization_->student.std == student.std;
+                      renormalization_->mean.scalar_type() == dtype && renormalization_->student.mean == student.mean &&
+                      renormalization_->student.std == student.std;
   if (!cached) {
     renormalization_ = Renormalization{student,
                                        device,
-                                       channel_tensor(student.mean, device),
-                                       channel_tensor(student.std, device),
-                                       channel_tensor(normalization_.mean, device),
-                                       channel_tensor(normalization_.std, device)};
+                                       channel_tensor(student.mean, device, dtype),
+                                       channel_tensor(student.std, device, dtype),
+                                       channel_tensor(normalization_.mean, device, dtype),
+                                       channel_tensor(normalization_.std, device, dtype)};
   }
   return *renormalization_;
 }
@@ -215,8 +217,10 @@ FeatureDistillationModuleImpl::FeatureDistillationModuleImpl(ModelPtr student, i
     : student_(register_module("student", std::move(student))) {
   if (student_dim == teacher_dim) return;
   projection_ = register_module("projection", torch::nn::Linear(student_dim, teacher_dim));
+  // On the student's device and in its dtype (timm: the task's device and
+  // dtype, --model-dtype).
   const auto params = student_->parameters();
-  if (!params.empty()) projection_->to(params.front().device());
+  if (!params.empty()) projection_->to(params.front().device(), params.front().scalar_type());
 }
 
 std::pair<at::Tensor, at::Tensor> FeatureDistillationModuleImpl::forward(const at::Tensor& input) {

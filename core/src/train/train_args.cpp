@@ -1,6 +1,7 @@
 #include "train_args.hpp"
 
 #include "timm/base/error.hpp"
+#include "timm/train/model_dtype_flag.hpp"
 
 namespace timm::train_detail {
 namespace {
@@ -65,6 +66,13 @@ void read_device_and_optimizer(const Config& config, TrainArgs& args) {
   args.device_is_explicit = config.is_explicit("device");
   args.amp = config.get<bool>("amp");
   args.amp_dtype = config.get<std::string>("amp_dtype");
+  // train.py asserts the choices, then that AMP has float32 weights; refused
+  // here, before any data or model is loaded.
+  args.model_dtype = config.get_optional<std::string>("model_dtype");
+  if (args.model_dtype) {
+    check_model_dtype_name(*args.model_dtype);
+    check_amp_with_model_dtype(args.amp, *args.model_dtype);
+  }
   args.no_ddp_bb = config.get<bool>("no_ddp_bb");
   args.synchronize_step = config.get<bool>("synchronize_step");
 

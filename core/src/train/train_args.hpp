@@ -57,7 +57,11 @@ struct TrainArgs {
   std::string device;               // "cuda", "cpu", "cuda:1"
   bool device_is_explicit = false;  // given, so a missing CUDA is an error
   bool amp = false;
-  std::string amp_dtype;   // "float16" or "bfloat16"
+  std::string amp_dtype;  // "float16" or "bfloat16"
+  // --model-dtype: the weights' and the input batches' dtype, "float32",
+  // "float16" or "bfloat16" (checked when read, with train.py's rule beside
+  // --amp); none: float32.
+  std::optional<std::string> model_dtype;
   bool no_ddp_bb = false;  // DDP without buffer broadcast
   // torch.cuda.synchronize() after each optimizer update, before the step
   // time is read (CUDA only; nothing on the CPU, as train.py).

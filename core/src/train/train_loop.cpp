@@ -51,12 +51,14 @@ struct TrainContext {
   double train_seconds = 0;
 };
 
-// Moves a uint8 batch to the device and applies the batch transforms there
-// (as timm's prefetcher normalises on the device); --channels-last re-lays the
-// result out as train.py does with input.contiguous(memory_format=...).
+// Moves a uint8 batch to the device as `dtype` (--model-dtype) and applies
+// the batch transforms there, as timm's prefetcher normalises on the device
+// in its img_dtype (x.to(img_dtype).sub_(mean).div_(std), the constants in
+// that dtype); --channels-last re-lays the result out as train.py does with
+// input.contiguous(memory_format=...).
 at::Tensor prepare_images(const Batch& batch, const TransformPipeline& transform, const torch::Device& device, Rng& rng,
-                          bool channels_last) {
-  at::Tensor images = batch.images.to(device, /*non_blocking=*/true).to(at::kFloat);
+                          bool channels_last, c10::ScalarType dtype) {
+  at::Tensor images = batch.images.to(device, /*non_blocking=*/true).to(dtype);
   transform.apply(images, rng);
   if (channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
   return images;
@@ -271,8 +273,8 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
     const bool need_update = last_batch || (batch_idx + 1) % accum_steps == 0;
     const int64_t update_idx = batch_idx / accum_steps;
     if (batch_idx >= last_batch_idx_to_accum) accum = last_accum_steps;
-    at::Tensor input =
-        prepare_images(*batch, ctx.loader.transform(batch->choice), ctx.device, batch_rng, ctx.args.channels_last);
+    at::Tensor input = prepare_images(*batch, ctx.loader.transform(batch->choice), ctx.device, batch_rng,
+                                      ctx.args.channels_last, ctx.tools.model_dtype);
     at::Tensor target = batch->targets.to(ctx.device);
     if (ctx.tools.mixup) target = ctx.tools.mixup->apply(input, target, mixup_rng).targets;
     p.data_time.update(static_cast<double>(accum) * p.data_watch.seconds());
@@ -306,6 +308,8 @@ EvalBatch eval_batch(const TrainContext& ctx, const ModelPtr& model, const at::T
     if (ctx.tools.amp_dtype) autocast.emplace(ctx.device.type(), *ctx.tools.amp_dtype);
     output = model->forward(input);
   }
+  // The metrics from float32 logits (exact also for a --model-dtype bfloat16
+  // or float16 model, whose logits timm scores in that dtype).
   output = output.to(at::kFloat);
   at::Tensor reduced_target = target;
   if (ctx.args.tta > 1) {
@@ -346,7 +350,8 @@ EvalMetrics validate(const TrainContext& ctx, const ModelPtr& model, Loader& loa
   Stopwatch batch_watch;
   int64_t batch_idx = 0;
   while (auto batch = loader.next()) {
-    const at::Tensor input = prepare_images(*batch, loader.transform(), ctx.device, rng, ctx.args.channels_last);
+    const at::Tensor input =
+        prepare_images(*batch, loader.transform(), ctx.device, rng, ctx.args.channels_last, ctx.tools.model_dtype);
     const at::Tensor target = batch->targets.to(ctx.device);
     const EvalBatch result = eval_batch(ctx, model, input, target);
     sums.loss_sum += result.loss * static_cast<double>(result.size);

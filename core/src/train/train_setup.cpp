@@ -18,6 +18,7 @@
 #include "timm/log/log.hpp"
 #include "timm/models/channels_last.hpp"
 #include "timm/models/load_weights.hpp"
+#include "timm/models/model_dtype.hpp"
 #include "trainer_internal.hpp"
 
 namespace timm::train_detail {
@@ -313,20 +314,38 @@ TrainLossArgs train_loss_args(const TrainArgs& args) {
   return result;
 }
 
+// --model-dtype (float32 when not given), as train.py resolves it.
+c10::ScalarType model_dtype_of(const TrainArgs& args) {
+  return args.model_dtype ? parse_model_dtype(*args.model_dtype) : at::kFloat;
+}
+
+// train.py's warning for --model-dtype float16.
+void warn_float16(const TrainArgs& args) {
+  if (model_dtype_of(args) == at::kHalf) {
+    log_warning("float16 is not recommended for training, for half precision bfloat16 is recommended.");
+  }
+}
+
 // --amp: autocast in --amp-dtype; the float16 gradient scaler on CUDA only,
-// as train.py (bfloat16, and float16 on CPU, train unscaled).
+// as train.py (bfloat16, and float16 on CPU, train unscaled). Without it the
+// run trains in --model-dtype (train_args_from_config refused the two
+// together).
 void setup_amp(const TrainArgs& args, const torch::Device& device, StepTools& tools) {
+  tools.model_dtype = model_dtype_of(args);
   if (!args.amp) {
-    log_info("AMP not enabled. Training in float32.");
+    log_info("AMP not enabled. Training in " + dtype_name(tools.model_dtype) + ".");
     return;
   }
+  check_amp_model_dtype(args.amp, tools.model_dtype);
   tools.amp_dtype = parse_amp_dtype(args.amp_dtype);
   if (device.is_cuda() && *tools.amp_dtype == at::kHalf) tools.scaler = std::make_unique<GradScaler>(device);
   log_info("Using native Torch AMP. Training in mixed precision.");
 }
 
-// --model-ema: ModelEmaV3 over a second instance of the model.
-std::unique_ptr<ModelEma> make_model_ema(const TrainArgs& args, const ModelArgs& model_args, const ModelPtr& model) {
+// --model-ema: ModelEmaV3 over a second instance of the model, on its
+// device and in its dtype (timm deep-copies the model).
+std::unique_ptr<ModelEma> make_model_ema(const TrainArgs& args, const ModelArgs& model_args, const ModelPtr& model,
+                                         c10::ScalarType model_dtype) {
   if (!args.model_ema) return nullptr;
   ModelEmaOptions options;
   options.decay = args.model_ema_decay;
@@ -334,6 +353,7 @@ std::unique_ptr<ModelEma> make_model_ema(const TrainArgs& args, const ModelArgs&
   if (args.model_ema_force_cpu) options.device = torch::Device(torch::kCPU);
   ModelPtr copy = create_model(args.model, model_args);
   copy->to(model->parameters().front().device());
+  to_model_dtype(*copy, model_dtype);
   return std::make_unique<ModelEma>(std::move(copy), *model, options);
 }
 
@@ -592,7 +612,11 @@ void set_up_model_and_data(const TrainArgs& args, const Config& config, Distribu
   setup.data_config = resolve_data_config(config, setup.model->pretrained_cfg(), defaults);
   for (const auto& line : describe_data_config(setup.data_config)) log_info(line);
   if (args.split_bn) convert_to_split_bn(args, *setup.model);
+  // train.py: model.to(device=device, dtype=model_dtype), after the weights
+  // were loaded in float32.
   setup.model->to(device);
+  warn_float16(args);
+  to_model_dtype(*setup.model, model_dtype_of(args));
   if (uses_sync_bn(args, dist)) convert_to_sync_bn(*setup.model, dist);
   setup.tools = make_step_tools(args, device, setup.num_classes);
   if (args.channels_last) to_channels_last(*setup.model);
@@ -609,7 +633,7 @@ void set_up_optimization(const TrainArgs& args, Distributed& dist, TrainSetup& s
       resolve_lr(args, setup.batch_size_reference * dist.size() * static_cast<double>(setup.tools.grad_accum_steps));
   setup.optimizer = setup.task->create_optimizer(args.model, optimizer_args(args, setup.lr));
   log_info("Created " + setup.optimizer->describe());
-  setup.tools.ema = make_model_ema(args, setup.model_args, setup.model);
+  setup.tools.ema = make_model_ema(args, setup.model_args, setup.model, setup.tools.model_dtype);
   const bool sync_bn = uses_sync_bn(args, dist);
   if (dist.active()) {
     setup.task->prepare_distributed([&](torch::nn::Module& trainable) { wrap_ddp(args, trainable, sync_bn, dist); });

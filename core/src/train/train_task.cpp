@@ -4,6 +4,7 @@
 #include "timm/log/log.hpp"
 #include "timm/models/channels_last.hpp"
 #include "timm/models/load_weights.hpp"
+#include "timm/models/model_dtype.hpp"
 #include "timm/train/distillation.hpp"
 #include "trainer_internal.hpp"
 
@@ -59,6 +60,8 @@ DistillationTeacher create_teacher(const TrainArgs& args, const Config& config, 
                   static_cast<long long>(count_parameters(*teacher))));
   load_teacher_weights(args, *teacher, teacher_args);
   teacher->to(device);
+  // timm creates the teacher in the task's dtype (--model-dtype).
+  to_model_dtype(*teacher, setup.tools.model_dtype);
   if (args.channels_last) to_channels_last(*teacher);
   Normalization normalization = teacher_normalization(config, *teacher, defaults);
   return DistillationTeacher(std::move(teacher), std::move(normalization));

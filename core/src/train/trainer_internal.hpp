@@ -97,6 +97,9 @@ void finish_distributed(torch::nn::Module& model, Distributed& dist);
 // What a training step uses beside the model and the optimizer.
 struct StepTools {
   LossFn loss_fn;
+  // --model-dtype: the model's weights and the input batches (converted from
+  // uint8 before the loader's normalisation, as timm's img_dtype).
+  c10::ScalarType model_dtype = c10::ScalarType::Float;
   std::optional<c10::ScalarType> amp_dtype;  // --amp: autocast in this dtype
   std::unique_ptr<GradScaler> scaler;        // --amp with float16
   std::optional<double> clip_grad;

@@ -48,7 +48,8 @@ class ImageTransform {
 class BatchTransform {
  public:
   virtual ~BatchTransform() = default;
-  // `batch` is float (N, C, H, W) on the training device.
+  // `batch` is floating-point (N, C, H, W) on the training device: float32,
+  // or --model-dtype's (bfloat16, float16: timm's img_dtype); keep its dtype.
   virtual void apply(at::Tensor& batch, Rng& rng) const = 0;
   virtual std::string repr() const = 0;
 };

@@ -27,20 +27,33 @@ namespace timm {
 // `default_model` as --model's default.
 void add_model_data_flags(ToolArgs& args, const std::string& default_model);
 // Declares validate.py's and inference.py's precision and weight flags:
-// --amp, --amp-dtype (float16, their default), --channels-last, --pretrained.
+// --amp, --amp-dtype (float16, their default), --model-dtype,
+// --channels-last, --pretrained.
 void add_eval_model_flags(ToolArgs& args);
 
-// --amp / --amp-dtype / --channels-last as the forward needs them.
+// --amp / --amp-dtype / --model-dtype / --channels-last as the forward needs
+// them.
 struct EvalPrecision {
   // Autocast on the CPU in this dtype (torch.autocast(device.type, dtype));
-  // none without --amp: float32.
+  // none without --amp.
   std::optional<c10::ScalarType> amp_dtype;
+  // --model-dtype: the weights (to_model_dtype) and each input batch
+  // (prepare_eval_images), as validate.py's model.to(dtype=model_dtype) and
+  // its loader's img_dtype.
+  c10::ScalarType model_dtype = c10::ScalarType::Float;
   // The model's weights and each input batch in channels_last memory format.
   bool channels_last = false;
 };
 // Reads the flags; an --amp-dtype other than float16 or bfloat16 is a
-// UsageError, with or without --amp (validate.py asserts it only with --amp).
+// UsageError, with or without --amp (validate.py asserts it only with --amp),
+// and so are a --model-dtype other than float32, float16 or bfloat16 and
+// --amp beside a --model-dtype other than float32 (validate.py's asserts).
 EvalPrecision eval_precision(const ToolArgs& args);
+
+// The tools' log line: "<doing> in mixed precision with native PyTorch AMP
+// (<amp-dtype> autocast on the CPU)." or "<doing> in <model dtype>. AMP not
+// enabled." (validate.py's words, `doing` = "Validating").
+std::string describe_eval_precision(const EvalPrecision& precision, const std::string& doing);
 
 // The head size of timm's create_model(model_name, pretrained=True) without
 // num_classes: the pretrained weights' (pretrained_cfg().num_classes), as
@@ -84,10 +97,12 @@ CheckpointShape checkpoint_shape(const std::filesystem::path& checkpoint, const 
 std::shared_ptr<Loader> make_eval_loader(std::shared_ptr<const Dataset> dataset, const DataConfig& data_config,
                                          int64_t batch_size, int64_t workers);
 
-// A uint8 batch as float on the CPU with the loader's batch transforms
-// (normalisation) applied, as timm's prefetcher does; in channels_last memory
-// format when `channels_last` is set (validate.py's input.contiguous(
+// A uint8 batch as `dtype` (float32, or --model-dtype's: timm's img_dtype)
+// on the CPU with the loader's batch transforms (normalisation) applied in
+// that dtype, as timm's prefetcher does; in channels_last memory format when
+// `channels_last` is set (validate.py's input.contiguous(
 // memory_format=torch.channels_last)).
-at::Tensor prepare_eval_images(const Batch& batch, const TransformPipeline& transform, bool channels_last = false);
+at::Tensor prepare_eval_images(const Batch& batch, const TransformPipeline& transform, bool channels_last = false,
+                               c10::ScalarType dtype = c10::ScalarType::Float);
 
 }  // namespace timm

@@ -1,5 +1,6 @@
 // Mixed precision (--amp, --amp-dtype): autocast and the float16 gradient
-// scaler, as torch.autocast and torch.amp.GradScaler that train.py uses.
+// scaler, as torch.autocast and torch.amp.GradScaler that train.py uses; and
+// the precision flags' rules (--model-dtype beside --amp).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,20 @@ class Optimizer;
 
 // --amp-dtype: "float16" or "bfloat16"; anything else is a UsageError.
 c10::ScalarType parse_amp_dtype(const std::string& name);
+
+// --model-dtype: "float32", "float16" or "bfloat16" (the choices train.py,
+// validate.py and inference.py assert); anything else is a UsageError naming
+// the value and the choices.
+c10::ScalarType parse_model_dtype(const std::string& name);
+
+// train.py's, validate.py's and inference.py's rule: autocast computes from
+// float32 weights, so --amp with a --model-dtype other than float32 is a
+// UsageError ("float32 model dtype must be used with AMP").
+void check_amp_model_dtype(bool amp, c10::ScalarType model_dtype);
+
+// A floating dtype as the precision log lines name it: "float32",
+// "float16", "bfloat16" (torch's names without "torch.").
+std::string dtype_name(c10::ScalarType dtype);
 
 // torch.autocast(device_type, dtype, enabled) for the guard's lifetime: ops
 // on that device run in `dtype` where autocast's lists say so. Nests as

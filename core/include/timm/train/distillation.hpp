@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 
@@ -63,14 +64,16 @@ class DistillationTeacher {
   const Normalization& normalization() const { return normalization_; }
 
  private:
-  // The (1, C, 1, 1) float32 tensors of a re-normalisation on a device,
-  // made once rather than at every step (a host-to-device copy each on CUDA).
+  // The (1, C, 1, 1) tensors of a re-normalisation on a device, in the
+  // input's dtype (timm's mean_kd / std_kd in the task's dtype), made once
+  // rather than at every step (a host-to-device copy each on CUDA).
   struct Renormalization {
     Normalization student;
     at::Device device;
     at::Tensor student_mean, student_std, mean, std;
   };
-  const Renormalization& renormalization(const Normalization& student, const at::Device& device) const;
+  const Renormalization& renormalization(const Normalization& student, const at::Device& device,
+                                         c10::ScalarType dtype) const;
 
   ModelPtr model_;
   Normalization normalization_;

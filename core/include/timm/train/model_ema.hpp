@@ -8,9 +8,9 @@
 //   ...after each optimizer update:  ema.update(*model, num_updates);
 //   ...each epoch:                   validate(ema.module(), ...);
 //
-// Differences from timm: the EMA is kept in the model's dtype (float32 in
-// timm-cpp), so timm's stochastic rounding of bfloat16 EMA tensors is not
-// needed and not implemented.
+// The EMA is kept in the model's dtype, as timm's deep copy: float32, or
+// --model-dtype's (then interpolated in bfloat16 or float16, as
+// ModelEmaV3's _foreach_lerp_ on such tensors).
 #pragma once
 
 #include <cstdint>
