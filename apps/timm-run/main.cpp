@@ -55,6 +55,8 @@ int run(int argc, char** argv) {
     default:
       break;
   }
+  // --grad-checkpointing asks for memory over speed: glibc returns freed buffers again.
+  if (command.config.get<bool>("grad_checkpointing")) timm::release_freed_cpu_memory();
   timm::log_info(timm::format("Start-up: %zu plugins, %zu registry entries, config parsed in %.3f s; CPU allocator: %s",
                               plugins.size(), timm::Registry::global().size(), startup,
                               timm::cpu_allocator_policy().reason.c_str()));

@@ -1,6 +1,6 @@
 // The CPU allocator policy (timm/base/cpu_allocator.hpp): large tensors come
 // from glibc's heap and stay there for the next step, unless the user chose
-// glibc's malloc tunables.
+// glibc's malloc tunables; release_freed_cpu_memory() undoes it.
 #include <malloc.h>
 
 #include <cstdlib>
@@ -53,6 +53,17 @@ TEST_CASE("keep_freed_cpu_memory serves large tensors from the heap and keeps th
   }
   // Freed, the buffer stays in the heap for the next step rather than going back to the kernel.
   CHECK(free_heap_bytes() >= kFloats * sizeof(float));
+
+  // --grad-checkpointing gives memory back: large buffers are mapped on their own again.
+  const timm::CpuAllocatorPolicy released = timm::release_freed_cpu_memory();
+  CHECK_FALSE(released.applied);
+  CHECK(released.reason.find("returned when freed") != std::string::npos);
+  CHECK_FALSE(timm::cpu_allocator_policy().applied);
+  {
+    const size_t before = mmapped_bytes();
+    const at::Tensor big = at::empty({kFloats});
+    CHECK(mmapped_bytes() >= before + kFloats * sizeof(float));
+  }
 }
 #endif
 
@@ -66,5 +77,8 @@ TEST_CASE("glibc malloc tunables chosen by the user are kept") {
   clear_malloc_environment();
   setenv("MALLOC_TRIM_THRESHOLD_", "0", 1);
   CHECK_FALSE(timm::keep_freed_cpu_memory().applied);
+  // Nothing to undo: the user's settings stay.
+  CHECK(timm::release_freed_cpu_memory().reason == timm::cpu_allocator_policy().reason);
+  CHECK(timm::cpu_allocator_policy().reason.find("tunables") != std::string::npos);
   clear_malloc_environment();
 }

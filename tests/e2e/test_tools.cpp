@@ -302,7 +302,7 @@ TEST_CASE("timm-benchmark --bench fwd-bwd times forward + backward alone; bad ar
       run_command({tool("timm-benchmark"), "--model", "resnet18", "-b", "2", "--img-size", "64", "--num-warm-iter", "0",
                    "--num-bench-iter", "1", "--bench", "fwd-bwd", "--grad-checkpointing"});
   REQUIRE_MESSAGE(checkpointed.exit_code == 0, checkpointed.output);
-  CHECK(checkpointed.output.find("Gradient checkpointing enabled.") != std::string::npos);
+  CHECK(checkpointed.output.find("Gradient checkpointing enabled; CPU allocator: ") != std::string::npos);
   CHECK(checkpointed.output.find("FwdBwd [1/1]. ") != std::string::npos);
 
   const auto mode = run_command({tool("timm-benchmark"), "--bench", "fast"});

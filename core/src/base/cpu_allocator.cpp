@@ -51,9 +51,28 @@ CpuAllocatorPolicy glibc_keep_freed_memory() {
 #endif
 }
 
+CpuAllocatorPolicy glibc_release_freed_memory() {
+#if defined(__GLIBC__)
+  constexpr int kThreshold = 128 * 1024;  // glibc's initial mmap threshold
+  constexpr int kMmapMax = 65536;         // glibc's default M_MMAP_MAX
+  const bool applied = mallopt(M_MMAP_THRESHOLD, kThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, kThreshold) == 1 &&
+                       mallopt(M_MMAP_MAX, kMmapMax) == 1;
+  malloc_trim(0);
+  return {!applied, applied ? "buffers above 128 KiB mapped on their own and returned when freed (less memory)"
+                            : "glibc refused mallopt; freed memory still kept for reuse"};
+#else
+  return last_policy();
+#endif
+}
+
 }  // namespace
 
 CpuAllocatorPolicy keep_freed_cpu_memory() { return last_policy() = glibc_keep_freed_memory(); }
+
+CpuAllocatorPolicy release_freed_cpu_memory() {
+  if (!last_policy().applied) return last_policy();
+  return last_policy() = glibc_release_freed_memory();
+}
 
 const CpuAllocatorPolicy& cpu_allocator_policy() { return last_policy(); }
 
