@@ -21,7 +21,8 @@ generate --dir D --cases JSON
     metadata the state_dict key order, the parameter count and the per-block
     drop-path rates for drop_path_rate=0.2. Also forward_intermediates' outputs for
     each of INTERMEDIATES_VARIANTS ("inter.<variant>.<i>", "inter.<variant>.final";
-    metadata "intermediates": counts, or timm's error) and feature_info.
+    metadata "intermediates": counts, or timm's error) and feature_info; and the eval
+    logits of the model and input in bfloat16 ("logits_eval_bf16", as float32).
 check --dir D --cases JSON
     Loads D/<id>.cpp.safetensors with model.load_state_dict(load_file(...))
     (strict) and compares its eval logits on D/<id>.probe.safetensors' input
@@ -40,6 +41,7 @@ initstats --names a,b,...
 CPU, float32, one thread.
 """
 import argparse
+import copy
 import json
 import sys
 
@@ -151,6 +153,10 @@ def generate(directory, case, grad_keys_fn, drop_path_rates_fn):
         out["head_eval"] = model.forward_head(features).clone().contiguous()
         out["pre_logits_eval"] = model.forward_head(features, pre_logits=True).clone().contiguous()
         intermediates = record_intermediates(model, x, out)
+        # --model-dtype bfloat16: the same weights and input in bfloat16 (model.to(dtype), as train.py).
+        model_bf16 = copy.deepcopy(model).to(torch.bfloat16)
+        out["logits_eval_bf16"] = model_bf16(x.to(torch.bfloat16)).float()
+        del model_bf16
     model.train()
     # Random layers (DropBlock) draw from the default generator: the C++ side
     # seeds it the same way before its train step.

@@ -28,6 +28,7 @@
 #include "timm/layers/drop_path.hpp"
 #include "timm/models/features.hpp"
 #include "timm/models/model.hpp"
+#include "timm/models/model_dtype.hpp"
 #include "timm/models/state_dict.hpp"
 #include "timm/plugin/registry.hpp"
 
@@ -73,6 +74,9 @@ struct ParityOptions {
   std::vector<std::string> after_buffers = {};
   // The fewest gradients the oracle must have written.
   size_t min_grad_keys = 1;
+  // Whether the model takes drop_path_rate (timm's VGG raises TypeError on
+  // it): without, the rates are compared at the model's defaults.
+  bool takes_drop_path = true;
 };
 
 inline nlohmann::json cases_json(const std::vector<ParityCase>& cases, const ParityOptions& opts = {}) {
@@ -168,6 +172,7 @@ struct ParityDiffs {
   double grad = 0.0;           // max over the compared gradients
   double features = 0.0;       // max over forward_features, forward_head and its pre_logits output
   double intermediates = 0.0;  // max over forward_intermediates' outputs
+  double bf16 = 0.0;           // eval logits in bfloat16 (--model-dtype)
 };
 
 // timm's forward_features / forward_head split, eval mode, no grad, on timm's
@@ -272,6 +277,30 @@ inline double check_intermediates(ClassifierImpl& model, const ParityCase& c,
   return worst;
 }
 
+// --model-dtype bfloat16: timm's weights converted as Python's
+// model.to(torch.bfloat16) (to_model_dtype) give, on the input in bfloat16,
+// eval logits within kBf16Tolerance of timm's bfloat16 model's. Both run
+// bfloat16 kernels, so the differences are roundings where an op is
+// decomposed differently. Returns the largest difference.
+inline constexpr Tolerance kBf16Tolerance{5e-2, 5e-2};
+
+inline double check_bf16_eval(const ParityCase& c, const NamedTensors& timm_state,
+                              const std::map<std::string, at::Tensor>& expected) {
+  ModelPtr model = create_model(c.name, parity_args(c));
+  load_state_dict(*model, timm_state, /*strict=*/true);
+  to_model_dtype(*model, at::kBFloat16);
+  model->eval();
+  c10::NoGradGuard no_grad;
+  const at::Tensor logits = model->forward(expected.at("input").to(at::kBFloat16));
+  CHECK((logits.scalar_type() == at::kBFloat16));
+  const at::Tensor& timm_logits = expected.at("logits_eval_bf16");
+  const double d = max_abs_diff(logits, timm_logits);
+  CHECK_MESSAGE(
+      all_close(logits.to(at::kFloat), timm_logits, kBf16Tolerance),
+      c.id << " bfloat16 eval max abs diff " << d << " (max |logit| " << timm_logits.abs().max().item<double>() << ")");
+  return d;
+}
+
 // forward_head's num_classes 0 and pre_logits on our side alone (eval, no
 // grad, random weights): a model without a classifier, given the weights of
 // one with kParityNumClasses (its head keys left out), returns from
@@ -329,7 +358,8 @@ inline void check_head_dropout_gives_bias(const std::string& name, ModelArgs arg
 // Structure (state_dict keys in order, shapes, dtypes, parameter count), then
 // timm's weights give timm's eval logits, eval forward_features /
 // forward_head / pre-logits (check_features_and_head), feature_info and
-// forward_intermediates (check_intermediates), train logits, loss,
+// forward_intermediates (check_intermediates), bfloat16 eval logits
+// (check_bf16_eval), train logits, loss,
 // gradients and `after_buffers` here, and the per-block drop-path rates for
 // drop_path_rate 0.2 equal timm's.
 inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile& file, const ParityOptions& opts) {
@@ -366,6 +396,7 @@ inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile&
     diffs.eval = max_abs_diff(logits, expected.at("logits_eval"));
     CHECK_MESSAGE(all_close(logits, expected.at("logits_eval"), tol), c.id << " eval max abs diff " << diffs.eval);
   }
+  diffs.bf16 = check_bf16_eval(c, timm_state, expected);
   diffs.features = check_features_and_head(*model, c, expected, tol);
   diffs.intermediates = check_intermediates(*model, c, expected, meta, tol);
   model->train();
@@ -398,12 +429,12 @@ inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile&
   }
 
   ModelArgs dp_args = parity_args(c);
-  dp_args.drop_path_rate = 0.2;
+  if (opts.takes_drop_path) dp_args.drop_path_rate = 0.2;
   ModelPtr dp_model = create_model(c.name, dp_args);
   check_drop_path_rates(*dp_model, nlohmann::json::parse(meta.at("drop_path_rates")).get<std::vector<double>>(), opts);
   MESSAGE(c.id << ": eval logits max abs diff " << diffs.eval << ", forward_features / forward_head " << diffs.features
-               << ", forward_intermediates " << diffs.intermediates << ", train " << diffs.train << ", grads "
-               << diffs.grad << " (" << grad_keys.size() << " tensors)");
+               << ", forward_intermediates " << diffs.intermediates << ", bfloat16 " << diffs.bf16 << ", train "
+               << diffs.train << ", grads " << diffs.grad << " (" << grad_keys.size() << " tensors)");
   return diffs;
 }
 
@@ -491,7 +522,7 @@ inline nlohmann::json check_registered(const std::string& oracle, const std::vec
     CAPTURE(name);
     const auto& e = info.at("models").at(name);
     ModelArgs args;
-    args.drop_path_rate = 0.2;
+    if (opts.takes_drop_path) args.drop_path_rate = 0.2;
     // timm's default num_classes is the default tag's (_update_default_model_kwargs):
     // 0 for weights without a classifier (DINO, orig_in21k).
     args.num_classes = e.at("pretrained_num_classes").get<int64_t>();
