@@ -109,6 +109,7 @@ TEST_CASE("--model-dtype takes train.py's choices; --amp needs float32 weights")
   CHECK(timm::dtype_name(at::kFloat) == "float32");
   CHECK(timm::dtype_name(at::kHalf) == "float16");
   CHECK(timm::dtype_name(at::kBFloat16) == "bfloat16");
+  CHECK(timm::dtype_name(at::kLong) == "int64");
 }
 
 }  // namespace test_model_dtype

@@ -31,6 +31,7 @@
 #include "timm/models/model_dtype.hpp"
 #include "timm/models/state_dict.hpp"
 #include "timm/plugin/registry.hpp"
+#include "timm/train/amp.hpp"
 
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
@@ -122,20 +123,6 @@ inline double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
 inline bool all_close(const at::Tensor& ours, const at::Tensor& expected, const Tolerance& tol) {
   return ours.sizes() == expected.sizes() &&
          at::allclose(ours.to(at::kDouble), expected.to(at::kDouble), tol.rtol, tol.atol);
-}
-
-// torch's dtype names as Python prints them without "torch.".
-inline std::string dtype_name(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat:
-      return "float32";
-    case at::kDouble:
-      return "float64";
-    case at::kLong:
-      return "int64";
-    default:
-      return c10::toString(type);
-  }
 }
 
 // A registered model with `in_chans` input channels and `num_classes` classes.
@@ -534,7 +521,7 @@ inline nlohmann::json check_registered(const std::string& oracle, const std::vec
     for (const auto& [key, tensor] : ours) {
       keys.push_back(key);
       shapes.emplace_back(tensor.sizes().begin(), tensor.sizes().end());
-      dtypes.push_back(dtype_name(tensor.scalar_type()));
+      dtypes.push_back(timm::dtype_name(tensor.scalar_type()));
     }
     CHECK(keys == e.at("keys").get<std::vector<std::string>>());
     CHECK(shapes == e.at("shapes").get<std::vector<std::vector<int64_t>>>());

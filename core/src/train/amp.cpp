@@ -39,6 +39,8 @@ std::string dtype_name(c10::ScalarType dtype) {
       return "bfloat16";
     case at::kDouble:
       return "float64";
+    case at::kLong:
+      return "int64";
     default:
       return c10::toString(dtype);
   }

@@ -319,16 +319,9 @@ c10::ScalarType model_dtype_of(const TrainArgs& args) {
   return args.model_dtype ? parse_model_dtype(*args.model_dtype) : at::kFloat;
 }
 
-// train.py's warning for --model-dtype float16.
-void warn_float16(const TrainArgs& args) {
-  if (model_dtype_of(args) == at::kHalf) {
-    log_warning("float16 is not recommended for training, for half precision bfloat16 is recommended.");
-  }
-}
-
 // --amp: autocast in --amp-dtype; the float16 gradient scaler on CUDA only,
 // as train.py (bfloat16, and float16 on CPU, train unscaled). Without it the
-// run trains in --model-dtype (train_args_from_config refused the two
+// run trains in --model-dtype (the arguments' reading refused the two
 // together).
 void setup_amp(const TrainArgs& args, const torch::Device& device, StepTools& tools) {
   tools.model_dtype = model_dtype_of(args);
@@ -336,7 +329,6 @@ void setup_amp(const TrainArgs& args, const torch::Device& device, StepTools& to
     log_info("AMP not enabled. Training in " + dtype_name(tools.model_dtype) + ".");
     return;
   }
-  check_amp_model_dtype(args.amp, tools.model_dtype);
   tools.amp_dtype = parse_amp_dtype(args.amp_dtype);
   if (device.is_cuda() && *tools.amp_dtype == at::kHalf) tools.scaler = std::make_unique<GradScaler>(device);
   log_info("Using native Torch AMP. Training in mixed precision.");
@@ -615,8 +607,11 @@ void set_up_model_and_data(const TrainArgs& args, const Config& config, Distribu
   // train.py: model.to(device=device, dtype=model_dtype), after the weights
   // were loaded in float32.
   setup.model->to(device);
-  warn_float16(args);
-  to_model_dtype(*setup.model, model_dtype_of(args));
+  const c10::ScalarType model_dtype = model_dtype_of(args);
+  if (model_dtype == at::kHalf) {
+    log_warning("float16 is not recommended for training, for half precision bfloat16 is recommended.");
+  }
+  to_model_dtype(*setup.model, model_dtype);
   if (uses_sync_bn(args, dist)) convert_to_sync_bn(*setup.model, dist);
   setup.tools = make_step_tools(args, device, setup.num_classes);
   if (args.channels_last) to_channels_last(*setup.model);

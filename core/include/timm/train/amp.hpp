@@ -30,8 +30,9 @@ c10::ScalarType parse_model_dtype(const std::string& name);
 // UsageError ("float32 model dtype must be used with AMP").
 void check_amp_model_dtype(bool amp, c10::ScalarType model_dtype);
 
-// A floating dtype as the precision log lines name it: "float32",
-// "float16", "bfloat16" (torch's names without "torch.").
+// A dtype as Python prints it without "torch.": "float32", "float16",
+// "bfloat16", "float64", "int64" (the precision log lines; the parity tests'
+// state_dict dtypes); c10's name for the others.
 std::string dtype_name(c10::ScalarType dtype);
 
 // torch.autocast(device_type, dtype, enabled) for the guard's lifetime: ops
