@@ -8,16 +8,10 @@
 
 namespace timm {
 
-namespace {
-
-// "model 'resnet50' (from plugin '/abs/libtimm_models_resnet.so')", or the
-// class name for a model built without create_model.
 std::string describe_model(const ClassifierImpl& model) {
   if (model.registered_name().empty()) return "model " + in_quotes(model.name());
   return "model " + in_quotes(model.registered_name()) + " (from plugin " + in_quotes(model.registered_origin()) + ")";
 }
-
-}  // namespace
 
 torch::Tensor ClassifierImpl::forward_features(torch::Tensor x) {
   (void)x;

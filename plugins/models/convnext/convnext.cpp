@@ -199,7 +199,7 @@ nn::Sequential make_stem(const ConvNeXtSpec& spec, int64_t in_chans) {
 
 class ConvNeXtImpl : public ClassifierImpl {
  public:
-  ConvNeXtImpl(const ConvNeXtSpec& spec, const ModelArgs& args) : name_(spec.name), num_classes_(args.num_classes) {
+  ConvNeXtImpl(const ConvNeXtSpec& spec, const ModelArgs& args) : num_classes_(args.num_classes) {
     validate_model_args(spec.name, args);
     cfg_.input_size = {3, spec.img_size, spec.img_size};
     cfg_.crop_pct = spec.crop_pct;
@@ -245,7 +245,7 @@ class ConvNeXtImpl : public ClassifierImpl {
   // intermediate only, and the final features get it only when that stage ran.
   Intermediates forward_intermediates(at::Tensor input,
                                       const IntermediatesOptions& options = IntermediatesOptions()) override {
-    check_output_fmt(name_, options.output_fmt(), {"NCHW"});
+    check_output_fmt(describe_model(*this), options.output_fmt(), {"NCHW"});
     const int64_t num_stages = static_cast<int64_t>(stages->size());
     const auto [take_indices, max_index] = feature_take_indices(num_stages, options.indices());
     const std::vector<bool> take = take_mask(num_stages, take_indices);
@@ -341,7 +341,6 @@ class ConvNeXtImpl : public ClassifierImpl {
   at::Tensor final_norm(const at::Tensor& x) { return norm_pre ? norm_pre(x) : x; }
 
   PretrainedCfg cfg_;
-  std::string name_;
   int64_t num_classes_;
   std::vector<FeatureInfo> feature_info_;
 };

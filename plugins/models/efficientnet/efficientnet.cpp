@@ -203,11 +203,7 @@ void efficientnet_init_weights(nn::Module& model) {
 class EfficientNetImpl : public ClassifierImpl {
  public:
   EfficientNetImpl(const Spec& spec, const ModelArgs& args)
-      : name_(spec.name),
-        family_(spec.family),
-        cfg_(spec.cfg),
-        num_classes_(args.num_classes),
-        drop_rate_(args.drop_rate) {
+      : family_(spec.family), cfg_(spec.cfg), num_classes_(args.num_classes), drop_rate_(args.drop_rate) {
     validate_model_args(spec.name, args, {"bn_eps", "bn_momentum"});
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
     const NormArgs norm = norm_args(spec.name, args, spec.norm);
@@ -276,9 +272,10 @@ class EfficientNetImpl : public ClassifierImpl {
   // intermediates_only.
   Intermediates forward_intermediates(at::Tensor input,
                                       const IntermediatesOptions& options = IntermediatesOptions()) override {
-    check_output_fmt(name_, options.output_fmt(), {"NCHW"});
+    check_output_fmt(describe_model(*this), options.output_fmt(), {"NCHW"});
     if (family_ == Family::kMobileNetV3 && options.stop_early() && !options.intermediates_only()) {
-      throw UsageError(name_ + ": forward_intermediates: Must use intermediates_only for early stopping.");
+      throw UsageError(describe_model(*this) +
+                       ": forward_intermediates: Must use intermediates_only for early stopping.");
     }
     const auto [levels, max_level] = feature_take_indices(static_cast<int64_t>(stage_ends_.size()), options.indices());
     std::vector<int64_t> steps;
@@ -362,7 +359,6 @@ class EfficientNetImpl : public ClassifierImpl {
     register_module("classifier", classifier.ptr());
   }
 
-  std::string name_;
   Family family_;
   std::vector<nn::Sequential> stages_;
   std::vector<FeatureInfo> feature_info_;

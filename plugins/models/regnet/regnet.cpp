@@ -185,8 +185,7 @@ struct RegNetSpec {
 
 class RegNetImpl : public ClassifierImpl {
  public:
-  RegNetImpl(const RegNetSpec& spec, const ModelArgs& args)
-      : name_(spec.name), cfg_(spec.pretrained), num_classes_(args.num_classes) {
+  RegNetImpl(const RegNetSpec& spec, const ModelArgs& args) : cfg_(spec.pretrained), num_classes_(args.num_classes) {
     validate_model_args(spec.name, args);
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
     const RegNetCfg& cfg = spec.cfg;
@@ -238,7 +237,7 @@ class RegNetImpl : public ClassifierImpl {
   // are the last stage run's output (NCHW only).
   Intermediates forward_intermediates(at::Tensor input,
                                       const IntermediatesOptions& options = IntermediatesOptions()) override {
-    check_output_fmt(name_, options.output_fmt(), {"NCHW"});
+    check_output_fmt(describe_model(*this), options.output_fmt(), {"NCHW"});
     const int64_t levels = static_cast<int64_t>(feature_info_.size());
     const auto [take_indices, max_index] = feature_take_indices(levels, options.indices());
     const std::vector<bool> take = take_mask(levels, take_indices);
@@ -298,7 +297,6 @@ class RegNetImpl : public ClassifierImpl {
     return grad_checkpointing_ ? checkpoint_seq(sequence_modules(stages_[i]), x) : stages_[i]->forward(x);
   }
 
-  std::string name_;
   PretrainedCfg cfg_;
   int64_t num_classes_;
   std::vector<nn::Sequential> stages_;

@@ -344,7 +344,7 @@ class ResNetImpl : public ClassifierImpl {
   static constexpr int64_t kChannels[4] = {64, 128, 256, 512};
 
   ResNetImpl(const ResNetSpec& spec, const ModelArgs& args)
-      : name_(spec.name), cfg_(spec.cfg), num_classes_(args.num_classes), drop_rate_(args.drop_rate) {
+      : cfg_(spec.cfg), num_classes_(args.num_classes), drop_rate_(args.drop_rate) {
     validate_model_args(spec.name, args, {"drop_block_rate"});
     const double drop_block_rate = model_kwarg_double(spec.name, args, "drop_block_rate").value_or(0.0);
     if (!(drop_block_rate >= 0.0 && drop_block_rate <= 1.0)) {
@@ -397,7 +397,7 @@ class ResNetImpl : public ClassifierImpl {
   // are the last stage run's output (NCHW only).
   Intermediates forward_intermediates(at::Tensor input,
                                       const IntermediatesOptions& options = IntermediatesOptions()) override {
-    check_output_fmt(name_, options.output_fmt(), {"NCHW"});
+    check_output_fmt(describe_model(*this), options.output_fmt(), {"NCHW"});
     const int64_t levels = static_cast<int64_t>(feature_info_.size());
     const auto [take_indices, max_index] = feature_take_indices(levels, options.indices());
     const std::vector<bool> take = take_mask(levels, take_indices);
@@ -498,7 +498,6 @@ class ResNetImpl : public ClassifierImpl {
     }
   }
 
-  std::string name_;
   PretrainedCfg cfg_;
   int64_t num_classes_;
   double drop_rate_;

@@ -127,7 +127,7 @@ SwinTransformerStage make_stage(SwinVersion version, int64_t in_dim, BlockArgs b
 class SwinTransformerImpl : public ClassifierImpl {
  public:
   SwinTransformerImpl(const SwinSpec& spec, const ModelArgs& args)
-      : name_(spec.name), version_(spec.version), num_classes_(args.num_classes) {
+      : version_(spec.version), num_classes_(args.num_classes) {
     validate_model_args(spec.name, args, {"img_size", "window_size", "always_partition"});
     cfg_.input_size = {3, spec.img_size, spec.img_size};
     cfg_.crop_pct = spec.crop_pct;
@@ -191,7 +191,7 @@ class SwinTransformerImpl : public ClassifierImpl {
   // final features (NHWC, as forward_features') get it only when that stage ran.
   Intermediates forward_intermediates(at::Tensor input,
                                       const IntermediatesOptions& options = IntermediatesOptions()) override {
-    check_output_fmt(name_, options.output_fmt(), {"NCHW"});
+    check_output_fmt(describe_model(*this), options.output_fmt(), {"NCHW"});
     const int64_t num_stages = static_cast<int64_t>(stages->size());
     const auto [take_indices, max_index] = feature_take_indices(num_stages, options.indices());
     const std::vector<bool> take = take_mask(num_stages, take_indices);
@@ -288,7 +288,6 @@ class SwinTransformerImpl : public ClassifierImpl {
   }
 
   PretrainedCfg cfg_;
-  std::string name_;
   SwinVersion version_;
   int64_t num_classes_;
   int64_t num_features_ = 0;

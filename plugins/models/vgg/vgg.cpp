@@ -110,7 +110,7 @@ struct VggSpec {
 
 class VggImpl : public ClassifierImpl {
  public:
-  VggImpl(const VggSpec& spec, const ModelArgs& args) : name_(spec.name), num_classes_(args.num_classes) {
+  VggImpl(const VggSpec& spec, const ModelArgs& args) : num_classes_(args.num_classes) {
     validate_model_args(spec.name, args);
     if (args.drop_path_rate) {
       throw UsageError(spec.name + ": drop_path_rate is not supported (timm's VGG has no drop path and refuses it)");
@@ -145,7 +145,7 @@ class VggImpl : public ClassifierImpl {
   // ignored (no final norm); NCHW only.
   Intermediates forward_intermediates(at::Tensor x,
                                       const IntermediatesOptions& options = IntermediatesOptions()) override {
-    check_output_fmt(name_, options.output_fmt(), {"NCHW"});
+    check_output_fmt(describe_model(*this), options.output_fmt(), {"NCHW"});
     const int64_t levels = static_cast<int64_t>(feature_ends_.size());
     const auto [take_indices, max_index] = feature_take_indices(levels, options.indices());
     const std::vector<bool> take = take_mask(levels, take_indices);
@@ -233,7 +233,6 @@ class VggImpl : public ClassifierImpl {
     }
   }
 
-  std::string name_;
   PretrainedCfg cfg_;
   int64_t num_classes_;
   std::vector<size_t> feature_ends_;  // index in features of each level's layer

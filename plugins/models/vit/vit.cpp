@@ -198,7 +198,6 @@ class VisionTransformerImpl : public ClassifierImpl {
  public:
   VisionTransformerImpl(const VitSpec& spec, const ModelArgs& args)
       : cfg_(spec.cfg),
-        name_(spec.name),
         num_classes_(args.num_classes),
         drop_rate_(args.drop_rate),
         global_pool_(args.global_pool.value_or(spec.global_pool)),
@@ -277,7 +276,7 @@ class VisionTransformerImpl : public ClassifierImpl {
   // in forward_features.
   Intermediates forward_intermediates(at::Tensor input,
                                       const IntermediatesOptions& options = IntermediatesOptions()) override {
-    check_output_fmt(name_, options.output_fmt(), {"NCHW", "NLC"});
+    check_output_fmt(describe_model(*this), options.output_fmt(), {"NCHW", "NLC"});
     const int64_t depth = static_cast<int64_t>(blocks->size());
     const auto [take_indices, max_index] = feature_take_indices(depth, options.indices());
     const std::vector<bool> take = take_mask(depth, take_indices);
@@ -448,7 +447,6 @@ class VisionTransformerImpl : public ClassifierImpl {
   }
 
   PretrainedCfg cfg_;
-  std::string name_;
   int64_t num_classes_;
   double drop_rate_;
   std::string global_pool_;

@@ -60,7 +60,7 @@ struct Intermediates {
 // [1, num_features], e.g. "feature index 5 is out of range (0 to 4)".
 std::pair<std::vector<int64_t>, int64_t> feature_take_indices(int64_t num_features, const FeatureIndices& indices);
 
-// Throws UsageError naming `model`, `output_fmt` and the formats it supports
+// Throws UsageError naming `model` (describe_model(*this) in a plugin), `output_fmt` and the formats it supports
 // unless `output_fmt` is one of `supported`.
 void check_output_fmt(const std::string& model, const std::string& output_fmt,
                       const std::vector<std::string>& supported);

@@ -155,6 +155,13 @@ class ClassifierImpl : public torch::nn::Module {
 };
 
 using ModelPtr = std::shared_ptr<ClassifierImpl>;
+
+// The model as errors name it: "model 'resnet50' (from plugin
+// '/abs/libtimm_models_resnet.so')", or its class name for a model built
+// without create_model. Plugins pass it to check_output_fmt and their own
+// refusals instead of keeping a copy of their name.
+std::string describe_model(const ClassifierImpl& model);
+
 using ModelFactory = std::function<ModelPtr(const ModelArgs&)>;
 
 // Creates a registered model by name from the global registry; an unknown
