@@ -64,7 +64,8 @@ def bench_cpp(args, name):
             return json.load(f)["fwd_bwd_samples_per_sec"]
 
 
-def bench_python(args, name):
+def python_step(args, name):
+    """One forward+backward step of Python timm's model, as timm-benchmark --bench fwd-bwd runs it."""
     import torch
     import timm
     import torch.nn.functional as F
@@ -86,6 +87,11 @@ def bench_python(args, name):
             loss = F.cross_entropy(model(x).float(), target)
         loss.backward()
 
+    return step
+
+
+def bench_python(args, name):
+    step = python_step(args, name)
     for _ in range(args.warmup):
         step()
     start = time.perf_counter()

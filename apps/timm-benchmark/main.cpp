@@ -12,9 +12,14 @@
 #include <ATen/ops/randn.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/grad_mode.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <cmath>
+#include <filesystem>
 #include <iostream>
+#include <memory>
+#include <set>
+#include <system_error>
 
 #include "timm/base/app_main.hpp"
 #include "timm/base/cpu_allocator.hpp"
@@ -51,6 +56,10 @@ timm::ToolArgs make_args() {
   args.add("weight-decay", "", "0.0001", "weight decay");
   args.add("smoothing", "", "0.0", "label smoothing of the train loss (benchmark.py: plain cross-entropy)");
   args.add("threads", "", "", "intra-op threads (default: torch's)");
+  args.add("profile", "", "",
+           "after the timed steps, run --profile-steps more under torch's profiler (CPU ops) and write its Chrome "
+           "trace to this file (bench/profile_ops.py compares it op by op with Python timm's)");
+  args.add("profile-steps", "", "2", "number of steps --profile records");
   args.add("results-file", "", "", "output CSV or JSON file for the results");
   args.add("results-format", "", "", "csv or json (default: from the file's extension)");
   args.add_list("plugin-dir", "", "extra folders to load plugins from (repeatable)", /*accumulate=*/true);
@@ -71,6 +80,36 @@ at::Tensor make_input(const Setup& setup) {
 }
 
 double ms_per_step(double total_seconds, int64_t steps) { return 1000.0 * total_seconds / steps; }
+
+// --profile: runs `step` --profile-steps more times under torch's Kineto
+// profiler (CPU ops with input shapes) and writes the Chrome trace, the format
+// of Python's torch.profiler export_chrome_trace, so that both sides' traces
+// read alike. Written beside the target and renamed: no half-written trace.
+template <class Step>
+void profile_steps(const timm::ToolArgs& args, Step step) {
+  if (!args.has("profile")) return;
+  namespace profiler = torch::autograd::profiler;
+  using torch::profiler::impl::ActivityType;
+  using torch::profiler::impl::ProfilerState;
+  const std::filesystem::path path = args.get("profile");
+  const profiler::ProfilerConfig config(ProfilerState::KINETO, /*report_input_shapes=*/true);
+  const std::set<ActivityType> activities = {ActivityType::CPU};
+  profiler::prepareProfiler(config, activities);
+  profiler::enableProfiler(config, activities);
+  const int64_t steps = args.get_int("profile-steps");
+  for (int64_t i = 0; i < steps; ++i) step();
+  const std::unique_ptr<profiler::ProfilerResult> result = profiler::disableProfiler();
+  const std::filesystem::path partial = path.string() + ".partial";
+  result->save(partial.string());
+  std::error_code error;
+  std::filesystem::rename(partial, path, error);
+  if (error) {
+    std::filesystem::remove(partial, error);
+    throw timm::Error("--profile " + timm::in_quotes(path.string()) + ": cannot write the trace there");
+  }
+  timm::log_info(
+      timm::format("Profiled %lld steps; trace written to %s", static_cast<long long>(steps), path.string().c_str()));
+}
 
 // Warm-up, then timed steps; logs benchmark.py's progress lines.
 template <class Step>
@@ -104,6 +143,7 @@ void bench_inference(const timm::ToolArgs& args, Setup& setup, bool amp, at::Sca
   timm::AutocastGuard autocast(at::kCPU, dtype, amp);
   const auto [rate, step_ms] = time_steps("Infer", args.get_int("num-warm-iter"), args.get_int("num-bench-iter"),
                                           setup.input_shape[0], [&] { setup.model->forward(x); });
+  profile_steps(args, [&] { setup.model->forward(x); });
   timm::log_info(timm::format("Inference benchmark of %s done. %.2f samples/sec, %.2f ms/step",
                               args.get("model").c_str(), rate, step_ms));
   row.emplace_back("infer_samples_per_sec", std::round(rate * 100) / 100);
@@ -155,6 +195,7 @@ void bench_train(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarT
   };
   const auto [rate, step_ms] =
       time_steps(label, args.get_int("num-warm-iter"), args.get_int("num-bench-iter"), setup.input_shape[0], step);
+  profile_steps(args, step);
   timm::log_info(timm::format("%s benchmark of %s done. %.2f samples/sec, %.2f ms/sample", label,
                               args.get("model").c_str(), rate, 1000.0 / rate));
   row.emplace_back(key + "_samples_per_sec", std::round(rate * 100) / 100);
@@ -202,6 +243,15 @@ int run(int argc, char** argv) {
   args.get_int_at_least("num-bench-iter", 1);
   args.get_int_at_least("batch-size", 1);
   args.get_int_at_least("num-warm-iter", 0);
+  args.get_int_at_least("profile-steps", 1);
+  if (args.has("profile")) {
+    if (bench == "both") throw timm::UsageError("--profile records one mode: pass --bench inference, train or fwd-bwd");
+    const std::filesystem::path folder = std::filesystem::absolute(args.get("profile")).parent_path();
+    if (!std::filesystem::is_directory(folder)) {
+      throw timm::UsageError("--profile " + timm::in_quotes(args.get("profile")) + ": folder " +
+                             timm::in_quotes(folder.string()) + " does not exist");
+    }
+  }
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
   const bool amp = args.get_switch("amp");
   const at::ScalarType dtype = timm::parse_amp_dtype(args.get("amp-dtype"));

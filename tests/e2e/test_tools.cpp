@@ -4,6 +4,7 @@
 // and shared by the cases.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -304,6 +305,30 @@ TEST_CASE("timm-benchmark --bench fwd-bwd times forward + backward alone; bad ar
   REQUIRE_MESSAGE(checkpointed.exit_code == 0, checkpointed.output);
   CHECK(checkpointed.output.find("Gradient checkpointing enabled; CPU allocator: ") != std::string::npos);
   CHECK(checkpointed.output.find("FwdBwd [1/1]. ") != std::string::npos);
+
+  // --profile: torch's profiler over more steps, its Chrome trace with the model's ops.
+  const fs::path trace = tmp / "trace.json";
+  const auto profiled =
+      run_command({tool("timm-benchmark"), "--model", "resnet18", "-b", "2", "--img-size", "64", "--num-warm-iter", "0",
+                   "--num-bench-iter", "1", "--bench", "fwd-bwd", "--profile", trace.string(), "--profile-steps", "1"});
+  REQUIRE_MESSAGE(profiled.exit_code == 0, profiled.output);
+  CHECK(profiled.output.find("Profiled 1 steps; trace written to ") != std::string::npos);
+  CHECK_FALSE(fs::exists(tmp / "trace.json.partial"));
+  const json events = parse_json_file(trace).at("traceEvents");
+  auto count_op = [&](const std::string& name) {
+    return std::count_if(events.begin(), events.end(),
+                         [&](const json& e) { return e.value("cat", "") == "cpu_op" && e.value("name", "") == name; });
+  };
+  CHECK(count_op("aten::convolution") == 20);  // resnet18's convs, once per step
+  CHECK(count_op("aten::convolution_backward") == 20);
+  const auto both = run_command({tool("timm-benchmark"), "--profile", (tmp / "t.json").string()});
+  CHECK(both.exit_code == 2);
+  CHECK(both.output.find("--profile records one mode") != std::string::npos);
+  const auto nowhere =
+      run_command({tool("timm-benchmark"), "--bench", "fwd-bwd", "--profile", (tmp / "missing" / "t.json").string()});
+  CHECK(nowhere.exit_code == 2);
+  CHECK(nowhere.output.find("does not exist") != std::string::npos);
+  CHECK_FALSE(fs::exists(tmp / "t.json"));
 
   const auto mode = run_command({tool("timm-benchmark"), "--bench", "fast"});
   CHECK(mode.exit_code == 2);
