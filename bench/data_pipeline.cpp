@@ -1,8 +1,10 @@
 // timm-bench-data: images/s of the C++ input pipeline alone.
 //
 //   timm-bench-data train <image folder> [--workers 2] [--batch-size 64]
+//                   [--aa rand-m9-mstd0.5-inc1] [--reprob 0.25] [--remode pixel]
 //       the train loader: decode, create_transform(is_training) stages
-//       (RandomResizedCrop 224, flip), uint8 batches, float + normalise
+//       (RandomResizedCrop 224, flip, RandAugment), uint8 batches, float +
+//       normalise + random erasing (--aa '' and --reprob 0: crop and flip only)
 //   timm-bench-data decode <image folder>
 //       one thread: decode_image, raw tjDecompress2 (libjpeg-turbo's own
 //       rate) and 1/2 DCT-scaled decodes of the files, held in memory
@@ -33,12 +35,25 @@ namespace fs = std::filesystem;
 
 namespace {
 
-int bench_train(const fs::path& folder, int64_t threads, int64_t batch_size) {
+struct TrainBench {
+  int64_t threads = 2;
+  int64_t batch_size = 64;
+  std::string auto_augment;
+  double re_prob = 0.0;
+  std::string re_mode;
+};
+
+int bench_train(const fs::path& folder, const TrainBench& bench) {
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path({}));
   std::shared_ptr<const timm::Dataset> dataset = timm::create_dataset("", folder, "train", 3);
   timm::TransformArgs args;
   args.is_training = true;
-  args.color_jitter = std::nullopt;  // the benchmark's stages: crop and flip
+  args.color_jitter = std::nullopt;  // no colour jitter, as with RandAugment on
+  args.auto_augment = bench.auto_augment;
+  args.re_prob = bench.re_prob;
+  args.re_mode = bench.re_mode;
+  const int64_t threads = bench.threads;
+  const int64_t batch_size = bench.batch_size;
   timm::TransformPipeline pipeline = timm::create_transform(args);
   std::string stages = pipeline.repr();
   std::replace(stages.begin(), stages.end(), '\n', ' ');
@@ -101,10 +116,18 @@ int run(int argc, char** argv) {
   args.add_positional("FOLDER", "the image folder (train: class sub-folders, as ImageFolder)");
   args.add("workers", "j", "2", "train: loader threads");
   args.add("batch-size", "b", "64", "train: batch size");
+  args.add("aa", "", "rand-m9-mstd0.5-inc1", "train: auto-augment config, as timm's --aa ('' for none)");
+  args.add("reprob", "", "0.25", "train: random erasing probability, as timm's --reprob");
+  args.add("remode", "", "pixel", "train: random erasing mode, as timm's --remode");
   if (!args.parse_or_print_help(argc, argv)) return 0;
   const std::string mode = args.get("MODE");
   if (mode == "train") {
-    return bench_train(args.get("FOLDER"), args.get_int_at_least("workers", 0), args.get_int_at_least("batch-size", 1));
+    const TrainBench bench{.threads = args.get_int_at_least("workers", 0),
+                           .batch_size = args.get_int_at_least("batch-size", 1),
+                           .auto_augment = args.get("aa"),
+                           .re_prob = args.get_double("reprob"),
+                           .re_mode = args.get("remode")};
+    return bench_train(args.get("FOLDER"), bench);
   }
   if (mode == "decode") return bench_decode(args.get("FOLDER"));
   throw timm::UsageError("MODE " + timm::in_quotes(mode) + ": expected train or decode");

@@ -9,16 +9,17 @@ installed on the build machines; where a folder of real JPEGs exists, pass
 it with --images (class sub-folders, as ImageFolder).
 
 Stages: decode, RandomResizedCrop 224 (bilinear), horizontal flip,
-normalisation (timm's prefetcher normalises the uint8 batch; so does
-timm-cpp). RandAugment and random erasing (--aa rand-m9-mstd0.5-inc1
---reprob 0.25 --remode pixel) are included only when timm-cpp's pipeline
-has them (the script reads the stages timm-bench-data prints).
+RandAugment (--aa rand-m9-mstd0.5-inc1), normalisation and random erasing
+(--reprob 0.25 --remode pixel; timm's prefetcher normalises and erases the
+uint8 batch; so does timm-cpp), no colour jitter (timm turns it off under
+RandAugment). --basic leaves RandAugment and random erasing out on both
+sides (the comparison before they were in).
 
 The two loaders run alternately --repeats times (bench/interleave.py): the
 figures are medians, the ratio with its spread (target >= 2.0).
 
 Usage: bench/data_pipeline.py [--images DIR] [--count 2000] [--threads 2] [--batch-size 64]
-       [--repeats 3] [--summary FILE] [--bench-exe build/bin/timm-bench-data]
+       [--repeats 3] [--basic] [--summary FILE] [--bench-exe build/bin/timm-bench-data]
 """
 import argparse
 import io
@@ -52,9 +53,24 @@ def run_cpp(exe, args):
     return out
 
 
+def allow_posterize_zero_bits():
+    """Pillow >= 10.3 refuses posterize(img, 0), which timm's PosterizeIncreasing asks for at magnitude 10
+    (reached by rand-m9-mstd0.5's noise), so timm's loader dies with a ValueError. Make the image black
+    instead, as older Pillow and timm-cpp do (docs/augmentation.md), in the loader's forked workers too."""
+    from PIL import Image, ImageOps
+    posterize = ImageOps.posterize
+
+    def posterize_or_black(image, bits):
+        return Image.new(image.mode, image.size) if bits == 0 else posterize(image, bits)
+
+    ImageOps.posterize = posterize_or_black
+
+
 def python_loader_rate(root, threads, batch_size, with_aa):
     import torch
     from timm.data import create_dataset, create_loader
+    if with_aa:
+        allow_posterize_zero_bits()
     ds = create_dataset('', root=root, split='train', is_training=True)
     kwargs = dict(auto_augment='rand-m9-mstd0.5-inc1', re_prob=0.25, re_mode='pixel') if with_aa else {}
     loader = create_loader(ds, input_size=(3, 224, 224), batch_size=batch_size, is_training=True,
@@ -89,6 +105,7 @@ def main():
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--batch-size', type=int, default=64)
     p.add_argument('--repeats', type=int, default=3)
+    p.add_argument('--basic', action='store_true', help='crop and flip only: no RandAugment, no random erasing')
     p.add_argument('--summary', help='append the train pipeline row to this JSON-lines file (bench/run_all.sh)')
     p.add_argument('--bench-exe', default=os.path.join(HERE, '..', 'build', 'bin', 'timm-bench-data'))
     a = p.parse_args()
@@ -99,18 +116,24 @@ def main():
     files = sorted(os.path.join(d, f) for d, _, fs in os.walk(train) for f in fs if f.endswith('.jpg'))
     print(f'{len(files)} JPEGs under {train}')
 
+    with_aa = not a.basic
+    aug = ['--aa', 'rand-m9-mstd0.5-inc1', '--reprob', '0.25', '--remode', 'pixel'] if with_aa else \
+        ['--aa', '', '--reprob', '0']
+
     def cpp_train():
-        return run_cpp(a.bench_exe, ['train', a.images, '--workers', str(a.threads), '--batch-size', str(a.batch_size)])
+        return run_cpp(a.bench_exe, ['train', a.images, '--workers', str(a.threads), '--batch-size', str(a.batch_size)]
+                       + aug)
 
     stages = re.search(r'^stages (.*)$', cpp_train(), re.M).group(1)
-    with_aa = 'RandAugment' in stages and 'RandomErasing' in stages
+    if with_aa and 'RandAugment' not in stages:
+        raise RuntimeError(f'timm-bench-data ran without RandAugment: {stages}')
     runs = interleave([('timm-cpp', lambda: float(re.findall(r'images/s ([\d.]+)', cpp_train())[-1])),
                        ('timm', lambda: python_loader_rate(a.images, a.threads, a.batch_size, with_aa))], a.repeats)
     cpp_rate = median(runs['timm-cpp'])
     py_rate, py_stages = median([rate for rate, _ in runs['timm']]), runs['timm'][0][1]
     ratio = Ratio.of(runs['timm-cpp'], [rate for rate, _ in runs['timm']])
     print(f'stages: decode, RandomResizedCrop 224, flip, normalise'
-          f'{", rand-m9-mstd0.5-inc1, reprob 0.25 pixel" if with_aa else " (RandAugment / RandomErasing: not in this tree, left out on both sides)"}')
+          f'{", rand-m9-mstd0.5-inc1, reprob 0.25 pixel" if with_aa else " (--basic: no RandAugment, no random erasing)"}')
     print(f'timm-cpp stages: {stages}')
     print(f'timm stages: {" ".join(py_stages.split())}')
     print(f'train pipeline, {a.threads} threads/workers, batch {a.batch_size}, median of {a.repeats}:')
