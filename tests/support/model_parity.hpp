@@ -405,8 +405,13 @@ inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile&
     const at::Tensor& timm_grad = expected.at("grad." + key);
     const double d = max_abs_diff(grad, timm_grad);
     diffs.grad = worst_diff(diffs.grad, d);
-    CHECK_MESSAGE(all_close(grad, timm_grad, tol), c.id << " grad " << key << " max abs diff " << d << " (max |grad| "
-                                                        << timm_grad.abs().max().item<double>() << ")");
+    // float32 summation error grows with the terms summed: above 1, the
+    // absolute tolerance scales with the gradient's largest magnitude (a
+    // 75 px Inception-V3 in train mode has gradients of 3e4 off by 0.04).
+    const double max_grad = timm_grad.abs().max().item<double>();
+    const Tolerance grad_tol{tol.atol * std::max(1.0, max_grad), tol.rtol};
+    CHECK_MESSAGE(all_close(grad, timm_grad, grad_tol),
+                  c.id << " grad " << key << " max abs diff " << d << " (max |grad| " << max_grad << ")");
   }
   // BatchNorm's running statistics moved as in timm (momentum, unbiased var).
   const auto buffers = model->named_buffers();

@@ -83,6 +83,22 @@ LoadStateDictResult with_file_context(const std::filesystem::path& path, Fn&& lo
   }
 }
 
+// pretrained_strict false (timm's strict=False for the extra keys only):
+// drops the file's keys the model has no entry for, and says which.
+void skip_keys_the_model_lacks(const ClassifierImpl& model, NamedTensors& state, const std::filesystem::path& path) {
+  std::set<std::string> own;
+  for (const auto& item : state_dict(model)) own.insert(item.first);
+  std::vector<std::string> skipped;
+  std::erase_if(state, [&](const auto& item) {
+    if (own.count(item.first)) return false;
+    skipped.push_back(item.first);
+    return true;
+  });
+  if (skipped.empty()) return;
+  log_info("Skipped " + std::to_string(skipped.size()) + " key(s) of " + in_quotes(path.string()) +
+           " the model does not have (its pretrained_strict is false, as timm's): " + joined(skipped));
+}
+
 }  // namespace
 
 NamedTensors clean_state_dict(NamedTensors state_dict) {
@@ -159,6 +175,8 @@ LoadStateDictResult load_pretrained_file(ClassifierImpl& model, const std::files
   std::erase_if(state, [&](const auto& item) {
     return std::find(head_keys.begin(), head_keys.end(), item.first) != head_keys.end();
   });
+
+  if (!cfg.pretrained_strict) skip_keys_the_model_lacks(model, state, path);
 
   // Checked before anything is copied, so a failure leaves the model untouched.
   std::set<std::string> given;

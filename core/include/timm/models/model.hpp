@@ -43,6 +43,12 @@ struct PretrainedCfg {
   // none. --pretrained reads them from the local hub cache.
   std::string hf_hub_id;
   int64_t num_classes = 1000;  // the classifier size of those weights
+  // timm's pretrained_strict: false lets --pretrained / --pretrained-path skip
+  // the file's keys the model lacks (Inception-V3's torchvision weights carry
+  // AuxLogits.*, which timm's default model has not). Keys the model has and
+  // the file lacks stay an error here, where timm's strict=False would leave
+  // them at their random init without a word.
+  bool pretrained_strict = true;
 };
 
 // The hf_hub_id of a model's default pretrained tag as timm names it,
