@@ -3,9 +3,12 @@
 // list: those levels, negative from the end) with its messages, and
 // check_output_fmt / take_mask. The models' forward_intermediates are compared
 // with timm's in each model plugin's parity test.
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include <ATen/ATen.h>
 
 #include "timm/base/error.hpp"
 #include "timm/models/features.hpp"
@@ -64,6 +67,51 @@ TEST_CASE("check_output_fmt names the model, the format and what it supports") {
 TEST_CASE("take_mask marks the levels taken") {
   CHECK(timm::take_mask(4, {3, 1}) == std::vector<bool>{false, true, false, true});
   CHECK(timm::take_mask(2, {0, 0}) == std::vector<bool>{true, false});
+}
+
+TEST_CASE("run_feature_steps takes the levels' outputs in level order, stops early and skips the final") {
+  // Five steps, each adding 10^i: x's value records which steps ran. Levels
+  // end at steps 1, 2 and 4.
+  std::vector<size_t> ran;
+  auto step = [&](size_t i, at::Tensor x) {
+    ran.push_back(i);
+    return x + std::pow(10.0, static_cast<double>(i));
+  };
+  auto value = [](const at::Tensor& t) { return t.item<double>(); };
+  const std::vector<size_t> ends = {1, 2, 4};
+  const at::Tensor x = at::zeros({});
+
+  const timm::Intermediates all = timm::run_feature_steps(x, 5, ends, step, {});
+  REQUIRE(all.intermediates.size() == 3);
+  CHECK(value(all.intermediates[0]) == 11.0);
+  CHECK(value(all.intermediates[1]) == 111.0);
+  CHECK(value(all.intermediates[2]) == 11111.0);
+  CHECK(value(all.final) == 11111.0);
+
+  // Indices as given, out of order: returned in level order; without
+  // stop_early every step runs.
+  ran.clear();
+  const timm::Intermediates some =
+      timm::run_feature_steps(x, 5, ends, step, timm::IntermediatesOptions().indices(std::vector<int64_t>{1, 0}));
+  REQUIRE(some.intermediates.size() == 2);
+  CHECK(value(some.intermediates[0]) == 11.0);
+  CHECK(value(some.intermediates[1]) == 111.0);
+  CHECK(ran == std::vector<size_t>{0, 1, 2, 3, 4});
+
+  // stop_early: up to level 1's step (2); its output is the final features.
+  ran.clear();
+  const timm::Intermediates early = timm::run_feature_steps(
+      x, 5, ends, step, timm::IntermediatesOptions().indices(std::vector<int64_t>{0, -2}).stop_early(true));
+  CHECK(ran == std::vector<size_t>{0, 1, 2});
+  CHECK(value(early.final) == 111.0);
+
+  const timm::Intermediates only = timm::run_feature_steps(
+      x, 5, ends, step, timm::IntermediatesOptions().indices(int64_t{1}).intermediates_only(true));
+  REQUIRE(only.intermediates.size() == 1);
+  CHECK(value(only.intermediates[0]) == 11111.0);
+  CHECK_FALSE(only.final.defined());
+  CHECK_THROWS_AS(timm::run_feature_steps(x, 5, ends, step, timm::IntermediatesOptions().indices(int64_t{4})),
+                  timm::UsageError);
 }
 
 }  // namespace test_features

@@ -1,4 +1,4 @@
-"""Python oracle for test_efficientnet: timm's EfficientNet / MobileNetV2 / MobileNetV3 as the reference.
+"""Python oracle for test_efficientnet: timm's EfficientNet / MobileNetV2 / MobileNetV3 / MobileNetV4 as the reference.
 
 Modes and files as tests/oracle/model_parity.py describes.
 """
@@ -13,7 +13,7 @@ def grad_keys(model):
     # Every parameter of the stem, bn1, the first and the last block and the head.
     last_stage = len(model.blocks) - 1
     last = f"blocks.{last_stage}.{len(model.blocks[last_stage]) - 1}."
-    prefixes = ("conv_stem.", "bn1.", "blocks.0.0.", last, "conv_head.", "bn2.", "classifier.")
+    prefixes = ("conv_stem.", "bn1.", "blocks.0.0.", last, "conv_head.", "bn2.", "norm_head.", "classifier.")
     return [k for k, _ in model.named_parameters() if k.startswith(prefixes)]
 
 

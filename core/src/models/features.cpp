@@ -45,4 +45,24 @@ std::vector<bool> take_mask(int64_t num_features, const std::vector<int64_t>& ta
   return take;
 }
 
+Intermediates run_feature_steps(torch::Tensor x, size_t steps, const std::vector<size_t>& level_ends,
+                                const std::function<torch::Tensor(size_t, torch::Tensor)>& step,
+                                const IntermediatesOptions& options) {
+  const auto levels = static_cast<int64_t>(level_ends.size());
+  const auto [take_indices, max_index] = feature_take_indices(levels, options.indices());
+  const std::vector<bool> take = take_mask(levels, take_indices);
+  const size_t steps_run = options.stop_early() ? level_ends[static_cast<size_t>(max_index)] + 1 : steps;
+  Intermediates out;
+  size_t level = 0;
+  for (size_t i = 0; i < steps_run; ++i) {
+    x = step(i, x);
+    if (level < level_ends.size() && i == level_ends[level]) {
+      if (take[level]) out.intermediates.push_back(x);
+      ++level;
+    }
+  }
+  if (!options.intermediates_only()) out.final = x;
+  return out;
+}
+
 }  // namespace timm

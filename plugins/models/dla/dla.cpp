@@ -389,17 +389,11 @@ class DlaImpl : public ClassifierImpl {
   Intermediates forward_intermediates(at::Tensor x,
                                       const IntermediatesOptions& options = IntermediatesOptions()) override {
     check_output_fmt(describe_model(*this), options.output_fmt(), {"NCHW"});
-    const auto [take_indices, max_index] = feature_take_indices(6, options.indices());
-    const std::vector<bool> take = take_mask(6, take_indices);
-    const int64_t last = options.stop_early() ? max_index : 5;
-    Intermediates out;
-    x = base_layer->forward(x);
-    for (int64_t i = 0; i <= last; ++i) {
-      x = forward_level(i, x);
-      if (take[static_cast<size_t>(i)]) out.intermediates.push_back(x);
-    }
-    if (!options.intermediates_only()) out.final = x;
-    return out;
+    // Step 0 is base_layer; step i + 1 runs level i, level i's output.
+    auto step = [&](size_t i, at::Tensor t) {
+      return i == 0 ? base_layer->forward(t) : forward_level(static_cast<int64_t>(i) - 1, t);
+    };
+    return run_feature_steps(x, 7, {1, 2, 3, 4, 5, 6}, step, options);
   }
 
   // timm's forward_head: global_pool (unflattened), head_drop, fc (a 1x1

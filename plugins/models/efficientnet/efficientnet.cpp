@@ -23,7 +23,15 @@
 //   ports tf_mobilenetv3_large_075/100, tf_mobilenetv3_small_075/100 and the
 //   'minimal' tf_mobilenetv3_large/small_minimal_100 (relu, k3, no SE);
 // - lcnet_035/050/075/100/150 (PP-LCNet, timm's MobileNetV3 class with
-//   'dsa' blocks, SE only in the last stage).
+//   'dsa' blocks, SE only in the last stage);
+// - MobileNetV4 (timm's MobileNetV3 class with a normed head: conv_head
+//   without bias, norm_head = BatchNormAct2d, no act2):
+//   mobilenetv4_conv_small_035/050, conv_small, conv_medium, conv_large
+//   (ConvBnAct, EdgeResidual and UniversalInvertedResidual blocks),
+//   conv_aa_medium / conv_aa_large (aa_layer 'avg': AvgPool2d after the
+//   strided convs), conv_blur_medium (aa_layer 'blurpc': BlurPool2d, zero
+//   padded), hybrid_medium / hybrid_large and their _075 widths (Mobile MQA
+//   attention blocks, layer scale 1e-5 in the UIR and attention blocks).
 //
 // Every model has timm's feature_info (the stem when the first block strides,
 // then each block stack that ends a resolution) and forward_intermediates.
@@ -38,6 +46,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -128,7 +137,15 @@ const std::map<std::string, std::string> kDefaultTags = {{"efficientnet_b0", "ra
                                                          {"tf_mobilenetv3_small_minimal_100", "in1k"},
                                                          {"lcnet_050", "ra2_in1k"},
                                                          {"lcnet_075", "ra2_in1k"},
-                                                         {"lcnet_100", "ra2_in1k"}};
+                                                         {"lcnet_100", "ra2_in1k"},
+                                                         {"mobilenetv4_conv_small_050", "e3000_r224_in1k"},
+                                                         {"mobilenetv4_conv_small", "e2400_r224_in1k"},
+                                                         {"mobilenetv4_conv_medium", "e500_r256_in1k"},
+                                                         {"mobilenetv4_conv_large", "e600_r384_in1k"},
+                                                         {"mobilenetv4_hybrid_medium", "e200_r256_in12k_ft_in1k"},
+                                                         {"mobilenetv4_hybrid_large", "ix_e600_r384_in1k"},
+                                                         {"mobilenetv4_conv_blur_medium", "e500_r224_in1k"},
+                                                         {"mobilenetv4_conv_aa_large", "e230_r448_in12k_ft_in1k"}};
 
 enum class Family { kEfficientNet, kMobileNetV3 };
 
@@ -152,6 +169,11 @@ struct Spec {
   PretrainedCfg cfg;
   std::string pad_type;  // '' (symmetric) or 'same' (the tf_ ports)
   NormArgs norm;         // the defaults --model-kwargs bn_eps / bn_momentum override
+  // MobileNetV3 class: timm's head_norm (MobileNetV4: conv_head without bias, then norm_head, a
+  // BatchNormAct2d, in place of act2).
+  bool head_norm = false;
+  std::string aa_layer;                          // timm's aa_layer: '', 'avg' or 'blurpc'
+  std::optional<double> layer_scale_init_value;  // uir / mqa blocks' layer scale
 };
 
 // The tf_ ports: timm's kwargs.setdefault('bn_eps', BN_EPS_TF_DEFAULT) and setdefault('pad_type', 'same').
@@ -219,7 +241,8 @@ class EfficientNetImpl : public ClassifierImpl {
     register_module("conv_stem", conv_stem.ptr());
     bn1 = register_module("bn1", norm_act(stem_size, spec.act_layer, norm));
 
-    BuilderConfig builder{round_chs, spec.act_layer, spec.se, args.drop_path_rate.value_or(0.0), norm, spec.pad_type};
+    BuilderConfig builder{round_chs, spec.act_layer, spec.se,       args.drop_path_rate.value_or(0.0),
+                          norm,      spec.pad_type,  spec.aa_layer, spec.layer_scale_init_value};
     int64_t head_chs = 0;
     const auto arch =
         spec.stage_depth_multipliers.empty()
@@ -239,7 +262,7 @@ class EfficientNetImpl : public ClassifierImpl {
     if (family_ == Family::kEfficientNet) {
       make_efficientnet_head(spec, head_chs, pool_type, norm);
     } else {
-      make_mobilenetv3_head(spec, head_chs, pool_type);
+      make_mobilenetv3_head(spec, head_chs, pool_type, norm);
     }
     efficientnet_init_weights(*this);
   }
@@ -296,12 +319,13 @@ class EfficientNetImpl : public ClassifierImpl {
     return out;
   }
 
-  // timm's forward_head: global_pool, (MobileNetV3: conv_head, act2,
-  // flatten), dropout, then the classifier unless pre_logits.
+  // timm's forward_head: global_pool, (MobileNetV3: conv_head, act2 or
+  // MobileNetV4's norm_head, flatten), dropout, then the classifier unless pre_logits.
   at::Tensor forward_head(at::Tensor features, bool pre_logits = false) override {
     at::Tensor x = global_pool(features);
     if (family_ == Family::kMobileNetV3) {
-      x = act2(conv_head.forward(x));
+      x = conv_head.forward(x);
+      x = norm_head ? norm_head(x) : act2(x);
       if (!global_pool->is_identity()) x = x.flatten(1);
     }
     if (drop_rate_ > 0.0) {
@@ -328,7 +352,8 @@ class EfficientNetImpl : public ClassifierImpl {
   nn::AnyModule conv_head;
   layers::BatchNormAct2d bn2{nullptr};  // EfficientNet only
   layers::SelectAdaptivePool2d global_pool{nullptr};
-  layers::Activation act2{nullptr};  // MobileNetV3 only
+  layers::BatchNormAct2d norm_head{nullptr};  // MobileNetV3 class with head_norm (MobileNetV4) only
+  layers::Activation act2{nullptr};           // MobileNetV3 class without head_norm only
   nn::AnyModule classifier;
 
  private:
@@ -343,14 +368,20 @@ class EfficientNetImpl : public ClassifierImpl {
   }
 
   // The pool comes first, unflattened; conv_head maps the pooled channels.
-  void make_mobilenetv3_head(const Spec& spec, int64_t head_chs, const std::string& pool_type) {
+  // With head_norm (MobileNetV4) conv_head has no bias and norm_head (norm +
+  // act) replaces act2, timm's nn.Identity there.
+  void make_mobilenetv3_head(const Spec& spec, int64_t head_chs, const std::string& pool_type, const NormArgs& norm) {
     global_pool = register_module("global_pool", layers::SelectAdaptivePool2d(pool_type));
     const int64_t pooled = head_chs * global_pool->feat_mult();
     layers::Conv2dArgs head_args;
-    head_args.bias = true;
+    head_args.bias = !spec.head_norm;
     conv_head = layers::create_conv2d_pad(pooled, spec.num_features, 1, head_args, spec.pad_type);
     register_module("conv_head", conv_head.ptr());
-    act2 = register_module("act2", layers::create_act(spec.act_layer));
+    if (spec.head_norm) {
+      norm_head = register_module("norm_head", norm_act(spec.num_features, spec.act_layer, norm));
+    } else {
+      act2 = register_module("act2", layers::create_act(spec.act_layer));
+    }
     if (num_classes_ > 0) {
       classifier = nn::AnyModule(nn::Linear(spec.num_features, num_classes_));
     } else {
@@ -764,6 +795,115 @@ std::vector<Spec> lcnet_specs() {
   return specs;
 }
 
+// timm's _gen_mobilenet_v4: the MobileNetV3 class with head_norm, 1280 head
+// features (not scaled), stem 32 (medium, small) or 24 (large), fixed below
+// width 1.0; relu, gelu for hybrid_large; the hybrids add Mobile MQA blocks
+// and layer scale 1e-5. conv_aa_* take aa_layer 'avg', conv_blur_medium
+// 'blurpc'. Default tags as kDefaultTags (untrained: conv_small_035,
+// conv_aa_medium, hybrid_*_075); cfgs of those tags (bicubic; conv_small_035
+// / 050 with mean = std = 0.5).
+std::vector<Spec> mobilenetv4_specs() {
+  using ArchDef = std::vector<std::vector<std::string>>;
+  const ArchDef conv_small = {{"cn_r1_k3_s2_e1_c32", "cn_r1_k1_s1_e1_c32"},
+                              {"cn_r1_k3_s2_e1_c96", "cn_r1_k1_s1_e1_c64"},
+                              {"uir_r1_a5_k5_s2_e3_c96", "uir_r4_a0_k3_s1_e2_c96", "uir_r1_a3_k0_s1_e4_c96"},
+                              {"uir_r1_a3_k3_s2_e6_c128", "uir_r1_a5_k5_s1_e4_c128", "uir_r1_a0_k5_s1_e4_c128",
+                               "uir_r1_a0_k5_s1_e3_c128", "uir_r2_a0_k3_s1_e4_c128"},
+                              {"cn_r1_k1_s1_c960"}};
+  const ArchDef conv_medium = {
+      {"er_r1_k3_s2_e4_c48"},
+      {"uir_r1_a3_k5_s2_e4_c80", "uir_r1_a3_k3_s1_e2_c80"},
+      {"uir_r1_a3_k5_s2_e6_c160", "uir_r2_a3_k3_s1_e4_c160", "uir_r1_a3_k5_s1_e4_c160", "uir_r1_a3_k3_s1_e4_c160",
+       "uir_r1_a3_k0_s1_e4_c160", "uir_r1_a0_k0_s1_e2_c160", "uir_r1_a3_k0_s1_e4_c160"},
+      {"uir_r1_a5_k5_s2_e6_c256", "uir_r1_a5_k5_s1_e4_c256", "uir_r2_a3_k5_s1_e4_c256", "uir_r1_a0_k0_s1_e4_c256",
+       "uir_r1_a3_k0_s1_e4_c256", "uir_r1_a3_k5_s1_e2_c256", "uir_r1_a5_k5_s1_e4_c256", "uir_r2_a0_k0_s1_e4_c256",
+       "uir_r1_a5_k0_s1_e2_c256"},
+      {"cn_r1_k1_s1_c960"}};
+  const ArchDef conv_large = {
+      {"er_r1_k3_s2_e4_c48"},
+      {"uir_r1_a3_k5_s2_e4_c96", "uir_r1_a3_k3_s1_e4_c96"},
+      {"uir_r1_a3_k5_s2_e4_c192", "uir_r3_a3_k3_s1_e4_c192", "uir_r1_a3_k5_s1_e4_c192", "uir_r5_a5_k3_s1_e4_c192",
+       "uir_r1_a3_k0_s1_e4_c192"},
+      {"uir_r4_a5_k5_s2_e4_c512", "uir_r1_a5_k0_s1_e4_c512", "uir_r1_a5_k3_s1_e4_c512", "uir_r2_a5_k0_s1_e4_c512",
+       "uir_r1_a5_k3_s1_e4_c512", "uir_r1_a5_k5_s1_e4_c512", "uir_r3_a5_k0_s1_e4_c512"},
+      {"cn_r1_k1_s1_c960"}};
+  const ArchDef hybrid_medium = {
+      {"er_r1_k3_s2_e4_c48"},
+      {"uir_r1_a3_k5_s2_e4_c80", "uir_r1_a3_k3_s1_e2_c80"},
+      {"uir_r1_a3_k5_s2_e6_c160", "uir_r1_a0_k0_s1_e2_c160", "uir_r1_a3_k3_s1_e4_c160", "uir_r1_a3_k5_s1_e4_c160",
+       "mqa_r1_k3_h4_s1_v2_d64_c160", "uir_r1_a3_k3_s1_e4_c160", "mqa_r1_k3_h4_s1_v2_d64_c160",
+       "uir_r1_a3_k0_s1_e4_c160", "mqa_r1_k3_h4_s1_v2_d64_c160", "uir_r1_a3_k3_s1_e4_c160",
+       "mqa_r1_k3_h4_s1_v2_d64_c160", "uir_r1_a3_k0_s1_e4_c160"},
+      {"uir_r1_a5_k5_s2_e6_c256", "uir_r1_a5_k5_s1_e4_c256", "uir_r2_a3_k5_s1_e4_c256", "uir_r1_a0_k0_s1_e2_c256",
+       "uir_r1_a3_k5_s1_e2_c256", "uir_r1_a0_k0_s1_e2_c256", "uir_r1_a0_k0_s1_e4_c256", "mqa_r1_k3_h4_s1_d64_c256",
+       "uir_r1_a3_k0_s1_e4_c256", "mqa_r1_k3_h4_s1_d64_c256", "uir_r1_a5_k5_s1_e4_c256", "mqa_r1_k3_h4_s1_d64_c256",
+       "uir_r1_a5_k0_s1_e4_c256", "mqa_r1_k3_h4_s1_d64_c256", "uir_r1_a5_k0_s1_e4_c256"},
+      {"cn_r1_k1_s1_c960"}};
+  const ArchDef hybrid_large = {
+      {"er_r1_k3_s2_e4_c48"},
+      {"uir_r1_a3_k5_s2_e4_c96", "uir_r1_a3_k3_s1_e4_c96"},
+      {"uir_r1_a3_k5_s2_e4_c192", "uir_r3_a3_k3_s1_e4_c192", "uir_r1_a3_k5_s1_e4_c192", "uir_r2_a5_k3_s1_e4_c192",
+       "mqa_r1_k3_h8_s1_v2_d48_c192", "uir_r1_a5_k3_s1_e4_c192", "mqa_r1_k3_h8_s1_v2_d48_c192",
+       "uir_r1_a5_k3_s1_e4_c192", "mqa_r1_k3_h8_s1_v2_d48_c192", "uir_r1_a5_k3_s1_e4_c192",
+       "mqa_r1_k3_h8_s1_v2_d48_c192", "uir_r1_a3_k0_s1_e4_c192"},
+      {"uir_r4_a5_k5_s2_e4_c512", "uir_r1_a5_k0_s1_e4_c512", "uir_r1_a5_k3_s1_e4_c512", "uir_r2_a5_k0_s1_e4_c512",
+       "uir_r1_a5_k3_s1_e4_c512", "uir_r1_a5_k5_s1_e4_c512", "mqa_r1_k3_h8_s1_d64_c512", "uir_r1_a5_k0_s1_e4_c512",
+       "mqa_r1_k3_h8_s1_d64_c512", "uir_r1_a5_k0_s1_e4_c512", "mqa_r1_k3_h8_s1_d64_c512", "uir_r1_a5_k0_s1_e4_c512",
+       "mqa_r1_k3_h8_s1_d64_c512", "uir_r1_a5_k0_s1_e4_c512"},
+      {"cn_r1_k1_s1_c960"}};
+  struct Variant {
+    std::string suffix;
+    double channel;
+    std::string aa_layer;
+    PretrainedCfg cfg;
+  };
+  const PretrainedCfg small_half = make_cfg(224, 0.875, "bicubic", "center", true);
+  const std::vector<Variant> variants = {{"conv_small_035", 0.35, "", small_half},
+                                         {"conv_small_050", 0.5, "", small_half},
+                                         {"conv_small", 1.0, "", make_cfg(224, 0.875)},
+                                         {"conv_medium", 1.0, "", make_cfg(256, 0.95)},
+                                         {"conv_large", 1.0, "", make_cfg(384, 0.95)},
+                                         {"hybrid_medium", 1.0, "", make_cfg(256, 0.95)},
+                                         {"hybrid_large", 1.0, "", make_cfg(384, 0.95)},
+                                         {"conv_aa_medium", 1.0, "avg", make_cfg(256, 0.95)},
+                                         {"conv_blur_medium", 1.0, "blurpc", make_cfg(224, 0.95)},
+                                         {"conv_aa_large", 1.0, "avg", make_cfg(448, 0.95)},
+                                         {"hybrid_medium_075", 0.75, "", make_cfg(224, 0.95)},
+                                         {"hybrid_large_075", 0.75, "", make_cfg(256, 0.95)}};
+  std::vector<Spec> specs;
+  for (const auto& v : variants) {
+    // timm's _gen_mobilenet_v4 picks the architecture by 'hybrid' and 'small' / 'medium' / 'large' in the name.
+    const bool hybrid = v.suffix.find("hybrid") != std::string::npos;
+    const bool small = v.suffix.find("small") != std::string::npos;
+    const bool medium = v.suffix.find("medium") != std::string::npos;
+    Spec s;
+    s.name = "mobilenetv4_" + v.suffix;
+    s.description = std::string("MobileNet-V4 ") + (hybrid ? "hybrid " : "conv ");
+    s.description += small ? "small" : (medium ? "medium" : "large");
+    if (!v.aa_layer.empty()) s.description += " (aa_layer " + v.aa_layer + ")";
+    s.description += " (channels x" + timm::format("%g", v.channel) + ")";
+    s.family = Family::kMobileNetV3;
+    if (hybrid) {
+      s.arch_def = medium ? hybrid_medium : hybrid_large;
+      s.layer_scale_init_value = 1e-5;
+    } else if (small) {
+      s.arch_def = conv_small;
+    } else {
+      s.arch_def = medium ? conv_medium : conv_large;
+    }
+    s.channel_multiplier = v.channel;
+    s.fix_stem = v.channel < 1.0;
+    s.stem_size = small || medium ? 32 : 24;
+    s.num_features = 1280;
+    s.act_layer = hybrid && !medium ? "gelu" : "relu";
+    s.head_norm = true;
+    s.aa_layer = v.aa_layer;
+    s.cfg = v.cfg;
+    specs.push_back(s);
+  }
+  return specs;
+}
+
 std::vector<Spec> all_specs() {
   std::vector<Spec> specs = efficientnet_specs();
   for (auto& s : efficientnetv2_specs()) specs.push_back(s);
@@ -772,6 +912,7 @@ std::vector<Spec> all_specs() {
   for (auto& s : nas_specs()) specs.push_back(s);
   for (auto& s : mixnet_specs()) specs.push_back(s);
   for (auto& s : lcnet_specs()) specs.push_back(s);
+  for (auto& s : mobilenetv4_specs()) specs.push_back(s);
   return specs;
 }
 

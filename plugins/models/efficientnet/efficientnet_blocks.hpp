@@ -10,7 +10,13 @@
 // builder. The convs are timm's create_conv2d(padding=pad_type): a Conv2d,
 // or with pad_type 'same' (the tf_ ports) a Conv2dSame where the padding
 // depends on the input, or with several kernel sizes (MixNet) the SDK's
-// MixedConv2d, so they are held as AnyModules. Internal to this plugin.
+// MixedConv2d, so they are held as AnyModules. MobileNetV4 adds
+// UniversalInvertedResidual (dw_start, pw_exp, dw_mid, se, pw_proj, dw_end,
+// layer_scale; each a ConvNormAct: conv, bn) and MobileAttention (norm, attn:
+// the SDK's MultiQueryAttention2d, layer_scale); with an aa_layer
+// ('avg': AvgPool2d(stride), 'blurpc': the SDK's BlurPool2d, zero padded) the
+// strided convs of ConvBnAct, DS, IR, ER and UIR run at stride 1 and the
+// "aa" child (no keys) downsamples after the norm. Internal to this plugin.
 #pragma once
 
 #include <cstdint>
@@ -21,12 +27,16 @@
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/pimpl.h>
 
 #include "timm/layers/activations.hpp"
+#include "timm/layers/attention2d.hpp"
 #include "timm/layers/drop_path.hpp"
+#include "timm/layers/layer_scale.hpp"
 #include "timm/layers/norm_act.hpp"
 
 namespace timm::efficientnet {
@@ -76,6 +86,19 @@ struct BlockConfig {
   std::function<torch::nn::AnyModule(int64_t)> make_se;
   double drop_path_rate = 0.0;
   NormArgs norm;
+  // timm's aa_layer: '' (none), 'avg' or 'blurpc'; only strided convs are anti-aliased.
+  std::string aa_layer;
+  // timm's layer_scale_init_value: a LayerScale2d "layer_scale" in UIR / MobileAttention blocks when set.
+  std::optional<double> layer_scale_init_value;
+  // UniversalInvertedResidual's dw kernels ("a", "k", "p"; 0: no such conv).
+  int64_t dw_kernel_size_start = 0;
+  int64_t dw_kernel_size_mid = 3;
+  int64_t dw_kernel_size_end = 0;
+  // MobileAttention's multi-query attention ("h", "d", "v"; "k" is the kv down_conv's kernel).
+  int64_t num_heads = 8;
+  int64_t key_dim = 64;
+  int64_t value_dim = 64;
+  int64_t kv_stride = 1;
 };
 
 // timm's norm_act_layer(channels, apply_act): a BatchNormAct2d with `norm`'s eps and momentum.
@@ -88,6 +111,7 @@ class ConvBnActImpl : public torch::nn::Module {
 
   torch::nn::AnyModule conv;  // Conv2d, Conv2dSame or MixedConv2d
   layers::BatchNormAct2d bn1{nullptr};
+  torch::nn::AnyModule aa;  // empty without anti-aliasing
   layers::DropPath drop_path{nullptr};
   bool has_skip = false;
 };
@@ -100,6 +124,7 @@ class DepthwiseSeparableConvImpl : public torch::nn::Module {
 
   torch::nn::AnyModule conv_dw;  // Conv2d, Conv2dSame or MixedConv2d
   layers::BatchNormAct2d bn1{nullptr};
+  torch::nn::AnyModule aa;       // empty without anti-aliasing
   torch::nn::AnyModule se;       // empty without SE
   torch::nn::AnyModule conv_pw;  // Conv2d, Conv2dSame or MixedConv2d
   layers::BatchNormAct2d bn2{nullptr};
@@ -117,6 +142,7 @@ class InvertedResidualImpl : public torch::nn::Module {
   layers::BatchNormAct2d bn1{nullptr};
   torch::nn::AnyModule conv_dw;  // Conv2d, Conv2dSame or MixedConv2d
   layers::BatchNormAct2d bn2{nullptr};
+  torch::nn::AnyModule aa;        // empty without anti-aliasing
   torch::nn::AnyModule se;        // empty without SE
   torch::nn::AnyModule conv_pwl;  // Conv2d, Conv2dSame or MixedConv2d
   layers::BatchNormAct2d bn3{nullptr};
@@ -135,6 +161,7 @@ class EdgeResidualImpl : public torch::nn::Module {
 
   torch::nn::AnyModule conv_exp;  // Conv2d, Conv2dSame or MixedConv2d
   layers::BatchNormAct2d bn1{nullptr};
+  torch::nn::AnyModule aa;        // empty without anti-aliasing
   torch::nn::AnyModule se;        // empty without SE
   torch::nn::AnyModule conv_pwl;  // Conv2d, Conv2dSame or MixedConv2d
   layers::BatchNormAct2d bn2{nullptr};
@@ -142,6 +169,59 @@ class EdgeResidualImpl : public torch::nn::Module {
   bool has_skip = false;
 };
 TORCH_MODULE(EdgeResidual);
+
+// timm's ConvNormAct(in, out, k, stride, groups, padding, apply_act, aa_layer):
+// conv (no bias), bn (BatchNormAct2d), then the aa child when strided with an aa_layer.
+class ConvNormActImpl : public torch::nn::Module {
+ public:
+  ConvNormActImpl(const BlockConfig& config, int64_t in_chs, int64_t out_chs, int64_t kernel_size, int64_t stride,
+                  int64_t groups, bool apply_act, bool use_aa_layer);
+  at::Tensor forward(const at::Tensor& x);
+
+  torch::nn::AnyModule conv;  // Conv2d or Conv2dSame
+  layers::BatchNormAct2d bn{nullptr};
+  torch::nn::AnyModule aa;  // empty without anti-aliasing
+};
+TORCH_MODULE(ConvNormAct);
+
+// timm's UniversalInvertedResidual (MobileNetV4's UIB): optional depthwise
+// dw_start (no act), pw_exp, optional depthwise dw_mid, se, pw_proj (no act),
+// optional depthwise dw_end (no act), layer_scale; the stride goes to the
+// first dw conv present. Residual when the shape is kept and not noskip.
+class UniversalInvertedResidualImpl : public torch::nn::Module {
+ public:
+  explicit UniversalInvertedResidualImpl(const BlockConfig& config);
+  at::Tensor forward(const at::Tensor& x);
+
+  ConvNormAct dw_start{nullptr};  // null: timm's nn.Identity
+  ConvNormAct pw_exp{nullptr};
+  ConvNormAct dw_mid{nullptr};  // null: timm's nn.Identity
+  torch::nn::AnyModule se;      // empty without SE
+  ConvNormAct pw_proj{nullptr};
+  ConvNormAct dw_end{nullptr};                // null: timm's nn.Identity
+  layers::LayerScale2d layer_scale{nullptr};  // null without layer scale
+  layers::DropPath drop_path{nullptr};
+  bool has_skip = false;
+};
+TORCH_MODULE(UniversalInvertedResidual);
+
+// timm's MobileAttention with use_multi_query: norm (BatchNormAct2d without
+// act), attn (the SDK's MultiQueryAttention2d: num_heads, key_dim = value_dim,
+// kv_stride, the "k" kernel for its kv down_conv, the block's padding and
+// BatchNorm args; no query strides, as timm's builder), layer_scale,
+// residual when the shape is kept and not noskip.
+class MobileAttentionImpl : public torch::nn::Module {
+ public:
+  explicit MobileAttentionImpl(const BlockConfig& config);
+  at::Tensor forward(const at::Tensor& x);
+
+  layers::BatchNormAct2d norm{nullptr};
+  layers::MultiQueryAttention2d attn{nullptr};
+  layers::LayerScale2d layer_scale{nullptr};  // null without layer scale
+  layers::DropPath drop_path{nullptr};
+  bool has_skip = false;
+};
+TORCH_MODULE(MobileAttention);
 
 // timm's num_groups(group_size, channels): 1 for 0 / unset, else channels / group_size.
 int64_t num_groups(std::optional<int64_t> group_size, int64_t channels);

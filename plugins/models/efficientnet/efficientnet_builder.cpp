@@ -158,6 +158,15 @@ BlockConfig block_config(const BuilderConfig& config, const BlockArgs& a, int64_
   c.pad_type = config.pad_type;
   c.drop_path_rate = drop_path_rate;
   c.norm = config.norm;
+  c.aa_layer = config.aa_layer;
+  c.layer_scale_init_value = config.layer_scale_init_value;
+  c.dw_kernel_size_start = a.dw_kernel_size_start;
+  c.dw_kernel_size_mid = a.dw_kernel_size_mid;
+  c.dw_kernel_size_end = a.dw_kernel_size_end;
+  c.num_heads = a.num_heads;
+  c.key_dim = a.kv_dim;
+  c.value_dim = a.kv_dim;
+  c.kv_stride = a.kv_stride;
   if (a.se_ratio > 0.0) c.make_se = se_factory(config.se, a, c.act_layer);
   return c;
 }
@@ -175,6 +184,14 @@ std::pair<BlockArgs, int64_t> decode_block_str(const std::string& block_str) {
   };
   auto integer = [&](const std::string& key) { return parse_int(block_str, key, require(key)); };
   auto ksize = [&](const std::string& key) { return parse_ksize(block_str, key, require(key)); };
+  // A uir kernel: one size (timm passes its kernel list on, which a ConvNormAct cannot take), >= 0.
+  auto single_ksize = [&](const std::string& key) {
+    const KernelSizes sizes = ksize(key);
+    if (sizes.size() != 1 || sizes[0] < 0) {
+      bad_block(block_str, "option " + in_quotes(key) + " expects one kernel size >= 0");
+    }
+    return sizes[0];
+  };
   auto number = [&](const std::string& key, double fallback) {
     return has(key) ? parse_float(block_str, key, require(key)) : fallback;
   };
@@ -182,7 +199,8 @@ std::pair<BlockArgs, int64_t> decode_block_str(const std::string& block_str) {
   BlockArgs a;
   a.block_type = ops[0];
   for (const auto* unsupported : {"cc", "d"}) {
-    if (has(unsupported) && integer(unsupported) > 0) {
+    // mqa's d<dim> is its key / value dim, not space-to-depth.
+    if (a.block_type != "mqa" && has(unsupported) && integer(unsupported) > 0) {
       bad_block(block_str, std::string("option '") + unsupported + "' (CondConv / space-to-depth) is not supported");
     }
   }
@@ -216,9 +234,26 @@ std::pair<BlockArgs, int64_t> decode_block_str(const std::string& block_str) {
   } else if (a.block_type == "cn") {
     a.kernel_size = {integer("k")};
     a.skip = parsed.skip == true;
+  } else if (a.block_type == "uir") {
+    a.dw_kernel_size_start = has("a") ? single_ksize("a") : 0;
+    a.dw_kernel_size_mid = single_ksize("k");
+    a.dw_kernel_size_end = has("p") ? single_ksize("p") : 0;
+    a.exp_ratio = number("e", 0.0);
+    require("e");
+    a.se_ratio = number("se", 0.0);
+    a.noskip = parsed.skip == false;
+  } else if (a.block_type == "mqa") {
+    a.dw_kernel_size = {single_ksize("k")};
+    a.num_heads = integer("h");
+    a.kv_dim = integer("d");
+    a.kv_stride = has("v") ? integer("v") : 1;
+    a.noskip = parsed.skip == false;
+    if (a.num_heads < 1 || a.kv_dim < 1 || a.kv_stride < 1) {
+      bad_block(block_str, "heads (h), dim (d) and kv stride (v) must be >= 1");
+    }
   } else {
     bad_block(block_str,
-              "block type " + in_quotes(a.block_type) + " is not supported (expected ds, dsa, ir, er or cn)");
+              "block type " + in_quotes(a.block_type) + " is not supported (expected ds, dsa, ir, er, cn, uir or mqa)");
   }
   if (has("gs")) a.group_size = integer("gs");
   if (num_repeat < 1) bad_block(block_str, "repeats (r) must be >= 1");
@@ -282,6 +317,10 @@ std::vector<torch::nn::Sequential> build_stages(const BuilderConfig& config, int
         blocks->push_back(EdgeResidual(c));
       } else if (a.block_type == "cn") {
         blocks->push_back(ConvBnAct(c));
+      } else if (a.block_type == "uir") {
+        blocks->push_back(UniversalInvertedResidual(c));
+      } else if (a.block_type == "mqa") {
+        blocks->push_back(MobileAttention(c));
       } else {
         throw UsageError("EfficientNet builder: block type " + in_quotes(a.block_type) + " is not built here");
       }

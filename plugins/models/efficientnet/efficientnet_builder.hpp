@@ -11,8 +11,11 @@
 // with re / r6 / hs / sw / mi (relu, relu6, hard_swish, swish, mish),
 // noskip / skip. A kernel size with dots ("k3.5.7", "a1.1", "p1.1") is
 // timm's kernel list: a MixedConv2d with one group per size (MixNet).
-// CondConv ("cc"), space-to-depth ("d") and the uir / mha / mqa types throw
-// UsageError.
+// MobileNetV4: uir (UniversalInvertedResidual; a<k> dw_start, k<k> dw_mid,
+// p<k> dw_end, 0 for none; e required) and mqa (MobileAttention with
+// multi-query attention; k<k> kv down_conv kernel, h<heads>, d<key and value
+// dim>, v<kv stride>, default 1). CondConv ("cc"), space-to-depth ("d" of
+// ds / ir) and the mha type throw UsageError.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +32,7 @@
 namespace timm::efficientnet {
 
 struct BlockArgs {
-  std::string block_type;  // "ds", "dsa", "ir", "er", "cn"
+  std::string block_type;  // "ds", "dsa", "ir", "er", "cn", "uir", "mqa"
   int64_t out_chs = 0;     // before round_chs_fn
   int64_t stride = 1;
   std::optional<std::string> act_layer;  // the model default when unset
@@ -44,6 +47,12 @@ struct BlockArgs {
   bool skip = false;                  // cn: forced skip
   int64_t force_in_chs = 0;           // er
   std::optional<int64_t> group_size;  // the block's default when unset
+  int64_t dw_kernel_size_start = 0;   // uir (a<k>)
+  int64_t dw_kernel_size_mid = 3;     // uir (k<k>)
+  int64_t dw_kernel_size_end = 0;     // uir (p<k>)
+  int64_t num_heads = 8;              // mqa (h)
+  int64_t kv_dim = 64;                // mqa (d): key_dim and value_dim
+  int64_t kv_stride = 1;              // mqa (v)
 };
 
 // One stage's blocks, already repeated.
@@ -94,7 +103,9 @@ struct BuilderConfig {
   SeConfig se;
   double drop_path_rate = 0.0;
   NormArgs norm;
-  std::string pad_type;  // timm's pad_type for every block conv: '' or 'same'
+  std::string pad_type;                          // timm's pad_type for every block conv: '' or 'same'
+  std::string aa_layer;                          // timm's aa_layer: '' (none), 'avg' or 'blurpc'
+  std::optional<double> layer_scale_init_value;  // uir / mqa blocks' LayerScale2d when set
 };
 
 // timm's EfficientNetBuilder(...)(in_chs, arch): one Sequential per stage,

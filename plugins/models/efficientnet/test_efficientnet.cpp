@@ -1,5 +1,5 @@
 // EfficientNet / EfficientNetV2 / MobileNetV2 / MobileNetV3 / MnasNet / MixNet /
-// LCNet plugin against timm
+// LCNet / MobileNetV4 plugin against timm
 // (tests/oracle/efficientnet_oracle.py) through the shared harness
 // (tests/support/model_parity.hpp), both ways: for every registered name the
 // state_dict keys, shapes, dtypes, parameter count, pretrained cfg,
@@ -126,11 +126,24 @@ const std::vector<std::string> kNames = {"efficientnet_b0",
                                          "lcnet_050",
                                          "lcnet_075",
                                          "lcnet_100",
-                                         "lcnet_150"};
+                                         "lcnet_150",
+                                         "mobilenetv4_conv_small_035",
+                                         "mobilenetv4_conv_small_050",
+                                         "mobilenetv4_conv_small",
+                                         "mobilenetv4_conv_medium",
+                                         "mobilenetv4_conv_large",
+                                         "mobilenetv4_hybrid_medium",
+                                         "mobilenetv4_hybrid_large",
+                                         "mobilenetv4_conv_aa_medium",
+                                         "mobilenetv4_conv_blur_medium",
+                                         "mobilenetv4_conv_aa_large",
+                                         "mobilenetv4_hybrid_medium_075",
+                                         "mobilenetv4_hybrid_large_075"};
 const std::vector<std::string> kPatterns = {
     "efficientnet_b*", "tf_efficientnet_b*", "efficientnetv2_*", "tf_efficientnetv2_*", "gc_efficientnetv2_*",
     "mobilenetv2_*",   "mobilenetv3_*",      "tf_mobilenetv3_*", "mnasnet_*",           "semnasnet_*",
-    "spnasnet_*",      "fbnetc_*",           "mixnet_*",         "tf_mixnet_*",         "lcnet_*"};
+    "spnasnet_*",      "fbnetc_*",           "mixnet_*",         "tf_mixnet_*",         "lcnet_*",
+    "mobilenetv4_*"};
 
 // Smallest and largest EfficientNet (DS + IR with swish SE), MobileNetV3
 // large (DS without SE, relu / hard_swish IR, hard_sigmoid SE, ConvBnAct,
@@ -170,6 +183,19 @@ const std::vector<ParityCase> kCases = {
     {"lcnet_050", "lcnet_050", 3, 64, 2},
     {"mixnet_s", "mixnet_s", 3, 64, 2},
     {"tf_mixnet_s", "tf_mixnet_s", 3, 64, 2},
+};
+
+// MobileNetV4 (the MobileNetV3 class with norm_head): conv_small (ConvBnAct
+// stages, UIR blocks of every kind: ExtraDW a/k, IR k only, ConvNeXt a
+// only), conv_blur_medium (EdgeResidual and UIR with aa_layer 'blurpc': the
+// strided convs at stride 1, then a zero-padded BlurPool2d; FFN UIR a0_k0)
+// and hybrid_medium at 1 channel and 64 x 96 (Mobile MQA blocks with and
+// without the kv down_conv + BatchNorm, shared single-head keys / values,
+// layer scale 1e-5 in UIR and attention blocks), batch 2.
+const std::vector<ParityCase> kMnv4Cases = {
+    {"mobilenetv4_conv_small", "mobilenetv4_conv_small", 3, 64, 2},
+    {"mobilenetv4_conv_blur_medium", "mobilenetv4_conv_blur_medium", 3, 64, 2},
+    {"mobilenetv4_hybrid_medium_c1_64x96", "mobilenetv4_hybrid_medium", 1, 96, 2, nlohmann::json::object(), 64},
 };
 
 // The drop_prob of each block's drop_path (0 where it has none), in block order.
@@ -216,9 +242,48 @@ TEST_CASE("efficientnet / mobilenet match timm both ways: logits, gradients, BN 
   timm::test::run_parity("efficientnet_oracle.py", kCases, kParity);
 }
 
+TEST_CASE("mobilenetv4 matches timm both ways: UIR, aa_layer blurpc, Mobile MQA, norm_head") {
+  timm::test::run_parity("efficientnet_oracle.py", kMnv4Cases, kParity);
+}
+
+TEST_CASE("mobilenetv4 structure: norm_head, aa children, layer scale, MQA keys") {
+  const ThreadCount one_thread(1);  // 2 cores shared: OpenMP's spinning threads only slow it down
+  timm::ModelPtr hybrid = make_model("mobilenetv4_hybrid_medium");
+  const auto params = hybrid->named_parameters();
+  CHECK(params.contains("norm_head.weight"));
+  CHECK_FALSE(params.contains("conv_head.bias"));  // head_norm: never a bias
+  // Layer scale starts at timm's 1e-5, in UIR and attention blocks (not in the EdgeResidual stem block).
+  CHECK(params["blocks.2.4.layer_scale.gamma"].max().item<double>() == doctest::Approx(1e-5));
+  CHECK(params["blocks.3.0.layer_scale.gamma"].min().item<double>() == doctest::Approx(1e-5));
+  CHECK_FALSE(params.contains("blocks.0.0.layer_scale.gamma"));
+  // kv stride 2 in stage 2: depthwise 3x3 down_conv + BatchNorm; none in stage 3.
+  CHECK((params["blocks.2.4.attn.key.down_conv.weight"].sizes() == at::IntArrayRef{160, 1, 3, 3}));
+  CHECK((params["blocks.2.4.attn.query.proj.weight"].sizes() == at::IntArrayRef{256, 160, 1, 1}));
+  CHECK((params["blocks.2.4.attn.value.proj.weight"].sizes() == at::IntArrayRef{64, 160, 1, 1}));
+  CHECK(params.contains("blocks.3.8.attn.key.proj.weight"));
+  CHECK_FALSE(params.contains("blocks.3.8.attn.key.down_conv.weight"));
+  CHECK(hybrid->named_buffers().contains("blocks.2.4.attn.key.norm.running_mean"));
+  // The conv models have no layer scale; the aa models downsample in an "aa" child after the norm.
+  timm::ModelPtr conv = make_model("mobilenetv4_conv_small");
+  for (const auto& p : conv->named_parameters()) CHECK_FALSE(p.key().ends_with("gamma"));
+  timm::ModelPtr aa = make_model("mobilenetv4_conv_aa_medium");
+  const auto modules = aa->named_modules();
+  CHECK(modules.contains("blocks.0.0.aa"));
+  CHECK(modules.contains("blocks.1.0.dw_mid.aa"));
+  CHECK_FALSE(modules.contains("blocks.1.0.dw_start.aa"));  // dw_start runs at stride 1 when dw_mid strides
+  CHECK_FALSE(modules.contains("blocks.1.1.dw_mid.aa"));    // stride 1: no aa
+  CHECK(modules["blocks.0.0.conv_exp"]->as<torch::nn::Conv2d>()->options.stride()->at(0) == 1);
+  c10::NoGradGuard no_grad;
+  aa->eval();
+  hybrid->eval();
+  CHECK((aa->forward(at::randn({1, 3, 64, 64})).sizes() == at::IntArrayRef{1, kNumClasses}));
+  CHECK((hybrid->forward_features(at::randn({1, 3, 64, 64})).sizes() == at::IntArrayRef{1, 960, 2, 2}));
+}
+
 TEST_CASE("efficientnet forward_head without a classifier is the pre-logits features (EfficientNet, MobileNetV3)") {
   timm::test::check_head_split("efficientnet_b0", 64);
   timm::test::check_head_split("mobilenetv3_small_050", 64);
+  timm::test::check_head_split("mobilenetv4_conv_small", 64);
 }
 
 TEST_CASE("efficientnet init follows timm's _init_weight_goog") {
@@ -440,6 +505,8 @@ TEST_CASE("efficientnet --grad-checkpointing: each block checkpointed, the plain
   // EfficientNet (conv_head + bn2 in forward_features) and MobileNetV3 (conv_head in the head), 32 px.
   timm::test::check_grad_checkpointing("efficientnet_b0", 32, 32);
   timm::test::check_grad_checkpointing("mobilenetv3_small_100", 32, 32);
+  // MobileNetV4: UIR and Mobile MQA blocks, norm_head.
+  timm::test::check_grad_checkpointing("mobilenetv4_hybrid_medium", 32, 32);
 }
 
 }  // namespace test_efficientnet

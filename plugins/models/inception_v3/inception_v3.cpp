@@ -340,19 +340,11 @@ class InceptionV3Impl : public ClassifierImpl {
   Intermediates forward_intermediates(at::Tensor x,
                                       const IntermediatesOptions& options = IntermediatesOptions()) override {
     check_output_fmt(describe_model(*this), options.output_fmt(), {"NCHW"});
-    const int64_t levels = static_cast<int64_t>(feature_ends_.size());
-    const auto [take_indices, max_index] = feature_take_indices(levels, options.indices());
-    std::vector<bool> take_layer(layers_.size(), false);
-    for (const int64_t i : take_indices) take_layer[feature_ends_[static_cast<size_t>(i)]] = true;
-    const size_t layers_run = options.stop_early() ? feature_ends_[static_cast<size_t>(max_index)] + 1 : layers_.size();
-    if (layers_run == layers_.size()) check_input_size(x);
-    Intermediates out;
-    for (size_t i = 0; i < layers_run; ++i) {
-      x = layers_[i].forward(x);
-      if (take_layer[i]) out.intermediates.push_back(x);
-    }
-    if (!options.intermediates_only()) out.final = x;
-    return out;
+    const auto levels = static_cast<int64_t>(feature_ends_.size());
+    const int64_t last_taken = feature_take_indices(levels, options.indices()).second;
+    if (!options.stop_early() || last_taken == levels - 1) check_input_size(x);  // the whole network runs
+    return run_feature_steps(
+        x, layers_.size(), feature_ends_, [&](size_t i, at::Tensor t) { return layers_[i].forward(t); }, options);
   }
 
   // timm's forward_head: global_pool, head_drop, then fc unless pre_logits.

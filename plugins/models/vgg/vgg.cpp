@@ -146,24 +146,9 @@ class VggImpl : public ClassifierImpl {
   Intermediates forward_intermediates(at::Tensor x,
                                       const IntermediatesOptions& options = IntermediatesOptions()) override {
     check_output_fmt(describe_model(*this), options.output_fmt(), {"NCHW"});
-    const int64_t levels = static_cast<int64_t>(feature_ends_.size());
-    const auto [take_indices, max_index] = feature_take_indices(levels, options.indices());
-    const std::vector<bool> take = take_mask(levels, take_indices);
-    const size_t layers_run =
-        options.stop_early() ? feature_ends_[static_cast<size_t>(max_index)] + 1 : features->size();
-    Intermediates out;
-    size_t i = 0, level = 0;
-    for (auto& layer : *features) {
-      if (i == layers_run) break;
-      x = layer.forward(x);
-      if (level < feature_ends_.size() && i == feature_ends_[level]) {
-        if (take[level]) out.intermediates.push_back(x);
-        ++level;
-      }
-      ++i;
-    }
-    if (!options.intermediates_only()) out.final = x;
-    return out;
+    const auto layers = features->begin();
+    return run_feature_steps(
+        x, features->size(), feature_ends_, [&](size_t i, at::Tensor t) { return layers[i].forward(t); }, options);
   }
 
   // timm's forward_head: pre_logits (the ConvMlp) first, then the

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -68,5 +69,16 @@ void check_output_fmt(const std::string& model, const std::string& output_fmt,
 // The feature levels taken, as a mask over [0, num_features): take[i] is true
 // when level i is returned.
 std::vector<bool> take_mask(int64_t num_features, const std::vector<int64_t>& take_indices);
+
+// The loop of a CNN's forward_intermediates that runs its feature modules in
+// sequence (timm's VGG, DenseNet, DLA, Inception-V3): `steps` steps, where
+// `step(i, x)` runs step i on x, and level l is the output of step
+// `level_ends[l]` (ascending). Takes the levels `options.indices()` selects,
+// in level order; with stop_early stops after the last level taken. The
+// final features are the last step run's output, undefined with
+// intermediates_only. The caller checks output_fmt and applies any norm.
+Intermediates run_feature_steps(torch::Tensor x, size_t steps, const std::vector<size_t>& level_ends,
+                                const std::function<torch::Tensor(size_t, torch::Tensor)>& step,
+                                const IntermediatesOptions& options);
 
 }  // namespace timm
