@@ -652,7 +652,13 @@ inline void check_checkpointed_intermediates(ClassifierImpl& plain, ClassifierIm
     CHECK_MESSAGE(all_close(ours.outputs[i], expected.outputs[i], tol), "forward_intermediates output " << i);
   }
   REQUIRE(ours.input_grad.defined());
-  CHECK_MESSAGE(all_close(ours.input_grad, expected.input_grad, tol), "input gradient through forward_intermediates");
+  // The loss sums every level, so the input gradient adds many paths, in
+  // another order once the stages are checkpointed: above 1, the absolute
+  // tolerance scales with its largest magnitude (as run_parity's gradients).
+  const double max_grad = expected.input_grad.abs().max().item<double>();
+  CHECK_MESSAGE(all_close(ours.input_grad, expected.input_grad, {tol.atol * std::max(1.0, max_grad), tol.rtol}),
+                "input gradient through forward_intermediates: max difference "
+                    << max_abs_diff(ours.input_grad, expected.input_grad) << " (max |grad| " << max_grad << ")");
 }
 
 // --grad-checkpointing: a train step of `name` (drop path and dropout at 0.2,

@@ -3,6 +3,9 @@
 #include <cmath>
 
 #include <c10/core/GradMode.h>
+#include <torch/nn/init.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
 
 namespace timm::layers {
 namespace {
@@ -23,6 +26,23 @@ at::Tensor trunc_normal_(at::Tensor tensor, double mean, double std, double a, d
   tensor.add_(mean);
   tensor.clamp_(a, b);
   return tensor;
+}
+
+void efficientnet_init_weights(torch::nn::Module& model) {
+  namespace nn = torch::nn;
+  c10::NoGradGuard no_grad;
+  for (auto& module : model.modules(/*include_self=*/false)) {
+    if (auto* c = module->as<nn::Conv2d>()) {
+      const auto& k = c->options.kernel_size();
+      const int64_t fan_out = k->at(0) * k->at(1) * c->options.out_channels() / c->options.groups();
+      nn::init::normal_(c->weight, 0.0, std::sqrt(2.0 / static_cast<double>(fan_out)));
+      if (c->bias.defined()) nn::init::zeros_(c->bias);
+    } else if (auto* l = module->as<nn::Linear>()) {
+      const double range = 1.0 / std::sqrt(static_cast<double>(l->weight.size(0)));
+      nn::init::uniform_(l->weight, -range, range);
+      if (l->bias.defined()) nn::init::zeros_(l->bias);
+    }
+  }
 }
 
 }  // namespace timm::layers

@@ -67,6 +67,7 @@
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/conv2d_same.hpp"
 #include "timm/layers/norm_act.hpp"
+#include "timm/layers/weight_init.hpp"
 #include "timm/log/log.hpp"
 #include "timm/models/grad_checkpoint.hpp"
 #include "timm/models/model.hpp"
@@ -201,24 +202,6 @@ NormArgs norm_args(const std::string& model, const ModelArgs& args, NormArgs nor
   return norm;
 }
 
-// timm's _init_weight_goog: convs normal(0, sqrt(2 / fan_out)) with fan_out
-// per group, conv biases zero; BN weight 1 / bias 0 (BatchNormAct2d's
-// defaults); Linear uniform(+-1 / sqrt(out_features)), bias zero.
-void efficientnet_init_weights(nn::Module& model) {
-  for (auto& module : model.modules(/*include_self=*/false)) {
-    if (auto* c = module->as<nn::Conv2d>()) {
-      const auto& k = c->options.kernel_size();
-      const int64_t fan_out = k->at(0) * k->at(1) * c->options.out_channels() / c->options.groups();
-      nn::init::normal_(c->weight, 0.0, std::sqrt(2.0 / static_cast<double>(fan_out)));
-      if (c->bias.defined()) nn::init::zeros_(c->bias);
-    } else if (auto* l = module->as<nn::Linear>()) {
-      const double range = 1.0 / std::sqrt(static_cast<double>(l->weight.size(0)));
-      nn::init::uniform_(l->weight, -range, range);
-      if (l->bias.defined()) nn::init::zeros_(l->bias);
-    }
-  }
-}
-
 // timm's EfficientNet (conv_head + bn2 before the pool, classifier through
 // create_classifier) and MobileNetV3 (pool, conv_head with bias, act2,
 // flatten, classifier) in one class: the trunk is the same.
@@ -264,7 +247,7 @@ class EfficientNetImpl : public ClassifierImpl {
     } else {
       make_mobilenetv3_head(spec, head_chs, pool_type, norm);
     }
-    efficientnet_init_weights(*this);
+    layers::efficientnet_init_weights(*this);
   }
 
   // timm's forward_features: stem, blocks and (EfficientNet) conv_head + bn2,
