@@ -45,4 +45,23 @@ void efficientnet_init_weights(torch::nn::Module& model) {
   }
 }
 
+void trunc_normal_init_weights(torch::nn::Module& model, double std) {
+  namespace nn = torch::nn;
+  c10::NoGradGuard no_grad;
+  for (auto& module : model.modules(/*include_self=*/false)) {
+    at::Tensor weight, bias;
+    if (auto* conv = module->as<nn::Conv2d>()) {
+      weight = conv->weight;
+      bias = conv->bias;
+    } else if (auto* linear = module->as<nn::Linear>()) {
+      weight = linear->weight;
+      bias = linear->bias;
+    } else {
+      continue;
+    }
+    trunc_normal_(weight, 0.0, std);
+    if (bias.defined()) bias.zero_();
+  }
+}
+
 }  // namespace timm::layers

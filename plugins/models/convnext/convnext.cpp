@@ -319,23 +319,7 @@ class ConvNeXtImpl : public ClassifierImpl {
 
   // timm's _init_weights: every Conv2d and Linear trunc_normal(.02) with zero
   // bias (head_init_scale 1); norms ones / zeros, gamma 1e-6 as built.
-  void init_weights() {
-    c10::NoGradGuard no_grad;
-    for (auto& module : modules(/*include_self=*/false)) {
-      at::Tensor weight, bias;
-      if (auto* conv = module->as<nn::Conv2d>()) {
-        weight = conv->weight;
-        bias = conv->bias;
-      } else if (auto* linear = module->as<nn::Linear>()) {
-        weight = linear->weight;
-        bias = linear->bias;
-      } else {
-        continue;
-      }
-      layers::trunc_normal_(weight, 0.0, 0.02);
-      if (bias.defined()) bias.zero_();
-    }
-  }
+  void init_weights() { layers::trunc_normal_init_weights(*this, 0.02); }
 
   // norm_pre, an Identity unless head norm first (the default head norms after its pool).
   at::Tensor final_norm(const at::Tensor& x) { return norm_pre ? norm_pre(x) : x; }

@@ -469,23 +469,7 @@ class MetaFormerImpl : public ClassifierImpl {
  private:
   // timm's _init_weights: every Conv2d and Linear trunc_normal(.02) with zero
   // bias; norms ones / zeros, scales and StarReLU as built.
-  void init_weights() {
-    c10::NoGradGuard no_grad;
-    for (auto& module : modules(/*include_self=*/false)) {
-      at::Tensor weight, bias;
-      if (auto* conv = module->as<nn::Conv2d>()) {
-        weight = conv->weight;
-        bias = conv->bias;
-      } else if (auto* linear = module->as<nn::Linear>()) {
-        weight = linear->weight;
-        bias = linear->bias;
-      } else {
-        continue;
-      }
-      layers::trunc_normal_(weight, 0.0, 0.02);
-      if (bias.defined()) bias.zero_();
-    }
-  }
+  void init_weights() { layers::trunc_normal_init_weights(*this, 0.02); }
 
   PretrainedCfg cfg_;
   int64_t num_classes_;

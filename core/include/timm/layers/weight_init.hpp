@@ -20,4 +20,9 @@ at::Tensor trunc_normal_(at::Tensor tensor, double mean = 0.0, double std = 1.0,
 // bias zero. Norm layers keep their defaults (weight 1, bias 0).
 void efficientnet_init_weights(torch::nn::Module& model);
 
+// timm's _init_weights of ConvNeXt and MetaFormer: every Conv2d and Linear
+// below `model` trunc_normal(0, std) (bounds +-2), biases zero; other
+// modules keep their init.
+void trunc_normal_init_weights(torch::nn::Module& model, double std = 0.02);
+
 }  // namespace timm::layers
