@@ -32,6 +32,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/mlp.hpp"
@@ -400,15 +401,9 @@ std::vector<ConvNeXtSpec> convnext_specs() {
 
 std::string describe(const ConvNeXtSpec& spec) {
   std::string text = spec.use_grn ? "ConvNeXt-V2 (depths " : "ConvNeXt (depths ";
-  for (size_t i = 0; i < spec.depths.size(); ++i) {
-    if (i > 0) text += '-';
-    text += std::to_string(spec.depths[i]);
-  }
+  text += joined_ints(spec.depths);
   text += ", dims ";
-  for (size_t i = 0; i < spec.dims.size(); ++i) {
-    if (i > 0) text += '-';
-    text += std::to_string(spec.dims[i]);
-  }
+  text += joined_ints(spec.dims);
   if (spec.conv_mlp) text += ", conv mlp";
   if (spec.use_grn) text += ", GRN";
   if (spec.stem_type != "patch") text += ", " + spec.stem_type + " stem";

@@ -42,6 +42,7 @@
 #include <torch/nn/modules/pooling.h>
 
 #include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 #include "timm/layers/activations.hpp"
 #include "timm/layers/blur_pool.hpp"
 #include "timm/layers/classifier.hpp"
@@ -442,10 +443,7 @@ std::vector<DenseNetSpec> densenet_specs() {
 
 std::string describe(const DenseNetSpec& spec) {
   std::string text = "DenseNet-BC (growth rate " + std::to_string(spec.growth_rate) + ", dense layers ";
-  for (size_t i = 0; i < spec.block_config.size(); ++i) {
-    if (i > 0) text += '-';
-    text += std::to_string(spec.block_config[i]);
-  }
+  text += joined_ints(spec.block_config);
   if (!spec.stem_type.empty()) text += ", deep 3x3 stem";
   if (spec.blur) text += ", BlurPool stem";
   return text + ")";

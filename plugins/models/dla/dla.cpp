@@ -39,6 +39,7 @@
 #include <torch/nn/modules/pooling.h>
 
 #include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 #include "timm/layers/batch_norm.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/models/features.hpp"
@@ -516,10 +517,7 @@ std::string describe(const DlaSpec& spec) {
   }
   if (spec.cardinality > 1) text += ", cardinality " + std::to_string(spec.cardinality);
   text += ", tree levels ";
-  for (size_t i = 0; i < spec.levels.size(); ++i) {
-    if (i > 0) text += '-';
-    text += std::to_string(spec.levels[i]);
-  }
+  text += joined_ints(spec.levels);
   if (spec.shortcut_root) text += ", root shortcuts";
   return text + ")";
 }

@@ -49,6 +49,7 @@
 #include <torch/nn/modules/upsampling.h>
 
 #include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 #include "timm/layers/batch_norm.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/models/features.hpp"
@@ -596,10 +597,7 @@ std::vector<HrnetSpec> hrnet_specs() {
 std::string describe(const HrnetSpec& spec) {
   std::string text = "HRNet (branch widths ";
   const auto& widths = spec.stages[3].num_channels;
-  for (size_t i = 0; i < widths.size(); ++i) {
-    if (i > 0) text += '-';
-    text += std::to_string(widths[i]);
-  }
+  text += joined_ints(widths);
   text += ", modules per stage ";
   for (size_t i = 0; i < spec.stages.size(); ++i) {
     if (i > 0) text += '-';

@@ -32,6 +32,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 #include "timm/layers/activations.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/weight_init.hpp"
@@ -556,15 +557,9 @@ std::vector<LevitSpec> levit_specs() {
 std::string describe(const LevitSpec& spec) {
   std::string text = spec.use_conv ? "LeViT conv" : "LeViT";
   text += " (dims ";
-  for (size_t i = 0; i < spec.embed_dim.size(); ++i) {
-    if (i > 0) text += '-';
-    text += std::to_string(spec.embed_dim[i]);
-  }
+  text += joined_ints(spec.embed_dim);
   text += ", depths ";
-  for (size_t i = 0; i < spec.depth.size(); ++i) {
-    if (i > 0) text += '-';
-    text += std::to_string(spec.depth[i]);
-  }
+  text += joined_ints(spec.depth);
   if (spec.distilled) text += ", distilled head";
   return text + ")";
 }

@@ -35,6 +35,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/weight_init.hpp"
@@ -536,15 +537,9 @@ std::vector<MetaFormerSpec> metaformer_specs() {
 std::string describe(const MetaFormerSpec& spec) {
   std::string text = spec.family;
   text += " (depths ";
-  for (size_t i = 0; i < spec.depths.size(); ++i) {
-    if (i > 0) text += '-';
-    text += std::to_string(spec.depths[i]);
-  }
+  text += joined_ints(spec.depths);
   text += ", dims ";
-  for (size_t i = 0; i < spec.dims.size(); ++i) {
-    if (i > 0) text += '-';
-    text += std::to_string(spec.dims[i]);
-  }
+  text += joined_ints(spec.dims);
   if (spec.use_mlp_head) text += ", mlp head";
   return text + ")";
 }

@@ -46,6 +46,7 @@
 
 #include "swin_blocks.hpp"
 #include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/norm.hpp"
@@ -429,21 +430,13 @@ std::vector<SwinSpec> swinv2_specs() {
   };
 }
 
-std::string join_ints(const std::vector<int64_t>& values) {
-  std::string text;
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (i > 0) text += '-';  // appended, not "-" + string: g++ 12 warns falsely on the latter (-Wstringop-overflow)
-    text += std::to_string(values[i]);
-  }
-  return text;
-}
-
 std::string describe(const SwinSpec& spec) {
-  std::string windows = join_ints(spec.window_sizes);
-  if (!spec.pretrained_window_sizes.empty()) windows += " (pretrained " + join_ints(spec.pretrained_window_sizes) + ")";
+  std::string windows = joined_ints(spec.window_sizes);
+  if (!spec.pretrained_window_sizes.empty())
+    windows += " (pretrained " + joined_ints(spec.pretrained_window_sizes) + ")";
   return std::string(spec.version == SwinVersion::kV2 ? "Swin Transformer V2" : "Swin Transformer") + " (embed_dim " +
-         std::to_string(spec.embed_dim) + ", depths " + join_ints(spec.depths) + ", heads " +
-         join_ints(spec.num_heads) + ", windows " + windows + ", " + std::to_string(spec.img_size) + "x" +
+         std::to_string(spec.embed_dim) + ", depths " + joined_ints(spec.depths) + ", heads " +
+         joined_ints(spec.num_heads) + ", windows " + windows + ", " + std::to_string(spec.img_size) + "x" +
          std::to_string(spec.img_size) + ")";
 }
 

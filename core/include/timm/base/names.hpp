@@ -1,6 +1,6 @@
 // Name utilities shared by the registry and the CLI: timm's wildcard matching
 // for --list-models, timm's natural sort order, "did you mean" suggestions,
-// and ASCII lowercasing.
+// ASCII lowercasing, and the integer lists of model descriptions.
 #pragma once
 
 #include <string>
@@ -30,5 +30,18 @@ bool natural_less(std::string_view a, std::string_view b);
 // and substring matches), closest first. Empty when nothing is plausibly close.
 std::vector<std::string> nearest_names(std::string_view name, const std::vector<std::string>& known,
                                        std::size_t max_count = 3);
+
+// Integers joined by `sep`, "6-12-24-16": the depths and widths a model's
+// description lists in --list-models. Appended piecewise (g++ 12 warns
+// falsely on `"-" + std::to_string(v)` at -O2, -Wstringop-overflow).
+template <class Ints>
+std::string joined_ints(const Ints& values, char sep = '-') {
+  std::string text;
+  for (const auto& value : values) {
+    if (!text.empty()) text += sep;
+    text += std::to_string(value);
+  }
+  return text;
+}
 
 }  // namespace timm

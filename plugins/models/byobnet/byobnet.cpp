@@ -1,0 +1,544 @@
+// Bring-Your-Own-Blocks networks (timm/models/byobnet.py), with timm's
+// module names so state_dict keys equal timm's, for the RepVGG models
+// (repvgg_a0 / a1 / a2 / b0 / b1 / b1g4 / b2 / b2g4 / b3 / b3g4 / d2se) and
+// the GPU-Efficient networks (gernet_s / m / l): 14 of timm 1.0.31's byobnet.py.
+// - stem: RepVGG's RepVggBlock at stride 2 ('rep'), or GERNet's one 3x3 / 2
+//   ConvNormAct ('3x3' without pool);
+// - stages: Sequentials of blocks, the first at the stage stride:
+//   RepVggBlock ('rep': identity BN where shapes allow, conv_kxk and conv_1x1
+//   ConvNormAct without act, summed, then attn (SE in repvgg_d2se) and ReLU),
+//   BasicBlock ('basic': shortcut, conv1_kxk, conv2_kxk without act, add,
+//   ReLU) or BottleneckBlock ('bottle': shortcut, conv1_1x1, conv2_kxk
+//   grouped, conv3_1x1 without act, add, ReLU); the shortcut is a 1x1
+//   ConvNormAct without act where the shape changes (timm's 'conv1x1');
+// - final_conv: a 1x1 ConvNormAct to num_features (GERNet), else none;
+// - head: timm's ClassifierHead (global_pool, dropout at drop_rate, fc).
+// RepVGG is in its training (multi-branch) form; timm's reparameterize /
+// inference_mode is not supported.
+//
+// Supported: num_classes (0: no fc), in_chans, drop_rate, drop_path_rate
+// (stage-wise linear schedule), global_pool, grad checkpointing, and the timm
+// keywords output_stride (8, 16 or 32: later stages dilated) and
+// zero_init_last as --model-kwargs. Other keywords are refused.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <torch/nn/init.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+
+#include "timm/base/error.hpp"
+#include "timm/layers/activations.hpp"
+#include "timm/layers/classifier.hpp"
+#include "timm/layers/drop_path.hpp"
+#include "timm/layers/norm_act.hpp"
+#include "timm/layers/squeeze_excite.hpp"
+#include "timm/models/features.hpp"
+#include "timm/models/grad_checkpoint.hpp"
+#include "timm/models/model.hpp"
+#include "timm/plugin/plugin.hpp"
+
+namespace timm::byobnet {
+namespace {
+
+namespace nn = torch::nn;
+
+// timm 1.0.31's default pretrained tag of each model.
+const std::map<std::string, std::string> kByobDefaultTags = {
+    {"gernet_s", "idstcv_in1k"},  {"gernet_m", "idstcv_in1k"},  {"gernet_l", "idstcv_in1k"},
+    {"repvgg_a0", "rvgg_in1k"},   {"repvgg_a1", "rvgg_in1k"},   {"repvgg_a2", "rvgg_in1k"},
+    {"repvgg_b0", "rvgg_in1k"},   {"repvgg_b1", "rvgg_in1k"},   {"repvgg_b1g4", "rvgg_in1k"},
+    {"repvgg_b2", "rvgg_in1k"},   {"repvgg_b2g4", "rvgg_in1k"}, {"repvgg_b3", "rvgg_in1k"},
+    {"repvgg_b3g4", "rvgg_in1k"}, {"repvgg_d2se", "rvgg_in1k"},
+};
+
+const std::vector<std::string> kByobKnownKwargs = {"output_stride", "zero_init_last"};
+
+// timm's ByoBlockCfg (gs < 0: RepVGG's grouped-every-other-block lambda,
+// groups = -gs on odd block indices).
+struct BlockCfg {
+  std::string type;  // rep, basic, bottle
+  int64_t d = 1;
+  double c = 64;
+  int64_t s = 2;
+  int64_t gs = 0;
+  double br = 1.0;
+};
+
+// timm's ByoModelCfg, the fields these models use.
+struct ByobCfg {
+  std::vector<BlockCfg> blocks;
+  std::string stem_type = "3x3";  // rep or 3x3 (no pool)
+  int64_t stem_chs = 32;
+  int64_t num_features = 0;
+  bool se = false;  // attn_layer 'se', rd_ratio 0.0625, rd_divisor 1
+};
+
+struct ByobSpec {
+  std::string name;
+  ByobCfg cfg;
+  int64_t img_size = 224;
+  double crop_pct = 0.875;
+  bool repvgg = false;
+};
+
+// timm's num_groups: group_size 0 is a plain conv, else channels / group_size.
+int64_t num_groups(int64_t group_size, int64_t channels) { return group_size == 0 ? 1 : channels / group_size; }
+
+layers::ConvNormAct byob_cna(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t dilation = 1,
+                             int64_t groups = 1, bool apply_act = true) {
+  return layers::ConvNormAct(layers::ConvNormActOptions(in, out, kernel)
+                                 .stride(stride)
+                                 .dilation(dilation)
+                                 .groups(groups)
+                                 .apply_act(apply_act)
+                                 .act_layer("relu"));
+}
+
+// The arguments timm's create_byob_stages passes a block.
+struct ByobBlockArgs {
+  std::string type;
+  int64_t in_chs = 0;
+  int64_t out_chs = 0;
+  int64_t stride = 1;
+  int64_t first_dilation = 1;
+  int64_t dilation = 1;
+  int64_t group_size = 0;
+  double bottle_ratio = 1.0;
+  double drop_path = 0.0;
+  bool se = false;
+};
+
+// timm's RepVggBlock, BasicBlock and BottleneckBlock (downsample 'conv1x1',
+// no attention but RepVGG's SE) in one module, each with timm's children in
+// timm's order.
+class ByobBlockImpl : public nn::Module {
+ public:
+  explicit ByobBlockImpl(const ByobBlockArgs& a) : type_(a.type) {
+    const std::pair<int64_t, int64_t> dil{a.first_dilation, a.dilation};
+    if (type_ == "rep") {
+      const int64_t groups = num_groups(a.group_size, a.in_chs);
+      const bool use_ident = a.in_chs == a.out_chs && a.stride == 1 && dil.first == dil.second;
+      if (use_ident) {
+        identity = register_module("identity",
+                                   layers::BatchNormAct2d(layers::BatchNormAct2dOptions(a.out_chs).apply_act(false)));
+      }
+      conv_kxk = register_module("conv_kxk",
+                                 byob_cna(a.in_chs, a.out_chs, 3, a.stride, dil.first, groups, /*apply_act=*/false));
+      conv_1x1 = register_module("conv_1x1", byob_cna(a.in_chs, a.out_chs, 1, a.stride, 1, groups, false));
+      if (a.drop_path > 0.0 && use_ident) drop_path = register_module("drop_path", layers::DropPath(a.drop_path));
+      if (a.se) {
+        attn = register_module("attn",
+                               layers::SEModule(layers::SEModuleOptions(a.out_chs).rd_ratio(0.0625).rd_divisor(1)));
+      }
+    } else {
+      const int64_t mid_chs = layers::make_divisible(static_cast<double>(a.out_chs) * a.bottle_ratio);
+      const int64_t groups = num_groups(a.group_size, mid_chs);
+      if (a.in_chs != a.out_chs || a.stride != 1 || dil.first != dil.second) {
+        shortcut = register_module("shortcut", byob_cna(a.in_chs, a.out_chs, 1, a.stride, dil.first, 1, false));
+      }
+      if (type_ == "basic") {
+        conv1 = register_module("conv1_kxk", byob_cna(a.in_chs, mid_chs, 3, a.stride, dil.first));
+        conv2 = register_module("conv2_kxk", byob_cna(mid_chs, a.out_chs, 3, 1, dil.second, groups, false));
+      } else {
+        conv1 = register_module("conv1_1x1", byob_cna(a.in_chs, mid_chs, 1));
+        conv2 = register_module("conv2_kxk", byob_cna(mid_chs, mid_chs, 3, a.stride, dil.first, groups));
+        conv3 = register_module("conv3_1x1", byob_cna(mid_chs, a.out_chs, 1, 1, 1, 1, false));
+      }
+      if (a.drop_path > 0.0) drop_path = register_module("drop_path", layers::DropPath(a.drop_path));
+    }
+    act = register_module("act", layers::create_act("relu"));
+  }
+
+  at::Tensor forward(const at::Tensor& input) {
+    at::Tensor x;
+    if (type_ == "rep") {
+      x = conv_1x1(input) + conv_kxk(input);
+      if (identity) {
+        if (drop_path) x = drop_path(x);
+        x = x + identity(input);
+      }
+      if (attn) x = attn(x);
+      return act(x);
+    }
+    x = conv2(conv1(input));
+    if (conv3) x = conv3(x);
+    if (drop_path) x = drop_path(x);
+    x = x + (shortcut ? shortcut(input) : input);
+    return act(x);
+  }
+
+  // timm's block init_weights after the model-wide init: RepVGG's BNs
+  // weight N(0.1, 0.1), bias N(0, 0.1); the residual blocks' last BN weight
+  // zero with zero_init_last.
+  void init_block(bool zero_init_last) {
+    if (type_ == "rep") {
+      layers::for_each_batch_norm_act(*this, [](const std::string&, layers::BatchNormAct2dImpl& bn) {
+        bn.weight.normal_(0.1, 0.1);
+        bn.bias.normal_(0.0, 0.1);
+      });
+      return;
+    }
+    if (zero_init_last) nn::init::zeros_((conv3 ? conv3 : conv2)->bn->weight);
+  }
+
+  layers::BatchNormAct2d identity{nullptr};
+  layers::ConvNormAct conv_kxk{nullptr}, conv_1x1{nullptr};
+  layers::ConvNormAct shortcut{nullptr};
+  layers::ConvNormAct conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
+  layers::DropPath drop_path{nullptr};
+  layers::SEModule attn{nullptr};
+  layers::Activation act{nullptr};
+
+ private:
+  std::string type_;
+};
+TORCH_MODULE(ByobBlock);
+
+// One stage: timm's nn.Sequential of blocks (children "0", "1", ...).
+class ByobStageImpl : public nn::Module {
+ public:
+  explicit ByobStageImpl(const std::vector<ByobBlockArgs>& blocks) {
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      ByobBlock b(blocks[i]);
+      blocks_.push_back(register_module(std::to_string(i), b));
+      any_blocks_.emplace_back(b);
+    }
+  }
+
+  // The blocks in order; with checkpointing each block is checkpointed
+  // (timm's checkpoint_seq), the same values as the plain run.
+  at::Tensor forward(at::Tensor x, bool checkpointing = false) {
+    if (checkpointing) return checkpoint_seq(any_blocks_, x);
+    for (auto& b : blocks_) x = b(x);
+    return x;
+  }
+
+  const std::vector<ByobBlock>& blocks() const { return blocks_; }
+
+ private:
+  std::vector<ByobBlock> blocks_;
+  std::vector<nn::AnyModule> any_blocks_;
+};
+TORCH_MODULE(ByobStage);
+
+class ByobNetImpl : public ClassifierImpl {
+ public:
+  ByobNetImpl(const ByobSpec& spec, const ModelArgs& args) : num_classes_(args.num_classes) {
+    const std::string& name = spec.name;
+    validate_model_args(name, args, kByobKnownKwargs);
+    const ByobCfg& cfg = spec.cfg;
+    int64_t output_stride = 32;
+    if (const std::optional<double> os = model_kwarg_double(name, args, "output_stride")) {
+      if (*os != 8.0 && *os != 16.0 && *os != 32.0) {
+        throw UsageError(name + ": output_stride=" + args.kwargs.at("output_stride") + ": expected 8, 16 or 32");
+      }
+      output_stride = static_cast<int64_t>(*os);
+    }
+    const bool zero_init_last = model_kwarg_bool(name, args, "zero_init_last").value_or(true);
+
+    cfg_.input_size = {3, spec.img_size, spec.img_size};
+    cfg_.interpolation = "bilinear";
+    cfg_.crop_pct = spec.crop_pct;
+    cfg_.crop_mode = "center";
+    // timm's repvgg first_conv is the pair (stem.conv_kxk.conv, stem.conv_1x1.conv): the first here.
+    cfg_.first_conv = spec.repvgg ? "stem.conv_kxk.conv" : "stem.conv";
+    cfg_.classifier = "head.fc";
+    cfg_.hf_hub_id = timm_hub_id(name, kByobDefaultTags);
+
+    // The stem: RepVggBlock or one 3x3 / 2 ConvNormAct, a feature level at stride 2.
+    const int64_t stem_chs = cfg.stem_chs;
+    if (cfg.stem_type == "rep") {
+      ByobBlockArgs a;
+      a.type = "rep";
+      a.in_chs = args.in_chans;
+      a.out_chs = stem_chs;
+      a.stride = 2;
+      a.se = cfg.se;
+      rep_stem = register_module("stem", ByobBlock(a));
+    } else {
+      conv_stem = register_module("stem", byob_cna(args.in_chans, stem_chs, 3, 2));
+    }
+    build_stages(cfg, args.drop_path_rate.value_or(0.0), output_stride, FeatureInfo{stem_chs, 2, "stem"});
+    if (cfg.num_features > 0) {
+      num_features_ = cfg.num_features;
+      final_conv = register_module("final_conv", byob_cna(last_chs_, num_features_, 1));
+    } else {
+      num_features_ = last_chs_;
+    }
+    feature_info_.push_back(FeatureInfo{num_features_, last_reduction_, "final_conv"});
+    stage_ends_.push_back(static_cast<int64_t>(stage_list_.size()));
+
+    head = register_module("head",
+                           layers::ClassifierHeadModule(layers::ClassifierHeadModuleOptions(num_features_, num_classes_)
+                                                            .pool_type(args.global_pool.value_or("avg"))
+                                                            .drop_rate(args.drop_rate)));
+    init_weights(zero_init_last);
+  }
+
+  at::Tensor run_stem(const at::Tensor& x) { return rep_stem ? rep_stem(x) : conv_stem(x); }
+
+  // timm's forward_features: stem, stages (checkpointed per stage with
+  // grad checkpointing), final_conv.
+  at::Tensor forward_features(at::Tensor x) override {
+    x = run_stem(x);
+    for (auto& stage : stage_list_) x = stage(x, grad_checkpointing_);
+    return final_conv ? final_conv(x) : x;
+  }
+
+  // timm's feature_info: the stem, each stage before a strided one, then
+  // final_conv (the last stage's output through final_conv where there is one).
+  std::vector<FeatureInfo> feature_info() const override { return feature_info_; }
+
+  // timm's forward_intermediates: level i is the output of stage
+  // stage_ends[i] (0 the stem); final_conv is applied after the last stage.
+  // With stop_early, only the stages up to the last level taken run. norm is
+  // ignored (no final norm); NCHW only.
+  Intermediates forward_intermediates(at::Tensor x,
+                                      const IntermediatesOptions& options = IntermediatesOptions()) override {
+    check_output_fmt(describe_model(*this), options.output_fmt(), {"NCHW"});
+    const auto num_levels = static_cast<int64_t>(stage_ends_.size());
+    const auto [take_indices, max_index] = feature_take_indices(num_levels, options.indices());
+    std::vector<int64_t> take_stages;
+    for (const int64_t i : take_indices) take_stages.push_back(stage_ends_[static_cast<size_t>(i)]);
+    const int64_t max_stage = stage_ends_[static_cast<size_t>(max_index)];
+    auto taken = [&](int64_t idx) {
+      return std::find(take_stages.begin(), take_stages.end(), idx) != take_stages.end();
+    };
+    Intermediates out;
+    x = run_stem(x);
+    if (taken(0)) out.intermediates.push_back(x);
+    const int64_t last_idx = stage_ends_.back();
+    const auto num_stages = static_cast<int64_t>(stage_list_.size());
+    const int64_t stages_run = options.stop_early() ? std::min(num_stages, max_stage) : num_stages;
+    for (int64_t s = 0; s < stages_run; ++s) {
+      const int64_t feat_idx = s + 1;
+      x = stage_list_[static_cast<size_t>(s)](x, grad_checkpointing_);
+      if (feat_idx == last_idx && final_conv) x = final_conv(x);
+      if (taken(feat_idx)) out.intermediates.push_back(x);
+    }
+    if (!options.intermediates_only()) out.final = x;
+    return out;
+  }
+
+  at::Tensor forward_head(at::Tensor x, bool pre_logits = false) override {
+    return pre_logits ? head->forward_pre_logits(x) : head(x);
+  }
+
+  at::Tensor forward(at::Tensor x) override { return forward_head(forward_features(x)); }
+
+  void set_grad_checkpointing(bool enable) override { grad_checkpointing_ = enable; }
+  int64_t num_classes() const override { return num_classes_; }
+  const PretrainedCfg& pretrained_cfg() const override { return cfg_; }
+  // timm's: the stem, then each block (coarse: each stage); final_conv joins the last group.
+  GroupMatcher group_matcher(bool coarse) const override {
+    return {{"stem", {{"^stem", std::nullopt}}},
+            {"blocks",
+             {{coarse ? R"(^stages\.(\d+))" : R"(^stages\.(\d+)\.(\d+))", std::nullopt},
+              {"^final_conv", std::vector<double>{99999}}}}};
+  }
+
+  ByobBlock rep_stem{nullptr};
+  layers::ConvNormAct conv_stem{nullptr};
+  nn::Sequential stages{nullptr};
+  layers::ConvNormAct final_conv{nullptr};
+  layers::ClassifierHeadModule head{nullptr};
+
+ private:
+  // timm's create_byob_stages: output_stride dilates the stages past it;
+  // a feature level before each strided stage.
+  void build_stages(const ByobCfg& cfg, double drop_path_rate, int64_t output_stride, const FeatureInfo& stem_feat) {
+    int64_t total_depth = 0;
+    for (const auto& b : cfg.blocks) total_depth += b.d;
+    const std::vector<double> rates =
+        drop_path_rate > 0.0 ? layers::drop_path_rates(drop_path_rate, total_depth) : std::vector<double>{};
+    int64_t dilation = 1;
+    int64_t net_stride = stem_feat.reduction;
+    int64_t prev_chs = stem_feat.num_chs;
+    FeatureInfo prev_feat = stem_feat;
+    int64_t prev_stage = 0;
+    size_t block = 0;
+    stages = nn::Sequential();
+    for (size_t stage_idx = 0; stage_idx < cfg.blocks.size(); ++stage_idx) {
+      const BlockCfg& bc = cfg.blocks[stage_idx];
+      int64_t stride = bc.s;
+      if (stride != 1) {
+        feature_info_.push_back(prev_feat);
+        stage_ends_.push_back(prev_stage);
+      }
+      if (net_stride >= output_stride && stride > 1) {
+        dilation *= stride;
+        stride = 1;
+      }
+      net_stride *= stride;
+      int64_t first_dilation = dilation == 1 || dilation == 2 ? 1 : 2;
+      const int64_t out_chs = layers::make_divisible(bc.c);
+      std::vector<ByobBlockArgs> stage_blocks;
+      for (int64_t i = 0; i < bc.d; ++i) {
+        ByobBlockArgs a;
+        a.type = bc.type;
+        a.in_chs = prev_chs;
+        a.out_chs = out_chs;
+        a.stride = i == 0 ? stride : 1;
+        a.first_dilation = first_dilation;
+        a.dilation = dilation;
+        if (bc.gs < 0) {
+          a.group_size = (i + 1) % 2 == 0 ? out_chs / -bc.gs : 0;
+        } else {
+          a.group_size = bc.gs;
+        }
+        a.bottle_ratio = bc.br;
+        a.drop_path = rates.empty() ? 0.0 : rates[block];
+        ++block;
+        a.se = cfg.se;
+        stage_blocks.push_back(a);
+        first_dilation = dilation;
+        prev_chs = out_chs;
+      }
+      ByobStage stage(stage_blocks);
+      for (const auto& b : stage->blocks()) block_list_.push_back(b);
+      stage_list_.push_back(stage);
+      stages->push_back(std::to_string(stage_idx), stage);
+      prev_feat = FeatureInfo{prev_chs, net_stride, "stages." + std::to_string(stage_idx)};
+      prev_stage = static_cast<int64_t>(stage_idx) + 1;
+    }
+    register_module("stages", stages);
+    last_chs_ = prev_chs;
+    last_reduction_ = net_stride;
+  }
+
+  // timm's _init_weights: convs N(0, sqrt(2 / fan_out)) with fan_out
+  // k * k * out / groups, bias zero; the fc N(0, 0.01), bias zero; BN 1 / 0;
+  // then each block's init_weights (RepVGG's BN draws, zero_init_last).
+  void init_weights(bool zero_init_last) {
+    c10::NoGradGuard no_grad;
+    for (auto& module : modules(/*include_self=*/false)) {
+      if (auto* c = module->as<nn::Conv2d>()) {
+        const auto& o = c->options;
+        const int64_t fan_out = (*o.kernel_size())[0] * (*o.kernel_size())[1] * o.out_channels() / o.groups();
+        c->weight.normal_(0.0, std::sqrt(2.0 / static_cast<double>(fan_out)));
+        if (c->bias.defined()) c->bias.zero_();
+      } else if (auto* l = module->as<nn::Linear>()) {
+        l->weight.normal_(0.0, 0.01);
+        if (l->bias.defined()) l->bias.zero_();
+      } else if (auto* bn = module->as<layers::BatchNormAct2dImpl>()) {
+        if (bn->weight.defined()) bn->weight.fill_(1.0);
+        if (bn->bias.defined()) bn->bias.zero_();
+      }
+    }
+    if (rep_stem) rep_stem->init_block(zero_init_last);
+    for (auto& b : block_list_) b->init_block(zero_init_last);
+  }
+
+  PretrainedCfg cfg_;
+  int64_t num_classes_;
+  int64_t num_features_ = 0;
+  int64_t last_chs_ = 0;
+  int64_t last_reduction_ = 0;
+  bool grad_checkpointing_ = false;
+  std::vector<int64_t> stage_ends_;
+  std::vector<ByobStage> stage_list_;
+  std::vector<ByobBlock> block_list_;
+  std::vector<FeatureInfo> feature_info_;
+};
+
+// timm's _rep_vgg_bcfg: widths (64, 128, 256, 512) times wf; groups > 0
+// groups every other block (gs < 0 here).
+std::vector<BlockCfg> rep_vgg_bcfg(std::vector<int64_t> d, std::vector<double> wf, int64_t groups = 0) {
+  const double c[4] = {64, 128, 256, 512};
+  std::vector<BlockCfg> blocks;
+  for (size_t i = 0; i < 4; ++i)
+    blocks.push_back(BlockCfg{"rep", d[i], c[i] * wf[i], 2, groups > 0 ? -groups : 0, 1.0});
+  return blocks;
+}
+
+ByobCfg repvgg_cfg(std::vector<int64_t> d, std::vector<double> wf, int64_t stem_chs, int64_t groups = 0,
+                   bool se = false) {
+  ByobCfg cfg;
+  cfg.blocks = rep_vgg_bcfg(std::move(d), std::move(wf), groups);
+  cfg.stem_type = "rep";
+  cfg.stem_chs = stem_chs;
+  cfg.se = se;
+  return cfg;
+}
+
+ByobCfg gernet_cfg(std::vector<BlockCfg> blocks, int64_t stem_chs, int64_t num_features) {
+  ByobCfg cfg;
+  cfg.blocks = std::move(blocks);
+  cfg.stem_chs = stem_chs;
+  cfg.num_features = num_features;
+  return cfg;
+}
+
+std::vector<ByobSpec> byob_specs() {
+  const std::vector<int64_t> da = {2, 4, 14, 1};
+  const std::vector<int64_t> db = {4, 6, 16, 1};
+  std::vector<ByobSpec> specs;
+  specs.push_back({"gernet_l",
+                   gernet_cfg({{"basic", 1, 128, 2, 0, 1.0},
+                               {"basic", 2, 192, 2, 0, 1.0},
+                               {"bottle", 6, 640, 2, 0, 0.25},
+                               {"bottle", 5, 640, 2, 1, 3.0},
+                               {"bottle", 4, 640, 1, 1, 3.0}},
+                              32, 2560),
+                   256});
+  specs.push_back({"gernet_m", gernet_cfg({{"basic", 1, 128, 2, 0, 1.0},
+                                           {"basic", 2, 192, 2, 0, 1.0},
+                                           {"bottle", 6, 640, 2, 0, 0.25},
+                                           {"bottle", 4, 640, 2, 1, 3.0},
+                                           {"bottle", 1, 640, 1, 1, 3.0}},
+                                          32, 2560)});
+  specs.push_back({"gernet_s", gernet_cfg({{"basic", 1, 48, 2, 0, 1.0},
+                                           {"basic", 3, 48, 2, 0, 1.0},
+                                           {"bottle", 7, 384, 2, 0, 0.25},
+                                           {"bottle", 2, 560, 2, 1, 3.0},
+                                           {"bottle", 1, 256, 1, 1, 3.0}},
+                                          13, 1920)});
+  specs.push_back({"repvgg_a0", repvgg_cfg(da, {0.75, 0.75, 0.75, 2.5}, 48), 224, 0.875, true});
+  specs.push_back({"repvgg_a1", repvgg_cfg(da, {1, 1, 1, 2.5}, 64), 224, 0.875, true});
+  specs.push_back({"repvgg_a2", repvgg_cfg(da, {1.5, 1.5, 1.5, 2.75}, 64), 224, 0.875, true});
+  specs.push_back({"repvgg_b0", repvgg_cfg(db, {1, 1, 1, 2.5}, 64), 224, 0.875, true});
+  specs.push_back({"repvgg_b1", repvgg_cfg(db, {2, 2, 2, 4}, 64), 224, 0.875, true});
+  specs.push_back({"repvgg_b1g4", repvgg_cfg(db, {2, 2, 2, 4}, 64, 4), 224, 0.875, true});
+  specs.push_back({"repvgg_b2", repvgg_cfg(db, {2.5, 2.5, 2.5, 5}, 64), 224, 0.875, true});
+  specs.push_back({"repvgg_b2g4", repvgg_cfg(db, {2.5, 2.5, 2.5, 5}, 64, 4), 224, 0.875, true});
+  specs.push_back({"repvgg_b3", repvgg_cfg(db, {3, 3, 3, 5}, 64), 224, 0.875, true});
+  specs.push_back({"repvgg_b3g4", repvgg_cfg(db, {3, 3, 3, 5}, 64, 4), 224, 0.875, true});
+  specs.push_back({"repvgg_d2se", repvgg_cfg({8, 14, 24, 1}, {2.5, 2.5, 2.5, 5}, 64, 0, true), 320, 1.0, true});
+  return specs;
+}
+
+std::string describe(const ByobSpec& spec) {
+  const ByobCfg& c = spec.cfg;
+  std::string text = spec.repvgg ? "RepVGG (ByobNet, RepVGG blocks " : "GERNet (ByobNet, basic + bottleneck blocks ";
+  for (size_t i = 0; i < c.blocks.size(); ++i) {
+    if (i > 0) text += '-';
+    text += std::to_string(c.blocks[i].d);
+  }
+  if (c.se) text += ", SE";
+  text += ')';
+  return text;
+}
+
+}  // namespace
+}  // namespace timm::byobnet
+
+TIMM_PLUGIN("byobnet") {
+  for (const auto& spec : timm::byobnet::byob_specs()) {
+    registrar.add_model(spec.name, timm::byobnet::describe(spec),
+                        [spec](const timm::ModelArgs& args) -> timm::ModelPtr {
+                          return std::make_shared<timm::byobnet::ByobNetImpl>(spec, args);
+                        });
+  }
+}

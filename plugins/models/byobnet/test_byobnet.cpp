@@ -1,0 +1,219 @@
+// ByobNet plugin (RepVGG, GERNet) against timm (tests/oracle/byobnet_oracle.py)
+// through the shared harness (tests/support/model_parity.hpp), both ways:
+// timm's weights load here and give timm's logits, eval forward_features /
+// forward_head / pre-logits outputs, forward_intermediates, bfloat16 logits,
+// gradients and BN statistics; our weights load in timm and give our logits.
+// Tolerance for every float comparison: |ours - timm| <= 1e-4 + 1e-4 * |timm|.
+//
+// At 64 px: repvgg_a0 (RepVGG stem and blocks, identity BN, drop path on
+// identity blocks only), repvgg_b1g4 (groups 4 on every other block),
+// gernet_s (3x3 stem, basic and bottleneck blocks, depthwise 3x3, 1x1
+// shortcuts, final_conv; also one channel at 96x64 with output_stride 16).
+// repvgg_d2se (SE) is checked for keys, shapes and cfg only (133M
+// parameters). One thread, as the oracle.
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+#include <nlohmann/json.hpp>
+
+#include "model_parity.hpp"
+#include "test_support.hpp"
+#include "timm/base/error.hpp"
+#include "timm/models/features.hpp"
+#include "timm/models/model.hpp"
+#include "timm/plugin/registry.hpp"
+
+// Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
+#include <doctest/doctest.h>
+
+namespace test_byobnet {
+
+namespace {
+
+using timm::test::make_model;
+using timm::test::ParityCase;
+
+constexpr int64_t kNumClasses = timm::test::kParityNumClasses;
+constexpr const char* kOracle = "byobnet_oracle.py";
+
+// Every name registered here, in list_models order.
+const std::vector<std::string> kRepVggNames = {"repvgg_a0", "repvgg_a1",   "repvgg_a2",  "repvgg_b0",
+                                               "repvgg_b1", "repvgg_b1g4", "repvgg_b2",  "repvgg_b2g4",
+                                               "repvgg_b3", "repvgg_b3g4", "repvgg_d2se"};
+const std::vector<std::string> kGerNetNames = {"gernet_l", "gernet_m", "gernet_s"};
+
+const std::vector<ParityCase> kRepVggCases = {{"repvgg_a0", "repvgg_a0", 3, 64, 2}};
+const std::vector<ParityCase> kRepVggGroupCases = {{"repvgg_b1g4", "repvgg_b1g4", 3, 64, 2}};
+const std::vector<ParityCase> kGerNetCases = {
+    {"gernet_s", "gernet_s", 3, 64, 2},
+    {"gernet_s_c1_96x64_os16", "gernet_s", 1, 96, 2, nlohmann::json{{"output_stride", 16}}, 64},
+};
+
+// The drop_prob of each block's drop_path (0 where it has none), in block order.
+std::vector<double> block_drop_path_rates(torch::nn::Module& model) {
+  std::vector<double> rates;
+  for (const auto& stage : model.named_children()["stages"]->children()) {
+    for (const auto& block : stage->children()) rates.push_back(timm::test::drop_prob(*block, "drop_path"));
+  }
+  return rates;
+}
+
+// timm's rates come from a float32 linspace.
+const timm::test::ParityOptions kParity = {
+    .tol = {1e-4, 1e-4},
+    .block_rates = block_drop_path_rates,
+    .rates_epsilon = 1e-6,
+    .after_buffers = {"stages.0.0.conv_kxk.bn.running_mean", "stages.0.0.conv_kxk.bn.running_var",
+                      "stages.0.0.conv_kxk.bn.num_batches_tracked"},
+    .min_grad_keys = 20,
+};
+
+const timm::test::ParityOptions kGerNetParity = {
+    .tol = {1e-4, 1e-4},
+    .block_rates = block_drop_path_rates,
+    .rates_epsilon = 1e-6,
+    .after_buffers = {"stem.bn.running_mean", "stem.bn.running_var", "stem.bn.num_batches_tracked",
+                      "stages.0.0.conv1_kxk.bn.running_mean", "final_conv.bn.running_var"},
+    .min_grad_keys = 20,
+};
+
+}  // namespace
+
+TEST_CASE("the smaller repvgg* models have timm's keys, shapes, parameter count, pretrained_cfg and features") {
+  // Also dtypes, no_weight_decay, group_matcher, drop-path rates and feature_info.
+  const std::vector<std::string> names(kRepVggNames.begin(), kRepVggNames.begin() + 6);
+  const auto info = timm::test::check_registered(kOracle, names, {"repvgg*"}, kParity);
+  CHECK(info.at("list").at("repvgg*").get<std::vector<std::string>>() == kRepVggNames);
+  CHECK(timm::Registry::global().list(timm::PluginKind::kModel, "repvgg*") == kRepVggNames);
+}
+
+TEST_CASE("the larger repvgg* models (b2, b3, their g4 forms, d2se with SE) have timm's keys, shapes and cfg") {
+  const std::vector<std::string> names(kRepVggNames.begin() + 6, kRepVggNames.end());
+  timm::test::check_registered(kOracle, names, {}, kParity);
+}
+
+TEST_CASE("every gernet* model has timm's keys, shapes, parameter count, pretrained_cfg and features") {
+  const auto info = timm::test::check_registered(kOracle, kGerNetNames, {"gernet*"}, kGerNetParity);
+  CHECK(info.at("list").at("gernet*").get<std::vector<std::string>>() == kGerNetNames);
+  CHECK(timm::Registry::global().list(timm::PluginKind::kModel, "gernet*") == kGerNetNames);
+}
+
+TEST_CASE("repvgg_a0 (RepVGG stem and blocks, identity BN) matches timm both ways at 64 px") {
+  timm::test::run_parity(kOracle, kRepVggCases, kParity);
+}
+
+TEST_CASE("repvgg_b1g4 (groups 4 on every other block) matches timm both ways at 64 px") {
+  timm::test::run_parity(kOracle, kRepVggGroupCases, kParity);
+}
+
+TEST_CASE("gernet_s (basic + bottleneck blocks, final_conv; one channel 96x64 at output_stride 16) matches timm") {
+  timm::test::run_parity(kOracle, kGerNetCases, kGerNetParity);
+}
+
+TEST_CASE("byobnet forward_head without a classifier is the pre-logits features") {
+  timm::test::check_head_split("repvgg_a0", 64);
+  timm::test::check_head_split("gernet_s", 64);
+}
+
+TEST_CASE("byobnet init follows timm: convs N(0, sqrt(2 / fan_out)), RepVGG BN N(0.1, 0.1), last BN 0, fc N(0, 0.01)") {
+  timm::test::check_init_stats(kOracle, {"gernet_s"});
+  // RepVGG's BatchNorms are drawn N(0.1, 0.1) (weight) and N(0, 0.1) (bias):
+  // one BN of 48 values against one timm draw is too few to compare (timm's
+  // stages.0.0 weights once had std 0.072), so the statistics are pooled over
+  // every block BN of the model (about 10,000 values).
+  at::manual_seed(0);
+  std::vector<at::Tensor> bn_weights, bn_biases;
+  for (const auto& item : make_model("repvgg_a0")->named_parameters()) {
+    if (item.key().rfind("stages.", 0) != 0) continue;
+    if (item.key().ends_with(".bn.weight")) bn_weights.push_back(item.value().flatten());
+    if (item.key().ends_with(".bn.bias")) bn_biases.push_back(item.value().flatten());
+  }
+  const at::Tensor weights = at::cat(bn_weights).to(at::kDouble);
+  const at::Tensor biases = at::cat(bn_biases).to(at::kDouble);
+  REQUIRE(weights.numel() > 5000);
+  CHECK(weights.mean().item<double>() == doctest::Approx(0.1).epsilon(0.05));
+  CHECK(weights.std().item<double>() == doctest::Approx(0.1).epsilon(0.05));
+  CHECK(std::abs(biases.mean().item<double>()) < 0.005);
+  CHECK(biases.std().item<double>() == doctest::Approx(0.1).epsilon(0.05));
+  // And its convs as timm's _init_weights: N(0, sqrt(2 / fan_out)), fan_out k * k * out / groups.
+  at::manual_seed(0);
+  const at::Tensor conv = make_model("repvgg_a0")->named_parameters()["stages.2.0.conv_kxk.conv.weight"];
+  const double fan_out = static_cast<double>(conv.size(0) * conv.size(2) * conv.size(3));
+  CHECK(conv.std().item<double>() == doctest::Approx(std::sqrt(2.0 / fan_out)).epsilon(0.05));
+  at::manual_seed(0);
+  auto params = make_model("gernet_s")->named_parameters();
+  CHECK(params["stages.0.0.conv2_kxk.bn.weight"].abs().max().item<double>() == 0.0);
+  CHECK(params["stages.2.0.conv3_1x1.bn.weight"].abs().max().item<double>() == 0.0);
+  CHECK(params["stages.2.0.conv1_1x1.bn.weight"].min().item<double>() == 1.0);
+  timm::ModelArgs args;
+  args.kwargs["zero_init_last"] = "false";
+  auto kept = timm::create_model("gernet_s", args)->named_parameters();
+  CHECK(kept["stages.2.0.conv3_1x1.bn.weight"].min().item<double>() == 1.0);
+}
+
+TEST_CASE("byobnet grad checkpointing gives the plain step's logits and gradients") {
+  timm::test::check_grad_checkpointing("repvgg_a0", 32, 32);
+  timm::test::check_grad_checkpointing("gernet_s", 32, 64);
+}
+
+TEST_CASE("byobnet feature levels, forward_intermediates, group_matcher, keywords and refusals") {
+  c10::NoGradGuard no_grad;
+  const at::Tensor x = at::randn({2, 3, 64, 64});
+  timm::ModelPtr features = make_model("gernet_s", 3, 0);
+  features->eval();
+  CHECK((features->forward(x).sizes() == at::IntArrayRef{2, 1920}));
+  // Five levels: the stem, stages 0..2, then final_conv after stage 4.
+  const timm::Intermediates inter = features->forward_intermediates(x);
+  REQUIRE(inter.intermediates.size() == 5);
+  CHECK((inter.intermediates[0].sizes() == at::IntArrayRef{2, 13, 32, 32}));
+  CHECK((inter.intermediates[4].sizes() == at::IntArrayRef{2, 1920, 2, 2}));
+  CHECK(at::equal(inter.final, features->forward_features(x)));
+  CHECK(features->feature_info()[4] == timm::FeatureInfo{1920, 32, "final_conv"});
+  const timm::Intermediates early = features->forward_intermediates(
+      x, timm::IntermediatesOptions().indices(std::vector<int64_t>{2}).stop_early(true));
+  REQUIRE(early.intermediates.size() == 1);
+  CHECK((early.intermediates[0].sizes() == at::IntArrayRef{2, 48, 8, 8}));
+  CHECK_THROWS_AS(features->forward_intermediates(x, timm::IntermediatesOptions().indices(std::vector<int64_t>{5})),
+                  timm::UsageError);
+  CHECK_THROWS_WITH_AS(features->forward_intermediates(x, timm::IntermediatesOptions().output_fmt("NLC")),
+                       doctest::Contains("NLC"), timm::UsageError);
+
+  const auto matcher = features->group_matcher(false);
+  REQUIRE(matcher.size() == 2);
+  CHECK(matcher[0].first == "stem");
+  REQUIRE(matcher[1].second.size() == 2);
+  CHECK(matcher[1].second[0].pattern == R"(^stages\.(\d+)\.(\d+))");
+  CHECK(matcher[1].second[1].suffix == std::vector<double>{99999});
+  CHECK(features->group_matcher(true)[1].second[0].pattern == R"(^stages\.(\d+))");
+
+  timm::ModelArgs args;
+  args.num_classes = kNumClasses;
+  timm::test::check_head_dropout_gives_bias("repvgg_a0", args, "head.fc.bias", x);
+
+  // output_stride 8: the last two strided stages dilated, 8x8 maps at the end.
+  args.kwargs = {{"output_stride", "8"}};
+  const timm::ModelPtr dilated = timm::create_model("repvgg_a0", args);
+  CHECK(dilated->feature_info().back() == timm::FeatureInfo{1280, 8, "final_conv"});
+  dilated->eval();
+  CHECK((dilated->forward_features(x).sizes() == at::IntArrayRef{2, 1280, 8, 8}));
+
+  // output_stride in (8, 16, 32), rates in [0, 1], a known pool type, no other keywords.
+  for (const auto& [key, value] : std::map<std::string, std::string>{
+           {"output_stride", "12"}, {"zero_init_last", "maybe"}, {"stem_type", "deep"}}) {
+    CAPTURE(key);
+    args.kwargs = {{key, value}};
+    CHECK_THROWS_AS(timm::create_model("repvgg_a0", args), timm::UsageError);
+  }
+  args.kwargs.clear();
+  args.drop_path_rate = 1.5;
+  CHECK_THROWS_AS(timm::create_model("gernet_s", args), timm::UsageError);
+  args.drop_path_rate.reset();
+  args.global_pool = "none";
+  CHECK_THROWS_AS(timm::create_model("gernet_s", args), timm::UsageError);
+}
+
+}  // namespace test_byobnet

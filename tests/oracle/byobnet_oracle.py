@@ -1,0 +1,46 @@
+"""Python oracle for test_byobnet: timm's ByobNet models (RepVGG and GERNet) as
+the reference.
+
+Modes and files as tests/oracle/model_parity.py describes. The shared
+perturbation draws every BatchNorm weight, so the last BN of each residual
+block that timm's zero_init_last sets to zero is non-zero in the comparisons.
+timm's RepVGG pretrained_cfg names two first convs (stem.conv_kxk.conv,
+stem.conv_1x1.conv); the C++ PretrainedCfg holds one, the first, so the
+oracle reports that one.
+"""
+import sys
+
+import timm
+from timm.layers import DropPath
+
+import model_parity
+
+_create_model = timm.create_model
+
+
+def _create_model_first_conv(*args, **kwargs):
+    model = _create_model(*args, **kwargs)
+    cfg = getattr(model, "pretrained_cfg", None)
+    if cfg is not None and isinstance(cfg.get("first_conv"), (list, tuple)):
+        model.pretrained_cfg = dict(cfg, first_conv=cfg["first_conv"][0])
+    return model
+
+
+timm.create_model = _create_model_first_conv
+
+
+def grad_keys(model):
+    # The stem, the first stage, the last stage's first block, final_conv and
+    # the head: every module kind without writing every gradient of a large model.
+    last_stage = len(model.stages) - 1
+    prefixes = ("stem.", "stages.0.", f"stages.{last_stage}.0.", "final_conv.", "head.")
+    return [name for name, _ in model.named_parameters() if name.startswith(prefixes)]
+
+
+def drop_path_rates(model):
+    return [block.drop_path.drop_prob if isinstance(getattr(block, "drop_path", None), DropPath) else 0.0
+            for stage in model.stages for block in stage]
+
+
+if __name__ == "__main__":
+    sys.exit(model_parity.main(grad_keys, drop_path_rates, __doc__))
