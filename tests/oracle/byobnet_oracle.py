@@ -1,4 +1,4 @@
-"""Python oracle for test_byobnet: timm's ByobNet models (RepVGG and GERNet) as
+"""Python oracle for test_byobnet: timm's ByobNet models (RepVGG, GERNet, MobileViT) as
 the reference.
 
 Modes and files as tests/oracle/model_parity.py describes. The shared

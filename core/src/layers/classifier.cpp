@@ -6,9 +6,9 @@
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 
-#include "timm/layers/activations.hpp"
-
 #include "timm/base/error.hpp"
+#include "timm/layers/activations.hpp"
+#include "timm/layers/rms_norm.hpp"
 
 namespace timm::layers {
 namespace {
@@ -130,7 +130,8 @@ void NormMlpClassifierHeadImpl::reset() {
     throw UsageError("global_pool " + in_quotes(options.pool_type()) +
                      ": a pool type that changes the pooled width is not supported by this model's head");
   }
-  norm = register_module("norm", LayerNorm2d(LayerNormOptions(options.in_features()).eps(options.norm_eps())));
+  norm = create_norm2d(options.norm_layer(), options.in_features(), options.norm_eps());
+  register_module("norm", norm.ptr());
   int64_t num_features = options.in_features();
   if (options.hidden_size() > 0) {
     nn::Sequential seq;
@@ -151,7 +152,7 @@ void NormMlpClassifierHeadImpl::pretty_print(std::ostream& stream) const {
 }
 
 at::Tensor NormMlpClassifierHeadImpl::forward_pre_logits(const at::Tensor& x) {
-  at::Tensor y = norm(global_pool(x));
+  at::Tensor y = norm.forward(global_pool(x));
   if (!global_pool->is_identity()) y = y.flatten(1);
   if (pre_logits) y = pre_logits->forward(y);
   return drop(y);

@@ -1,7 +1,10 @@
 // Bring-Your-Own-Blocks networks (timm/models/byobnet.py), with timm's
 // module names so state_dict keys equal timm's, for the RepVGG models
 // (repvgg_a0 / a1 / a2 / b0 / b1 / b1g4 / b2 / b2g4 / b3 / b3g4 / d2se) and
-// the GPU-Efficient networks (gernet_s / m / l): 14 of timm 1.0.31's byobnet.py.
+// the GPU-Efficient networks (gernet_s / m / l): 14 of timm 1.0.31's byobnet.py;
+// and mobilevit.py's MobileViT models (mobilevit_xxs / xs / s, mobilevitv2_050
+// / 075 / 100 / 125 / 150 / 175 / 200), which timm builds with ByobNet and its
+// own 'mobilevit' / 'mobilevit2' block types.
 // - stem: RepVGG's RepVggBlock at stride 2 ('rep'), or GERNet's one 3x3 / 2
 //   ConvNormAct ('3x3' without pool);
 // - stages: Sequentials of blocks, the first at the stage stride:
@@ -10,7 +13,19 @@
 //   BasicBlock ('basic': shortcut, conv1_kxk, conv2_kxk without act, add,
 //   ReLU) or BottleneckBlock ('bottle': shortcut, conv1_1x1, conv2_kxk
 //   grouped, conv3_1x1 without act, add, ReLU); the shortcut is a 1x1
-//   ConvNormAct without act where the shape changes (timm's 'conv1x1');
+//   ConvNormAct without act where the shape changes (timm's 'conv1x1'),
+//   none (no residual) with MobileViT's downsample ''; MobileViT's inverted
+//   residuals are 'bottle' with bottle_in (mid = in * br), depthwise conv2 and
+//   linear_out (no act after the sum);
+// - MobileViT's MobileVitBlock ('mobilevit'): conv_kxk, conv_1x1, unfold into
+//   patches, timm's ViT Blocks (transformer), LayerNorm, fold, conv_proj and
+//   conv_fusion over [input, x]; a stage may hold several block types (timm's
+//   tuple of ByoBlockCfgs);
+// - MobileViTv2's MobileVitV2Block ('mobilevit2'): (bilinear resize to a
+//   multiple of the patch size, align_corners, kept after the block as timm),
+//   depthwise conv_kxk, conv_1x1, unfold to [B, C, P, N], LinearTransformerBlocks
+//   (GroupNorm1, LinearSelfAttention, ConvMlp), GroupNorm1, fold, conv_proj
+//   without act;
 // - final_conv: a 1x1 ConvNormAct to num_features (GERNet), else none;
 // - head: timm's ClassifierHead (global_pool, dropout at drop_rate, fc).
 // RepVGG is in its training (multi-branch) form; timm's reparameterize /
@@ -37,11 +52,15 @@
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
 
 #include "timm/base/error.hpp"
 #include "timm/layers/activations.hpp"
+#include "timm/layers/attention.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"
+#include "timm/layers/mlp.hpp"
+#include "timm/layers/norm.hpp"
 #include "timm/layers/norm_act.hpp"
 #include "timm/layers/squeeze_excite.hpp"
 #include "timm/models/features.hpp"
@@ -56,24 +75,35 @@ namespace nn = torch::nn;
 
 // timm 1.0.31's default pretrained tag of each model.
 const std::map<std::string, std::string> kByobDefaultTags = {
-    {"gernet_s", "idstcv_in1k"},  {"gernet_m", "idstcv_in1k"},  {"gernet_l", "idstcv_in1k"},
-    {"repvgg_a0", "rvgg_in1k"},   {"repvgg_a1", "rvgg_in1k"},   {"repvgg_a2", "rvgg_in1k"},
-    {"repvgg_b0", "rvgg_in1k"},   {"repvgg_b1", "rvgg_in1k"},   {"repvgg_b1g4", "rvgg_in1k"},
-    {"repvgg_b2", "rvgg_in1k"},   {"repvgg_b2g4", "rvgg_in1k"}, {"repvgg_b3", "rvgg_in1k"},
-    {"repvgg_b3g4", "rvgg_in1k"}, {"repvgg_d2se", "rvgg_in1k"},
+    {"gernet_s", "idstcv_in1k"},        {"gernet_m", "idstcv_in1k"},        {"gernet_l", "idstcv_in1k"},
+    {"repvgg_a0", "rvgg_in1k"},         {"repvgg_a1", "rvgg_in1k"},         {"repvgg_a2", "rvgg_in1k"},
+    {"repvgg_b0", "rvgg_in1k"},         {"repvgg_b1", "rvgg_in1k"},         {"repvgg_b1g4", "rvgg_in1k"},
+    {"repvgg_b2", "rvgg_in1k"},         {"repvgg_b2g4", "rvgg_in1k"},       {"repvgg_b3", "rvgg_in1k"},
+    {"repvgg_b3g4", "rvgg_in1k"},       {"repvgg_d2se", "rvgg_in1k"},       {"mobilevit_xxs", "cvnets_in1k"},
+    {"mobilevit_xs", "cvnets_in1k"},    {"mobilevit_s", "cvnets_in1k"},     {"mobilevitv2_050", "cvnets_in1k"},
+    {"mobilevitv2_075", "cvnets_in1k"}, {"mobilevitv2_100", "cvnets_in1k"}, {"mobilevitv2_125", "cvnets_in1k"},
+    {"mobilevitv2_150", "cvnets_in1k"}, {"mobilevitv2_175", "cvnets_in1k"}, {"mobilevitv2_200", "cvnets_in1k"},
 };
 
 const std::vector<std::string> kByobKnownKwargs = {"output_stride", "zero_init_last"};
 
 // timm's ByoBlockCfg (gs < 0: RepVGG's grouped-every-other-block lambda,
-// groups = -gs on odd block indices).
+// groups = -gs on odd block indices); same_stage: part of the previous cfg's
+// stage (timm's tuple of cfgs), its s unused.
 struct BlockCfg {
-  std::string type;  // rep, basic, bottle
+  std::string type;  // rep, basic, bottle, mobilevit
   int64_t d = 1;
   double c = 64;
   int64_t s = 2;
   int64_t gs = 0;
   double br = 1.0;
+  bool same_stage = false;
+  // block_kwargs: the bottleneck's bottle_in / linear_out, MobileVitBlock's transformer.
+  bool bottle_in = false;
+  bool linear_out = false;
+  int64_t transformer_dim = 0;
+  int64_t transformer_depth = 0;
+  int64_t patch_size = 0;
 };
 
 // timm's ByoModelCfg, the fields these models use.
@@ -83,6 +113,8 @@ struct ByobCfg {
   int64_t stem_chs = 32;
   int64_t num_features = 0;
   bool se = false;  // attn_layer 'se', rd_ratio 0.0625, rd_divisor 1
+  std::string act = "relu";
+  std::string downsample = "conv1x1";  // or "": no shortcut where the shape changes
 };
 
 struct ByobSpec {
@@ -91,19 +123,20 @@ struct ByobSpec {
   int64_t img_size = 224;
   double crop_pct = 0.875;
   bool repvgg = false;
+  bool mobilevit = false;
 };
 
 // timm's num_groups: group_size 0 is a plain conv, else channels / group_size.
 int64_t num_groups(int64_t group_size, int64_t channels) { return group_size == 0 ? 1 : channels / group_size; }
 
 layers::ConvNormAct byob_cna(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t dilation = 1,
-                             int64_t groups = 1, bool apply_act = true) {
+                             int64_t groups = 1, bool apply_act = true, const std::string& act = "relu") {
   return layers::ConvNormAct(layers::ConvNormActOptions(in, out, kernel)
                                  .stride(stride)
                                  .dilation(dilation)
                                  .groups(groups)
                                  .apply_act(apply_act)
-                                 .act_layer("relu"));
+                                 .act_layer(act));
 }
 
 // The arguments timm's create_byob_stages passes a block.
@@ -118,7 +151,97 @@ struct ByobBlockArgs {
   double bottle_ratio = 1.0;
   double drop_path = 0.0;
   bool se = false;
+  std::string act = "relu";
+  std::string downsample = "conv1x1";
+  bool bottle_in = false;
+  bool linear_out = false;
+  int64_t transformer_dim = 0;
+  int64_t transformer_depth = 0;
+  int64_t patch_size = 0;
 };
+
+// timm's vision_transformer Block as MobileVitBlock builds it: pre-norm
+// LayerNorm (eps 1e-5), Attention (qkv bias), Mlp (ratio 2, the model's act),
+// no layer scale, drop path on both branches.
+class MobileVitTransformerBlockImpl : public nn::Module {
+ public:
+  MobileVitTransformerBlockImpl(int64_t dim, int64_t num_heads, const std::string& act, double drop_path) {
+    norm1 = register_module("norm1", layers::LayerNorm(layers::LayerNormOptions(dim).eps(1e-5)));
+    attn =
+        register_module("attn", layers::Attention(layers::AttentionOptions(dim).num_heads(num_heads).qkv_bias(true)));
+    if (drop_path > 0.0) drop_path1 = register_module("drop_path1", layers::DropPath(drop_path));
+    norm2 = register_module("norm2", layers::LayerNorm(layers::LayerNormOptions(dim).eps(1e-5)));
+    mlp = register_module("mlp", layers::Mlp(layers::MlpOptions(dim).hidden_features(dim * 2).act_layer(act)));
+    if (drop_path > 0.0) drop_path2 = register_module("drop_path2", layers::DropPath(drop_path));
+  }
+
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor y = attn(norm1(x));
+    x = x + (drop_path1 ? drop_path1(y) : y);
+    y = mlp(norm2(x));
+    return x + (drop_path2 ? drop_path2(y) : y);
+  }
+
+  layers::LayerNorm norm1{nullptr}, norm2{nullptr};
+  layers::Attention attn{nullptr};
+  layers::Mlp mlp{nullptr};
+  layers::DropPath drop_path1{nullptr}, drop_path2{nullptr};
+};
+TORCH_MODULE(MobileVitTransformerBlock);
+
+// timm's GroupNorm1: GroupNorm with one group (eps 1e-5).
+nn::GroupNorm group_norm1(int64_t dim) { return nn::GroupNorm(nn::GroupNormOptions(1, dim)); }
+
+// timm's LinearSelfAttention on [B, C, P, N] (self-attention only): 1x1 convs
+// qkv_proj (1 + 2 C outputs) and out_proj; softmax of the query over the
+// patches weighs the keys into one context vector per pixel position.
+class LinearSelfAttentionImpl : public nn::Module {
+ public:
+  explicit LinearSelfAttentionImpl(int64_t dim) : dim_(dim) {
+    qkv_proj = register_module("qkv_proj", nn::Conv2d(nn::Conv2dOptions(dim, 1 + 2 * dim, 1)));
+    out_proj = register_module("out_proj", nn::Conv2d(nn::Conv2dOptions(dim, dim, 1)));
+  }
+
+  at::Tensor forward(const at::Tensor& x) {
+    const std::vector<at::Tensor> qkv = qkv_proj(x).split_with_sizes({1, dim_, dim_}, 1);
+    const at::Tensor scores = at::softmax(qkv[0], -1);
+    const at::Tensor context = (qkv[1] * scores).sum(-1, /*keepdim=*/true);
+    return out_proj(at::relu(qkv[2]) * context.expand_as(qkv[2]));
+  }
+
+  nn::Conv2d qkv_proj{nullptr}, out_proj{nullptr};
+
+ private:
+  int64_t dim_;
+};
+TORCH_MODULE(LinearSelfAttention);
+
+// timm's LinearTransformerBlock: pre-norm GroupNorm1, LinearSelfAttention,
+// ConvMlp (ratio 2, the model's act), drop path on both branches.
+class LinearTransformerBlockImpl : public nn::Module {
+ public:
+  LinearTransformerBlockImpl(int64_t dim, const std::string& act, double drop_path) {
+    norm1 = register_module("norm1", group_norm1(dim));
+    attn = register_module("attn", LinearSelfAttention(dim));
+    if (drop_path > 0.0) drop_path1 = register_module("drop_path1", layers::DropPath(drop_path));
+    norm2 = register_module("norm2", group_norm1(dim));
+    mlp = register_module("mlp", layers::ConvMlp(layers::ConvMlpOptions(dim).hidden_features(dim * 2).act_layer(act)));
+    if (drop_path > 0.0) drop_path2 = register_module("drop_path2", layers::DropPath(drop_path));
+  }
+
+  at::Tensor forward(at::Tensor x) {
+    at::Tensor y = attn(norm1(x));
+    x = x + (drop_path1 ? drop_path1(y) : y);
+    y = mlp(norm2(x));
+    return x + (drop_path2 ? drop_path2(y) : y);
+  }
+
+  nn::GroupNorm norm1{nullptr}, norm2{nullptr};
+  LinearSelfAttention attn{nullptr};
+  layers::ConvMlp mlp{nullptr};
+  layers::DropPath drop_path1{nullptr}, drop_path2{nullptr};
+};
+TORCH_MODULE(LinearTransformerBlock);
 
 // timm's RepVggBlock, BasicBlock and BottleneckBlock (downsample 'conv1x1',
 // no attention but RepVGG's SE) in one module, each with timm's children in
@@ -127,6 +250,14 @@ class ByobBlockImpl : public nn::Module {
  public:
   explicit ByobBlockImpl(const ByobBlockArgs& a) : type_(a.type) {
     const std::pair<int64_t, int64_t> dil{a.first_dilation, a.dilation};
+    if (type_ == "mobilevit") {
+      build_mobilevit(a);
+      return;
+    }
+    if (type_ == "mobilevit2") {
+      build_mobilevit2(a);
+      return;
+    }
     if (type_ == "rep") {
       const int64_t groups = num_groups(a.group_size, a.in_chs);
       const bool use_ident = a.in_chs == a.out_chs && a.stride == 1 && dil.first == dil.second;
@@ -134,34 +265,43 @@ class ByobBlockImpl : public nn::Module {
         identity = register_module("identity",
                                    layers::BatchNormAct2d(layers::BatchNormAct2dOptions(a.out_chs).apply_act(false)));
       }
-      conv_kxk = register_module("conv_kxk",
-                                 byob_cna(a.in_chs, a.out_chs, 3, a.stride, dil.first, groups, /*apply_act=*/false));
-      conv_1x1 = register_module("conv_1x1", byob_cna(a.in_chs, a.out_chs, 1, a.stride, 1, groups, false));
+      conv_kxk = register_module(
+          "conv_kxk", byob_cna(a.in_chs, a.out_chs, 3, a.stride, dil.first, groups, /*apply_act=*/false, a.act));
+      conv_1x1 = register_module("conv_1x1", byob_cna(a.in_chs, a.out_chs, 1, a.stride, 1, groups, false, a.act));
       if (a.drop_path > 0.0 && use_ident) drop_path = register_module("drop_path", layers::DropPath(a.drop_path));
       if (a.se) {
         attn = register_module("attn",
                                layers::SEModule(layers::SEModuleOptions(a.out_chs).rd_ratio(0.0625).rd_divisor(1)));
       }
     } else {
-      const int64_t mid_chs = layers::make_divisible(static_cast<double>(a.out_chs) * a.bottle_ratio);
+      const int64_t mid_chs =
+          layers::make_divisible(static_cast<double>(a.bottle_in ? a.in_chs : a.out_chs) * a.bottle_ratio);
       const int64_t groups = num_groups(a.group_size, mid_chs);
+      // timm's create_shortcut: none (no residual) with downsample '' where the shape changes.
       if (a.in_chs != a.out_chs || a.stride != 1 || dil.first != dil.second) {
-        shortcut = register_module("shortcut", byob_cna(a.in_chs, a.out_chs, 1, a.stride, dil.first, 1, false));
+        if (a.downsample.empty()) {
+          residual_ = false;
+        } else {
+          shortcut =
+              register_module("shortcut", byob_cna(a.in_chs, a.out_chs, 1, a.stride, dil.first, 1, false, a.act));
+        }
       }
       if (type_ == "basic") {
-        conv1 = register_module("conv1_kxk", byob_cna(a.in_chs, mid_chs, 3, a.stride, dil.first));
-        conv2 = register_module("conv2_kxk", byob_cna(mid_chs, a.out_chs, 3, 1, dil.second, groups, false));
+        conv1 = register_module("conv1_kxk", byob_cna(a.in_chs, mid_chs, 3, a.stride, dil.first, 1, true, a.act));
+        conv2 = register_module("conv2_kxk", byob_cna(mid_chs, a.out_chs, 3, 1, dil.second, groups, false, a.act));
       } else {
-        conv1 = register_module("conv1_1x1", byob_cna(a.in_chs, mid_chs, 1));
-        conv2 = register_module("conv2_kxk", byob_cna(mid_chs, mid_chs, 3, a.stride, dil.first, groups));
-        conv3 = register_module("conv3_1x1", byob_cna(mid_chs, a.out_chs, 1, 1, 1, 1, false));
+        conv1 = register_module("conv1_1x1", byob_cna(a.in_chs, mid_chs, 1, 1, 1, 1, true, a.act));
+        conv2 = register_module("conv2_kxk", byob_cna(mid_chs, mid_chs, 3, a.stride, dil.first, groups, true, a.act));
+        conv3 = register_module("conv3_1x1", byob_cna(mid_chs, a.out_chs, 1, 1, 1, 1, false, a.act));
       }
       if (a.drop_path > 0.0) drop_path = register_module("drop_path", layers::DropPath(a.drop_path));
     }
-    act = register_module("act", layers::create_act("relu"));
+    if (!a.linear_out) act = register_module("act", layers::create_act(a.act));
   }
 
   at::Tensor forward(const at::Tensor& input) {
+    if (type_ == "mobilevit") return forward_mobilevit(input);
+    if (type_ == "mobilevit2") return forward_mobilevit2(input);
     at::Tensor x;
     if (type_ == "rep") {
       x = conv_1x1(input) + conv_kxk(input);
@@ -175,8 +315,8 @@ class ByobBlockImpl : public nn::Module {
     x = conv2(conv1(input));
     if (conv3) x = conv3(x);
     if (drop_path) x = drop_path(x);
-    x = x + (shortcut ? shortcut(input) : input);
-    return act(x);
+    if (residual_) x = x + (shortcut ? shortcut(input) : input);
+    return act ? act(x) : x;
   }
 
   // timm's block init_weights after the model-wide init: RepVGG's BNs
@@ -190,7 +330,9 @@ class ByobBlockImpl : public nn::Module {
       });
       return;
     }
-    if (zero_init_last) nn::init::zeros_((conv3 ? conv3 : conv2)->bn->weight);
+    if (type_ == "mobilevit" || type_ == "mobilevit2") return;
+    // timm zeroes it only where the block has a shortcut (identity or conv).
+    if (zero_init_last && residual_) nn::init::zeros_((conv3 ? conv3 : conv2)->bn->weight);
   }
 
   layers::BatchNormAct2d identity{nullptr};
@@ -200,9 +342,102 @@ class ByobBlockImpl : public nn::Module {
   layers::DropPath drop_path{nullptr};
   layers::SEModule attn{nullptr};
   layers::Activation act{nullptr};
+  // MobileVitBlock's (conv_kxk above is its local conv).
+  nn::Conv2d mv_conv_1x1{nullptr};
+  nn::Sequential transformer{nullptr};
+  layers::LayerNorm norm{nullptr};
+  nn::GroupNorm norm2d{nullptr};  // MobileVitV2Block's "norm"
+  layers::ConvNormAct conv_proj{nullptr}, conv_fusion{nullptr};
 
  private:
+  // timm's MobileVitBlock (num_heads 4, mlp_ratio 2, with fusion).
+  void build_mobilevit(const ByobBlockArgs& a) {
+    const int64_t groups = num_groups(a.group_size, a.in_chs);
+    const int64_t dim = a.transformer_dim > 0 ? a.transformer_dim
+                                              : layers::make_divisible(a.bottle_ratio * static_cast<double>(a.in_chs));
+    conv_kxk =
+        register_module("conv_kxk", byob_cna(a.in_chs, a.in_chs, 3, a.stride, a.first_dilation, groups, true, a.act));
+    mv_conv_1x1 = register_module("conv_1x1", nn::Conv2d(nn::Conv2dOptions(a.in_chs, dim, 1).bias(false)));
+    transformer = nn::Sequential();
+    for (int64_t i = 0; i < a.transformer_depth; ++i) {
+      transformer->push_back(std::to_string(i), MobileVitTransformerBlock(dim, 4, a.act, a.drop_path));
+    }
+    register_module("transformer", transformer);
+    norm = register_module("norm", layers::LayerNorm(layers::LayerNormOptions(dim).eps(1e-5)));
+    conv_proj = register_module("conv_proj", byob_cna(dim, a.out_chs, 1, 1, 1, 1, true, a.act));
+    conv_fusion = register_module("conv_fusion", byob_cna(a.in_chs + a.out_chs, a.out_chs, 3, 1, 1, 1, true, a.act));
+    patch_size_ = a.patch_size;
+  }
+
+  // timm's MobileVitBlock.forward: local convs, unfold into patch_size
+  // patches (bilinear resize to a multiple of it first where needed), the
+  // transformer over the patches, fold back, conv_proj, fusion with the input.
+  at::Tensor forward_mobilevit(const at::Tensor& input) {
+    at::Tensor x = mv_conv_1x1(conv_kxk(input));
+    const int64_t ph = patch_size_;
+    const int64_t pw = patch_size_;
+    const int64_t b = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+    const int64_t new_h = (h + ph - 1) / ph * ph;
+    const int64_t new_w = (w + pw - 1) / pw * pw;
+    const int64_t nph = new_h / ph, npw = new_w / pw;
+    const int64_t num_patches = nph * npw;
+    const int64_t area = ph * pw;
+    const bool resize = new_h != h || new_w != w;
+    if (resize) x = at::upsample_bilinear2d(x, {new_h, new_w}, /*align_corners=*/false);
+    x = x.reshape({b * c * nph, ph, npw, pw}).transpose(1, 2);
+    x = x.reshape({b, c, num_patches, area}).transpose(1, 3).reshape({b * area, num_patches, -1});
+    x = norm(transformer->forward(x));
+    x = x.contiguous().view({b, area, num_patches, -1});
+    x = x.transpose(1, 3).reshape({b * c * nph, npw, ph, pw});
+    x = x.transpose(1, 2).reshape({b, c, nph * ph, npw * pw});
+    if (resize) x = at::upsample_bilinear2d(x, {h, w}, /*align_corners=*/false);
+    x = conv_proj(x);
+    return conv_fusion(at::cat({input, x}, 1));
+  }
+
+  // timm's MobileVitV2Block (mlp_ratio 2, depthwise conv_kxk at stride 1).
+  void build_mobilevit2(const ByobBlockArgs& a) {
+    const int64_t groups = num_groups(a.group_size, a.in_chs);
+    const int64_t dim = a.transformer_dim > 0 ? a.transformer_dim
+                                              : layers::make_divisible(a.bottle_ratio * static_cast<double>(a.in_chs));
+    conv_kxk = register_module("conv_kxk", byob_cna(a.in_chs, a.in_chs, 3, 1, a.first_dilation, groups, true, a.act));
+    mv_conv_1x1 = register_module("conv_1x1", nn::Conv2d(nn::Conv2dOptions(a.in_chs, dim, 1).bias(false)));
+    transformer = nn::Sequential();
+    for (int64_t i = 0; i < a.transformer_depth; ++i) {
+      transformer->push_back(std::to_string(i), LinearTransformerBlock(dim, a.act, a.drop_path));
+    }
+    register_module("transformer", transformer);
+    norm2d = register_module("norm", group_norm1(dim));
+    conv_proj = register_module("conv_proj", byob_cna(dim, a.out_chs, 1, 1, 1, 1, false, a.act));
+    patch_size_ = a.patch_size;
+  }
+
+  // timm's MobileVitV2Block.forward (not coreml_exportable): the input
+  // resized to a multiple of patch_size (align_corners) where needed and
+  // left at that size, then convs, unfold, transformer, norm, fold, conv_proj.
+  at::Tensor forward_mobilevit2(const at::Tensor& input) {
+    const int64_t ph = patch_size_;
+    const int64_t pw = patch_size_;
+    const int64_t b = input.size(0), h = input.size(2), w = input.size(3);
+    const int64_t new_h = (h + ph - 1) / ph * ph;
+    const int64_t new_w = (w + pw - 1) / pw * pw;
+    const int64_t nph = new_h / ph, npw = new_w / pw;
+    const int64_t num_patches = nph * npw;
+    at::Tensor x = input;
+    if (new_h != h || new_w != w) x = at::upsample_bilinear2d(x, {new_h, new_w}, /*align_corners=*/true);
+    x = mv_conv_1x1(conv_kxk(x));
+    const int64_t c = x.size(1);
+    x = x.reshape({b, c, nph, ph, npw, pw}).permute({0, 1, 3, 5, 2, 4});
+    x = x.reshape({b, c, -1, num_patches});
+    x = norm2d(transformer->forward(x));
+    x = x.reshape({b, c, ph, pw, nph, npw}).permute({0, 1, 4, 2, 5, 3});
+    x = x.reshape({b, c, nph * ph, npw * pw});
+    return conv_proj(x);
+  }
+
   std::string type_;
+  bool residual_ = true;
+  int64_t patch_size_ = 0;
 };
 TORCH_MODULE(ByobBlock);
 
@@ -249,8 +484,12 @@ class ByobNetImpl : public ClassifierImpl {
     const bool zero_init_last = model_kwarg_bool(name, args, "zero_init_last").value_or(true);
 
     cfg_.input_size = {3, spec.img_size, spec.img_size};
-    cfg_.interpolation = "bilinear";
+    cfg_.interpolation = spec.mobilevit ? "bicubic" : "bilinear";
     cfg_.crop_pct = spec.crop_pct;
+    if (spec.mobilevit) {
+      cfg_.mean = {0.0, 0.0, 0.0};
+      cfg_.std = {1.0, 1.0, 1.0};
+    }
     cfg_.crop_mode = "center";
     // timm's repvgg first_conv is the pair (stem.conv_kxk.conv, stem.conv_1x1.conv): the first here.
     cfg_.first_conv = spec.repvgg ? "stem.conv_kxk.conv" : "stem.conv";
@@ -268,12 +507,12 @@ class ByobNetImpl : public ClassifierImpl {
       a.se = cfg.se;
       rep_stem = register_module("stem", ByobBlock(a));
     } else {
-      conv_stem = register_module("stem", byob_cna(args.in_chans, stem_chs, 3, 2));
+      conv_stem = register_module("stem", byob_cna(args.in_chans, stem_chs, 3, 2, 1, 1, true, cfg.act));
     }
     build_stages(cfg, args.drop_path_rate.value_or(0.0), output_stride, FeatureInfo{stem_chs, 2, "stem"});
     if (cfg.num_features > 0) {
       num_features_ = cfg.num_features;
-      final_conv = register_module("final_conv", byob_cna(last_chs_, num_features_, 1));
+      final_conv = register_module("final_conv", byob_cna(last_chs_, num_features_, 1, 1, 1, 1, true, cfg.act));
     } else {
       num_features_ = last_chs_;
     }
@@ -357,8 +596,17 @@ class ByobNetImpl : public ClassifierImpl {
 
  private:
   // timm's create_byob_stages: output_stride dilates the stages past it;
-  // a feature level before each strided stage.
+  // a feature level before each strided stage; a stage's stride is its
+  // first cfg's.
   void build_stages(const ByobCfg& cfg, double drop_path_rate, int64_t output_stride, const FeatureInfo& stem_feat) {
+    std::vector<std::vector<BlockCfg>> stage_cfgs;
+    for (const auto& b : cfg.blocks) {
+      if (b.same_stage && !stage_cfgs.empty()) {
+        stage_cfgs.back().push_back(b);
+      } else {
+        stage_cfgs.push_back({b});
+      }
+    }
     int64_t total_depth = 0;
     for (const auto& b : cfg.blocks) total_depth += b.d;
     const std::vector<double> rates =
@@ -370,9 +618,8 @@ class ByobNetImpl : public ClassifierImpl {
     int64_t prev_stage = 0;
     size_t block = 0;
     stages = nn::Sequential();
-    for (size_t stage_idx = 0; stage_idx < cfg.blocks.size(); ++stage_idx) {
-      const BlockCfg& bc = cfg.blocks[stage_idx];
-      int64_t stride = bc.s;
+    for (size_t stage_idx = 0; stage_idx < stage_cfgs.size(); ++stage_idx) {
+      int64_t stride = stage_cfgs[stage_idx].front().s;
       if (stride != 1) {
         feature_info_.push_back(prev_feat);
         stage_ends_.push_back(prev_stage);
@@ -383,28 +630,38 @@ class ByobNetImpl : public ClassifierImpl {
       }
       net_stride *= stride;
       int64_t first_dilation = dilation == 1 || dilation == 2 ? 1 : 2;
-      const int64_t out_chs = layers::make_divisible(bc.c);
       std::vector<ByobBlockArgs> stage_blocks;
-      for (int64_t i = 0; i < bc.d; ++i) {
-        ByobBlockArgs a;
-        a.type = bc.type;
-        a.in_chs = prev_chs;
-        a.out_chs = out_chs;
-        a.stride = i == 0 ? stride : 1;
-        a.first_dilation = first_dilation;
-        a.dilation = dilation;
-        if (bc.gs < 0) {
-          a.group_size = (i + 1) % 2 == 0 ? out_chs / -bc.gs : 0;
-        } else {
-          a.group_size = bc.gs;
+      int64_t i = 0;  // the block index in the stage
+      for (const BlockCfg& bc : stage_cfgs[stage_idx]) {
+        const int64_t out_chs = layers::make_divisible(bc.c);
+        for (int64_t r = 0; r < bc.d; ++r, ++i) {
+          ByobBlockArgs a;
+          a.type = bc.type;
+          a.in_chs = prev_chs;
+          a.out_chs = out_chs;
+          a.stride = i == 0 ? stride : 1;
+          a.first_dilation = first_dilation;
+          a.dilation = dilation;
+          if (bc.gs < 0) {
+            a.group_size = (i + 1) % 2 == 0 ? out_chs / -bc.gs : 0;
+          } else {
+            a.group_size = bc.gs;
+          }
+          a.bottle_ratio = bc.br;
+          a.drop_path = rates.empty() ? 0.0 : rates[block];
+          ++block;
+          a.se = cfg.se;
+          a.act = cfg.act;
+          a.downsample = cfg.downsample;
+          a.bottle_in = bc.bottle_in;
+          a.linear_out = bc.linear_out;
+          a.transformer_dim = bc.transformer_dim;
+          a.transformer_depth = bc.transformer_depth;
+          a.patch_size = bc.patch_size;
+          stage_blocks.push_back(a);
+          first_dilation = dilation;
+          prev_chs = out_chs;
         }
-        a.bottle_ratio = bc.br;
-        a.drop_path = rates.empty() ? 0.0 : rates[block];
-        ++block;
-        a.se = cfg.se;
-        stage_blocks.push_back(a);
-        first_dilation = dilation;
-        prev_chs = out_chs;
       }
       ByobStage stage(stage_blocks);
       for (const auto& b : stage->blocks()) block_list_.push_back(b);
@@ -481,6 +738,66 @@ ByobCfg gernet_cfg(std::vector<BlockCfg> blocks, int64_t stem_chs, int64_t num_f
   return cfg;
 }
 
+// mobilevit.py's _inverted_residual_block: a depthwise bottleneck on in_chs * br, linear out.
+BlockCfg inverted_residual(int64_t d, double c, int64_t s, double br = 4.0) {
+  BlockCfg b{"bottle", d, c, s, 1, br};
+  b.bottle_in = true;
+  b.linear_out = true;
+  return b;
+}
+
+// mobilevit.py's _mobilevit_block: an inverted residual, then a MobileVitBlock in the same stage.
+void add_mobilevit_stage(std::vector<BlockCfg>& blocks, double c, int64_t transformer_dim, int64_t transformer_depth,
+                         double br = 4.0) {
+  blocks.push_back(inverted_residual(1, c, 2, br));
+  BlockCfg m{"mobilevit", 1, c, 1, 0, 1.0};
+  m.same_stage = true;
+  m.transformer_dim = transformer_dim;
+  m.transformer_depth = transformer_depth;
+  m.patch_size = 2;
+  blocks.push_back(m);
+}
+
+// mobilevit.py's v1 cfgs: widths of the five stages, transformer dims, num_features.
+ByobCfg mobilevit_cfg(const std::vector<double>& c, const std::vector<int64_t>& dims, int64_t num_features, double br) {
+  ByobCfg cfg;
+  cfg.blocks.push_back(inverted_residual(1, c[0], 1, br));
+  cfg.blocks.push_back(inverted_residual(3, c[1], 2, br));
+  add_mobilevit_stage(cfg.blocks, c[2], dims[0], 2, br);
+  add_mobilevit_stage(cfg.blocks, c[3], dims[1], 4, br);
+  add_mobilevit_stage(cfg.blocks, c[4], dims[2], 3, br);
+  cfg.stem_chs = 16;
+  cfg.act = "silu";
+  cfg.downsample = "";
+  cfg.num_features = num_features;
+  return cfg;
+}
+
+// mobilevit.py's _mobilevitv2_cfg: widths int(c * multiplier), MobileVitV2Blocks
+// (transformer_br 0.5, depthwise) after an inverted residual in stages 2..4.
+ByobCfg mobilevitv2_cfg(double multiplier) {
+  std::vector<double> chs = {64, 128, 256, 384, 512};
+  if (multiplier != 1.0) {
+    for (double& c : chs) c = std::floor(c * multiplier);
+  }
+  ByobCfg cfg;
+  cfg.blocks.push_back(inverted_residual(1, chs[0], 1, 2.0));
+  cfg.blocks.push_back(inverted_residual(2, chs[1], 2, 2.0));
+  const int64_t depths[3] = {2, 4, 3};
+  for (size_t i = 0; i < 3; ++i) {
+    cfg.blocks.push_back(inverted_residual(1, chs[i + 2], 2, 2.0));
+    BlockCfg m{"mobilevit2", 1, chs[i + 2], 1, 1, 0.5};
+    m.same_stage = true;
+    m.transformer_depth = depths[i];
+    m.patch_size = 2;
+    cfg.blocks.push_back(m);
+  }
+  cfg.stem_chs = static_cast<int64_t>(std::floor(32 * multiplier));
+  cfg.act = "silu";
+  cfg.downsample = "";
+  return cfg;
+}
+
 std::vector<ByobSpec> byob_specs() {
   const std::vector<int64_t> da = {2, 4, 14, 1};
   const std::vector<int64_t> db = {4, 6, 16, 1};
@@ -516,11 +833,31 @@ std::vector<ByobSpec> byob_specs() {
   specs.push_back({"repvgg_b3", repvgg_cfg(db, {3, 3, 3, 5}, 64), 224, 0.875, true});
   specs.push_back({"repvgg_b3g4", repvgg_cfg(db, {3, 3, 3, 5}, 64, 4), 224, 0.875, true});
   specs.push_back({"repvgg_d2se", repvgg_cfg({8, 14, 24, 1}, {2.5, 2.5, 2.5, 5}, 64, 0, true), 320, 1.0, true});
+  specs.push_back(
+      {"mobilevit_xxs", mobilevit_cfg({16, 24, 48, 64, 80}, {64, 80, 96}, 320, 2.0), 256, 0.9, false, true});
+  specs.push_back(
+      {"mobilevit_xs", mobilevit_cfg({32, 48, 64, 80, 96}, {96, 120, 144}, 384, 4.0), 256, 0.9, false, true});
+  specs.push_back(
+      {"mobilevit_s", mobilevit_cfg({32, 64, 96, 128, 160}, {144, 192, 240}, 640, 4.0), 256, 0.9, false, true});
+  const std::pair<const char*, double> v2[] = {
+      {"mobilevitv2_050", 0.5}, {"mobilevitv2_075", 0.75}, {"mobilevitv2_100", 1.0}, {"mobilevitv2_125", 1.25},
+      {"mobilevitv2_150", 1.5}, {"mobilevitv2_175", 1.75}, {"mobilevitv2_200", 2.0}};
+  for (const auto& [name, multiplier] : v2)
+    specs.push_back({name, mobilevitv2_cfg(multiplier), 256, 0.888, false, true});
   return specs;
 }
 
 std::string describe(const ByobSpec& spec) {
   const ByobCfg& c = spec.cfg;
+  if (spec.mobilevit && c.num_features == 0) {
+    return "MobileViTv2 (ByobNet, inverted residuals + MobileViTv2 blocks, linear self-attention)";
+  }
+  if (spec.mobilevit) {
+    std::string text = "MobileViT (ByobNet, inverted residuals + MobileViT blocks, ";
+    text += std::to_string(c.num_features);
+    text += " features)";
+    return text;
+  }
   std::string text = spec.repvgg ? "RepVGG (ByobNet, RepVGG blocks " : "GERNet (ByobNet, basic + bottleneck blocks ";
   for (size_t i = 0; i < c.blocks.size(); ++i) {
     if (i > 0) text += '-';

@@ -1,4 +1,4 @@
-// ByobNet plugin (RepVGG, GERNet) against timm (tests/oracle/byobnet_oracle.py)
+// ByobNet plugin (RepVGG, GERNet, MobileViT) against timm (tests/oracle/byobnet_oracle.py)
 // through the shared harness (tests/support/model_parity.hpp), both ways:
 // timm's weights load here and give timm's logits, eval forward_features /
 // forward_head / pre-logits outputs, forward_intermediates, bfloat16 logits,
@@ -10,7 +10,11 @@
 // gernet_s (3x3 stem, basic and bottleneck blocks, depthwise 3x3, 1x1
 // shortcuts, final_conv; also one channel at 96x64 with output_stride 16).
 // repvgg_d2se (SE) is checked for keys, shapes and cfg only (133M
-// parameters). One thread, as the oracle.
+// parameters). mobilevit_xxs (inverted residuals without shortcut, MobileViT
+// blocks: unfold, ViT blocks, fold, fusion) at 64 px and with one channel at
+// 96x64 (maps of odd size, resized to the patch grid), mobilevitv2_050
+// (linear self-attention, GroupNorm1; the last map resized to 2x4 and kept so)
+// likewise; tolerance 2e-4 there (attention). One thread, as the oracle.
 #include <cmath>
 #include <map>
 #include <string>
@@ -45,12 +49,24 @@ const std::vector<std::string> kRepVggNames = {"repvgg_a0", "repvgg_a1",   "repv
                                                "repvgg_b1", "repvgg_b1g4", "repvgg_b2",  "repvgg_b2g4",
                                                "repvgg_b3", "repvgg_b3g4", "repvgg_d2se"};
 const std::vector<std::string> kGerNetNames = {"gernet_l", "gernet_m", "gernet_s"};
+const std::vector<std::string> kMobileVitNames = {"mobilevit_s", "mobilevit_xs", "mobilevit_xxs"};
+const std::vector<std::string> kMobileVitV2Names = {"mobilevitv2_050", "mobilevitv2_075", "mobilevitv2_100",
+                                                    "mobilevitv2_125", "mobilevitv2_150", "mobilevitv2_175",
+                                                    "mobilevitv2_200"};
 
 const std::vector<ParityCase> kRepVggCases = {{"repvgg_a0", "repvgg_a0", 3, 64, 2}};
 const std::vector<ParityCase> kRepVggGroupCases = {{"repvgg_b1g4", "repvgg_b1g4", 3, 64, 2}};
 const std::vector<ParityCase> kGerNetCases = {
     {"gernet_s", "gernet_s", 3, 64, 2},
     {"gernet_s_c1_96x64_os16", "gernet_s", 1, 96, 2, nlohmann::json{{"output_stride", 16}}, 64},
+};
+const std::vector<ParityCase> kMobileVitCases = {
+    {"mobilevit_xxs", "mobilevit_xxs", 3, 64, 2},
+    {"mobilevit_xxs_c1_96x64", "mobilevit_xxs", 1, 96, 2, nlohmann::json::object(), 64},
+};
+const std::vector<ParityCase> kMobileVitV2Cases = {
+    {"mobilevitv2_050", "mobilevitv2_050", 3, 64, 2},
+    {"mobilevitv2_050_c1_96x64", "mobilevitv2_050", 1, 96, 2, nlohmann::json::object(), 64},
 };
 
 // The drop_prob of each block's drop_path (0 where it has none), in block order.
@@ -81,6 +97,24 @@ const timm::test::ParityOptions kGerNetParity = {
     .min_grad_keys = 20,
 };
 
+const timm::test::ParityOptions kMobileVitParity = {
+    .tol = {2e-4, 2e-4},
+    .block_rates = block_drop_path_rates,
+    .rates_epsilon = 1e-6,
+    .after_buffers = {"stem.bn.running_mean", "stem.bn.running_var", "stem.bn.num_batches_tracked",
+                      "stages.2.1.conv_fusion.bn.running_mean", "final_conv.bn.running_var"},
+    .min_grad_keys = 20,
+};
+
+const timm::test::ParityOptions kMobileVitV2Parity = {
+    .tol = {2e-4, 2e-4},
+    .block_rates = block_drop_path_rates,
+    .rates_epsilon = 1e-6,
+    .after_buffers = {"stem.bn.running_mean", "stem.bn.running_var", "stem.bn.num_batches_tracked",
+                      "stages.2.1.conv_proj.bn.running_mean", "stages.4.0.conv1_1x1.bn.running_var"},
+    .min_grad_keys = 20,
+};
+
 }  // namespace
 
 TEST_CASE("the smaller repvgg* models have timm's keys, shapes, parameter count, pretrained_cfg and features") {
@@ -102,6 +136,30 @@ TEST_CASE("every gernet* model has timm's keys, shapes, parameter count, pretrai
   CHECK(timm::Registry::global().list(timm::PluginKind::kModel, "gernet*") == kGerNetNames);
 }
 
+TEST_CASE("every mobilevit_* model has timm's keys, shapes, parameter count, pretrained_cfg and features") {
+  const auto info = timm::test::check_registered(kOracle, kMobileVitNames, {"mobilevit_*"}, kMobileVitParity);
+  CHECK(info.at("list").at("mobilevit_*").get<std::vector<std::string>>() == kMobileVitNames);
+  CHECK(timm::Registry::global().list(timm::PluginKind::kModel, "mobilevit_*") == kMobileVitNames);
+}
+
+TEST_CASE("every mobilevitv2_* model has timm's keys, shapes, parameter count, pretrained_cfg and features") {
+  const auto info = timm::test::check_registered(kOracle, kMobileVitV2Names, {"mobilevitv2_*"}, kMobileVitV2Parity);
+  CHECK(info.at("list").at("mobilevitv2_*").get<std::vector<std::string>>() == kMobileVitV2Names);
+  CHECK(timm::Registry::global().list(timm::PluginKind::kModel, "mobilevitv2_*") == kMobileVitV2Names);
+}
+
+TEST_CASE("mobilevitv2_050 (linear self-attention; one channel 96x64, last map resized) matches timm both ways") {
+  timm::test::run_parity(kOracle, kMobileVitV2Cases, kMobileVitV2Parity);
+}
+
+TEST_CASE("mobilevit_xxs (MobileViT blocks; one channel 96x64 with resized patch grids) matches timm both ways") {
+  timm::test::run_parity(kOracle, kMobileVitCases, kMobileVitParity);
+}
+
+TEST_CASE("mobilevit init follows timm: convs N(0, sqrt(2 / fan_out)), linears N(0, 0.01), norms 1 / 0") {
+  timm::test::check_init_stats(kOracle, {"mobilevit_xxs", "mobilevitv2_050"});
+}
+
 TEST_CASE("repvgg_a0 (RepVGG stem and blocks, identity BN) matches timm both ways at 64 px") {
   timm::test::run_parity(kOracle, kRepVggCases, kParity);
 }
@@ -117,6 +175,8 @@ TEST_CASE("gernet_s (basic + bottleneck blocks, final_conv; one channel 96x64 at
 TEST_CASE("byobnet forward_head without a classifier is the pre-logits features") {
   timm::test::check_head_split("repvgg_a0", 64);
   timm::test::check_head_split("gernet_s", 64);
+  timm::test::check_head_split("mobilevit_xxs", 64);
+  timm::test::check_head_split("mobilevitv2_050", 64);
 }
 
 TEST_CASE("byobnet init follows timm: convs N(0, sqrt(2 / fan_out)), RepVGG BN N(0.1, 0.1), last BN 0, fc N(0, 0.01)") {
@@ -158,6 +218,7 @@ TEST_CASE("byobnet init follows timm: convs N(0, sqrt(2 / fan_out)), RepVGG BN N
 TEST_CASE("byobnet grad checkpointing gives the plain step's logits and gradients") {
   timm::test::check_grad_checkpointing("repvgg_a0", 32, 32);
   timm::test::check_grad_checkpointing("gernet_s", 32, 64);
+  timm::test::check_grad_checkpointing("mobilevit_xxs", 64, 64);
 }
 
 TEST_CASE("byobnet feature levels, forward_intermediates, group_matcher, keywords and refusals") {

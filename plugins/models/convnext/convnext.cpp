@@ -14,8 +14,10 @@
 // drop_rate (before head.fc), drop_path_rate (timm's linear per-block rule
 // over all blocks), global_pool ('avg' default, 'max', 'avgmax', 'fast*', or
 // '' with a 1x1-conv head as timm), feature_info and forward_intermediates
-// (one level per stage, NCHW). No --model-kwargs. Not registered: timm's
-// RmsNorm / SimpleNorm variants (convnext_atto_rms, convnext_zepto_rms*).
+// (one level per stage, NCHW). No --model-kwargs. Also timm's norm-layer
+// variants (conv_mlp, every norm of the model swapped): convnext_atto_rms
+// (RmsNorm2d) and convnext_zepto_rms / _ols (SimpleNorm2d, as timm's
+// norm_layer='simplenorm' despite the name; _ols: conv, GELU, conv stem).
 #include <cstdint>
 #include <iterator>
 #include <map>
@@ -27,6 +29,8 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 #include <torch/nn/module.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
@@ -37,6 +41,7 @@
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/mlp.hpp"
 #include "timm/layers/norm.hpp"
+#include "timm/layers/rms_norm.hpp"
 #include "timm/layers/squeeze_excite.hpp"
 #include "timm/layers/weight_init.hpp"
 #include "timm/models/grad_checkpoint.hpp"
@@ -67,6 +72,8 @@ const std::map<std::string, std::string> kDefaultTags = {
     {"convnext_tiny_hnf", "a2h_in1k"},
     {"convnext_xlarge", "fb_in22k_ft_in1k"},
     {"convnext_xxlarge", "clip_laion2b_soup_ft_in1k"},
+    {"convnext_zepto_rms", "ra4_e3600_r224_in1k"},
+    {"convnext_zepto_rms_ols", "ra4_e3600_r224_in1k"},
     {"convnextv2_atto", "fcmae_ft_in1k"},
     {"convnextv2_base", "fcmae_ft_in22k_in1k"},
     {"convnextv2_femto", "fcmae_ft_in1k"},
@@ -75,12 +82,13 @@ const std::map<std::string, std::string> kDefaultTags = {
     {"convnextv2_nano", "fcmae_ft_in22k_in1k"},
     {"convnextv2_pico", "fcmae_ft_in1k"},
     {"convnextv2_tiny", "fcmae_ft_in22k_in1k"},
-    // convnextv2_small: timm's only tag is "untrained".
+    // convnextv2_small, convnext_atto_rms: timm's only tag is "untrained".
 };
 
 struct BlockArgs {
   int64_t dim = 0;
   bool conv_mlp = false;
+  std::string norm_layer = "layernorm";  // other than LayerNorm only with conv_mlp, as timm
   bool use_grn = false;
   std::optional<double> ls_init_value = 1e-6;  // none: no "gamma" (ConvNeXt-V2)
   double norm_eps = 1e-6;
@@ -96,7 +104,8 @@ class ConvNeXtBlockImpl : public nn::Module {
     conv_dw = register_module("conv_dw", nn::Conv2d(nn::Conv2dOptions(a.dim, a.dim, 7).padding(3).groups(a.dim)));
     const auto norm_options = layers::LayerNormOptions(a.dim).eps(a.norm_eps);
     if (conv_mlp_) {
-      norm2d = register_module("norm", layers::LayerNorm2d(norm_options));
+      norm2d = layers::create_norm2d(a.norm_layer, a.dim, a.norm_eps);
+      register_module("norm", norm2d.ptr());
     } else {
       norm = register_module("norm", layers::LayerNorm(norm_options));
     }
@@ -113,7 +122,7 @@ class ConvNeXtBlockImpl : public nn::Module {
   at::Tensor forward(const at::Tensor& input) {
     at::Tensor x = conv_dw(input);
     if (conv_mlp_) {
-      x = run_mlp(norm2d(x));
+      x = run_mlp(norm2d.forward(x));
     } else {
       x = run_mlp(norm(x.permute({0, 2, 3, 1}))).permute({0, 3, 1, 2});
     }
@@ -124,7 +133,7 @@ class ConvNeXtBlockImpl : public nn::Module {
 
   nn::Conv2d conv_dw{nullptr};
   layers::LayerNorm norm{nullptr};                 // channels-last, or
-  layers::LayerNorm2d norm2d{nullptr};             // NCHW with conv_mlp; both named "norm"
+  nn::AnyModule norm2d;                            // NCHW with conv_mlp; both named "norm"
   layers::Mlp mlp{nullptr};                        // or, with GRN,
   layers::GlobalResponseNormMlp grn_mlp{nullptr};  // both named "mlp"
   at::Tensor gamma;                                // undefined without layer scale
@@ -144,9 +153,9 @@ class ConvNeXtStageImpl : public nn::Module {
   ConvNeXtStageImpl(int64_t in_chs, const BlockArgs& block, const std::vector<double>& drop_path_rates) {
     const int64_t out_chs = block.dim;
     if (in_chs != out_chs) {
-      downsample = register_module(
-          "downsample", nn::Sequential(layers::LayerNorm2d(layers::LayerNormOptions(in_chs).eps(block.norm_eps)),
-                                       nn::Conv2d(nn::Conv2dOptions(in_chs, out_chs, 2).stride(2))));
+      downsample = register_module("downsample", nn::Sequential());
+      downsample->push_back(layers::create_norm2d(block.norm_layer, in_chs, block.norm_eps));
+      downsample->push_back(nn::Conv2d(nn::Conv2dOptions(in_chs, out_chs, 2).stride(2)));
     }
     blocks = register_module("blocks", nn::Sequential());
     for (double rate : drop_path_rates) {
@@ -175,27 +184,36 @@ struct ConvNeXtSpec {
   std::vector<int64_t> depths;
   std::vector<int64_t> dims;
   bool conv_mlp = false;
-  bool use_grn = false;             // ConvNeXt-V2: GRN in the Mlp and no layer scale
-  std::string stem_type = "patch";  // or timm's "overlap", "overlap_tiered"
-  bool head_norm_first = false;     // norm_pre + ClassifierHead instead of NormMlpClassifierHead
-  int64_t head_hidden_size = 0;     // NormMlpClassifierHead's pre_logits width, 0: none
-  double norm_eps = 1e-6;           // every LayerNorm's
+  bool use_grn = false;                  // ConvNeXt-V2: GRN in the Mlp and no layer scale
+  std::string stem_type = "patch";       // or timm's "overlap", "overlap_tiered", "overlap_act"
+  std::string norm_layer = "layernorm";  // or "rmsnorm2d", "simplenorm" (conv_mlp only)
+  bool head_norm_first = false;          // norm_pre + ClassifierHead instead of NormMlpClassifierHead
+  int64_t head_hidden_size = 0;          // NormMlpClassifierHead's pre_logits width, 0: none
+  double norm_eps = 1e-6;                // every norm's
   // The default tag's data config.
   double crop_pct = 0.875;
   std::string crop_mode = "center";
   int64_t img_size = 224;
   bool clip_mean_std = false;  // OPENAI_CLIP_MEAN / STD, else ImageNet's
+  bool half_mean_std = false;  // mean = std = 0.5 (IMAGENET_INCEPTION_*)
 };
 
 // timm's stems: a 4x4 stride-4 patch conv, or two overlapping 3x3 stride-2
-// convs ("tiered": the first to half the width, made divisible by 8); then the norm.
+// convs ("tiered": the first to half the width, made divisible by 8; "act":
+// a GELU between them); then the norm.
 nn::Sequential make_stem(const ConvNeXtSpec& spec, int64_t in_chans) {
   const int64_t out = spec.dims[0];
-  layers::LayerNorm2d norm(layers::LayerNormOptions(out).eps(spec.norm_eps));
-  if (spec.stem_type == "patch") return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in_chans, out, 4).stride(4)), norm);
-  const int64_t mid = spec.stem_type == "overlap_tiered" ? layers::make_divisible(static_cast<double>(out / 2)) : out;
-  return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in_chans, mid, 3).stride(2).padding(1)),
-                        nn::Conv2d(nn::Conv2dOptions(mid, out, 3).stride(2).padding(1)), norm);
+  nn::Sequential stem;
+  if (spec.stem_type == "patch") {
+    stem->push_back(nn::Conv2d(nn::Conv2dOptions(in_chans, out, 4).stride(4)));
+  } else {
+    const int64_t mid = spec.stem_type == "overlap_tiered" ? layers::make_divisible(static_cast<double>(out / 2)) : out;
+    stem->push_back(nn::Conv2d(nn::Conv2dOptions(in_chans, mid, 3).stride(2).padding(1)));
+    if (spec.stem_type == "overlap_act") stem->push_back(nn::GELU());
+    stem->push_back(nn::Conv2d(nn::Conv2dOptions(mid, out, 3).stride(2).padding(1)));
+  }
+  stem->push_back(layers::create_norm2d(spec.norm_layer, out, spec.norm_eps));
+  return stem;
 }
 
 class ConvNeXtImpl : public ClassifierImpl {
@@ -209,6 +227,10 @@ class ConvNeXtImpl : public ClassifierImpl {
       cfg_.mean.assign(std::begin(kOpenaiClipMean), std::end(kOpenaiClipMean));
       cfg_.std.assign(std::begin(kOpenaiClipStd), std::end(kOpenaiClipStd));
     }
+    if (spec.half_mean_std) {
+      cfg_.mean = {0.5, 0.5, 0.5};
+      cfg_.std = {0.5, 0.5, 0.5};
+    }
     cfg_.first_conv = "stem.0";
     cfg_.classifier = "head.fc";
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
@@ -219,6 +241,7 @@ class ConvNeXtImpl : public ClassifierImpl {
     const auto dpr = layers::drop_path_rates(args.drop_path_rate.value_or(0.0), total);
     BlockArgs block;
     block.conv_mlp = spec.conv_mlp;
+    block.norm_layer = spec.norm_layer;
     block.use_grn = spec.use_grn;
     if (spec.use_grn) block.ls_init_value.reset();
     block.norm_eps = spec.norm_eps;
@@ -315,6 +338,7 @@ class ConvNeXtImpl : public ClassifierImpl {
                                                   .pool_type(pool)
                                                   .drop_rate(args.drop_rate)
                                                   .norm_eps(spec.norm_eps)
+                                                  .norm_layer(spec.norm_layer)
                                                   .act_layer("gelu")));
   }
 
@@ -340,6 +364,21 @@ std::vector<ConvNeXtSpec> convnext_specs() {
   return {
       {.name = "convnext_atto", .depths = d2262, .dims = atto, .conv_mlp = true},
       {.name = "convnext_atto_ols", .depths = d2262, .dims = atto, .conv_mlp = true, .stem_type = "overlap_tiered"},
+      {.name = "convnext_atto_rms", .depths = d2262, .dims = atto, .conv_mlp = true, .norm_layer = "rmsnorm2d"},
+      {.name = "convnext_zepto_rms",
+       .depths = {2, 2, 4, 2},
+       .dims = {32, 64, 128, 256},
+       .conv_mlp = true,
+       .norm_layer = "simplenorm",
+       .half_mean_std = true},
+      {.name = "convnext_zepto_rms_ols",
+       .depths = {2, 2, 4, 2},
+       .dims = {32, 64, 128, 256},
+       .conv_mlp = true,
+       .stem_type = "overlap_act",
+       .norm_layer = "simplenorm",
+       .crop_pct = 0.9,
+       .half_mean_std = true},
       {.name = "convnext_femto", .depths = d2262, .dims = femto, .conv_mlp = true},
       {.name = "convnext_femto_ols", .depths = d2262, .dims = femto, .conv_mlp = true, .stem_type = "overlap_tiered"},
       {.name = "convnext_pico", .depths = d2262, .dims = pico, .conv_mlp = true},
@@ -407,6 +446,7 @@ std::string describe(const ConvNeXtSpec& spec) {
   if (spec.conv_mlp) text += ", conv mlp";
   if (spec.use_grn) text += ", GRN";
   if (spec.stem_type != "patch") text += ", " + spec.stem_type + " stem";
+  if (spec.norm_layer != "layernorm") text += ", " + spec.norm_layer;
   if (spec.head_norm_first) text += ", head norm first";
   if (spec.head_hidden_size > 0) text += ", head mlp";
   return text + ")";

@@ -28,18 +28,21 @@ namespace {
 using timm::test::ParityCase;
 
 const std::vector<std::string> kNames = {
-    "convnext_atto",     "convnext_atto_ols", "convnext_femto",    "convnext_femto_ols", "convnext_pico",
-    "convnext_pico_ols", "convnext_nano",     "convnext_nano_ols", "convnext_tiny_hnf",  "convnext_tiny",
-    "convnext_small",    "convnext_base",     "convnext_large",    "convnext_large_mlp", "convnext_xlarge",
-    "convnext_xxlarge",  "convnextv2_atto",   "convnextv2_femto",  "convnextv2_pico",    "convnextv2_nano",
-    "convnextv2_tiny",   "convnextv2_small",  "convnextv2_base",   "convnextv2_large",   "convnextv2_huge"};
+    "convnext_atto",     "convnext_atto_ols",  "convnext_femto",        "convnext_femto_ols", "convnext_pico",
+    "convnext_pico_ols", "convnext_nano",      "convnext_nano_ols",     "convnext_tiny_hnf",  "convnext_tiny",
+    "convnext_small",    "convnext_base",      "convnext_large",        "convnext_large_mlp", "convnext_xlarge",
+    "convnext_xxlarge",  "convnextv2_atto",    "convnextv2_femto",      "convnextv2_pico",    "convnextv2_nano",
+    "convnextv2_tiny",   "convnextv2_small",   "convnextv2_base",       "convnextv2_large",   "convnextv2_huge",
+    "convnext_atto_rms", "convnext_zepto_rms", "convnext_zepto_rms_ols"};
 
 // Smallest (atto) and largest (base) member, both block types (conv_mlp with
 // LayerNorm2d: atto..nano; channels-last LayerNorm + Linear: tiny..base), and
 // another pool type on one input channel; the overlapping stems (tiered: atto_ols,
 // plain: nano_ols), head norm first (tiny_hnf: norm_pre + ClassifierHead), and
 // ConvNeXt-V2's GRN both ways (NCHW in v2_atto's conv Mlp, channels last in
-// v2_tiny's Linear Mlp; no gamma). 64x64 inputs: any multiple of 32 works.
+// v2_tiny's Linear Mlp; no gamma), and the norm-layer variants (SimpleNorm2d
+// in zepto_rms, with the conv-GELU-conv stem in zepto_rms_ols; RmsNorm2d in
+// atto_rms; each also as head.norm). 64x64 inputs: any multiple of 32 works.
 const std::vector<ParityCase> kCases = {
     {"convnext_atto", "convnext_atto", 3, 64, 2, nlohmann::json::object()},
     {"convnext_atto_avgmax_c1", "convnext_atto", 1, 64, 2, {{"global_pool", "avgmax"}}},
@@ -50,6 +53,9 @@ const std::vector<ParityCase> kCases = {
     {"convnext_tiny_hnf", "convnext_tiny_hnf", 3, 64, 2, nlohmann::json::object()},
     {"convnextv2_atto", "convnextv2_atto", 3, 64, 2, nlohmann::json::object()},
     {"convnextv2_tiny", "convnextv2_tiny", 3, 64, 2, nlohmann::json::object()},
+    {"convnext_zepto_rms", "convnext_zepto_rms", 3, 64, 2, nlohmann::json::object()},
+    {"convnext_zepto_rms_ols", "convnext_zepto_rms_ols", 3, 64, 2, nlohmann::json::object()},
+    {"convnext_atto_rms_avgmax", "convnext_atto_rms", 3, 64, 2, {{"global_pool", "avgmax"}}},
 };
 
 std::vector<double> block_drop_path_rates(torch::nn::Module& model) {
@@ -84,6 +90,7 @@ TEST_CASE("convnext forward_head without a classifier is the pre-logits features
   timm::test::check_head_split("convnext_atto", 64, {{"global_pool", "avgmax"}});
   timm::test::check_head_split("convnext_tiny_hnf", 64);
   timm::test::check_head_split("convnextv2_atto", 64);
+  timm::test::check_head_split("convnext_zepto_rms", 64);
 }
 
 TEST_CASE("every registered convnext has timm's state_dict, parameter count, pretrained cfg, no_weight_decay, groups") {

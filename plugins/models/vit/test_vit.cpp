@@ -174,6 +174,16 @@ TEST_CASE("every registered huge and so150m vit / deit3 has timm's state_dict, p
   timm::test::check_registered("vit_oracle.py", kHugeNames, {}, kParity);
 }
 
+// ViT-g/14, ViT-G/14 and ViT-g/16 gap (1.0B to 1.8B parameters, 4 to 7 GB in
+// float32 on each side) are too big to build against timm here: only their
+// registration is checked, nothing is built.
+TEST_CASE("the giant vits are registered (not built: 1B+ parameters)") {
+  timm::test::load_builtin_plugins();
+  for (const std::string name : {"vit_giant_patch14_224", "vit_gigantic_patch14_224", "vit_giant_patch16_gap_224"}) {
+    CHECK_MESSAGE(timm::Registry::global().find(timm::PluginKind::kModel, name) != nullptr, name);
+  }
+}
+
 TEST_CASE("vit init follows timm's statistics: trunc_normal(.02) linears and pos_embed, tiny cls/reg tokens") {
   timm::test::check_init_stats("vit_oracle.py", {"vit_tiny_patch16_224", "deit_tiny_distilled_patch16_224",
                                                  "vit_wee_patch16_reg1_gap_256", "deit3_small_patch16_224"});

@@ -13,9 +13,14 @@
 //   (dist_token) and head (head_dist); the output is the mean of both heads
 //   (timm's default, distilled_training off);
 // - deit3_*: LayerScale (init 1e-6) and no_embed_class.
+// - vit_giant_patch14_224 / vit_gigantic_patch14_224 (ViT-g/14, ViT-G/14,
+//   about 1.0B / 1.8B parameters, untrained in timm) and
+//   vit_giant_patch16_gap_224 (no class token, average pool, fc_norm off,
+//   qkv bias, no LayerScale; timm's I-JEPA in22k_ijepa cfg: ImageNet
+//   mean/std, no classifier; its weights are a URL, not on the Hub).
 // Not here: blocks or attention of other kinds (rope, diff attention,
 // parallel blocks, attention pooling 'map'), CLIP / SigLIP / DINOv2 / EVA
-// variants, and the 1B+ giant / gigantic and the gap huge / giant models.
+// variants, and the gap huge model.
 //
 // Supported: num_classes (0: pooled features come out), in_chans, drop_rate
 // (head dropout), drop_path_rate (timm's linear per-block rule), global_pool
@@ -490,7 +495,8 @@ const Width kTiny{"tiny", 192, 12, 3}, kSmall{"small", 384, 12, 6}, kMedium{"med
     kBase{"base", 768, 12, 12}, kLarge{"large", 1024, 24, 16}, kHuge{"huge", 1280, 32, 16},
     kBetwixt{"betwixt", 640, 12, 10}, kMediumD{"mediumd", 512, 20, 8}, kWee{"wee", 256, 14, 4, 5.0},
     kLittle{"little", 320, 14, 5, 5.6}, kSo150m{"so150m", 896, 18, 14, 2.572},
-    kSo150m2{"so150m2", 832, 21, 13, 34.0 / 13.0};
+    kSo150m2{"so150m2", 832, 21, 13, 34.0 / 13.0}, kGiant{"giant", 1408, 40, 16, 48.0 / 11.0},
+    kGigantic{"gigantic", 1664, 48, 16, 64.0 / 13.0};
 
 VitSpec make_spec(std::string name, const Width& w, int64_t patch, int64_t img, PretrainedCfg cfg) {
   VitSpec spec;
@@ -559,17 +565,18 @@ VitSpec deit(const Width& w, int64_t img, bool distilled) {
 
 std::vector<VitSpec> vit_specs() {
   std::vector<VitSpec> specs = {
-      plain_vit(kTiny, 16, 224),  plain_vit(kTiny, 16, 384),    plain_vit(kSmall, 32, 224),
-      plain_vit(kSmall, 32, 384), plain_vit(kSmall, 16, 224),   plain_vit(kSmall, 16, 384),
-      plain_vit(kBase, 32, 224),  plain_vit(kBase, 32, 384),    plain_vit(kBase, 16, 224),
-      plain_vit(kBase, 16, 384),  plain_vit(kBase, 8, 224),     plain_vit(kLarge, 32, 224, 0),
-      plain_vit(kLarge, 32, 384), plain_vit(kLarge, 16, 224),   plain_vit(kLarge, 16, 384),
-      plain_vit(kLarge, 14, 224), plain_vit(kHuge, 14, 224, 0), deit(kTiny, 224, false),
-      deit(kSmall, 224, false),   deit(kBase, 224, false),      deit(kBase, 384, false),
-      deit(kTiny, 224, true),     deit(kSmall, 224, true),      deit(kBase, 224, true),
-      deit(kBase, 384, true),     deit3(kSmall, 16, 224),       deit3(kSmall, 16, 384),
-      deit3(kMedium, 16, 224),    deit3(kBase, 16, 224),        deit3(kBase, 16, 384),
-      deit3(kLarge, 16, 224),     deit3(kLarge, 16, 384),       deit3(kHuge, 14, 224),
+      plain_vit(kTiny, 16, 224),  plain_vit(kTiny, 16, 384),     plain_vit(kSmall, 32, 224),
+      plain_vit(kSmall, 32, 384), plain_vit(kSmall, 16, 224),    plain_vit(kSmall, 16, 384),
+      plain_vit(kBase, 32, 224),  plain_vit(kBase, 32, 384),     plain_vit(kBase, 16, 224),
+      plain_vit(kBase, 16, 384),  plain_vit(kBase, 8, 224),      plain_vit(kLarge, 32, 224, 0),
+      plain_vit(kLarge, 32, 384), plain_vit(kLarge, 16, 224),    plain_vit(kLarge, 16, 384),
+      plain_vit(kLarge, 14, 224), plain_vit(kHuge, 14, 224, 0),  deit(kTiny, 224, false),
+      deit(kSmall, 224, false),   deit(kBase, 224, false),       deit(kBase, 384, false),
+      deit(kTiny, 224, true),     deit(kSmall, 224, true),       deit(kBase, 224, true),
+      deit(kBase, 384, true),     deit3(kSmall, 16, 224),        deit3(kSmall, 16, 384),
+      deit3(kMedium, 16, 224),    deit3(kBase, 16, 224),         deit3(kBase, 16, 384),
+      deit3(kLarge, 16, 224),     deit3(kLarge, 16, 384),        deit3(kHuge, 14, 224),
+      plain_vit(kGiant, 14, 224), plain_vit(kGigantic, 14, 224),
   };
   // vit_small_patch8_224: DINO weights, ImageNet mean/std, no classifier.
   VitSpec dino = plain_vit(kSmall, 8, 224, 0);
@@ -588,6 +595,12 @@ std::vector<VitSpec> vit_specs() {
   base_gap.qkv_bias = true;
   base_gap.init_values.reset();
   specs.push_back(base_gap);
+  // vit_giant_patch16_gap_224: qkv bias, no LayerScale; timm's in22k_ijepa
+  // cfg (ImageNet mean/std, no classifier; a URL, no hf_hub_id).
+  VitSpec giant_gap = gap_vit(kGiant, 224, vit_cfg(224, /*imagenet_norm=*/true, std::nullopt, 0));
+  giant_gap.qkv_bias = true;
+  giant_gap.init_values.reset();
+  specs.push_back(giant_gap);
 
   for (const auto& [width, reg, img] : std::vector<std::tuple<Width, int64_t, int64_t>>{{kWee, 1, 256},
                                                                                         {kLittle, 1, 256},

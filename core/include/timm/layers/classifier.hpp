@@ -96,7 +96,8 @@ class ClassifierHeadModuleImpl : public torch::nn::Cloneable<ClassifierHeadModul
 TORCH_MODULE(ClassifierHeadModule);
 
 // timm's NormMlpClassifierHead (ConvNeXt's head): global_pool -> norm
-// (LayerNorm2d on the pooled (N, C, 1, 1)) -> flatten -> [pre_logits: fc ->
+// (LayerNorm2d on the pooled (N, C, 1, 1), or the norm_layer's
+// create_norm2d) -> flatten -> [pre_logits: fc ->
 // act, with hidden_size] -> drop -> fc. Keys: norm.{weight,bias},
 // [pre_logits.fc.*], fc.{weight,bias}. With pool_type '' nothing is pooled or
 // flattened and pre_logits.fc / fc are 1x1 Conv2d, as timm's use_conv. A pool
@@ -110,7 +111,8 @@ struct NormMlpClassifierHeadOptions {
   TORCH_ARG(std::string, pool_type) = "avg";
   TORCH_ARG(double, drop_rate) = 0.0;
   TORCH_ARG(double, norm_eps) = 1e-6;
-  TORCH_ARG(std::string, act_layer) = "tanh";  // of pre_logits
+  TORCH_ARG(std::string, norm_layer) = "layernorm2d";  // a create_norm2d name (rms_norm.hpp)
+  TORCH_ARG(std::string, act_layer) = "tanh";          // of pre_logits
 };
 
 class NormMlpClassifierHeadImpl : public torch::nn::Cloneable<NormMlpClassifierHeadImpl> {
@@ -125,7 +127,7 @@ class NormMlpClassifierHeadImpl : public torch::nn::Cloneable<NormMlpClassifierH
 
   NormMlpClassifierHeadOptions options;
   SelectAdaptivePool2d global_pool{nullptr};
-  LayerNorm2d norm{nullptr};
+  torch::nn::AnyModule norm;                  // LayerNorm2d unless norm_layer says otherwise
   torch::nn::Sequential pre_logits{nullptr};  // null without hidden_size
   torch::nn::Dropout drop{nullptr};
   torch::nn::AnyModule fc;  // Linear, Conv2d 1x1 (pool_type ''), or Identity
