@@ -69,8 +69,6 @@ def allow_posterize_zero_bits():
 def python_loader_rate(root, threads, batch_size, with_aa):
     import torch
     from timm.data import create_dataset, create_loader
-    if with_aa:
-        allow_posterize_zero_bits()
     ds = create_dataset('', root=root, split='train', is_training=True)
     kwargs = dict(auto_augment='rand-m9-mstd0.5-inc1', re_prob=0.25, re_mode='pixel') if with_aa else {}
     loader = create_loader(ds, input_size=(3, 224, 224), batch_size=batch_size, is_training=True,
@@ -117,6 +115,8 @@ def main():
     print(f'{len(files)} JPEGs under {train}')
 
     with_aa = not a.basic
+    if with_aa:
+        allow_posterize_zero_bits()  # once: each loader's forked workers inherit it
     aug = ['--aa', 'rand-m9-mstd0.5-inc1', '--reprob', '0.25', '--remode', 'pixel'] if with_aa else \
         ['--aa', '', '--reprob', '0']
 
