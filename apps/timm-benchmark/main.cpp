@@ -48,6 +48,7 @@ timm::ToolArgs make_args() {
   args.add_switch("amp", "", "use automatic mixed precision (autocast)");
   args.add("amp-dtype", "", "bfloat16", "autocast dtype: bfloat16 (CPU) or float16");
   args.add_switch("channels-last", "", "use channels_last memory layout");
+  timm::add_reparam_flag(args);
   args.add_switch("grad-checkpointing", "",
                   "enable gradient checkpointing through model blocks/stages (train and fwd-bwd benchmarks)");
   args.add("opt", "", "sgd", "optimizer of the train benchmark (from the registry)");
@@ -213,6 +214,7 @@ Setup make_setup(const timm::ToolArgs& args) {
   model_args.kwargs = args.get_kwargs("model-kwargs");
   Setup setup;
   setup.model = timm::create_model(args.get("model"), model_args);
+  timm::reparameterize_if_asked(args, *setup.model);  // benchmark.py: right after create_model
   setup.num_classes = model_args.num_classes;
   setup.param_count = timm::count_parameters(*setup.model);
   timm::log_info(timm::format("Model %s created, param count: %lld", args.get("model").c_str(),

@@ -35,6 +35,7 @@ timm::ToolArgs make_args() {
   timm::add_model_data_flags(args, "resnet18");
   timm::add_dataset_flags(args, 256, 4);
   timm::add_eval_model_flags(args);
+  timm::add_reparam_flag(args);
   args.add("checkpoint", "", "", "a .safetensors checkpoint, or a folder: validate each *.safetensors in it");
   args.add("results-file", "", "", "output CSV or JSON file for validation results");
   args.add("results-format", "", "", "csv or json (default: from the file's extension)");
@@ -131,6 +132,7 @@ timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std
     timm::log_warning(
         "no --checkpoint: validating randomly initialised weights (--pretrained: the model's default weights)");
   }
+  timm::reparameterize_if_asked(args, *model);
   const int64_t param_count = timm::count_parameters(*model);
   timm::log_info(
       timm::format("Model %s created, param count: %lld", model_name.c_str(), static_cast<long long>(param_count)));

@@ -457,6 +457,47 @@ TEST_CASE("timm-validate --amp (bfloat16) is within tolerance of float32 and --c
                 dtype.output);
 }
 
+TEST_CASE("timm-validate --reparam folds RepVGG's blocks as Python timm's validate.py --reparam; timm-benchmark too") {
+  timm::test::TempDir tmp;
+  const std::string checkpoint = (tmp / "repvgg_a0.safetensors").string();
+  run_oracle("tools_oracle.py", {"save", checkpoint, "--model", "repvgg_a0"});
+  const std::vector<std::string> common = {"--model", "repvgg_a0", "--checkpoint", checkpoint, "--img-size", "64",
+                                           "--num-samples", "64", "-b", "32", "-j", "1"};
+  const ToolRun plain = run_tool("timm-validate", tmp / "plain.json", common);
+  const ToolRun folded = run_tool("timm-validate", tmp / "folded.json", concat(common, {"--reparam"}));
+  // repvgg_a0: the stem and 2 + 4 + 14 + 1 stage blocks.
+  CHECK_MESSAGE(folded.output.find("Reparameterized model 'repvgg_a0'") != std::string::npos, folded.output);
+  CHECK_MESSAGE(folded.output.find(": 22 blocks folded") != std::string::npos, folded.output);
+  CHECK(plain.output.find("Reparameterized") == std::string::npos);
+  CHECK(folded.results["param_count"].get<double>() < plain.results["param_count"].get<double>());
+  // Folding reorders float sums only (the oracle's head is confident: no near-ties): the same hits, the loss
+  // within 1e-4 relative; and Python timm's folded model gives the same within one sample and 1e-3.
+  CHECK(folded.results["top1"] == plain.results["top1"]);
+  CHECK(folded.results["top5"] == plain.results["top5"]);
+  CHECK(relative_diff(folded.results["loss"].get<double>(), plain.results["loss"].get<double>()) <= 1e-4);
+  const json oracle = json::parse(run_oracle(
+      "tools_oracle.py", concat({"validate", checkpoint, "--model", "repvgg_a0", "--num-samples", "64", "-b", "32",
+                                 "--reparam"},
+                                logged_data_config(folded.output))));
+  MESSAGE("folded: ours top1 " << folded.results["top1"] << " loss " << folded.results["loss"] << ", timm's top1 "
+                               << oracle["top1"] << " loss " << oracle["loss"]);
+  CHECK(top_diff(folded.results, oracle, "top1") <= 100.0 / 64 + 1e-3);
+  CHECK(top_diff(folded.results, oracle, "top5") <= 100.0 / 64 + 1e-3);
+  CHECK(std::abs(folded.results["loss"].get<double>() - oracle["loss"].get<double>()) <= 1e-3);
+
+  const std::vector<std::string> bench = {"--model", "repvgg_a0", "-b", "2", "--img-size", "64", "--bench",
+                                          "inference", "--num-warm-iter", "1", "--num-bench-iter", "1"};
+  const ToolRun bench_plain = run_tool("timm-benchmark", tmp / "bench_plain.json", bench);
+  const ToolRun bench_folded = run_tool("timm-benchmark", tmp / "bench_folded.json", concat(bench, {"--reparam"}));
+  CHECK(bench_folded.output.find(": 22 blocks folded") != std::string::npos);
+  CHECK(bench_folded.results["param_count"].get<double>() < bench_plain.results["param_count"].get<double>());
+  // A model without multi-branch blocks is left as it is.
+  const ToolRun resnet = run_tool("timm-benchmark", tmp / "resnet.json",
+                                  {"--model", "resnet18", "-b", "2", "--img-size", "64", "--bench", "inference",
+                                   "--num-warm-iter", "1", "--num-bench-iter", "1", "--reparam"});
+  CHECK(resnet.output.find(": 0 blocks folded") != std::string::npos);
+}
+
 TEST_CASE("timm-infer --amp (bfloat16) is within tolerance of float32 and --channels-last matches it") {
   const TrainedRun& run = trained_run();
   timm::test::TempDir tmp;

@@ -1,5 +1,6 @@
 """Python oracle for test_fastvit: timm's FastViT models (fastvit_t8 .. ma36,
-training form, not reparameterized) as the reference.
+built in training form; with a case's "reparam", timm's reparameterize_model of
+it as well) as the reference.
 
 Modes and files as tests/oracle/model_parity.py describes; the shared
 perturbation already draws the LayerScale2d "gamma" factors in [0, 0.5) and

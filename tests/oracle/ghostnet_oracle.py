@@ -1,4 +1,5 @@
-"""Python oracle for test_ghostnet: timm's GhostNet, GhostNetV2 and GhostNetV3 as the reference.
+"""Python oracle for test_ghostnet: timm's GhostNet, GhostNetV2 and GhostNetV3 as the reference
+(GhostNetV3 built in training form; with a case's "reparam", timm's reparameterize_model of it as well).
 
 Modes and files as tests/oracle/model_parity.py describes, but for two things:
 timm's GhostNet takes no drop_path_rate (its constructor raises a TypeError),

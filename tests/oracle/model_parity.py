@@ -3,7 +3,7 @@ efficientnet_oracle.py, vit_oracle.py, convnext_oracle.py, swin_oracle.py; the C
 tests/support/model_parity.hpp).
 
 A case is a JSON object {"id", "name", "in_chans", "img_size", "img_height", "batch",
-"kwargs", "after_buffers"}: the model name, timm.create_model keyword arguments besides
+"kwargs", "after_buffers", "reparam"}: the model name, timm.create_model keyword arguments besides
 num_classes=10 and in_chans (e.g. {"global_pool": "avg"}), the input width and
 height (img_height, optional: img_size), and
 the buffers (BatchNorm running statistics) to record after the train step. Modes:
@@ -22,7 +22,10 @@ generate --dir D --cases JSON
     drop-path rates for drop_path_rate=0.2. Also forward_intermediates' outputs for
     each of INTERMEDIATES_VARIANTS ("inter.<variant>.<i>", "inter.<variant>.final";
     metadata "intermediates": counts, or timm's error) and feature_info; and the eval
-    logits of the model and input in bfloat16 ("logits_eval_bf16", as float32).
+    logits of the model and input in bfloat16 ("logits_eval_bf16", as float32); with
+    "reparam", timm's reparameterize_model of the eval model: its state_dict
+    ("reparam.model.<key>", metadata "reparam_state_dict_keys") and eval logits
+    ("reparam.logits_eval").
 check --dir D --cases JSON
     Loads D/<id>.cpp.safetensors with model.load_state_dict(load_file(...))
     (strict) and compares its eval logits on D/<id>.probe.safetensors' input
@@ -131,6 +134,16 @@ def feature_info(model):
     return [[f["num_chs"], f["reduction"], f["module"]] for f in model.feature_info]
 
 
+def record_reparameterized(model, x, out):
+    # timm's reparameterize_model (validate.py --reparam) on a copy of the
+    # eval-mode model: its state_dict ("reparam.model.<key>") and eval logits.
+    folded = timm.models.reparameterize_model(model)
+    for k, v in folded.state_dict().items():
+        out[f"reparam.model.{k}"] = v.detach().clone().contiguous()
+    out["reparam.logits_eval"] = folded(x)
+    return list(folded.state_dict().keys())
+
+
 def generate(directory, case, grad_keys_fn, drop_path_rates_fn):
     torch.manual_seed(0)
     model = create(case)
@@ -157,6 +170,7 @@ def generate(directory, case, grad_keys_fn, drop_path_rates_fn):
         model_bf16 = copy.deepcopy(model).to(torch.bfloat16)
         out["logits_eval_bf16"] = model_bf16(x.to(torch.bfloat16)).float()
         del model_bf16
+        reparam_keys = record_reparameterized(model, x, out) if case.get("reparam") else []
     model.train()
     # Random layers (DropBlock) draw from the default generator: the C++ side
     # seeds it the same way before its train step.
@@ -182,6 +196,7 @@ def generate(directory, case, grad_keys_fn, drop_path_rates_fn):
         "drop_path_rates": json.dumps(drop_path_rates_fn(create_meta(case, drop_path_rate=0.2))),
         "intermediates": json.dumps(intermediates),
         "feature_info": json.dumps(feature_info(model)),
+        "reparam_state_dict_keys": json.dumps(reparam_keys),
     }
     save_file(out, stem(directory, case) + ".expected.safetensors", metadata=metadata)
     print(f"{case['id']}: logits_eval max |.| {out['logits_eval'].abs().max().item():.4g}, loss {loss.item():.6g}")

@@ -3,7 +3,9 @@ numbers for a timm-cpp safetensors checkpoint, with timm's own model and eval
 transform.
 
 Usage:
-  tools_oracle.py validate CKPT --num-samples N -b B DATACFG...
+  tools_oracle.py validate CKPT --num-samples N -b B [--reparam] DATACFG...
+  tools_oracle.py save CKPT --model M  (writes timm's M, 10 classes, one channel, seeded, with BatchNorm
+                                        statistics and head drawn away from their init, as safetensors)
   tools_oracle.py infer CKPT (--num-samples N | --folder DIR) --topk K DATACFG...
   tools_oracle.py images DIR --num-samples N   (writes N Fashion-MNIST test PNGs into DIR)
   tools_oracle.py parse FILE            (a results file read by Python's csv / json: rows, columns)
@@ -59,9 +61,27 @@ def batches(images, t, batch_size):
         yield i, torch.stack([t(im) for im in images[i:i + batch_size]])
 
 
+def cmd_save(args):
+    torch.manual_seed(0)
+    model = timm.create_model(args.model, num_classes=args.num_classes, in_chans=1)
+    with torch.no_grad():
+        for name, buf in model.named_buffers():
+            if name.endswith('running_mean'):
+                buf.normal_(0, 0.1)
+            elif name.endswith('running_var'):
+                buf.uniform_(0.5, 1.5)
+        # A confident head: predictions away from near-ties, so rounding cannot flip them.
+        model.get_classifier().weight.mul_(100)
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    safetensors.torch.save_file(state, args.checkpoint)
+    print(json.dumps({'written': len(state)}))
+
+
 def cmd_validate(args):
     torch.set_num_threads(2)
     model, t = load_model(args), transform(args)
+    if args.reparam:
+        model = timm.models.reparameterize_model(model)
     images, labels = fmnist_test(args.num_samples)
     loss_sum, hit1, hit5 = 0.0, 0.0, 0.0
     with torch.no_grad():
@@ -144,7 +164,7 @@ def cmd_svg(args):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument('command', choices=['validate', 'infer', 'images', 'parse', 'svg'])
+    p.add_argument('command', choices=['validate', 'infer', 'images', 'parse', 'svg', 'save'])
     p.add_argument('checkpoint')  # the folder for 'images'
     p.add_argument('--model', default='resnet18')
     p.add_argument('--num-classes', type=int, default=10)
@@ -158,8 +178,10 @@ def main():
     p.add_argument('--mean', type=float, default=0.2860)
     p.add_argument('--std', type=float, default=0.3530)
     p.add_argument('--crop-pct', type=float, default=0.875)
+    p.add_argument('--reparam', action='store_true')
     args = p.parse_args()
-    {'validate': cmd_validate, 'infer': cmd_infer, 'images': cmd_images, 'parse': cmd_parse, 'svg': cmd_svg}[args.command](args)
+    {'validate': cmd_validate, 'infer': cmd_infer, 'images': cmd_images, 'parse': cmd_parse, 'svg': cmd_svg,
+     'save': cmd_save}[args.command](args)
 
 
 if __name__ == '__main__':

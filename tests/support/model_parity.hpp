@@ -78,6 +78,10 @@ struct ParityOptions {
   // Whether the model takes drop_path_rate (timm's VGG raises TypeError on
   // it): without, the rates are compared at the model's defaults.
   bool takes_drop_path = true;
+  // Whether the model has blocks timm's reparameterize_model folds (RepVGG,
+  // MobileOne, ...): then the folded model is compared too
+  // (check_reparameterized).
+  bool reparam = false;
 };
 
 inline nlohmann::json cases_json(const std::vector<ParityCase>& cases, const ParityOptions& opts = {}) {
@@ -90,7 +94,8 @@ inline nlohmann::json cases_json(const std::vector<ParityCase>& cases, const Par
                    {"img_height", c.height()},
                    {"batch", c.batch},
                    {"kwargs", c.kwargs},
-                   {"after_buffers", opts.after_buffers}});
+                   {"after_buffers", opts.after_buffers},
+                   {"reparam", opts.reparam}});
   }
   return out;
 }
@@ -160,6 +165,7 @@ struct ParityDiffs {
   double features = 0.0;       // max over forward_features, forward_head and its pre_logits output
   double intermediates = 0.0;  // max over forward_intermediates' outputs
   double bf16 = 0.0;           // eval logits in bfloat16 (--model-dtype)
+  double reparam = 0.0;        // max over the folded model's weights and eval logits
 };
 
 // timm's forward_features / forward_head split, eval mode, no grad, on timm's
@@ -288,6 +294,38 @@ inline double check_bf16_eval(const ParityCase& c, const NamedTensors& timm_stat
   return d;
 }
 
+// timm's reparameterize_model on timm's weights (ParityOptions::reparam):
+// ours folds at least one block, and nothing more when asked again; the
+// folded state_dict has timm's folded keys in timm's order and values within
+// `tol` ("reparam.model.<key>"), and its eval logits equal timm's folded
+// model's ("reparam.logits_eval").
+inline double check_reparameterized(const ParityCase& c, const NamedTensors& timm_state,
+                                    const std::map<std::string, at::Tensor>& expected,
+                                    const std::map<std::string, std::string>& meta, const Tolerance& tol) {
+  ModelPtr model = create_model(c.name, parity_args(c));
+  load_state_dict(*model, timm_state, /*strict=*/true);
+  model->eval();
+  CHECK_MESSAGE(model->reparameterize() > 0, c.id << ": reparameterize() folded nothing");
+  CHECK_MESSAGE(model->reparameterize() == 0, c.id << ": a second reparameterize() folded again");
+  const NamedTensors folded = state_dict(*model);
+  std::vector<std::string> keys;
+  double worst = 0.0;
+  for (const auto& [key, tensor] : folded) {
+    keys.push_back(key);
+    const auto it = expected.find("reparam.model." + key);
+    REQUIRE_MESSAGE(it != expected.end(), c.id << ": folded key " << key << " is not in timm's folded model");
+    const double d = max_abs_diff(tensor, it->second);
+    worst = worst_diff(worst, d);
+    CHECK_MESSAGE(all_close(tensor, it->second, tol), c.id << " folded " << key << " max abs diff " << d);
+  }
+  CHECK(keys == nlohmann::json::parse(meta.at("reparam_state_dict_keys")).get<std::vector<std::string>>());
+  c10::NoGradGuard no_grad;
+  const at::Tensor logits = model->forward(expected.at("input"));
+  const double d = max_abs_diff(logits, expected.at("reparam.logits_eval"));
+  CHECK_MESSAGE(all_close(logits, expected.at("reparam.logits_eval"), tol), c.id << " folded eval max abs diff " << d);
+  return worst_diff(worst, d);
+}
+
 // forward_head's num_classes 0 and pre_logits on our side alone (eval, no
 // grad, random weights): a model without a classifier, given the weights of
 // one with kParityNumClasses (its head keys left out), returns from
@@ -384,6 +422,7 @@ inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile&
     CHECK_MESSAGE(all_close(logits, expected.at("logits_eval"), tol), c.id << " eval max abs diff " << diffs.eval);
   }
   diffs.bf16 = check_bf16_eval(c, timm_state, expected);
+  if (opts.reparam) diffs.reparam = check_reparameterized(c, timm_state, expected, meta, tol);
   diffs.features = check_features_and_head(*model, c, expected, tol);
   diffs.intermediates = check_intermediates(*model, c, expected, meta, tol);
   model->train();
@@ -426,7 +465,8 @@ inline ParityDiffs check_timm_to_cpp(const ParityCase& c, const SafetensorsFile&
   check_drop_path_rates(*dp_model, nlohmann::json::parse(meta.at("drop_path_rates")).get<std::vector<double>>(), opts);
   MESSAGE(c.id << ": eval logits max abs diff " << diffs.eval << ", forward_features / forward_head " << diffs.features
                << ", forward_intermediates " << diffs.intermediates << ", bfloat16 " << diffs.bf16 << ", train "
-               << diffs.train << ", grads " << diffs.grad << " (" << grad_keys.size() << " tensors)");
+               << diffs.train << ", grads " << diffs.grad << " (" << grad_keys.size() << " tensors)"
+               << (opts.reparam ? ", reparameterized " + std::to_string(diffs.reparam) : std::string()));
   return diffs;
 }
 

@@ -8,6 +8,7 @@
 #include "timm/base/names.hpp"
 #include "timm/data/dataset.hpp"
 #include "timm/io/safetensors.hpp"
+#include "timm/log/log.hpp"
 #include "timm/models/state_dict.hpp"
 #include "timm/train/amp.hpp"
 
@@ -38,6 +39,19 @@ void add_eval_model_flags(ToolArgs& args) {
   args.add_switch("pretrained", "",
                   "use the model's default pretrained weights from the local Hugging Face hub cache "
                   "(ignored with --checkpoint)");
+}
+
+void add_reparam_flag(ToolArgs& args) {
+  args.add_switch("reparam", "",
+                  "reparameterize the model: fold multi-branch blocks (RepVGG, MobileOne, FastViT, GhostNetV3) into "
+                  "single convs for inference");
+}
+
+void reparameterize_if_asked(const ToolArgs& args, ClassifierImpl& model) {
+  if (!args.get_switch("reparam")) return;
+  const int64_t folded = model.reparameterize();
+  log_info(format("Reparameterized %s: %lld blocks folded", describe_model(model).c_str(),
+                  static_cast<long long>(folded)));
 }
 
 EvalPrecision eval_precision(const ToolArgs& args) {

@@ -28,8 +28,9 @@
 //   without act;
 // - final_conv: a 1x1 ConvNormAct to num_features (GERNet), else none;
 // - head: timm's ClassifierHead (global_pool, dropout at drop_rate, fc).
-// RepVGG is in its training (multi-branch) form; timm's reparameterize /
-// inference_mode is not supported.
+// RepVGG is built in its training (multi-branch) form; reparameterize()
+// folds it as timm's reparameterize_model (inference_mode at construction
+// is not supported).
 //
 // Supported: num_classes (0: no fc), in_chans, drop_rate, drop_path_rate
 // (stage-wise linear schedule), global_pool, grad checkpointing, and the timm
@@ -62,6 +63,7 @@
 #include "timm/layers/mlp.hpp"
 #include "timm/layers/norm.hpp"
 #include "timm/layers/norm_act.hpp"
+#include "timm/layers/reparam.hpp"
 #include "timm/layers/squeeze_excite.hpp"
 #include "timm/models/features.hpp"
 #include "timm/models/grad_checkpoint.hpp"
@@ -304,6 +306,7 @@ class ByobBlockImpl : public nn::Module {
     if (type_ == "mobilevit2") return forward_mobilevit2(input);
     at::Tensor x;
     if (type_ == "rep") {
+      if (reparam_conv) return act(attn ? attn(reparam_conv(input)) : reparam_conv(input));
       x = conv_1x1(input) + conv_kxk(input);
       if (identity) {
         if (drop_path) x = drop_path(x);
@@ -335,8 +338,35 @@ class ByobBlockImpl : public nn::Module {
     if (zero_init_last && residual_) nn::init::zeros_((conv3 ? conv3 : conv2)->bn->weight);
   }
 
+  // timm's RepVggBlock.reparameterize: conv_kxk, conv_1x1 (padded to kxk)
+  // and the identity BatchNorm folded into one biased conv, reparam_conv,
+  // registered last as timm's; the branches and drop_path are removed.
+  // Returns false for other block types and a block already folded.
+  bool reparameterize() {
+    if (type_ != "rep" || reparam_conv) return false;
+    const auto& kxk = conv_kxk->conv->options;
+    const int64_t kernel = (*kxk.kernel_size())[0];
+    layers::ConvWeights fused = layers::fuse_conv_bn(*conv_kxk);
+    layers::ConvWeights scale = layers::fuse_conv_bn(*conv_1x1);
+    scale.weight = layers::pad_kernel_to(scale.weight, kernel);
+    fused += scale;
+    if (identity) {
+      const at::Tensor eye = layers::identity_kernel(kxk.out_channels(), kxk.groups(), kernel, fused.weight.options());
+      fused += layers::fuse_bn(eye, *identity);
+    }
+    for (const char* name : {"identity", "conv_kxk", "conv_1x1", "drop_path"}) {
+      if (named_children().contains(name)) unregister_module(name);
+    }
+    reparam_conv = register_module("reparam_conv", layers::make_reparam_conv(*conv_kxk->conv, fused));
+    identity = nullptr;
+    conv_kxk = conv_1x1 = nullptr;
+    drop_path = nullptr;
+    return true;
+  }
+
   layers::BatchNormAct2d identity{nullptr};
   layers::ConvNormAct conv_kxk{nullptr}, conv_1x1{nullptr};
+  nn::Conv2d reparam_conv{nullptr};
   layers::ConvNormAct shortcut{nullptr};
   layers::ConvNormAct conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
   layers::DropPath drop_path{nullptr};
@@ -578,6 +608,13 @@ class ByobNetImpl : public ClassifierImpl {
   at::Tensor forward(at::Tensor x) override { return forward_head(forward_features(x)); }
 
   void set_grad_checkpointing(bool enable) override { grad_checkpointing_ = enable; }
+  int64_t reparameterize() override {
+    int64_t folded = 0;
+    for (const auto& module : modules()) {
+      if (auto* block = module->as<ByobBlockImpl>()) folded += block->reparameterize() ? 1 : 0;
+    }
+    return folded;
+  }
   int64_t num_classes() const override { return num_classes_; }
   const PretrainedCfg& pretrained_cfg() const override { return cfg_; }
   // timm's: the stem, then each block (coarse: each stage); final_conv joins the last group.

@@ -9,6 +9,8 @@
 // identity blocks only), repvgg_b1g4 (groups 4 on every other block),
 // gernet_s (3x3 stem, basic and bottleneck blocks, depthwise 3x3, 1x1
 // shortcuts, final_conv; also one channel at 96x64 with output_stride 16).
+// Both RepVGG cases are also folded (reparameterize(), timm's
+// reparameterize_model): timm's folded keys, weights and eval logits.
 // repvgg_d2se (SE) is checked for keys, shapes and cfg only (133M
 // parameters). mobilevit_xxs (inverted residuals without shortcut, MobileViT
 // blocks: unfold, ViT blocks, fold, fusion) at 64 px and with one channel at
@@ -86,6 +88,7 @@ const timm::test::ParityOptions kParity = {
     .after_buffers = {"stages.0.0.conv_kxk.bn.running_mean", "stages.0.0.conv_kxk.bn.running_var",
                       "stages.0.0.conv_kxk.bn.num_batches_tracked"},
     .min_grad_keys = 20,
+    .reparam = true,
 };
 
 const timm::test::ParityOptions kGerNetParity = {
@@ -160,11 +163,11 @@ TEST_CASE("mobilevit init follows timm: convs N(0, sqrt(2 / fan_out)), linears N
   timm::test::check_init_stats(kOracle, {"mobilevit_xxs", "mobilevitv2_050"});
 }
 
-TEST_CASE("repvgg_a0 (RepVGG stem and blocks, identity BN) matches timm both ways at 64 px") {
+TEST_CASE("repvgg_a0 (RepVGG stem and blocks, identity BN) matches timm both ways at 64 px, and folded") {
   timm::test::run_parity(kOracle, kRepVggCases, kParity);
 }
 
-TEST_CASE("repvgg_b1g4 (groups 4 on every other block) matches timm both ways at 64 px") {
+TEST_CASE("repvgg_b1g4 (groups 4 on every other block) matches timm both ways at 64 px, and folded") {
   timm::test::run_parity(kOracle, kRepVggGroupCases, kParity);
 }
 
@@ -234,6 +237,7 @@ TEST_CASE("byobnet feature levels, forward_intermediates, group_matcher, keyword
   CHECK((inter.intermediates[4].sizes() == at::IntArrayRef{2, 1920, 2, 2}));
   CHECK(at::equal(inter.final, features->forward_features(x)));
   CHECK(features->feature_info()[4] == timm::FeatureInfo{1920, 32, "final_conv"});
+  CHECK(features->reparameterize() == 0);  // GERNet has no RepVGG blocks to fold
   const timm::Intermediates early = features->forward_intermediates(
       x, timm::IntermediatesOptions().indices(std::vector<int64_t>{2}).stop_early(true));
   REQUIRE(early.intermediates.size() == 1);

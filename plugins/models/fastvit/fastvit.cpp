@@ -8,11 +8,21 @@
 // to twice the last width) and head (timm's ClassifierHead: global_pool,
 // drop, fc).
 //
+// reparameterize() folds it as timm's reparameterize_model (validate.py
+// --reparam): each MobileOneBlock's branches (conv_kxk, conv_scale, identity
+// BatchNorm) into one biased reparam_conv, each ReparamLargeKernelConv's
+// large_conv + small_conv, each RepMixer's norm, mixer and layer_scale (its
+// own MobileOneBlocks folded first, the RepMixer counted once) and each
+// RepConditionalPosEnc's pos_enc + identity, with timm's keys in timm's order
+// (reparam_conv after a block's remaining children); ConvMlp's conv + bn is
+// not folded, as timm's. Building the model in inference_mode is not
+// supported.
+//
 // Supported: num_classes, in_chans, drop_rate (before head.fc),
 // drop_path_rate (timm's linear rule over all blocks), global_pool, feature
 // extraction (one level per stage, NCHW), grad checkpointing. Not here:
-// timm's reparameterize() (inference-mode fusion), fork_feat, the MobileCLIP
-// image towers fastvit_mci0 .. mci4, and --model-kwargs.
+// fork_feat, the MobileCLIP image towers fastvit_mci0 .. mci4, and
+// --model-kwargs.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -34,6 +44,7 @@
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/norm_act.hpp"
+#include "timm/layers/reparam.hpp"
 #include "timm/layers/squeeze_excite.hpp"
 #include "timm/layers/weight_init.hpp"
 #include "timm/models/features.hpp"
@@ -72,11 +83,12 @@ struct MobileOneArgs {
 
 // timm's MobileOneBlock (train-time branches): se, identity (BatchNorm2d when
 // in == out and stride 1), conv_kxk.N (conv + bn), conv_scale (1x1 conv + bn,
-// kernel > 1 only), act (GELU or Identity).
+// kernel > 1 only), act (GELU or Identity); reparam_conv once folded.
 class MobileOneBlockImpl : public nn::Module {
  public:
-  explicit MobileOneBlockImpl(const MobileOneArgs& a) : use_act_(a.use_act) {
-    const int64_t groups = a.depthwise ? a.in_chs : 1;
+  explicit MobileOneBlockImpl(const MobileOneArgs& a)
+      : args_(a), groups_(a.depthwise ? a.in_chs : 1), use_act_(a.use_act) {
+    const int64_t groups = groups_;
     if (a.use_se) se = register_module("se", layers::SEModule(layers::SEModuleOptions(a.out_chs).rd_divisor(1)));
     if (a.out_chs == a.in_chs && a.stride == 1) {
       identity = register_module("identity", layers::BatchNorm2d(nn::BatchNorm2dOptions(a.in_chs)));
@@ -94,6 +106,11 @@ class MobileOneBlockImpl : public nn::Module {
 
   at::Tensor forward(const at::Tensor& x) {
     at::Tensor out;
+    if (reparam_conv) {
+      out = reparam_conv(x);
+      if (se) out = se(out);
+      return use_act_ ? at::gelu(out) : out;
+    }
     if (conv_scale) out = conv_scale(x);
     if (identity) out = out.defined() ? out + identity(x) : identity(x);
     if (conv_kxk) {
@@ -106,12 +123,53 @@ class MobileOneBlockImpl : public nn::Module {
     return use_act_ ? at::gelu(out) : out;
   }
 
+  // timm's MobileOneBlock.reparameterize: the conv_kxk branches, conv_scale
+  // (padded to kxk) and the identity BatchNorm, each with its running
+  // statistics, summed in timm's order into reparam_conv (timm's
+  // create_conv2d, biased), registered after se; the branches are removed.
+  // False when already folded.
+  bool reparameterize() {
+    if (reparam_conv) return false;
+    c10::NoGradGuard no_grad;
+    layers::ConvWeights fused;
+    if (conv_kxk) {
+      for (const auto& branch : *conv_kxk) fused += layers::fuse_conv_bn(*branch->as<layers::ConvNormActImpl>());
+    }
+    if (conv_scale) {
+      layers::ConvWeights scale = layers::fuse_conv_bn(*conv_scale);
+      scale.weight = layers::pad_kernel_to(scale.weight, args_.kernel_size);
+      fused += scale;
+    }
+    if (identity) {
+      const at::Tensor eye =
+          layers::identity_kernel(args_.in_chs, groups_, args_.kernel_size, identity->weight.options());
+      fused += layers::fuse_bn(eye, *identity);
+    }
+    for (const char* name : {"identity", "conv_kxk", "conv_scale"}) {
+      if (named_children().contains(name)) unregister_module(name);
+    }
+    layers::Conv2dArgs conv;
+    conv.stride = args_.stride;
+    conv.groups = groups_;
+    reparam_conv = register_module(
+        "reparam_conv",
+        layers::make_reparam_conv(layers::create_conv2d_options(args_.in_chs, args_.out_chs, args_.kernel_size, conv),
+                                  fused));
+    identity = nullptr;
+    conv_kxk = nullptr;
+    conv_scale = nullptr;
+    return true;
+  }
+
   layers::SEModule se{nullptr};
   layers::BatchNorm2d identity{nullptr};
   nn::ModuleList conv_kxk{nullptr};
   layers::ConvNormAct conv_scale{nullptr};
+  nn::Conv2d reparam_conv{nullptr};
 
  private:
+  MobileOneArgs args_;
+  int64_t groups_;
   bool use_act_;
 };
 TORCH_MODULE(MobileOneBlock);
@@ -120,12 +178,34 @@ TORCH_MODULE(MobileOneBlock);
 // (kernel 7) plus small_conv (kernel 3), both conv + bn; no SE, no act.
 class ReparamLargeKernelConvImpl : public nn::Module {
  public:
-  ReparamLargeKernelConvImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
+  ReparamLargeKernelConvImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride) : kernel_(kernel) {
     large_conv = register_module("large_conv", conv_bn(in, out, kernel, stride, in));
     small_conv = register_module("small_conv", conv_bn(in, out, 3, stride, in));
   }
-  at::Tensor forward(const at::Tensor& x) { return large_conv(x) + small_conv(x); }
+  at::Tensor forward(const at::Tensor& x) { return reparam_conv ? reparam_conv(x) : large_conv(x) + small_conv(x); }
+
+  // timm's ReparamLargeKernelConv.reparameterize: large_conv plus small_conv
+  // (padded to the large kernel), running statistics, into reparam_conv with
+  // large_conv's geometry. False when already folded.
+  bool reparameterize() {
+    if (reparam_conv) return false;
+    c10::NoGradGuard no_grad;
+    layers::ConvWeights fused = layers::fuse_conv_bn(*large_conv);
+    layers::ConvWeights small = layers::fuse_conv_bn(*small_conv);
+    small.weight = layers::pad_kernel_to(small.weight, kernel_);
+    fused += small;
+    unregister_module("large_conv");
+    unregister_module("small_conv");
+    reparam_conv = register_module("reparam_conv", layers::make_reparam_conv(*large_conv->conv, fused));
+    large_conv = small_conv = nullptr;
+    return true;
+  }
+
   layers::ConvNormAct large_conv{nullptr}, small_conv{nullptr};
+  nn::Conv2d reparam_conv{nullptr};
+
+ private:
+  int64_t kernel_;
 };
 TORCH_MODULE(ReparamLargeKernelConv);
 
@@ -145,7 +225,7 @@ TORCH_MODULE(LayerScale2d);
 // a depthwise kxk and a 1x1 scale branch, neither with an act.
 class RepMixerImpl : public nn::Module {
  public:
-  RepMixerImpl(int64_t dim, int64_t kernel, double layer_scale_init) {
+  RepMixerImpl(int64_t dim, int64_t kernel, double layer_scale_init) : dim_(dim), kernel_(kernel) {
     MobileOneArgs a{.in_chs = dim, .out_chs = dim, .kernel_size = kernel, .depthwise = true, .use_act = false};
     MobileOneArgs n = a;
     n.use_scale_branch = false;
@@ -154,9 +234,44 @@ class RepMixerImpl : public nn::Module {
     mixer = register_module("mixer", MobileOneBlock(a));
     layer_scale = register_module("layer_scale", LayerScale2d(dim, layer_scale_init));
   }
-  at::Tensor forward(const at::Tensor& x) { return x + layer_scale(mixer(x) - norm(x)); }
+  at::Tensor forward(const at::Tensor& x) {
+    return reparam_conv ? reparam_conv(x) : x + layer_scale(mixer(x) - norm(x));
+  }
+
+  // timm's RepMixer.reparameterize: mixer and norm folded (their own
+  // reparameterize), then x + gamma * (mixer(x) - norm(x)) as one depthwise
+  // conv: weight identity + gamma * (w_mixer - w_norm), bias gamma * (b_mixer
+  // - b_norm); norm, mixer and layer_scale are removed. False when already
+  // folded.
+  bool reparameterize() {
+    if (reparam_conv) return false;
+    c10::NoGradGuard no_grad;
+    mixer->reparameterize();
+    norm->reparameterize();
+    const at::Tensor& gamma = layer_scale->gamma;
+    const at::Tensor& w_mixer = mixer->reparam_conv->weight;
+    const at::Tensor eye = layers::identity_kernel(dim_, dim_, kernel_, w_mixer.options());
+    layers::ConvWeights fused;
+    fused.weight = eye + gamma.unsqueeze(-1) * (w_mixer - norm->reparam_conv->weight);
+    fused.bias = gamma.squeeze() * (mixer->reparam_conv->bias - norm->reparam_conv->bias);
+    unregister_module("norm");
+    unregister_module("mixer");
+    unregister_module("layer_scale");
+    layers::Conv2dArgs conv;
+    conv.groups = dim_;
+    reparam_conv = register_module(
+        "reparam_conv", layers::make_reparam_conv(layers::create_conv2d_options(dim_, dim_, kernel_, conv), fused));
+    norm = mixer = nullptr;
+    layer_scale = nullptr;
+    return true;
+  }
+
   MobileOneBlock norm{nullptr}, mixer{nullptr};
   LayerScale2d layer_scale{nullptr};
+  nn::Conv2d reparam_conv{nullptr};
+
+ private:
+  int64_t dim_, kernel_;
 };
 TORCH_MODULE(RepMixer);
 
@@ -183,11 +298,31 @@ TORCH_MODULE(ConvMlp);
 // timm's RepConditionalPosEnc (7x7): pos_enc(x) + x, pos_enc a depthwise conv with bias.
 class RepConditionalPosEncImpl : public nn::Module {
  public:
-  explicit RepConditionalPosEncImpl(int64_t dim) {
-    pos_enc = register_module("pos_enc", nn::Conv2d(nn::Conv2dOptions(dim, dim, 7).padding(3).groups(dim)));
+  explicit RepConditionalPosEncImpl(int64_t dim) : dim_(dim) {
+    pos_enc = register_module("pos_enc", nn::Conv2d(nn::Conv2dOptions(dim, dim, kKernel).padding(3).groups(dim)));
   }
-  at::Tensor forward(const at::Tensor& x) { return pos_enc(x) + x; }
+  at::Tensor forward(const at::Tensor& x) { return reparam_conv ? reparam_conv(x) : pos_enc(x) + x; }
+
+  // timm's RepConditionalPosEnc.reparameterize: the skip folded into pos_enc
+  // (weight + identity kernel, its bias as is) as reparam_conv. False when
+  // already folded.
+  bool reparameterize() {
+    if (reparam_conv) return false;
+    c10::NoGradGuard no_grad;
+    const at::Tensor eye = layers::identity_kernel(dim_, dim_, kKernel, pos_enc->weight.options());
+    const layers::ConvWeights fused{eye + pos_enc->weight, pos_enc->bias};
+    unregister_module("pos_enc");
+    reparam_conv = register_module("reparam_conv", layers::make_reparam_conv(*pos_enc, fused));
+    pos_enc = nullptr;
+    return true;
+  }
+
   nn::Conv2d pos_enc{nullptr};
+  nn::Conv2d reparam_conv{nullptr};
+
+ private:
+  static constexpr int64_t kKernel = 7;
+  int64_t dim_;
 };
 TORCH_MODULE(RepConditionalPosEnc);
 
@@ -401,6 +536,10 @@ class FastVitImpl : public ClassifierImpl {
   void set_grad_checkpointing(bool enable) override {
     for (size_t i = 0; i < stages->size(); ++i) stages->ptr<FastVitStageImpl>(i)->grad_checkpointing = enable;
   }
+  // timm's reparameterize_model walk: MobileOneBlock (stem, PatchEmbed's
+  // proj.1, final_conv), ReparamLargeKernelConv (proj.0), RepMixer (its
+  // norm and mixer inside it) and RepConditionalPosEnc, each folded once.
+  int64_t reparameterize() override { return layers::reparameterize_children(*this, fold_module); }
   // timm's group_matcher (its patterns verbatim).
   GroupMatcher group_matcher(bool coarse) const override {
     if (coarse) return {{"stem", {{R"(^stem)", std::nullopt}}}, {"blocks", {{R"(^stages\.(\d+))", std::nullopt}}}};
@@ -429,6 +568,15 @@ class FastVitImpl : public ClassifierImpl {
         if (linear->bias.defined()) linear->bias.zero_();
       }
     }
+  }
+
+  // One module of timm's walk: folded where it has timm's reparameterize.
+  static bool fold_module(nn::Module& module) {
+    if (auto* block = module.as<MobileOneBlockImpl>()) return block->reparameterize();
+    if (auto* conv = module.as<ReparamLargeKernelConvImpl>()) return conv->reparameterize();
+    if (auto* mixer = module.as<RepMixerImpl>()) return mixer->reparameterize();
+    if (auto* pos_enc = module.as<RepConditionalPosEncImpl>()) return pos_enc->reparameterize();
+    return false;
   }
 
   PretrainedCfg cfg_;

@@ -2,16 +2,20 @@
 // shared harness (tests/support/model_parity.hpp), both ways: timm's weights
 // load here and give timm's logits, eval forward_features / forward_head /
 // pre-logits outputs, forward_intermediates, bfloat16 logits and gradients;
-// our weights load in timm and give our logits. Training form only (timm's
-// reparameterize is not implemented). Tolerance |ours - timm| <= 1e-4 +
-// 1e-4 * |timm|, 2e-4 for the attention models.
+// our weights load in timm and give our logits; and every case folded
+// (reparameterize() on timm's weights against timm's reparameterize_model:
+// the folded state_dict's keys in order and values, and its eval logits).
+// Tolerance |ours - timm| <= 1e-4 + 1e-4 * |timm|, 2e-4 for the attention
+// models.
 //
 // Cases at 64 px: fastvit_t8 (RepMixer stages: MobileOne branches,
-// ReparamLargeKernelConv downsampling, final_conv with SE), fastvit_sa12
-// (RepConditionalPosEnc and attention blocks in stage 3) and fastvit_sa12 with
+// ReparamLargeKernelConv downsampling, final_conv with SE; folded: every
+// MobileOneBlock, ReparamLargeKernelConv and RepMixer), fastvit_sa12
+// (RepConditionalPosEnc and attention blocks in stage 3, the pos_emb folded too) and fastvit_sa12 with
 // one input channel at 64x96 and max pooling. One thread, as the oracle.
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -64,8 +68,8 @@ std::vector<double> block_drop_path_rates(torch::nn::Module& model) {
   return rates;
 }
 
-const ParityOptions kParity = {.tol = {1e-4, 1e-4}, .block_rates = block_drop_path_rates};
-const ParityOptions kAttentionParity = {.tol = {2e-4, 2e-4}, .block_rates = block_drop_path_rates};
+const ParityOptions kParity = {.tol = {1e-4, 1e-4}, .block_rates = block_drop_path_rates, .reparam = true};
+const ParityOptions kAttentionParity = {.tol = {2e-4, 2e-4}, .block_rates = block_drop_path_rates, .reparam = true};
 
 timm::ModelPtr make(const std::string& name, timm::ModelArgs args = {}) {
   timm::test::load_builtin_plugins();
@@ -151,6 +155,33 @@ TEST_CASE("fastvit head options, feature_info, forward_intermediates' levels, gr
   timm::ModelArgs args;
   args.num_classes = kNumClasses;
   timm::test::check_head_dropout_gives_bias("fastvit_t8", args, "head.fc.bias", x);
+}
+
+TEST_CASE("fastvit reparameterize() folds what timm's reparameterize_model folds, once, keeping the eval output") {
+  c10::NoGradGuard no_grad;
+  const at::Tensor x = at::randn({2, 3, 64, 64});
+  // fastvit_t8: stem.0-2, stages.1-3's PatchEmbed (proj.0 and proj.1), ten
+  // RepMixers (their norm and mixer folded inside, counted once) and
+  // final_conv; fastvit_sa12 adds stages.3.pos_emb (and has ten RepMixers too).
+  const std::vector<std::pair<std::string, int64_t>> cases = {{"fastvit_t8", 20}, {"fastvit_sa12", 21}};
+  for (const auto& c : cases) {
+    const std::string& name = c.first;
+    CAPTURE(name);
+    timm::ModelPtr model = make_model(name);
+    model->eval();
+    const at::Tensor before = model->forward(x);
+    CHECK(model->reparameterize() == c.second);
+    CHECK(model->reparameterize() == 0);
+    const auto params = model->named_parameters();
+    CHECK(params.contains("stem.0.reparam_conv.weight"));
+    CHECK_FALSE(params.contains("stem.0.conv_scale.conv.weight"));
+    CHECK(params.contains("stages.0.blocks.0.token_mixer.reparam_conv.bias"));
+    CHECK_FALSE(params.contains("stages.0.blocks.0.token_mixer.layer_scale.gamma"));
+    CHECK(params.contains("stages.1.downsample.proj.0.reparam_conv.weight"));
+    const at::Tensor after = model->forward(x);
+    CHECK_MESSAGE(at::allclose(after, before, 1e-4, 1e-5),
+                  name << " max abs diff " << (after - before).abs().max().item<double>());
+  }
 }
 
 TEST_CASE("fastvit rejects what timm rejects") {

@@ -11,8 +11,13 @@
 // - ghostnetv3_050 / 100 / 130 / 160: the training-time re-parameterisable
 //   form (GhostModuleV3, GhostBottleneckV3: three conv + BN branches, a 1x1
 //   scale branch and a BN skip, summed), its GhostModuleV3 "shortcut" mode
-//   from the third block on; timm's reparameterize / switch_to_deploy is not
-//   here.
+//   from the third block on. reparameterize() folds it as timm's
+//   reparameterize_model (GhostBottleneckV3.reparameterize, then
+//   GhostModuleV3.reparameterize / switch_to_deploy on ghost1 and ghost2):
+//   each GhostModuleV3's branches into primary_conv (conv + act) and
+//   cheap_operation (conv + act), each strided block's depthwise branches
+//   into conv_dw, with timm's keys in timm's order; GhostNet and GhostNetV2
+//   have nothing to fold (0).
 // A final 1x1 ConvBnAct stage, then timm's head: global pool, conv_head (1x1
 // to 1280, bias), ReLU, flatten, dropout, classifier.
 //
@@ -30,6 +35,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -41,6 +47,7 @@
 #include "timm/layers/batch_norm.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/norm_act.hpp"
+#include "timm/layers/reparam.hpp"
 #include "timm/layers/squeeze_excite.hpp"
 #include "timm/models/features.hpp"
 #include "timm/models/grad_checkpoint.hpp"
@@ -193,11 +200,47 @@ nn::ModuleList conv_branches(std::vector<ConvBnAct>& branches, int64_t in, int64
   return list;
 }
 
+// timm's _get_kernel_bias_* over the conv branches (summed in order), then
+// `scale` (a 1x1 ConvBnAct padded to the branches' kernel, when given) and
+// the identity BatchNorm `skip` (when given), each with its running statistics.
+layers::ConvWeights fuse_branches(const std::vector<ConvBnAct>& branches, ConvBnAct scale = nullptr,
+                                  layers::BatchNorm2d skip = nullptr) {
+  layers::ConvWeights fused;
+  for (ConvBnAct branch : branches) fused += layers::fuse_bn(branch->conv->weight, *branch->bn1);
+  const auto& options = branches.front()->conv->options;
+  const int64_t kernel = (*options.kernel_size())[0];
+  if (scale) {
+    layers::ConvWeights s = layers::fuse_bn(scale->conv->weight, *scale->bn1);
+    s.weight = layers::pad_kernel_to(s.weight, kernel);
+    fused += s;
+  }
+  if (skip) {
+    const at::Tensor eye =
+        layers::identity_kernel(options.in_channels(), options.groups(), kernel, skip->weight.options());
+    fused += layers::fuse_bn(eye, *skip);
+  }
+  return fused;
+}
+
+// Unregisters `names` of `module` (those registered) and registers them again
+// in that order, after its other children: timm's order of the children that a
+// fold leaves in place.
+void register_last(nn::Module& module, const std::vector<std::string>& names) {
+  for (const auto& name : names) {
+    const auto children = module.named_children();
+    if (!children.contains(name)) continue;
+    const std::shared_ptr<nn::Module> child = children[name];
+    module.unregister_module(name);
+    module.register_module(name, child);
+  }
+}
+
 // timm's GhostModuleV3 in training form (infer_mode False): three 1x1
 // ConvBnAct branches summed, act; the cheap part the sum of a 1x1 scale
 // branch, a BN skip and three depthwise 3x3 branches, act. "shortcut" mode
 // slices to out_chs and applies the DFC gate; "original" returns the
-// concatenation as is.
+// concatenation as is. Folded (reparameterize()): primary_conv and
+// cheap_operation, timm's deploy form.
 class GhostModuleV3Impl : public nn::Module {
  public:
   GhostModuleV3Impl(int64_t in, int64_t out, const std::string& act, bool shortcut) : out_chs_(out) {
@@ -214,15 +257,48 @@ class GhostModuleV3Impl : public nn::Module {
   }
 
   at::Tensor forward(const at::Tensor& x) {
-    at::Tensor x1 = primary_[0](x);
-    for (size_t i = 1; i < primary_.size(); ++i) x1 = x1 + primary_[i](x);
-    x1 = primary_activation(x1);
-    at::Tensor x2 = cheap_rpr_scale(x1) + cheap_rpr_skip(x1);
-    for (auto& branch : cheap_) x2 = x2 + branch(x1);
-    x2 = cheap_activation(x2);
+    at::Tensor x1, x2;
+    if (primary_conv) {
+      x1 = primary_conv->forward(x);
+      x2 = cheap_operation->forward(x1);
+    } else {
+      x1 = primary_[0](x);
+      for (size_t i = 1; i < primary_.size(); ++i) x1 = x1 + primary_[i](x);
+      x1 = primary_activation(x1);
+      x2 = cheap_rpr_scale(x1) + cheap_rpr_skip(x1);
+      for (auto& branch : cheap_) x2 = x2 + branch(x1);
+      x2 = cheap_activation(x2);
+    }
     const at::Tensor out = at::cat({x1, x2}, 1);
     if (!short_conv) return out;
     return dfc_gate(short_conv, x, out.slice(1, 0, out_chs_));
+  }
+
+  // timm's GhostModuleV3.reparameterize (switch_to_deploy): the three
+  // primary branches into primary_conv = Sequential(conv, primary_activation);
+  // the cheap branches, the padded 1x1 scale and the BN skip into
+  // cheap_operation = Sequential(conv, cheap_activation). They take timm's
+  // place, before the activations and short_conv; the branches are removed.
+  // False when already folded.
+  bool reparameterize() {
+    if (primary_conv) return false;
+    c10::NoGradGuard no_grad;
+    const layers::ConvWeights primary = fuse_branches(primary_);
+    const layers::ConvWeights cheap = fuse_branches(cheap_, cheap_rpr_scale, cheap_rpr_skip);
+    for (const char* name : {"primary_rpr_conv", "cheap_rpr_skip", "cheap_rpr_conv", "cheap_rpr_scale"}) {
+      unregister_module(name);
+    }
+    primary_conv = nn::Sequential(layers::make_reparam_conv(*primary_.front()->conv, primary), primary_activation);
+    cheap_operation = nn::Sequential(layers::make_reparam_conv(*cheap_.front()->conv, cheap), cheap_activation);
+    register_module("primary_conv", primary_conv);
+    register_module("cheap_operation", cheap_operation);
+    register_last(*this, {"primary_activation", "cheap_activation", "short_conv"});
+    primary_rpr_conv = cheap_rpr_conv = nullptr;
+    cheap_rpr_skip = nullptr;
+    cheap_rpr_scale = nullptr;
+    primary_.clear();
+    cheap_.clear();
+    return true;
   }
 
   nn::ModuleList primary_rpr_conv{nullptr}, cheap_rpr_conv{nullptr};
@@ -230,6 +306,7 @@ class GhostModuleV3Impl : public nn::Module {
   layers::BatchNorm2d cheap_rpr_skip{nullptr};
   ConvBnAct cheap_rpr_scale{nullptr};
   nn::Sequential short_conv{nullptr};
+  nn::Sequential primary_conv{nullptr}, cheap_operation{nullptr};  // once folded
 
  private:
   int64_t out_chs_;
@@ -282,7 +359,7 @@ TORCH_MODULE(GhostBottleneck);
 
 // timm's GhostBottleneckV3 in training form: where the block strides, the
 // depthwise conv is a strided 1x1 scale branch plus three depthwise
-// ConvBnAct branches, summed.
+// ConvBnAct branches, summed; folded, one biased conv_dw.
 class GhostBottleneckV3Impl : public nn::Module {
  public:
   explicit GhostBottleneckV3Impl(const BlockArgs& a) {
@@ -301,7 +378,9 @@ class GhostBottleneckV3Impl : public nn::Module {
 
   at::Tensor forward(const at::Tensor& input) {
     at::Tensor x = ghost1(input);
-    if (dw_rpr_scale) {
+    if (conv_dw) {
+      x = conv_dw(x);
+    } else if (dw_rpr_scale) {
       at::Tensor x1 = dw_rpr_scale(x);
       for (auto& branch : dw_) x1 = x1 + branch(x);
       x = x1;
@@ -311,9 +390,30 @@ class GhostBottleneckV3Impl : public nn::Module {
     return x + (shortcut ? shortcut->forward(input) : input);
   }
 
+  // timm's GhostBottleneckV3.reparameterize (switch_to_deploy): a strided
+  // block's three depthwise branches and the padded 1x1 scale branch into
+  // conv_dw (biased; timm's bn_dw is an Identity), which takes timm's place
+  // before ghost1; the branches are removed. ghost1 and ghost2 are folded by
+  // the walk, not here. False for a block without stride (timm's no-op) and
+  // when already folded.
+  bool reparameterize() {
+    if (!dw_rpr_scale) return false;
+    c10::NoGradGuard no_grad;
+    const layers::ConvWeights fused = fuse_branches(dw_, dw_rpr_scale);
+    unregister_module("dw_rpr_conv");
+    unregister_module("dw_rpr_scale");
+    conv_dw = register_module("conv_dw", layers::make_reparam_conv(*dw_.front()->conv, fused));
+    register_last(*this, {"ghost1", "se", "ghost2", "shortcut"});
+    dw_rpr_conv = nullptr;
+    dw_rpr_scale = nullptr;
+    dw_.clear();
+    return true;
+  }
+
   GhostModuleV3 ghost1{nullptr}, ghost2{nullptr};
   nn::ModuleList dw_rpr_conv{nullptr};
   ConvBnAct dw_rpr_scale{nullptr};
+  nn::Conv2d conv_dw{nullptr};  // once folded
   SqueezeExcite se{nullptr};
   nn::Sequential shortcut{nullptr};
 
@@ -488,6 +588,16 @@ class GhostNetImpl : public ClassifierImpl {
 
   at::Tensor forward(at::Tensor x) override { return forward_head(forward_features(x)); }
   void set_grad_checkpointing(bool enable) override { grad_checkpointing_ = enable; }
+  // timm's reparameterize_model walk: each strided GhostBottleneckV3, then
+  // its ghost1 and ghost2 (and those of the blocks without stride); nothing
+  // in GhostNet and GhostNetV2.
+  int64_t reparameterize() override {
+    return layers::reparameterize_children(*this, [](nn::Module& module) {
+      if (auto* block = module.as<GhostBottleneckV3Impl>()) return block->reparameterize();
+      if (auto* ghost = module.as<GhostModuleV3Impl>()) return ghost->reparameterize();
+      return false;
+    });
+  }
   int64_t num_classes() const override { return num_classes_; }
   const PretrainedCfg& pretrained_cfg() const override { return cfg_; }
   GroupMatcher group_matcher(bool coarse) const override {

@@ -3,9 +3,13 @@
 // (tests/support/model_parity.hpp), both ways: timm's weights load here and
 // give timm's logits, eval forward_features / forward_head / pre-logits
 // outputs, feature_info and forward_intermediates, bfloat16 logits, gradients
-// and BN statistics; our weights load in timm and give our logits. timm's
-// GhostNet takes no drop_path_rate, so the harness runs with takes_drop_path
-// false. Tolerance for every float comparison: |ours - timm| <= 1e-4 + 1e-4 * |timm|.
+// and BN statistics; our weights load in timm and give our logits. The
+// GhostNetV3 case is also folded (reparameterize() on timm's weights against
+// timm's reparameterize_model: the folded state_dict's keys in order and
+// values, and its eval logits); GhostNet and GhostNetV2 have nothing to fold.
+// timm's GhostNet takes no drop_path_rate, so the harness runs with
+// takes_drop_path false. Tolerance for every float comparison: |ours - timm|
+// <= 1e-4 + 1e-4 * |timm|.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -35,12 +39,12 @@ constexpr int64_t kNumClasses = timm::test::kParityNumClasses;
 const std::string kOracle = "ghostnet_oracle.py";
 
 // The smallest of each version; V2 (DFC attention) with one input channel at
-// a non-square size.
+// a non-square size. V3 on its own: its parity includes the folded model.
 const std::vector<ParityCase> kCases = {
     {"ghostnet_050", "ghostnet_050", 3, 64, 2},
     {"ghostnetv2_100_c1", "ghostnetv2_100", 1, 64, 2, nlohmann::json::object(), 48},
-    {"ghostnetv3_050", "ghostnetv3_050", 3, 64, 2},
 };
+const std::vector<ParityCase> kV3Cases = {{"ghostnetv3_050", "ghostnetv3_050", 3, 64, 2}};
 
 // Every name timm 1.0.31's ghostnet.py registers, in timm's order.
 const std::vector<std::string> kNames = {"ghostnet_050",   "ghostnet_100",   "ghostnet_130",   "ghostnetv2_100",
@@ -55,6 +59,13 @@ const timm::test::ParityOptions kParity = {
     .after_buffers = {"bn1.running_mean", "bn1.running_var", "bn1.num_batches_tracked"},
     .takes_drop_path = false,
 };
+const timm::test::ParityOptions kV3Parity = {
+    .tol = {1e-4, 1e-4},
+    .block_rates = no_block_rates,
+    .after_buffers = {"bn1.running_mean", "bn1.running_var", "bn1.num_batches_tracked"},
+    .takes_drop_path = false,
+    .reparam = true,
+};
 
 }  // namespace
 
@@ -66,8 +77,33 @@ TEST_CASE(
   CHECK(timm::Registry::global().list(timm::PluginKind::kModel, "ghostnet*") == kNames);
 }
 
-TEST_CASE("ghostnet matches timm both ways: ghostnet_050, ghostnetv2_100 (1 channel, 64x48), ghostnetv3_050") {
+TEST_CASE("ghostnet matches timm both ways: ghostnet_050, ghostnetv2_100 (1 channel, 64x48)") {
   timm::test::run_parity(kOracle, kCases, kParity);
+}
+
+TEST_CASE("ghostnetv3_050 matches timm both ways, and folded as timm's reparameterize_model") {
+  timm::test::run_parity(kOracle, kV3Cases, kV3Parity);
+}
+
+TEST_CASE("ghostnetv3 reparameterize() folds what timm's reparameterize_model folds, once, keeping the eval output") {
+  c10::NoGradGuard no_grad;
+  const at::Tensor x = at::randn({2, 3, 64, 64});
+  timm::ModelPtr model = make_model("ghostnetv3_050");
+  model->eval();
+  const at::Tensor before = model->forward(x);
+  // Each block's ghost1 and ghost2 (16 blocks) and the four strided blocks' depthwise branches.
+  CHECK(model->reparameterize() == 36);
+  CHECK(model->reparameterize() == 0);
+  const auto params = model->named_parameters();
+  CHECK(params.contains("blocks.0.0.ghost1.primary_conv.0.bias"));
+  CHECK(params.contains("blocks.0.0.ghost2.cheap_operation.0.weight"));
+  CHECK_FALSE(params.contains("blocks.0.0.ghost1.cheap_rpr_scale.conv.weight"));
+  CHECK(params.contains("blocks.1.0.conv_dw.bias"));
+  CHECK_FALSE(params.contains("blocks.1.0.dw_rpr_scale.conv.weight"));
+  CHECK(params.contains("blocks.2.0.ghost1.short_conv.0.weight"));
+  const at::Tensor after = model->forward(x);
+  CHECK_MESSAGE(at::allclose(after, before, 1e-4, 1e-5),
+                "max abs diff " << (after - before).abs().max().item<double>());
 }
 
 TEST_CASE("ghostnet forward_head without a classifier is the pre-logits features (after conv_head)") {
@@ -90,6 +126,9 @@ TEST_CASE("ghostnet head options, group_matcher, forward_intermediates' levels a
   const at::Tensor x = at::randn({2, 3, 64, 64});
   timm::ModelPtr features = make_model("ghostnet_050", 3, 0);
   features->eval();
+  // GhostNet and GhostNetV2 have no blocks timm's reparameterize_model folds.
+  CHECK(features->reparameterize() == 0);
+  CHECK(make_model("ghostnetv2_100")->reparameterize() == 0);
   // No classifier: conv_head's 1280 channels.
   CHECK((features->forward(x).sizes() == at::IntArrayRef{2, 1280}));
   CHECK((features->forward_features(x).sizes() == at::IntArrayRef{2, 480, 2, 2}));

@@ -132,6 +132,14 @@ class ClassifierImpl : public torch::nn::Module {
   // blocks. The default throws UsageError naming the model when enabling (it
   // has no checkpointed forward); disabling it is then a no-op.
   virtual void set_grad_checkpointing(bool enable);
+  // timm's reparameterize_model(model) (validate.py's and benchmark.py's
+  // --reparam): folds each training-time multi-branch block (RepVGG,
+  // MobileOne, ...) into its inference form in place, from the BatchNorms'
+  // running statistics, and returns the number of blocks folded. Eval outputs
+  // are unchanged up to float rounding and the state_dict takes timm's folded
+  // keys (reparam_conv.*); a folded block is not folded again. The default
+  // folds nothing, as timm's walk over a model without such blocks.
+  virtual int64_t reparameterize() { return 0; }
   virtual int64_t num_classes() const = 0;
   virtual const PretrainedCfg& pretrained_cfg() const = 0;
   // Parameter names (fnmatch patterns) excluded from weight decay, as timm's

@@ -31,6 +31,14 @@ void add_model_data_flags(ToolArgs& args, const std::string& default_model);
 // --channels-last, --pretrained.
 void add_eval_model_flags(ToolArgs& args);
 
+// Declares --reparam (validate.py's and benchmark.py's).
+void add_reparam_flag(ToolArgs& args);
+// With --reparam, timm's reparameterize_model: folds the model's
+// multi-branch blocks in place (ClassifierImpl::reparameterize) and logs how
+// many; a model without such blocks is left as it is, as timm's. Call it
+// after the weights are loaded, as validate.py does.
+void reparameterize_if_asked(const ToolArgs& args, ClassifierImpl& model);
+
 // --amp / --amp-dtype / --model-dtype / --channels-last as the forward needs
 // them.
 struct EvalPrecision {
