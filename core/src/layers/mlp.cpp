@@ -126,4 +126,91 @@ at::Tensor ConvMlpImpl::forward(const at::Tensor& x) {
   return fc2(drop(act(y)));
 }
 
+namespace {
+
+// GluMlp's and SwiGLU's norm_layer: "" or "layernorm".
+void check_norm_layer(const char* what, const std::string& norm_layer) {
+  if (!norm_layer.empty() && norm_layer != "layernorm") {
+    throw UsageError(std::string(what) + ": norm_layer " + in_quotes(norm_layer) +
+                     " is not supported (expected '' or 'layernorm')");
+  }
+}
+
+}  // namespace
+
+GluMlpImpl::GluMlpImpl(const GluMlpOptions& options_) : options(options_) {
+  check_mlp_options("GluMlp", options);
+  check_norm_layer("GluMlp", options.norm_layer());
+  if (mlp_widths(options).hidden % 2 != 0) {
+    throw UsageError("GluMlp: hidden_features must be even (two halves, one the gate), got " +
+                     std::to_string(mlp_widths(options).hidden));
+  }
+  reset();
+}
+
+// Registration order is timm's: fc1, act, drop1, norm, fc2, drop2.
+void GluMlpImpl::reset() {
+  namespace nn = torch::nn;
+  const auto [in, hidden, out] = mlp_widths(options);
+  fc1 = register_module("fc1", nn::Linear(nn::LinearOptions(in, hidden).bias(options.bias())));
+  act = register_module("act", create_act(options.act_layer()));
+  drop1 = register_module("drop1", nn::Dropout(options.drop()));
+  if (!options.norm_layer().empty()) norm = register_module("norm", LayerNorm(hidden / 2));
+  fc2 = register_module("fc2", nn::Linear(nn::LinearOptions(hidden / 2, out).bias(options.bias())));
+  drop2 = register_module("drop2", nn::Dropout(options.drop()));
+}
+
+void GluMlpImpl::pretty_print(std::ostream& stream) const {
+  stream << "timm::layers::GluMlp(in_features=" << options.in_features() << ", act=" << options.act_layer()
+         << (options.gate_last() ? "" : ", gate first") << (options.norm_layer().empty() ? "" : ", norm") << ")";
+}
+
+at::Tensor GluMlpImpl::forward(const at::Tensor& x) {
+  const auto halves = fc1(x).chunk(2, -1);
+  at::Tensor y = options.gate_last() ? halves[0] * act(halves[1]) : act(halves[0]) * halves[1];
+  y = drop1(y);
+  if (norm) y = norm(y);
+  return drop2(fc2(y));
+}
+
+SwiGLUImpl::SwiGLUImpl(const SwiGLUOptions& options_) : options(options_) {
+  check_mlp_options("SwiGLU", options);
+  check_norm_layer("SwiGLU", options.norm_layer());
+  if (options.align_to() < 0) {
+    throw UsageError("SwiGLU: align_to must be >= 0, got " + std::to_string(options.align_to()));
+  }
+  reset();
+}
+
+int64_t SwiGLUImpl::hidden_width() const {
+  const int64_t hidden = mlp_widths(options).hidden;
+  const int64_t align = options.align_to();
+  return align > 0 ? (hidden + align - 1) / align * align : hidden;
+}
+
+// Registration order is timm's: fc1_g, fc1_x, act, drop1, norm, fc2, drop2.
+void SwiGLUImpl::reset() {
+  namespace nn = torch::nn;
+  const auto widths = mlp_widths(options);
+  const int64_t hidden = hidden_width();
+  fc1_g = register_module("fc1_g", nn::Linear(nn::LinearOptions(widths.in, hidden).bias(options.bias())));
+  fc1_x = register_module("fc1_x", nn::Linear(nn::LinearOptions(widths.in, hidden).bias(options.bias())));
+  act = register_module("act", create_act(options.act_layer()));
+  drop1 = register_module("drop1", nn::Dropout(options.drop()));
+  if (!options.norm_layer().empty()) norm = register_module("norm", LayerNorm(hidden));
+  fc2 = register_module("fc2", nn::Linear(nn::LinearOptions(hidden, widths.out).bias(options.bias())));
+  drop2 = register_module("drop2", nn::Dropout(options.drop()));
+}
+
+void SwiGLUImpl::pretty_print(std::ostream& stream) const {
+  stream << "timm::layers::SwiGLU(in_features=" << options.in_features() << ", hidden=" << hidden_width()
+         << ", act=" << options.act_layer() << (options.norm_layer().empty() ? "" : ", norm") << ")";
+}
+
+at::Tensor SwiGLUImpl::forward(const at::Tensor& x) {
+  at::Tensor y = drop1(act(fc1_g(x)) * fc1_x(x));
+  if (norm) y = norm(y);
+  return drop2(fc2(y));
+}
+
 }  // namespace timm::layers

@@ -6,7 +6,9 @@
 // ConvMlp is timm's ConvMlp: 1x1 convs on NCHW with an optional norm after
 // fc1 (GlobalContext's LayerNorm2d). GlobalResponseNormMlp is timm's
 // GlobalResponseNormMlp (ConvNeXt-V2): Mlp with a GlobalResponseNorm "grn"
-// after drop1.
+// after drop1. GluMlp and SwiGLU are timm's gated MLPs (EVA-02): one fc1 whose
+// output halves gate each other, or two (fc1_g, fc1_x), with an optional
+// LayerNorm before fc2.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
 #include "timm/layers/activations.hpp"
@@ -104,5 +107,78 @@ class GlobalResponseNormMlpImpl : public torch::nn::Cloneable<GlobalResponseNorm
   torch::nn::Dropout drop2{nullptr};
 };
 TORCH_MODULE(GlobalResponseNormMlp);
+
+struct GluMlpOptions {
+  /* implicit */ GluMlpOptions(int64_t in_features) : in_features_(in_features) {}
+  TORCH_ARG(int64_t, in_features);
+  // fc1's width, even: two halves of hidden_features / 2, one the gate. 0: in_features.
+  TORCH_ARG(int64_t, hidden_features) = 0;
+  TORCH_ARG(int64_t, out_features) = 0;  // 0: in_features
+  TORCH_ARG(std::string, act_layer) = "sigmoid";
+  // "" (none) or "layernorm" (timm's LayerNorm, eps 1e-6, over hidden_features / 2).
+  TORCH_ARG(std::string, norm_layer) = "";
+  TORCH_ARG(bool, bias) = true;
+  TORCH_ARG(double, drop) = 0.0;  // both dropouts
+  // true: the second half of fc1's output is the gate, x1 * act(x2); false:
+  // the first, act(x1) * x2 (timm's SwiGLUPacked, EVA-02's).
+  TORCH_ARG(bool, gate_last) = true;
+};
+
+// timm's GluMlp (Linear layers, no use_conv): fc1 -> halves -> gated product
+// -> drop1 -> norm -> fc2 -> drop2; keys fc1.*, [norm.*], fc2.*. Throws
+// UsageError for in_features < 1, an odd hidden width, drop outside [0, 1]
+// or an unknown norm_layer.
+class GluMlpImpl : public torch::nn::Cloneable<GluMlpImpl> {
+ public:
+  explicit GluMlpImpl(const GluMlpOptions& options);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+  at::Tensor forward(const at::Tensor& x);
+
+  GluMlpOptions options;
+  torch::nn::Linear fc1{nullptr};
+  Activation act{nullptr};
+  torch::nn::Dropout drop1{nullptr};
+  LayerNorm norm{nullptr};  // null without norm_layer
+  torch::nn::Linear fc2{nullptr};
+  torch::nn::Dropout drop2{nullptr};
+};
+TORCH_MODULE(GluMlp);
+
+struct SwiGLUOptions {
+  /* implicit */ SwiGLUOptions(int64_t in_features) : in_features_(in_features) {}
+  TORCH_ARG(int64_t, in_features);
+  TORCH_ARG(int64_t, hidden_features) = 0;  // 0: in_features
+  TORCH_ARG(int64_t, out_features) = 0;     // 0: in_features
+  TORCH_ARG(std::string, act_layer) = "silu";
+  // "" (none) or "layernorm" (timm's LayerNorm, eps 1e-6, over the hidden width).
+  TORCH_ARG(std::string, norm_layer) = "";
+  TORCH_ARG(bool, bias) = true;
+  TORCH_ARG(double, drop) = 0.0;     // both dropouts
+  TORCH_ARG(int64_t, align_to) = 0;  // > 0: the hidden width rounded up to a multiple
+};
+
+// timm's SwiGLU: act(fc1_g(x)) * fc1_x(x) -> drop1 -> norm -> fc2 -> drop2;
+// keys fc1_g.*, fc1_x.*, [norm.*], fc2.*. Throws UsageError as GluMlp (and
+// for a negative align_to).
+class SwiGLUImpl : public torch::nn::Cloneable<SwiGLUImpl> {
+ public:
+  explicit SwiGLUImpl(const SwiGLUOptions& options);
+  void reset() override;
+  void pretty_print(std::ostream& stream) const override;
+  at::Tensor forward(const at::Tensor& x);
+
+  int64_t hidden_width() const;  // hidden_features after align_to
+
+  SwiGLUOptions options;
+  torch::nn::Linear fc1_g{nullptr};
+  torch::nn::Linear fc1_x{nullptr};
+  Activation act{nullptr};
+  torch::nn::Dropout drop1{nullptr};
+  LayerNorm norm{nullptr};  // null without norm_layer
+  torch::nn::Linear fc2{nullptr};
+  torch::nn::Dropout drop2{nullptr};
+};
+TORCH_MODULE(SwiGLU);
 
 }  // namespace timm::layers
