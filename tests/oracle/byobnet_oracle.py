@@ -1,11 +1,12 @@
-"""Python oracle for test_byobnet: timm's ByobNet models (RepVGG, GERNet, MobileViT) as
-the reference.
+"""Python oracle for test_byobnet: timm's ByobNet models (RepVGG, GERNet, MobileViT,
+MobileOne, RegNetZ, the ResNet-like ts / q models) as the reference.
 
 Modes and files as tests/oracle/model_parity.py describes. The shared
 perturbation draws every BatchNorm weight, so the last BN of each residual
 block that timm's zero_init_last sets to zero is non-zero in the comparisons.
-timm's RepVGG pretrained_cfg names two first convs (stem.conv_kxk.conv,
-stem.conv_1x1.conv); the C++ PretrainedCfg holds one, the first, so the
+timm's RepVGG and MobileOne pretrained_cfgs name two first convs
+(stem.conv_kxk.conv, stem.conv_1x1.conv; stem.conv_kxk.0.conv,
+stem.conv_scale.conv); the C++ PretrainedCfg holds one, the first, so the
 oracle reports that one.
 """
 import sys

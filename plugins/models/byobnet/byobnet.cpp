@@ -1,22 +1,37 @@
 // Bring-Your-Own-Blocks networks (timm/models/byobnet.py), with timm's
-// module names so state_dict keys equal timm's, for the RepVGG models
-// (repvgg_a0 / a1 / a2 / b0 / b1 / b1g4 / b2 / b2g4 / b3 / b3g4 / d2se) and
-// the GPU-Efficient networks (gernet_s / m / l): 14 of timm 1.0.31's byobnet.py;
-// and mobilevit.py's MobileViT models (mobilevit_xxs / xs / s, mobilevitv2_050
-// / 075 / 100 / 125 / 150 / 175 / 200), which timm builds with ByobNet and its
-// own 'mobilevit' / 'mobilevit2' block types.
-// - stem: RepVGG's RepVggBlock at stride 2 ('rep'), or GERNet's one 3x3 / 2
-//   ConvNormAct ('3x3' without pool);
+// module names so state_dict keys equal timm's: RepVGG (repvgg_a0 / a1 / a2 /
+// b0 / b1 / b1g4 / b2 / b2g4 / b3 / b3g4 / d2se), the GPU-Efficient networks
+// (gernet_s / m / l), MobileOne (mobileone_s0 .. s4), RegNetZ (regnetz_b16 /
+// c16 / d32 / d8 / e8) and the ResNet-like models (resnet51q, resnet61q,
+// resnext26ts, gcresnext26ts, seresnext26ts, eca_resnext26ts, resnet32ts,
+// resnet33ts, gcresnet33ts, seresnet33ts, eca_resnet33ts, gcresnet50t,
+// gcresnext50ts) and test_byobnet: 42 of timm 1.0.31's byobnet.py; and mobilevit.py's
+// MobileViT models (mobilevit_xxs / xs / s, mobilevitv2_050 / 075 / 100 /
+// 125 / 150 / 175 / 200), which timm builds with ByobNet and its own
+// 'mobilevit' / 'mobilevit2' block types.
+// - stem: RepVGG's RepVggBlock or MobileOne's MobileOneBlock at stride 2
+//   ('rep', 'one'), one 3x3 / 2 ConvNormAct ('3x3' without pool), or timm's
+//   Stem of 3x3 convs at stride 4 ('quad': 4 ConvNormActs; 'quad2': the first
+//   two plain convs; 'tiered': 3 convs of 3/8, 1/2 and all of stem_chs), its
+//   last conv strided or followed by a 3x3 / 2 max pool (byobnet_blocks.cpp);
 // - stages: Sequentials of blocks, the first at the stage stride:
 //   RepVggBlock ('rep': identity BN where shapes allow, conv_kxk and conv_1x1
 //   ConvNormAct without act, summed, then attn (SE in repvgg_d2se) and ReLU),
-//   BasicBlock ('basic': shortcut, conv1_kxk, conv2_kxk without act, add,
-//   ReLU) or BottleneckBlock ('bottle': shortcut, conv1_1x1, conv2_kxk
-//   grouped, conv3_1x1 without act, add, ReLU); the shortcut is a 1x1
-//   ConvNormAct without act where the shape changes (timm's 'conv1x1'),
-//   none (no residual) with MobileViT's downsample ''; MobileViT's inverted
-//   residuals are 'bottle' with bottle_in (mid = in * br), depthwise conv2 and
-//   linear_out (no act after the sum);
+//   MobileOneBlock ('one': identity BN, num_conv_branches kxk branches and a
+//   1x1 scale branch summed, attn, ReLU; byobnet_blocks.cpp),
+//   BasicBlock ('basic': shortcut, conv1_kxk, conv2_kxk without act,
+//   attn_last, add, act), DarkBlock ('dark': shortcut, conv1_1x1, conv2_kxk
+//   without act, attn_last, add, act), BottleneckBlock ('bottle': shortcut,
+//   conv1_1x1, conv2_kxk grouped, [conv2b_kxk with extra_conv], attn,
+//   conv3_1x1 without act, add, act) or EdgeBlock ('edge': shortcut,
+//   conv1_kxk, attn, conv2_1x1 without act, add, act); the shortcut is a 1x1
+//   ConvNormAct without act where the shape changes (timm's 'conv1x1'), a
+//   2x2 average pool and that conv ('avg': DownsampleAvg,
+//   byobnet_blocks.cpp), none (no residual) with downsample '' (MobileViT,
+//   RegNetZ); inverted residuals are 'bottle' with bottle_in
+//   (mid = in * br) and linear_out (no act after the sum); attn is the
+//   model's attn_layer ('se', 'eca', 'gca': SDK SEModule, EcaModule,
+//   GlobalContext) or a block's own (MobileOne s4's SE);
 // - MobileViT's MobileVitBlock ('mobilevit'): conv_kxk, conv_1x1, unfold into
 //   patches, timm's ViT Blocks (transformer), LayerNorm, fold, conv_proj and
 //   conv_fusion over [input, x]; a stage may hold several block types (timm's
@@ -26,11 +41,13 @@
 //   depthwise conv_kxk, conv_1x1, unfold to [B, C, P, N], LinearTransformerBlocks
 //   (GroupNorm1, LinearSelfAttention, ConvMlp), GroupNorm1, fold, conv_proj
 //   without act;
-// - final_conv: a 1x1 ConvNormAct to num_features (GERNet), else none;
+// - final_conv: a 1x1 ConvNormAct to num_features, else none;
 // - head: timm's ClassifierHead (global_pool, dropout at drop_rate, fc).
-// RepVGG is built in its training (multi-branch) form; reparameterize()
-// folds it as timm's reparameterize_model (inference_mode at construction
-// is not supported).
+// RepVGG and MobileOne are built in their training (multi-branch) form;
+// reparameterize() folds them as timm's reparameterize_model (inference_mode
+// at construction is not supported). Not here: the *_evos RegNetZs
+// (EvoNorm), bat_resnext26ts (BatNonLocalAttn), the CLIP ResNets and
+// resnet50_mlp (attention-pool / MLP heads, anti-aliased convs).
 //
 // Supported: num_classes (0: no fc), in_chans, drop_rate, drop_path_rate
 // (stage-wise linear schedule), global_pool, grad checkpointing, and the timm
@@ -43,6 +60,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -70,10 +88,10 @@
 #include "timm/models/model.hpp"
 #include "timm/plugin/plugin.hpp"
 
+#include "byobnet_blocks.hpp"
+
 namespace timm::byobnet {
 namespace {
-
-namespace nn = torch::nn;
 
 // timm 1.0.31's default pretrained tag of each model.
 const std::map<std::string, std::string> kByobDefaultTags = {
@@ -85,6 +103,14 @@ const std::map<std::string, std::string> kByobDefaultTags = {
     {"mobilevit_xs", "cvnets_in1k"},    {"mobilevit_s", "cvnets_in1k"},     {"mobilevitv2_050", "cvnets_in1k"},
     {"mobilevitv2_075", "cvnets_in1k"}, {"mobilevitv2_100", "cvnets_in1k"}, {"mobilevitv2_125", "cvnets_in1k"},
     {"mobilevitv2_150", "cvnets_in1k"}, {"mobilevitv2_175", "cvnets_in1k"}, {"mobilevitv2_200", "cvnets_in1k"},
+    {"mobileone_s0", "apple_in1k"},     {"mobileone_s1", "apple_in1k"},     {"mobileone_s2", "apple_in1k"},
+    {"mobileone_s3", "apple_in1k"},     {"mobileone_s4", "apple_in1k"},     {"regnetz_b16", "ra3_in1k"},
+    {"regnetz_c16", "ra3_in1k"},        {"regnetz_d32", "ra3_in1k"},        {"regnetz_d8", "ra3_in1k"},
+    {"regnetz_e8", "ra3_in1k"},         {"resnet51q", "ra2_in1k"},          {"resnet61q", "ra2_in1k"},
+    {"resnext26ts", "ra2_in1k"},        {"gcresnext26ts", "ch_in1k"},       {"seresnext26ts", "ch_in1k"},
+    {"eca_resnext26ts", "ch_in1k"},     {"resnet32ts", "ra2_in1k"},         {"resnet33ts", "ra2_in1k"},
+    {"gcresnet33ts", "ra2_in1k"},       {"seresnet33ts", "ra2_in1k"},       {"eca_resnet33ts", "ra2_in1k"},
+    {"gcresnet50t", "ra2_in1k"},        {"gcresnext50ts", "ch_in1k"},       {"test_byobnet", "r160_in1k"},
 };
 
 const std::vector<std::string> kByobKnownKwargs = {"output_stride", "zero_init_last"};
@@ -100,9 +126,14 @@ struct BlockCfg {
   int64_t gs = 0;
   double br = 1.0;
   bool same_stage = false;
-  // block_kwargs: the bottleneck's bottle_in / linear_out, MobileVitBlock's transformer.
+  // block_kwargs: the bottleneck's bottle_in / linear_out / extra_conv, MobileOneBlock's
+  // kernel_size and num_conv_branches, MobileVitBlock's transformer.
   bool bottle_in = false;
   bool linear_out = false;
+  bool extra_conv = false;
+  int64_t kernel_size = 3;
+  int64_t num_conv_branches = 1;
+  std::optional<AttnCfg> attn = std::nullopt;  // the block's attn_layer, else the model's
   int64_t transformer_dim = 0;
   int64_t transformer_depth = 0;
   int64_t patch_size = 0;
@@ -111,10 +142,11 @@ struct BlockCfg {
 // timm's ByoModelCfg, the fields these models use.
 struct ByobCfg {
   std::vector<BlockCfg> blocks;
-  std::string stem_type = "3x3";  // rep or 3x3 (no pool)
+  std::string stem_type = "3x3";  // rep, one, quad, quad2, tiered or 3x3
+  std::string stem_pool;          // "" or maxpool (quad / tiered stems)
   int64_t stem_chs = 32;
   int64_t num_features = 0;
-  bool se = false;  // attn_layer 'se', rd_ratio 0.0625, rd_divisor 1
+  AttnCfg attn;
   std::string act = "relu";
   std::string downsample = "conv1x1";  // or "": no shortcut where the shape changes
 };
@@ -126,40 +158,9 @@ struct ByobSpec {
   double crop_pct = 0.875;
   bool repvgg = false;
   bool mobilevit = false;
-};
-
-// timm's num_groups: group_size 0 is a plain conv, else channels / group_size.
-int64_t num_groups(int64_t group_size, int64_t channels) { return group_size == 0 ? 1 : channels / group_size; }
-
-layers::ConvNormAct byob_cna(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t dilation = 1,
-                             int64_t groups = 1, bool apply_act = true, const std::string& act = "relu") {
-  return layers::ConvNormAct(layers::ConvNormActOptions(in, out, kernel)
-                                 .stride(stride)
-                                 .dilation(dilation)
-                                 .groups(groups)
-                                 .apply_act(apply_act)
-                                 .act_layer(act));
-}
-
-// The arguments timm's create_byob_stages passes a block.
-struct ByobBlockArgs {
-  std::string type;
-  int64_t in_chs = 0;
-  int64_t out_chs = 0;
-  int64_t stride = 1;
-  int64_t first_dilation = 1;
-  int64_t dilation = 1;
-  int64_t group_size = 0;
-  double bottle_ratio = 1.0;
-  double drop_path = 0.0;
-  bool se = false;
-  std::string act = "relu";
-  std::string downsample = "conv1x1";
-  bool bottle_in = false;
-  bool linear_out = false;
-  int64_t transformer_dim = 0;
-  int64_t transformer_depth = 0;
-  int64_t patch_size = 0;
+  std::string interpolation = "bilinear";  // MobileViT's bicubic regardless
+  bool inception_norm = false;             // mean and std 0.5 (RegNetZ)
+  std::string description = {};            // else describe() composes one
 };
 
 // timm's vision_transformer Block as MobileVitBlock builds it: pre-norm
@@ -245,10 +246,10 @@ class LinearTransformerBlockImpl : public nn::Module {
 };
 TORCH_MODULE(LinearTransformerBlock);
 
-// timm's RepVggBlock, BasicBlock and BottleneckBlock (downsample 'conv1x1',
-// no attention but RepVGG's SE) in one module, each with timm's children in
-// timm's order.
-class ByobBlockImpl : public nn::Module {
+// timm's RepVggBlock, BasicBlock, BottleneckBlock and EdgeBlock (downsample
+// 'conv1x1' or '', attention per the model's attn_layer) and mobilevit.py's
+// blocks in one module, each with timm's children in timm's order.
+class ByobBlockImpl : public ByobBlockBaseImpl {
  public:
   explicit ByobBlockImpl(const ByobBlockArgs& a) : type_(a.type) {
     const std::pair<int64_t, int64_t> dil{a.first_dilation, a.dilation};
@@ -271,10 +272,7 @@ class ByobBlockImpl : public nn::Module {
           "conv_kxk", byob_cna(a.in_chs, a.out_chs, 3, a.stride, dil.first, groups, /*apply_act=*/false, a.act));
       conv_1x1 = register_module("conv_1x1", byob_cna(a.in_chs, a.out_chs, 1, a.stride, 1, groups, false, a.act));
       if (a.drop_path > 0.0 && use_ident) drop_path = register_module("drop_path", layers::DropPath(a.drop_path));
-      if (a.se) {
-        attn = register_module("attn",
-                               layers::SEModule(layers::SEModuleOptions(a.out_chs).rd_ratio(0.0625).rd_divisor(1)));
-      }
+      attn = BlockAttn(*this, "attn", a.attn, a.out_chs);
     } else {
       const int64_t mid_chs =
           layers::make_divisible(static_cast<double>(a.bottle_in ? a.in_chs : a.out_chs) * a.bottle_ratio);
@@ -283,17 +281,35 @@ class ByobBlockImpl : public nn::Module {
       if (a.in_chs != a.out_chs || a.stride != 1 || dil.first != dil.second) {
         if (a.downsample.empty()) {
           residual_ = false;
+        } else if (a.downsample == "avg") {
+          avg_shortcut =
+              register_module("shortcut", DownsampleAvg(a.in_chs, a.out_chs, a.stride, a.first_dilation, a.act));
         } else {
           shortcut =
               register_module("shortcut", byob_cna(a.in_chs, a.out_chs, 1, a.stride, dil.first, 1, false, a.act));
         }
       }
+      // timm's attn_last: after the last conv for basic and dark blocks, else on the mid channels.
       if (type_ == "basic") {
         conv1 = register_module("conv1_kxk", byob_cna(a.in_chs, mid_chs, 3, a.stride, dil.first, 1, true, a.act));
         conv2 = register_module("conv2_kxk", byob_cna(mid_chs, a.out_chs, 3, 1, dil.second, groups, false, a.act));
+        attn = BlockAttn(*this, "attn_last", a.attn, a.out_chs);
+      } else if (type_ == "dark") {
+        conv1 = register_module("conv1_1x1", byob_cna(a.in_chs, mid_chs, 1, 1, 1, 1, true, a.act));
+        conv2 =
+            register_module("conv2_kxk", byob_cna(mid_chs, a.out_chs, 3, a.stride, dil.first, groups, false, a.act));
+        attn = BlockAttn(*this, "attn_last", a.attn, a.out_chs);
+      } else if (type_ == "edge") {
+        conv1 = register_module("conv1_kxk", byob_cna(a.in_chs, mid_chs, 3, a.stride, dil.first, groups, true, a.act));
+        attn = BlockAttn(*this, "attn", a.attn, mid_chs);
+        conv2 = register_module("conv2_1x1", byob_cna(mid_chs, a.out_chs, 1, 1, 1, 1, false, a.act));
       } else {
         conv1 = register_module("conv1_1x1", byob_cna(a.in_chs, mid_chs, 1, 1, 1, 1, true, a.act));
         conv2 = register_module("conv2_kxk", byob_cna(mid_chs, mid_chs, 3, a.stride, dil.first, groups, true, a.act));
+        if (a.extra_conv) {
+          conv2b = register_module("conv2b_kxk", byob_cna(mid_chs, mid_chs, 3, 1, dil.second, groups, true, a.act));
+        }
+        attn = BlockAttn(*this, "attn", a.attn, mid_chs);
         conv3 = register_module("conv3_1x1", byob_cna(mid_chs, a.out_chs, 1, 1, 1, 1, false, a.act));
       }
       if (a.drop_path > 0.0) drop_path = register_module("drop_path", layers::DropPath(a.drop_path));
@@ -301,31 +317,37 @@ class ByobBlockImpl : public nn::Module {
     if (!a.linear_out) act = register_module("act", layers::create_act(a.act));
   }
 
-  at::Tensor forward(const at::Tensor& input) {
+  at::Tensor forward(const at::Tensor& input) override {
     if (type_ == "mobilevit") return forward_mobilevit(input);
     if (type_ == "mobilevit2") return forward_mobilevit2(input);
     at::Tensor x;
     if (type_ == "rep") {
-      if (reparam_conv) return act(attn ? attn(reparam_conv(input)) : reparam_conv(input));
+      if (reparam_conv) return act(attn.forward(reparam_conv(input)));
       x = conv_1x1(input) + conv_kxk(input);
       if (identity) {
         if (drop_path) x = drop_path(x);
         x = x + identity(input);
       }
-      if (attn) x = attn(x);
-      return act(x);
+      return act(attn.forward(x));
     }
-    x = conv2(conv1(input));
-    if (conv3) x = conv3(x);
+    if (type_ == "basic" || type_ == "dark") {
+      x = attn.forward(conv2(conv1(input)));
+    } else if (type_ == "edge") {
+      x = conv2(attn.forward(conv1(input)));
+    } else {
+      x = conv2(conv1(input));
+      if (conv2b) x = conv2b(x);
+      x = conv3(attn.forward(x));
+    }
     if (drop_path) x = drop_path(x);
-    if (residual_) x = x + (shortcut ? shortcut(input) : input);
+    if (residual_) x = x + (shortcut ? shortcut(input) : avg_shortcut ? avg_shortcut(input) : input);
     return act ? act(x) : x;
   }
 
   // timm's block init_weights after the model-wide init: RepVGG's BNs
   // weight N(0.1, 0.1), bias N(0, 0.1); the residual blocks' last BN weight
-  // zero with zero_init_last.
-  void init_block(bool zero_init_last) {
+  // zero with zero_init_last; then attn's reset_parameters (GlobalContext's).
+  void init_block(bool zero_init_last) override {
     if (type_ == "rep") {
       layers::for_each_batch_norm_act(*this, [](const std::string&, layers::BatchNormAct2dImpl& bn) {
         bn.weight.normal_(0.1, 0.1);
@@ -336,13 +358,14 @@ class ByobBlockImpl : public nn::Module {
     if (type_ == "mobilevit" || type_ == "mobilevit2") return;
     // timm zeroes it only where the block has a shortcut (identity or conv).
     if (zero_init_last && residual_) nn::init::zeros_((conv3 ? conv3 : conv2)->bn->weight);
+    attn.reset_parameters();
   }
 
   // timm's RepVggBlock.reparameterize: conv_kxk, conv_1x1 (padded to kxk)
   // and the identity BatchNorm folded into one biased conv, reparam_conv,
   // registered last as timm's; the branches and drop_path are removed.
   // Returns false for other block types and a block already folded.
-  bool reparameterize() {
+  bool reparameterize() override {
     if (type_ != "rep" || reparam_conv) return false;
     const auto& kxk = conv_kxk->conv->options;
     const int64_t kernel = (*kxk.kernel_size())[0];
@@ -368,9 +391,10 @@ class ByobBlockImpl : public nn::Module {
   layers::ConvNormAct conv_kxk{nullptr}, conv_1x1{nullptr};
   nn::Conv2d reparam_conv{nullptr};
   layers::ConvNormAct shortcut{nullptr};
-  layers::ConvNormAct conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
+  DownsampleAvg avg_shortcut{nullptr};  // "shortcut" with downsample 'avg'
+  layers::ConvNormAct conv1{nullptr}, conv2{nullptr}, conv2b{nullptr}, conv3{nullptr};
   layers::DropPath drop_path{nullptr};
-  layers::SEModule attn{nullptr};
+  BlockAttn attn;  // attn_last for basic blocks
   layers::Activation act{nullptr};
   // MobileVitBlock's (conv_kxk above is its local conv).
   nn::Conv2d mv_conv_1x1{nullptr};
@@ -472,12 +496,18 @@ class ByobBlockImpl : public nn::Module {
 TORCH_MODULE(ByobBlock);
 
 // One stage: timm's nn.Sequential of blocks (children "0", "1", ...).
+// A block of timm's type: MobileOneBlock for 'one', else ByobBlock.
+ByobBlockPtr make_block(const ByobBlockArgs& a) {
+  if (a.type == "one") return std::make_shared<MobileOneBlockImpl>(a);
+  return std::make_shared<ByobBlockImpl>(a);
+}
+
 class ByobStageImpl : public nn::Module {
  public:
   explicit ByobStageImpl(const std::vector<ByobBlockArgs>& blocks) {
     for (size_t i = 0; i < blocks.size(); ++i) {
-      ByobBlock b(blocks[i]);
-      blocks_.push_back(register_module(std::to_string(i), b));
+      ByobBlockPtr b = register_module(std::to_string(i), make_block(blocks[i]));
+      blocks_.push_back(b);
       any_blocks_.emplace_back(b);
     }
   }
@@ -486,14 +516,14 @@ class ByobStageImpl : public nn::Module {
   // (timm's checkpoint_seq), the same values as the plain run.
   at::Tensor forward(at::Tensor x, bool checkpointing = false) {
     if (checkpointing) return checkpoint_seq(any_blocks_, x);
-    for (auto& b : blocks_) x = b(x);
+    for (auto& b : blocks_) x = b->forward(x);
     return x;
   }
 
-  const std::vector<ByobBlock>& blocks() const { return blocks_; }
+  const std::vector<ByobBlockPtr>& blocks() const { return blocks_; }
 
  private:
-  std::vector<ByobBlock> blocks_;
+  std::vector<ByobBlockPtr> blocks_;
   std::vector<nn::AnyModule> any_blocks_;
 };
 TORCH_MODULE(ByobStage);
@@ -514,32 +544,59 @@ class ByobNetImpl : public ClassifierImpl {
     const bool zero_init_last = model_kwarg_bool(name, args, "zero_init_last").value_or(true);
 
     cfg_.input_size = {3, spec.img_size, spec.img_size};
-    cfg_.interpolation = spec.mobilevit ? "bicubic" : "bilinear";
+    cfg_.interpolation = spec.mobilevit ? "bicubic" : spec.interpolation;
     cfg_.crop_pct = spec.crop_pct;
     if (spec.mobilevit) {
       cfg_.mean = {0.0, 0.0, 0.0};
       cfg_.std = {1.0, 1.0, 1.0};
+    } else if (spec.inception_norm) {
+      cfg_.mean = {0.5, 0.5, 0.5};
+      cfg_.std = {0.5, 0.5, 0.5};
     }
     cfg_.crop_mode = "center";
-    // timm's repvgg first_conv is the pair (stem.conv_kxk.conv, stem.conv_1x1.conv): the first here.
-    cfg_.first_conv = spec.repvgg ? "stem.conv_kxk.conv" : "stem.conv";
     cfg_.classifier = "head.fc";
     cfg_.hf_hub_id = timm_hub_id(name, kByobDefaultTags);
 
-    // The stem: RepVggBlock or one 3x3 / 2 ConvNormAct, a feature level at stride 2.
+    // The stem (timm's create_byob_stem): a RepVggBlock or MobileOneBlock at
+    // stride 2, a Stem of 3x3 convs at stride 4 (its feature levels before
+    // its last stride), or one 3x3 / 2 ConvNormAct. timm's first_conv of the
+    // RepVGG / MobileOne stems is a pair (the kxk and the 1x1 conv): the first here.
     const int64_t stem_chs = cfg.stem_chs;
-    if (cfg.stem_type == "rep") {
+    FeatureInfo stem_feat{stem_chs, 2, "stem"};
+    if (cfg.stem_type == "rep" || cfg.stem_type == "one") {
       ByobBlockArgs a;
-      a.type = "rep";
+      a.type = cfg.stem_type;
       a.in_chs = args.in_chans;
       a.out_chs = stem_chs;
       a.stride = 2;
-      a.se = cfg.se;
-      rep_stem = register_module("stem", ByobBlock(a));
-    } else {
+      a.attn = cfg.attn;
+      a.act = cfg.act;
+      block_stem = register_module("stem", make_block(a));
+      cfg_.first_conv = cfg.stem_type == "rep" ? "stem.conv_kxk.conv" : "stem.conv_kxk.0.conv";
+    } else if (cfg.stem_type == "3x3") {
       conv_stem = register_module("stem", byob_cna(args.in_chans, stem_chs, 3, 2, 1, 1, true, cfg.act));
+      cfg_.first_conv = "stem.conv";
+    } else {
+      std::vector<int64_t> chs;
+      int64_t num_act = 0;
+      if (cfg.stem_type == "quad" || cfg.stem_type == "quad2") {
+        // timm's round(out_chs * 0.5 ** i), reversed (exact halvings for these widths).
+        for (int64_t i = 3; i >= 0; --i) chs.push_back(stem_chs >> i);
+        num_act = cfg.stem_type == "quad2" ? 2 : 4;
+      } else {  // tiered
+        chs = {3 * stem_chs / 8, stem_chs / 2, stem_chs};
+        num_act = 3;
+      }
+      seq_stem = make_byob_stem(args.in_chans, chs, cfg.stem_pool, num_act, cfg.act);
+      register_module("stem", seq_stem.seq);
+      cfg_.first_conv = seq_stem.first_conv;
+      stem_feat = seq_stem.feature_info.back();
+      for (size_t i = 0; i + 1 < seq_stem.feature_info.size(); ++i) {
+        feature_info_.push_back(seq_stem.feature_info[i]);
+        stage_ends_.push_back(0);
+      }
     }
-    build_stages(cfg, args.drop_path_rate.value_or(0.0), output_stride, FeatureInfo{stem_chs, 2, "stem"});
+    build_stages(cfg, args.drop_path_rate.value_or(0.0), output_stride, stem_feat);
     if (cfg.num_features > 0) {
       num_features_ = cfg.num_features;
       final_conv = register_module("final_conv", byob_cna(last_chs_, num_features_, 1, 1, 1, 1, true, cfg.act));
@@ -556,7 +613,10 @@ class ByobNetImpl : public ClassifierImpl {
     init_weights(zero_init_last);
   }
 
-  at::Tensor run_stem(const at::Tensor& x) { return rep_stem ? rep_stem(x) : conv_stem(x); }
+  at::Tensor run_stem(const at::Tensor& x) {
+    if (block_stem) return block_stem->forward(x);
+    return seq_stem.seq ? seq_stem.seq->forward(x) : conv_stem(x);
+  }
 
   // timm's forward_features: stem, stages (checkpointed per stage with
   // grad checkpointing), final_conv.
@@ -586,8 +646,15 @@ class ByobNetImpl : public ClassifierImpl {
       return std::find(take_stages.begin(), take_stages.end(), idx) != take_stages.end();
     };
     Intermediates out;
-    x = run_stem(x);
-    if (taken(0)) out.intermediates.push_back(x);
+    // timm's stem level: a Stem's tapped layer (before its last stride), else the stem's output.
+    if (seq_stem.seq) {
+      at::Tensor tapped;
+      std::tie(x, tapped) = stem_forward_intermediates(seq_stem, x);
+      if (taken(0)) out.intermediates.push_back(tapped.defined() ? tapped : x);
+    } else {
+      x = run_stem(x);
+      if (taken(0)) out.intermediates.push_back(x);
+    }
     const int64_t last_idx = stage_ends_.back();
     const auto num_stages = static_cast<int64_t>(stage_list_.size());
     const int64_t stages_run = options.stop_early() ? std::min(num_stages, max_stage) : num_stages;
@@ -609,11 +676,10 @@ class ByobNetImpl : public ClassifierImpl {
 
   void set_grad_checkpointing(bool enable) override { grad_checkpointing_ = enable; }
   int64_t reparameterize() override {
-    int64_t folded = 0;
-    for (const auto& module : modules()) {
-      if (auto* block = module->as<ByobBlockImpl>()) folded += block->reparameterize() ? 1 : 0;
-    }
-    return folded;
+    return layers::reparameterize_children(*this, [](nn::Module& module) {
+      auto* block = module.as<ByobBlockBaseImpl>();
+      return block != nullptr && block->reparameterize();
+    });
   }
   int64_t num_classes() const override { return num_classes_; }
   const PretrainedCfg& pretrained_cfg() const override { return cfg_; }
@@ -625,8 +691,9 @@ class ByobNetImpl : public ClassifierImpl {
               {"^final_conv", std::vector<double>{99999}}}}};
   }
 
-  ByobBlock rep_stem{nullptr};
+  ByobBlockPtr block_stem;  // RepVGG's / MobileOne's
   layers::ConvNormAct conv_stem{nullptr};
+  ByobStem seq_stem;
   nn::Sequential stages{nullptr};
   layers::ConvNormAct final_conv{nullptr};
   layers::ClassifierHeadModule head{nullptr};
@@ -687,11 +754,14 @@ class ByobNetImpl : public ClassifierImpl {
           a.bottle_ratio = bc.br;
           a.drop_path = rates.empty() ? 0.0 : rates[block];
           ++block;
-          a.se = cfg.se;
+          a.attn = bc.attn.value_or(cfg.attn);
           a.act = cfg.act;
           a.downsample = cfg.downsample;
+          a.kernel_size = bc.kernel_size;
+          a.num_conv_branches = bc.num_conv_branches;
           a.bottle_in = bc.bottle_in;
           a.linear_out = bc.linear_out;
+          a.extra_conv = bc.extra_conv;
           a.transformer_dim = bc.transformer_dim;
           a.transformer_depth = bc.transformer_depth;
           a.patch_size = bc.patch_size;
@@ -731,7 +801,7 @@ class ByobNetImpl : public ClassifierImpl {
         if (bn->bias.defined()) bn->bias.zero_();
       }
     }
-    if (rep_stem) rep_stem->init_block(zero_init_last);
+    if (block_stem) block_stem->init_block(zero_init_last);
     for (auto& b : block_list_) b->init_block(zero_init_last);
   }
 
@@ -743,7 +813,7 @@ class ByobNetImpl : public ClassifierImpl {
   bool grad_checkpointing_ = false;
   std::vector<int64_t> stage_ends_;
   std::vector<ByobStage> stage_list_;
-  std::vector<ByobBlock> block_list_;
+  std::vector<ByobBlockPtr> block_list_;
   std::vector<FeatureInfo> feature_info_;
 };
 
@@ -763,7 +833,7 @@ ByobCfg repvgg_cfg(std::vector<int64_t> d, std::vector<double> wf, int64_t stem_
   cfg.blocks = rep_vgg_bcfg(std::move(d), std::move(wf), groups);
   cfg.stem_type = "rep";
   cfg.stem_chs = stem_chs;
-  cfg.se = se;
+  if (se) cfg.attn = AttnCfg{"se", 0.0625, 1};
   return cfg;
 }
 
@@ -835,6 +905,95 @@ ByobCfg mobilevitv2_cfg(double multiplier) {
   return cfg;
 }
 
+// timm's _mobileone_bcfg: per stage d pairs of a depthwise kxk block (c the
+// previous width) and a pointwise 1x1 block (c * wf), the last se_blocks
+// pairs of a stage with SE (timm's defaults: rd_ratio 1 / 16, rd_divisor 8).
+ByobCfg mobileone_cfg(const std::vector<double>& wf, const std::vector<int64_t>& se_blocks, int64_t num_conv_branches,
+                      int64_t stem_chs) {
+  const double c[4] = {64, 128, 256, 512};
+  const int64_t d[4] = {2, 8, 10, 1};
+  double prev_c = std::min(64.0, c[0] * wf[0]);
+  ByobCfg cfg;
+  for (size_t s = 0; s < 4; ++s) {
+    for (int64_t i = 0; i < d[s]; ++i) {
+      const double out_c = c[s] * wf[s];
+      const bool se = !se_blocks.empty() && i >= d[s] - se_blocks[s];
+      BlockCfg dw{"one", 1, prev_c, 2, 1, 1.0};
+      dw.same_stage = i > 0;
+      BlockCfg pw{"one", 1, out_c, 2, 0, 1.0};
+      pw.same_stage = true;
+      pw.kernel_size = 1;
+      for (BlockCfg* b : {&dw, &pw}) {
+        b->num_conv_branches = num_conv_branches;
+        if (se) b->attn = AttnCfg{"se"};
+      }
+      cfg.blocks.push_back(dw);
+      cfg.blocks.push_back(pw);
+      prev_c = out_c;
+    }
+  }
+  cfg.stem_type = "one";
+  cfg.stem_chs = stem_chs;
+  return cfg;
+}
+
+// Four stages of timm's ByoBlockCfg(type, d, c, s, gs, br) with the same
+// type (the ResNet-like and RegNetZ models).
+std::vector<BlockCfg> four_stages(const std::string& type, const std::vector<int64_t>& d, const std::vector<double>& c,
+                                  const std::vector<int64_t>& s, const std::vector<int64_t>& gs,
+                                  const std::vector<double>& br) {
+  std::vector<BlockCfg> blocks;
+  for (size_t i = 0; i < 4; ++i) blocks.push_back(BlockCfg{type, d[i], c[i], s[i], gs[i], br[i]});
+  return blocks;
+}
+
+// The RegNetZ cfgs: inverted bottlenecks (bottle_in, linear_out, no
+// shortcut where the shape changes), SE at rd_ratio 0.25, SiLU.
+ByobSpec regnetz_spec(const std::string& name, std::vector<BlockCfg> blocks, int64_t stem_chs,
+                      const std::string& stem_type, int64_t num_features, int64_t img_size, double crop_pct) {
+  ByobCfg cfg;
+  for (BlockCfg& b : blocks) {
+    b.bottle_in = true;
+    b.linear_out = true;
+  }
+  cfg.blocks = std::move(blocks);
+  cfg.stem_type = stem_type;
+  cfg.stem_chs = stem_chs;
+  cfg.downsample = "";
+  cfg.num_features = num_features;
+  cfg.act = "silu";
+  cfg.attn = AttnCfg{"se", 0.25, 8};
+  ByobSpec spec{name, cfg, img_size, crop_pct};
+  spec.interpolation = "bicubic";
+  spec.inception_norm = true;
+  spec.description = "RegNetZ (ByobNet, " + stem_type + " stem, SE inverted bottlenecks, group size " +
+                     std::to_string(cfg.blocks[0].gs) + ")";
+  return spec;
+}
+
+// The ResNet-like 'ts' / 'q' models: bottlenecks with 1x1 conv shortcuts,
+// a tiered or quad stem, the model's attention (se, eca, gca or none).
+ByobSpec resnet_spec(const std::string& name, std::vector<BlockCfg> blocks, const std::string& stem_type,
+                     int64_t stem_chs, const std::string& stem_pool, int64_t num_features, const std::string& attn,
+                     const std::string& act = "silu") {
+  ByobCfg cfg;
+  cfg.blocks = std::move(blocks);
+  cfg.stem_type = stem_type;
+  cfg.stem_chs = stem_chs;
+  cfg.stem_pool = stem_pool;
+  cfg.num_features = num_features;
+  cfg.act = act;
+  cfg.attn = AttnCfg{attn};
+  ByobSpec spec{name, cfg, 256, 0.9};
+  spec.interpolation = "bicubic";
+  std::string text = "ResNet (ByobNet, " + stem_type + " stem";
+  if (!stem_pool.empty()) text += " + " + stem_pool;
+  text += ", bottlenecks";
+  if (!attn.empty()) text += " with " + attn + " attention";
+  spec.description = text + ")";
+  return spec;
+}
+
 std::vector<ByobSpec> byob_specs() {
   const std::vector<int64_t> da = {2, 4, 14, 1};
   const std::vector<int64_t> db = {4, 6, 16, 1};
@@ -881,10 +1040,97 @@ std::vector<ByobSpec> byob_specs() {
       {"mobilevitv2_150", 1.5}, {"mobilevitv2_175", 1.75}, {"mobilevitv2_200", 2.0}};
   for (const auto& [name, multiplier] : v2)
     specs.push_back({name, mobilevitv2_cfg(multiplier), 256, 0.888, false, true});
+
+  // MobileOne: stem and blocks MobileOneBlocks; s0 with four kxk branches, s4 with SE.
+  const std::pair<const char*, std::vector<double>> mobileone[] = {{"mobileone_s0", {0.75, 1.0, 1.0, 2.0}},
+                                                                   {"mobileone_s1", {1.5, 1.5, 2.0, 2.5}},
+                                                                   {"mobileone_s2", {1.5, 2.0, 2.5, 4.0}},
+                                                                   {"mobileone_s3", {2.0, 2.5, 3.0, 4.0}},
+                                                                   {"mobileone_s4", {3.0, 3.5, 3.5, 4.0}}};
+  for (const auto& [name, wf] : mobileone) {
+    const bool s0 = std::string(name) == "mobileone_s0";
+    const bool s4 = std::string(name) == "mobileone_s4";
+    ByobSpec spec{
+        name,
+        mobileone_cfg(wf, s4 ? std::vector<int64_t>{0, 0, 5, 1} : std::vector<int64_t>{}, s0 ? 4 : 1, s0 ? 48 : 64),
+        224, s0 ? 0.875 : 0.9};
+    spec.description =
+        std::string("MobileOne (ByobNet, MobileOne blocks, ") + (s0 ? "4 branches" : "1 branch") + (s4 ? ", SE)" : ")");
+    specs.push_back(spec);
+  }
+
+  // RegNetZ.
+  const std::vector<int64_t> s2222 = {2, 2, 2, 2};
+  const std::vector<int64_t> s1222 = {1, 2, 2, 2};
+  specs.push_back(regnetz_spec(
+      "regnetz_b16", four_stages("bottle", {2, 6, 12, 2}, {48, 96, 192, 288}, s2222, {16, 16, 16, 16}, {3, 3, 3, 3}),
+      32, "3x3", 1536, 224, 0.94));
+  specs.push_back(regnetz_spec(
+      "regnetz_c16", four_stages("bottle", {2, 6, 12, 2}, {48, 96, 192, 288}, s2222, {16, 16, 16, 16}, {4, 4, 4, 4}),
+      32, "3x3", 1536, 256, 0.94));
+  specs.push_back(regnetz_spec(
+      "regnetz_d32", four_stages("bottle", {3, 6, 12, 3}, {64, 128, 256, 384}, s1222, {32, 32, 32, 32}, {4, 4, 4, 4}),
+      64, "tiered", 1792, 256, 0.95));
+  specs.push_back(regnetz_spec(
+      "regnetz_d8", four_stages("bottle", {3, 6, 12, 3}, {64, 128, 256, 384}, s1222, {8, 8, 8, 8}, {4, 4, 4, 4}), 64,
+      "tiered", 1792, 256, 0.94));
+  specs.push_back(regnetz_spec(
+      "regnetz_e8", four_stages("bottle", {3, 8, 16, 3}, {96, 192, 384, 512}, s1222, {8, 8, 8, 8}, {4, 4, 4, 4}), 64,
+      "tiered", 2048, 256, 0.94));
+
+  // The ResNet-like models.
+  const std::vector<double> br4 = {0.25, 0.25, 0.25, 0.25};
+  ByobSpec r51 = resnet_spec(
+      "resnet51q",
+      four_stages("bottle", {2, 4, 6, 4}, {256, 512, 1536, 1536}, s1222, {32, 32, 32, 1}, {0.25, 0.25, 0.25, 1.0}),
+      "quad2", 128, "", 2048, "");
+  r51.interpolation = "bilinear";
+  r51.crop_pct = 0.875;
+  specs.push_back(r51);
+  // resnet61q: an edge block first (its empty block_kwargs drop the model's extra_conv).
+  std::vector<BlockCfg> q61 =
+      four_stages("bottle", {1, 4, 6, 4}, {256, 512, 1536, 1536}, s1222, {0, 32, 32, 1}, {1.0, 0.25, 0.25, 1.0});
+  q61[0].type = "edge";
+  for (size_t i = 1; i < 4; ++i) q61[i].extra_conv = true;
+  specs.push_back(resnet_spec("resnet61q", q61, "quad", 128, "", 2048, ""));
+  const std::vector<BlockCfg> x26 =
+      four_stages("bottle", {2, 2, 2, 2}, {256, 512, 1024, 2048}, s1222, {32, 32, 32, 32}, br4);
+  specs.push_back(resnet_spec("resnext26ts", x26, "tiered", 64, "maxpool", 0, ""));
+  specs.push_back(resnet_spec("gcresnext26ts", x26, "tiered", 64, "maxpool", 0, "gca"));
+  specs.push_back(resnet_spec("seresnext26ts", x26, "tiered", 64, "maxpool", 0, "se"));
+  specs.push_back(resnet_spec("eca_resnext26ts", x26, "tiered", 64, "maxpool", 0, "eca"));
+  const std::vector<BlockCfg> r33 =
+      four_stages("bottle", {2, 3, 3, 2}, {256, 512, 1536, 1536}, s1222, {0, 0, 0, 0}, br4);
+  specs.push_back(resnet_spec("resnet32ts", r33, "tiered", 64, "", 0, ""));
+  specs.push_back(resnet_spec("resnet33ts", r33, "tiered", 64, "", 1280, ""));
+  specs.push_back(resnet_spec("gcresnet33ts", r33, "tiered", 64, "", 1280, "gca"));
+  specs.push_back(resnet_spec("seresnet33ts", r33, "tiered", 64, "", 1280, "se"));
+  specs.push_back(resnet_spec("eca_resnet33ts", r33, "tiered", 64, "", 1280, "eca"));
+  specs.push_back(resnet_spec("gcresnet50t",
+                              four_stages("bottle", {3, 4, 6, 3}, {256, 512, 1024, 2048}, s1222, {0, 0, 0, 0}, br4),
+                              "tiered", 64, "", 0, "gca", "relu"));
+  specs.push_back(resnet_spec("gcresnext50ts",
+                              four_stages("bottle", {3, 4, 6, 3}, {256, 512, 1024, 2048}, s1222, {32, 32, 32, 32}, br4),
+                              "tiered", 64, "maxpool", 0, "gca"));
+
+  // test_byobnet: one block of each residual type, SE, average-pool shortcuts.
+  ByobCfg test_cfg;
+  test_cfg.blocks = {{"edge", 1, 32, 2, 0, 0.5},
+                     {"dark", 1, 64, 2, 0, 0.5},
+                     {"basic", 1, 128, 2, 32, 0.25},
+                     {"bottle", 1, 256, 2, 64, 0.25}};
+  test_cfg.stem_chs = 24;
+  test_cfg.downsample = "avg";
+  test_cfg.attn = AttnCfg{"se", 0.25, 8};
+  ByobSpec test_spec{"test_byobnet", test_cfg, 160, 0.95};
+  test_spec.interpolation = "bicubic";
+  test_spec.description = "test ByobNet (edge, dark, basic, bottleneck blocks with SE, avg-pool shortcuts)";
+  specs.push_back(test_spec);
   return specs;
 }
 
 std::string describe(const ByobSpec& spec) {
+  if (!spec.description.empty()) return spec.description;
   const ByobCfg& c = spec.cfg;
   if (spec.mobilevit && c.num_features == 0) {
     return "MobileViTv2 (ByobNet, inverted residuals + MobileViTv2 blocks, linear self-attention)";
@@ -900,7 +1146,7 @@ std::string describe(const ByobSpec& spec) {
     if (i > 0) text += '-';
     text += std::to_string(c.blocks[i].d);
   }
-  if (c.se) text += ", SE";
+  if (!c.attn.type.empty()) text += ", SE";
   text += ')';
   return text;
 }

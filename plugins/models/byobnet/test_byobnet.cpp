@@ -1,9 +1,10 @@
-// ByobNet plugin (RepVGG, GERNet, MobileViT) against timm (tests/oracle/byobnet_oracle.py)
-// through the shared harness (tests/support/model_parity.hpp), both ways:
+// ByobNet plugin (RepVGG, GERNet, MobileViT, MobileOne, RegNetZ, ResNet ts / q)
+// against timm (tests/oracle/byobnet_oracle.py) through the shared harness
+// (tests/support/model_parity.hpp), both ways:
 // timm's weights load here and give timm's logits, eval forward_features /
 // forward_head / pre-logits outputs, forward_intermediates, bfloat16 logits,
 // gradients and BN statistics; our weights load in timm and give our logits.
-// Tolerance for every float comparison: |ours - timm| <= 1e-4 + 1e-4 * |timm|.
+// Tolerance, unless stated below: |ours - timm| <= 1e-4 + 1e-4 * |timm|.
 //
 // At 64 px: repvgg_a0 (RepVGG stem and blocks, identity BN, drop path on
 // identity blocks only), repvgg_b1g4 (groups 4 on every other block),
@@ -16,7 +17,22 @@
 // blocks: unfold, ViT blocks, fold, fusion) at 64 px and with one channel at
 // 96x64 (maps of odd size, resized to the patch grid), mobilevitv2_050
 // (linear self-attention, GroupNorm1; the last map resized to 2x4 and kept so)
-// likewise; tolerance 2e-4 there (attention). One thread, as the oracle.
+// likewise; tolerance 2e-4 there (attention).
+// mobileone_s0 (MobileOne stem and blocks: four kxk branches, 1x1 scale
+// branch, identity BN) at 64 px, also folded (reparameterize()). regnetz_b16
+// (SE inverted bottlenecks without shortcuts where the shape changes; also one
+// channel at 96x64, output_stride 16). gcresnext26ts, eca_resnext26ts
+// (tiered stem with max pool, groups 32, GlobalContext / ECA attention),
+// resnet32ts (tiered stem without pool, no final_conv), resnet61q (quad
+// stem, edge block, extra conv in the bottlenecks) and resnet51q (quad2 stem:
+// two plain convs; one channel), test_byobnet (edge, dark, basic and
+// bottleneck blocks with SE, average-pool shortcuts; also one channel at
+// 96x64, output_stride 8: a stride-1 'same' average pool). MobileOne and the q ResNets at tolerance
+// 1e-3: their eval activations grow to 1e15 (MobileOne, six summed branches
+// per block on perturbed statistics) and their train-mode gradients through
+// batch-2 BatchNorms over 2x2 maps are ill-conditioned (timm's own float32 and
+// float64 runs differ by up to 1e-3 of the largest gradient).
+// One thread, as the oracle.
 #include <cmath>
 #include <map>
 #include <string>
@@ -55,6 +71,13 @@ const std::vector<std::string> kMobileVitNames = {"mobilevit_s", "mobilevit_xs",
 const std::vector<std::string> kMobileVitV2Names = {"mobilevitv2_050", "mobilevitv2_075", "mobilevitv2_100",
                                                     "mobilevitv2_125", "mobilevitv2_150", "mobilevitv2_175",
                                                     "mobilevitv2_200"};
+const std::vector<std::string> kMobileOneNames = {"mobileone_s0", "mobileone_s1", "mobileone_s2", "mobileone_s3",
+                                                  "mobileone_s4"};
+const std::vector<std::string> kRegNetZNames = {"regnetz_b16", "regnetz_c16", "regnetz_d8", "regnetz_d32",
+                                                "regnetz_e8"};
+const std::vector<std::string> kResNetNames = {
+    "resnet51q",  "resnet61q",    "resnext26ts",  "gcresnext26ts",  "seresnext26ts", "eca_resnext26ts", "resnet32ts",
+    "resnet33ts", "gcresnet33ts", "seresnet33ts", "eca_resnet33ts", "gcresnet50t",   "gcresnext50ts"};
 
 const std::vector<ParityCase> kRepVggCases = {{"repvgg_a0", "repvgg_a0", 3, 64, 2}};
 const std::vector<ParityCase> kRepVggGroupCases = {{"repvgg_b1g4", "repvgg_b1g4", 3, 64, 2}};
@@ -65,6 +88,24 @@ const std::vector<ParityCase> kGerNetCases = {
 const std::vector<ParityCase> kMobileVitCases = {
     {"mobilevit_xxs", "mobilevit_xxs", 3, 64, 2},
     {"mobilevit_xxs_c1_96x64", "mobilevit_xxs", 1, 96, 2, nlohmann::json::object(), 64},
+};
+const std::vector<ParityCase> kMobileOneCases = {{"mobileone_s0", "mobileone_s0", 3, 64, 2}};
+const std::vector<ParityCase> kRegNetZCases = {
+    {"regnetz_b16", "regnetz_b16", 3, 64, 2},
+    {"regnetz_b16_c1_96x64_os16", "regnetz_b16", 1, 96, 2, nlohmann::json{{"output_stride", 16}}, 64},
+};
+const std::vector<ParityCase> kTieredCases = {
+    {"gcresnext26ts", "gcresnext26ts", 3, 64, 2},
+    {"eca_resnext26ts", "eca_resnext26ts", 3, 64, 2},
+    {"resnet32ts", "resnet32ts", 3, 64, 2},
+};
+const std::vector<ParityCase> kQuadCases = {
+    {"resnet61q", "resnet61q", 3, 64, 2},
+    {"resnet51q_c1", "resnet51q", 1, 64, 2},
+};
+const std::vector<ParityCase> kTestByobNetCases = {
+    {"test_byobnet", "test_byobnet", 3, 64, 2},
+    {"test_byobnet_c1_96x64_os8", "test_byobnet", 1, 96, 2, nlohmann::json{{"output_stride", 8}}, 64},
 };
 const std::vector<ParityCase> kMobileVitV2Cases = {
     {"mobilevitv2_050", "mobilevitv2_050", 3, 64, 2},
@@ -118,7 +159,98 @@ const timm::test::ParityOptions kMobileVitV2Parity = {
     .min_grad_keys = 20,
 };
 
+const timm::test::ParityOptions kMobileOneParity = {
+    .tol = {1e-3, 1e-3},
+    .block_rates = block_drop_path_rates,
+    .rates_epsilon = 1e-6,
+    .after_buffers = {"stem.conv_kxk.0.bn.running_mean", "stem.conv_scale.bn.running_var",
+                      "stages.0.1.identity.running_var", "stages.0.1.identity.num_batches_tracked"},
+    .min_grad_keys = 20,
+    .reparam = true,
+};
+
+const timm::test::ParityOptions kRegNetZParity = {
+    .tol = {1e-4, 1e-4},
+    .block_rates = block_drop_path_rates,
+    .rates_epsilon = 1e-6,
+    .after_buffers = {"stem.bn.running_mean", "stem.bn.running_var", "stages.0.0.conv2_kxk.bn.running_mean",
+                      "final_conv.bn.running_var"},
+    .min_grad_keys = 20,
+};
+
+const timm::test::ParityOptions kResNetParity = {
+    .tol = {1e-4, 1e-4},
+    .block_rates = block_drop_path_rates,
+    .rates_epsilon = 1e-6,
+    .after_buffers = {"stem.conv3.bn.running_mean", "stages.1.0.shortcut.bn.running_var",
+                      "stages.1.0.conv3_1x1.bn.running_mean", "stages.1.0.conv3_1x1.bn.num_batches_tracked"},
+    .min_grad_keys = 20,
+};
+
+const timm::test::ParityOptions kTestByobNetParity = {
+    .tol = {1e-4, 1e-4},
+    .block_rates = block_drop_path_rates,
+    .rates_epsilon = 1e-6,
+    .after_buffers = {"stem.bn.running_mean", "stages.0.0.shortcut.conv.bn.running_var",
+                      "stages.3.0.conv3_1x1.bn.running_mean", "stages.3.0.shortcut.conv.bn.running_mean"},
+    .min_grad_keys = 20,
+};
+
+timm::test::ParityOptions with_tolerance(timm::test::ParityOptions opts, timm::test::Tolerance tol) {
+  opts.tol = tol;
+  return opts;
+}
+
 }  // namespace
+
+TEST_CASE("every mobileone* model has timm's keys, shapes, parameter count, pretrained_cfg and features") {
+  const auto info = timm::test::check_registered(kOracle, kMobileOneNames, {"mobileone*"}, kMobileOneParity);
+  CHECK(info.at("list").at("mobileone*").get<std::vector<std::string>>() == kMobileOneNames);
+  CHECK(timm::Registry::global().list(timm::PluginKind::kModel, "mobileone*") == kMobileOneNames);
+}
+
+TEST_CASE("every regnetz model but the EvoNorm ones has timm's keys, shapes, parameter count, cfg and features") {
+  const auto info = timm::test::check_registered(kOracle, kRegNetZNames, {"regnetz_[bcde]*"}, kRegNetZParity);
+  std::vector<std::string> timm_names;
+  for (const auto& n : info.at("list").at("regnetz_[bcde]*").get<std::vector<std::string>>()) {
+    if (!n.ends_with("_evos")) timm_names.push_back(n);
+  }
+  CHECK(timm_names == kRegNetZNames);
+  CHECK(timm::Registry::global().list(timm::PluginKind::kModel, "regnetz_[bcde]*") == kRegNetZNames);
+}
+
+TEST_CASE("the ResNet-like ts / q models have timm's keys, shapes, parameter count, pretrained_cfg and features") {
+  timm::test::check_registered(kOracle, kResNetNames, {}, kResNetParity);
+}
+
+TEST_CASE("test_byobnet has timm's keys, shapes, parameter count, pretrained_cfg and features") {
+  const auto info = timm::test::check_registered(kOracle, {"test_byobnet"}, {"test_byobnet"}, kTestByobNetParity);
+  CHECK(info.at("list").at("test_byobnet").get<std::vector<std::string>>() == std::vector<std::string>{"test_byobnet"});
+}
+
+TEST_CASE("test_byobnet (edge, dark, basic, bottleneck blocks, SE, avg-pool shortcuts; output_stride 8) matches timm") {
+  timm::test::run_parity(kOracle, kTestByobNetCases, kTestByobNetParity);
+}
+
+TEST_CASE("mobileone_s0 (MobileOne stem and blocks, four branches) matches timm both ways at 64 px, and folded") {
+  timm::test::run_parity(kOracle, kMobileOneCases, kMobileOneParity);
+}
+
+TEST_CASE("regnetz_b16 (SE inverted bottlenecks; one channel 96x64 at output_stride 16) matches timm both ways") {
+  timm::test::run_parity(kOracle, kRegNetZCases, kRegNetZParity);
+}
+
+TEST_CASE("gcresnext26ts, eca_resnext26ts, resnet32ts (tiered stems, GC / ECA attention) match timm both ways") {
+  timm::test::run_parity(kOracle, kTieredCases, kResNetParity);
+}
+
+TEST_CASE("resnet61q (quad stem, edge block, extra conv) and resnet51q (quad2 stem) match timm both ways") {
+  timm::test::run_parity(kOracle, kQuadCases, with_tolerance(kResNetParity, {1e-3, 1e-3}));
+}
+
+TEST_CASE("mobileone, regnetz and ResNet ts / q init follows timm (GlobalContext's reset_parameters after it)") {
+  timm::test::check_init_stats(kOracle, {"mobileone_s0", "regnetz_b16", "gcresnext26ts", "resnet51q", "test_byobnet"});
+}
 
 TEST_CASE("the smaller repvgg* models have timm's keys, shapes, parameter count, pretrained_cfg and features") {
   // Also dtypes, no_weight_decay, group_matcher, drop-path rates and feature_info.
@@ -180,6 +312,11 @@ TEST_CASE("byobnet forward_head without a classifier is the pre-logits features"
   timm::test::check_head_split("gernet_s", 64);
   timm::test::check_head_split("mobilevit_xxs", 64);
   timm::test::check_head_split("mobilevitv2_050", 64);
+  timm::test::check_head_split("mobileone_s0", 64);
+  timm::test::check_head_split("regnetz_b16", 64);
+  timm::test::check_head_split("resnext26ts", 64);
+  timm::test::check_head_split("resnet51q", 64);
+  timm::test::check_head_split("test_byobnet", 64);
 }
 
 TEST_CASE("byobnet init follows timm: convs N(0, sqrt(2 / fan_out)), RepVGG BN N(0.1, 0.1), last BN 0, fc N(0, 0.01)") {
@@ -222,6 +359,10 @@ TEST_CASE("byobnet grad checkpointing gives the plain step's logits and gradient
   timm::test::check_grad_checkpointing("repvgg_a0", 32, 32);
   timm::test::check_grad_checkpointing("gernet_s", 32, 64);
   timm::test::check_grad_checkpointing("mobilevit_xxs", 64, 64);
+  timm::test::check_grad_checkpointing("mobileone_s0", 32, 32);
+  timm::test::check_grad_checkpointing("regnetz_b16", 32, 32);
+  timm::test::check_grad_checkpointing("resnet61q", 32, 32);
+  timm::test::check_grad_checkpointing("test_byobnet", 64, 64);
 }
 
 TEST_CASE("byobnet feature levels, forward_intermediates, group_matcher, keywords and refusals") {
@@ -279,6 +420,40 @@ TEST_CASE("byobnet feature levels, forward_intermediates, group_matcher, keyword
   args.drop_path_rate.reset();
   args.global_pool = "none";
   CHECK_THROWS_AS(timm::create_model("gernet_s", args), timm::UsageError);
+  // MobileOne is built unfolded (reparameterize() folds it): timm's inference_mode is refused.
+  timm::ModelArgs mobileone_args;
+  mobileone_args.kwargs = {{"inference_mode", "true"}};
+  CHECK_THROWS_WITH_AS(timm::create_model("mobileone_s0", mobileone_args), doctest::Contains("inference_mode"),
+                       timm::UsageError);
+}
+
+TEST_CASE("a Stem's feature level is its tapped conv: resnet51q's stem.conv3, resnext26ts's before the max pool") {
+  c10::NoGradGuard no_grad;
+  const at::Tensor x = at::randn({2, 3, 64, 64});
+  for (const auto& [name, first] : std::map<std::string, timm::FeatureInfo>{{"resnet51q", {64, 2, "stem.conv3"}},
+                                                                            {"resnext26ts", {64, 2, "stem.conv3"}},
+                                                                            {"resnet32ts", {32, 2, "stem.conv2"}}}) {
+    CAPTURE(name);
+    timm::ModelPtr model = make_model(name);
+    model->eval();
+    REQUIRE(model->feature_info().size() == 5);
+    CHECK(model->feature_info()[0] == first);
+    CHECK(model->feature_info()[1].reduction == 4);
+    const timm::Intermediates inter = model->forward_intermediates(
+        x, timm::IntermediatesOptions().indices(std::vector<int64_t>{0, 1}).stop_early(true));
+    REQUIRE(inter.intermediates.size() == 2);
+    CHECK((inter.intermediates[0].sizes() == at::IntArrayRef{2, first.num_chs, 32, 32}));
+    CHECK(inter.intermediates[1].size(2) == 16);
+  }
+  // MobileOne folds every block (the stem and 2 * (2 + 8 + 10 + 1) blocks) once, keeping its eval logits.
+  at::manual_seed(0);
+  timm::ModelPtr mobileone = make_model("mobileone_s0");
+  mobileone->eval();
+  const at::Tensor before = mobileone->forward(x);
+  CHECK(mobileone->reparameterize() == 43);
+  CHECK(mobileone->reparameterize() == 0);
+  const at::Tensor after = mobileone->forward(x);
+  CHECK(timm::test::all_close(after, before, {1e-3, 1e-3}));
 }
 
 }  // namespace test_byobnet

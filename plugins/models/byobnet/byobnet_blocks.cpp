@@ -1,0 +1,198 @@
+#include "byobnet_blocks.hpp"
+
+#include <array>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <c10/core/GradMode.h>
+#include <torch/nn/init.h>
+#include <torch/nn/modules/pooling.h>
+
+#include "timm/base/error.hpp"
+#include "timm/layers/conv2d_same.hpp"
+#include "timm/layers/reparam.hpp"
+
+namespace timm::byobnet {
+
+layers::ConvNormAct byob_cna(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t dilation, int64_t groups,
+                             bool apply_act, const std::string& act) {
+  return layers::ConvNormAct(layers::ConvNormActOptions(in, out, kernel)
+                                 .stride(stride)
+                                 .dilation(dilation)
+                                 .groups(groups)
+                                 .apply_act(apply_act)
+                                 .act_layer(act));
+}
+
+BlockAttn::BlockAttn(nn::Module& parent, const std::string& name, const AttnCfg& cfg, int64_t channels) {
+  if (cfg.type.empty()) return;
+  if (cfg.type == "se") {
+    se = parent.register_module(
+        name, layers::SEModule(layers::SEModuleOptions(channels).rd_ratio(cfg.rd_ratio).rd_divisor(cfg.rd_divisor)));
+  } else if (cfg.type == "eca") {
+    eca = parent.register_module(name, layers::EcaModule(layers::EcaModuleOptions(channels)));
+  } else if (cfg.type == "gc" || cfg.type == "gca") {
+    auto options = layers::GlobalContextOptions(channels);
+    if (cfg.type == "gca") options.fuse_add(true).fuse_scale(false);
+    gc = parent.register_module(name, layers::GlobalContext(options));
+  } else {
+    throw UsageError("byobnet: attention layer " + in_quotes(cfg.type) + ": expected se, eca, gc or gca");
+  }
+}
+
+at::Tensor BlockAttn::forward(const at::Tensor& x) {
+  if (se) return se->forward(x);
+  if (eca) return eca->forward(x);
+  if (gc) return gc->forward(x);
+  return x;
+}
+
+void BlockAttn::reset_parameters() {
+  if (!gc) return;
+  c10::NoGradGuard no_grad;
+  if (gc->conv_attn) nn::init::kaiming_normal_(gc->conv_attn->weight, /*a=*/0.0, torch::kFanIn, torch::kReLU);
+  if (gc->mlp_add) nn::init::zeros_(gc->mlp_add->fc2->weight);
+}
+
+DownsampleAvgImpl::DownsampleAvgImpl(int64_t in_chs, int64_t out_chs, int64_t stride, int64_t dilation,
+                                     const std::string& act) {
+  avg_stride_ = dilation == 1 ? stride : 1;
+  pool_ = stride > 1 || dilation > 1;
+  pool_same_ = pool_ && avg_stride_ == 1 && dilation > 1;
+  conv = register_module("conv", byob_cna(in_chs, out_chs, 1, 1, 1, 1, false, act));
+}
+
+at::Tensor DownsampleAvgImpl::forward(const at::Tensor& input) {
+  at::Tensor x = input;
+  if (pool_) {
+    const std::array<int64_t, 2> kernel = {2, 2}, stride = {avg_stride_, avg_stride_}, no_pad = {0, 0};
+    if (pool_same_) x = layers::pad_same(x, kernel, stride);
+    x = at::avg_pool2d(x, kernel, stride, no_pad, /*ceil_mode=*/true, /*count_include_pad=*/false);
+  }
+  return conv(x);
+}
+
+MobileOneBlockImpl::MobileOneBlockImpl(const ByobBlockArgs& a) : kernel_size_(a.kernel_size) {
+  groups_ = num_groups(a.group_size, a.in_chs);
+  const bool use_ident = a.in_chs == a.out_chs && a.stride == 1 && a.first_dilation == a.dilation;
+  if (use_ident) {
+    identity =
+        register_module("identity", layers::BatchNormAct2d(layers::BatchNormAct2dOptions(a.out_chs).apply_act(false)));
+  }
+  conv_kxk = nn::ModuleList();
+  for (int64_t i = 0; i < a.num_conv_branches; ++i) {
+    branches_.push_back(byob_cna(a.in_chs, a.out_chs, a.kernel_size, a.stride, 1, groups_, false, a.act));
+    conv_kxk->push_back(branches_.back());
+  }
+  register_module("conv_kxk", conv_kxk);
+  if (a.kernel_size > 1) {
+    conv_scale = register_module("conv_scale", byob_cna(a.in_chs, a.out_chs, 1, a.stride, 1, groups_, false, a.act));
+  }
+  if (a.drop_path > 0.0 && use_ident) drop_path = register_module("drop_path", layers::DropPath(a.drop_path));
+  attn = BlockAttn(*this, "attn", a.attn, a.out_chs);
+  act = register_module("act", layers::create_act(a.act));
+}
+
+at::Tensor MobileOneBlockImpl::forward(const at::Tensor& x) {
+  if (reparam_conv) return act(attn.forward(reparam_conv(x)));
+  // timm's order: scale branch, then each kxk branch added, drop path, identity added.
+  at::Tensor identity_out;
+  if (identity) identity_out = identity(x);
+  at::Tensor out;
+  if (conv_scale) out = conv_scale(x);
+  for (auto& branch : branches_) out = out.defined() ? out + branch(x) : branch(x);
+  if (drop_path) out = drop_path(out);
+  if (identity_out.defined()) out = out + identity_out;
+  return act(attn.forward(out));
+}
+
+void MobileOneBlockImpl::init_block(bool /*zero_init_last*/) { attn.reset_parameters(); }
+
+bool MobileOneBlockImpl::reparameterize() {
+  if (reparam_conv) return false;
+  // timm's _get_kernel_bias: (sum of the kxk branches) + scale + identity.
+  layers::ConvWeights fused;
+  for (auto& branch : branches_) fused += layers::fuse_conv_bn(*branch);
+  if (conv_scale) {
+    layers::ConvWeights scale = layers::fuse_conv_bn(*conv_scale);
+    scale.weight = layers::pad_kernel_to(scale.weight, kernel_size_);
+    fused += scale;
+  }
+  const auto& like = *branches_.front()->conv;
+  if (identity) {
+    const at::Tensor eye =
+        layers::identity_kernel(like.options.in_channels(), groups_, kernel_size_, fused.weight.options());
+    fused += layers::fuse_bn(eye, *identity);
+  }
+  reparam_conv = layers::make_reparam_conv(like, fused);
+  for (const char* name : {"identity", "conv_kxk", "conv_scale", "drop_path"}) {
+    if (named_children().contains(name)) unregister_module(name);
+  }
+  register_module("reparam_conv", reparam_conv);
+  identity = nullptr;
+  conv_kxk = nullptr;
+  branches_.clear();
+  conv_scale = nullptr;
+  drop_path = nullptr;
+  return true;
+}
+
+ByobStem make_byob_stem(int64_t in_chs, const std::vector<int64_t>& chs, const std::string& pool, int64_t num_act,
+                        const std::string& act) {
+  if (!pool.empty() && pool != "maxpool") {
+    throw UsageError("byobnet: stem pool " + in_quotes(pool) + ": expected maxpool or none");
+  }
+  const auto num_rep = static_cast<int64_t>(chs.size());
+  std::vector<int64_t> strides(chs.size(), 1);
+  strides.front() = 2;
+  if (pool.empty()) strides.back() = 2;  // stride 4 without a pool: the last conv strided too
+  ByobStem stem;
+  stem.seq = nn::Sequential();
+  int64_t prev_chs = in_chs;
+  int64_t curr_stride = 1;
+  std::string prev_feat;
+  for (int64_t i = 0; i < num_rep; ++i) {
+    const auto idx = static_cast<size_t>(i);
+    const std::string name = "conv" + std::to_string(i + 1);
+    if (i > 0 && strides[idx] > 1) {
+      stem.tap = i - 1;
+      stem.feature_info.push_back({prev_chs, curr_stride, "stem." + prev_feat});
+    }
+    if (i < num_rep - num_act) {
+      // timm's create_conv2d: a plain conv with get_padding, no bias.
+      stem.seq->push_back(
+          std::string(name),
+          nn::Conv2d(nn::Conv2dOptions(prev_chs, chs[idx], 3).stride(strides[idx]).padding(1).bias(false)));
+    } else {
+      stem.seq->push_back(std::string(name), byob_cna(prev_chs, chs[idx], 3, strides[idx], 1, 1, true, act));
+    }
+    if (i == 0) stem.first_conv = i < num_rep - num_act ? "stem.conv1" : "stem.conv1.conv";
+    prev_chs = chs[idx];
+    curr_stride *= strides[idx];
+    prev_feat = name;
+  }
+  if (!pool.empty()) {
+    stem.tap = num_rep - 1;
+    stem.feature_info.push_back({prev_chs, curr_stride, "stem." + prev_feat});
+    stem.seq->push_back("pool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
+    curr_stride *= 2;
+    prev_feat = "pool";
+  }
+  stem.feature_info.push_back({prev_chs, curr_stride, "stem." + prev_feat});
+  return stem;
+}
+
+std::pair<at::Tensor, at::Tensor> stem_forward_intermediates(const ByobStem& stem, at::Tensor x) {
+  at::Tensor tapped;
+  int64_t i = 0;
+  nn::Sequential seq = stem.seq;
+  for (auto& layer : *seq) {
+    x = layer.forward(x);
+    if (i == stem.tap) tapped = x;
+    ++i;
+  }
+  return {x, tapped};
+}
+
+}  // namespace timm::byobnet
