@@ -545,6 +545,27 @@ inline void check_group_matcher(const GroupMatcher& ours, const nlohmann::json& 
 // same default pretrained cfg, no_weight_decay, group_matcher, default
 // drop_rate, per-block drop-path rates and feature_info. Returns the oracle's JSON (its
 // "list" has list_models results for `patterns`).
+// The default pretrained cfg, no_weight_decay and group_matcher of `model`
+// against the oracle's info entry `e` for its name.
+inline void check_cfg_and_groups(const ClassifierImpl& model, const nlohmann::json& e) {
+  const auto& cfg = model.pretrained_cfg();
+  CHECK(cfg.input_size == e.at("input_size").get<std::vector<int64_t>>());
+  CHECK(cfg.crop_pct == e.at("crop_pct").get<double>());
+  CHECK(cfg.interpolation == e.at("interpolation").get<std::string>());
+  CHECK(cfg.mean == e.at("mean").get<std::vector<double>>());
+  CHECK(cfg.std == e.at("std").get<std::vector<double>>());
+  CHECK(cfg.crop_mode == e.at("crop_mode").get<std::string>());
+  CHECK(cfg.first_conv == e.at("first_conv").get<std::string>());
+  CHECK(cfg.classifier == e.at("classifier").get<std::string>());
+  CHECK(cfg.hf_hub_id == e.at("hf_hub_id").get<std::string>());
+  CHECK(cfg.num_classes == e.at("pretrained_num_classes").get<int64_t>());
+  auto nwd = model.no_weight_decay();
+  std::sort(nwd.begin(), nwd.end());
+  CHECK(nwd == e.at("no_weight_decay").get<std::vector<std::string>>());
+  check_group_matcher(model.group_matcher(false), e.at("group_matcher").at("fine"));
+  check_group_matcher(model.group_matcher(true), e.at("group_matcher").at("coarse"));
+}
+
 inline nlohmann::json check_registered(const std::string& oracle, const std::vector<std::string>& names,
                                        const std::vector<std::string>& patterns, const ParityOptions& opts) {
   load_builtin_plugins();
@@ -572,22 +593,7 @@ inline nlohmann::json check_registered(const std::string& oracle, const std::vec
     CHECK(shapes == e.at("shapes").get<std::vector<std::vector<int64_t>>>());
     CHECK(dtypes == e.at("dtypes").get<std::vector<std::string>>());
     CHECK(count_parameters(*model) == e.at("param_count").get<int64_t>());
-    const auto& cfg = model->pretrained_cfg();
-    CHECK(cfg.input_size == e.at("input_size").get<std::vector<int64_t>>());
-    CHECK(cfg.crop_pct == e.at("crop_pct").get<double>());
-    CHECK(cfg.interpolation == e.at("interpolation").get<std::string>());
-    CHECK(cfg.mean == e.at("mean").get<std::vector<double>>());
-    CHECK(cfg.std == e.at("std").get<std::vector<double>>());
-    CHECK(cfg.crop_mode == e.at("crop_mode").get<std::string>());
-    CHECK(cfg.first_conv == e.at("first_conv").get<std::string>());
-    CHECK(cfg.classifier == e.at("classifier").get<std::string>());
-    CHECK(cfg.hf_hub_id == e.at("hf_hub_id").get<std::string>());
-    CHECK(cfg.num_classes == e.at("pretrained_num_classes").get<int64_t>());
-    auto nwd = model->no_weight_decay();
-    std::sort(nwd.begin(), nwd.end());
-    CHECK(nwd == e.at("no_weight_decay").get<std::vector<std::string>>());
-    check_group_matcher(model->group_matcher(false), e.at("group_matcher").at("fine"));
-    check_group_matcher(model->group_matcher(true), e.at("group_matcher").at("coarse"));
+    check_cfg_and_groups(*model, e);
     // timm's default: no dropout unless --drop (not every timm model keeps the attribute).
     if (e.contains("drop_rate")) CHECK(e.at("drop_rate").get<double>() == ModelArgs{}.drop_rate);
     check_drop_path_rates(*model, e.at("drop_path_rates").get<std::vector<double>>(), opts);

@@ -1,6 +1,7 @@
 #include "timm/models/model.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "timm/base/error.hpp"
 #include "timm/base/python_repr.hpp"
@@ -96,6 +97,17 @@ std::optional<bool> model_kwarg_bool(const std::string& model, const ModelArgs& 
   if (value == "true" || value == "True" || value == "1") return true;
   if (value == "false" || value == "False" || value == "0") return false;
   throw UsageError(model + ": " + key + "=" + in_quotes(value) + ": expected true or false");
+}
+
+std::optional<int64_t> model_kwarg_positive_int(const std::string& model, const ModelArgs& args,
+                                                const std::string& key) {
+  const std::optional<double> value = model_kwarg_double(model, args, key);
+  if (!value) return std::nullopt;
+  // Bounded before the cast (a huge value would overflow int64).
+  if (!(*value >= 1.0 && *value <= 65536.0 && std::floor(*value) == *value)) {
+    throw UsageError(model + ": " + key + "=" + in_quotes(args.kwargs.at(key)) + ": expected an integer in [1, 65536]");
+  }
+  return static_cast<int64_t>(*value);
 }
 
 namespace {

@@ -95,23 +95,13 @@ struct DenseNetConfig {
   bool memory_efficient = false;
 };
 
-// A --model-kwargs integer >= 1, or `fallback` when absent.
-int64_t positive_int_kwarg(const std::string& model, const ModelArgs& args, const std::string& key, int64_t fallback) {
-  const std::optional<double> value = model_kwarg_double(model, args, key);
-  if (!value) return fallback;
-  if (!(*value >= 1.0 && *value <= 65536.0 && std::floor(*value) == *value)) {
-    throw UsageError(model + ": " + key + "=" + args.kwargs.at(key) + ": expected an integer in [1, 65536]");
-  }
-  return static_cast<int64_t>(*value);
-}
-
 DenseNetConfig resolve_config(const DenseNetSpec& spec, const ModelArgs& args) {
   const std::string& model = spec.name;
   DenseNetConfig cfg;
   cfg.model = model;
-  cfg.growth_rate = positive_int_kwarg(model, args, "growth_rate", spec.growth_rate);
+  cfg.growth_rate = model_kwarg_positive_int(model, args, "growth_rate").value_or(spec.growth_rate);
   cfg.block_config = spec.block_config;
-  cfg.bn_size = positive_int_kwarg(model, args, "bn_size", 4);
+  cfg.bn_size = model_kwarg_positive_int(model, args, "bn_size").value_or(4);
   cfg.stem_type = spec.stem_type;
   if (const auto it = args.kwargs.find("stem_type"); it != args.kwargs.end()) {
     if (std::find(kStemTypes.begin(), kStemTypes.end(), it->second) == kStemTypes.end()) {

@@ -87,16 +87,6 @@ nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int
   return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(padding).groups(groups).bias(false));
 }
 
-// A --model-kwargs integer >= 1, or `fallback` when absent.
-int64_t positive_int_kwarg(const std::string& model, const ModelArgs& args, const std::string& key, int64_t fallback) {
-  const std::optional<double> value = model_kwarg_double(model, args, key);
-  if (!value) return fallback;
-  if (!(*value >= 1.0 && *value <= 65536.0 && std::floor(*value) == *value)) {
-    throw UsageError(model + ": " + key + "=" + args.kwargs.at(key) + ": expected an integer in [1, 65536]");
-  }
-  return static_cast<int64_t>(*value);
-}
-
 // timm's mid_planes of DlaBottleneck / DlaBottle2neck:
 // int(floor(outplanes * (base_width / 64)) * cardinality) // 2, checked to be
 // a positive multiple of cardinality (the grouped convs' groups).
@@ -326,7 +316,7 @@ class DlaImpl : public ClassifierImpl {
     BlockArgs a;
     a.model = spec.name;
     a.block = spec.block;
-    a.cardinality = positive_int_kwarg(spec.name, args, "cardinality", spec.cardinality);
+    a.cardinality = model_kwarg_positive_int(spec.name, args, "cardinality").value_or(spec.cardinality);
     a.base_width = static_cast<double>(spec.base_width);
     if (const auto bw = model_kwarg_double(spec.name, args, "base_width")) {
       // timm takes any number (a float scales the width as well).

@@ -300,10 +300,10 @@ class EvaImpl : public ClassifierImpl {
       throw UsageError("global_pool 'token': " + name + " has no class token; use 'avg', 'avgmax', 'max' or '' (none)");
     }
     // timm: keyword arguments override the model's own (dict(model_args, **kwargs)).
-    const int64_t img_size = positive_int_kwarg(name, args, "img_size").value_or(spec.img_size);
-    const int64_t dim = positive_int_kwarg(name, args, "embed_dim").value_or(spec.embed_dim);
-    const int64_t depth = positive_int_kwarg(name, args, "depth").value_or(spec.depth);
-    const int64_t num_heads = positive_int_kwarg(name, args, "num_heads").value_or(spec.num_heads);
+    const int64_t img_size = model_kwarg_positive_int(name, args, "img_size").value_or(spec.img_size);
+    const int64_t dim = model_kwarg_positive_int(name, args, "embed_dim").value_or(spec.embed_dim);
+    const int64_t depth = model_kwarg_positive_int(name, args, "depth").value_or(spec.depth);
+    const int64_t num_heads = model_kwarg_positive_int(name, args, "num_heads").value_or(spec.num_heads);
     if (img_size % spec.patch_size != 0) {
       throw UsageError(name + ": img_size=" + std::to_string(img_size) + ": expected a multiple of the patch size " +
                        std::to_string(spec.patch_size));
@@ -444,17 +444,6 @@ class EvaImpl : public ClassifierImpl {
   nn::Linear head{nullptr};            // null when num_classes is 0
 
  private:
-  static std::optional<int64_t> positive_int_kwarg(const std::string& model, const ModelArgs& args,
-                                                   const std::string& key) {
-    const auto value = model_kwarg_double(model, args, key);
-    if (!value) return std::nullopt;
-    // Bounded before the cast (a huge value would overflow int64).
-    if (!(*value >= 1.0 && *value <= 65536.0) || *value != std::floor(*value)) {
-      throw UsageError(model + ": " + key + "=" + in_quotes(args.kwargs.at(key)) + ": expected a positive integer");
-    }
-    return static_cast<int64_t>(*value);
-  }
-
   // One block, checkpointed with grad checkpointing (the function, which the
   // backward pass reruns, holds the block and the table by value).
   at::Tensor run_block(EvaBlock& block, const at::Tensor& x, const at::Tensor& rope_embed) {

@@ -116,27 +116,6 @@ timm::ModelPtr make(const std::string& name, timm::ModelArgs args = {}) {
   return timm::create_model(name, args);
 }
 
-// The default cfg, no_weight_decay and group_matcher of `model` against the
-// oracle's info entry `e` (as check_registered compares them).
-void check_cfg(const timm::ClassifierImpl& model, const nlohmann::json& e) {
-  const auto& cfg = model.pretrained_cfg();
-  CHECK(cfg.input_size == e.at("input_size").get<std::vector<int64_t>>());
-  CHECK(cfg.crop_pct == e.at("crop_pct").get<double>());
-  CHECK(cfg.interpolation == e.at("interpolation").get<std::string>());
-  CHECK(cfg.mean == e.at("mean").get<std::vector<double>>());
-  CHECK(cfg.std == e.at("std").get<std::vector<double>>());
-  CHECK(cfg.crop_mode == e.at("crop_mode").get<std::string>());
-  CHECK(cfg.first_conv == e.at("first_conv").get<std::string>());
-  CHECK(cfg.classifier == e.at("classifier").get<std::string>());
-  CHECK(cfg.hf_hub_id == e.at("hf_hub_id").get<std::string>());
-  CHECK(cfg.num_classes == e.at("pretrained_num_classes").get<int64_t>());
-  auto nwd = model.no_weight_decay();
-  std::sort(nwd.begin(), nwd.end());
-  CHECK(nwd == e.at("no_weight_decay").get<std::vector<std::string>>());
-  timm::test::check_group_matcher(model.group_matcher(false), e.at("group_matcher").at("fine"));
-  timm::test::check_group_matcher(model.group_matcher(true), e.at("group_matcher").at("coarse"));
-}
-
 }  // namespace
 
 TEST_CASE("eva02_tiny matches timm both ways: img_size 56, token pool with LayerScale and qk_norm, dynamic sizes") {
@@ -156,7 +135,7 @@ TEST_CASE("eva forward_head without a classifier is the pre-logits features (avg
 TEST_CASE("every registered eva has timm's state_dict, parameter count, pretrained cfg, no_weight_decay, groups") {
   const auto info = timm::test::check_registered(kOracle, kNames, kPatterns, kParity);
   // Our names are timm's names, and list_models('eva*') lists ours in timm's
-  // order (timm's eva_large_* are VisionTransformers, not registered here).
+  // order (timm's eva_large_* are VisionTransformers: the vit plugin registers them).
   for (const std::string pattern : {"eva*", "vit_*_rope_reg*"}) {
     std::vector<std::string> timm_listed;
     for (const auto& name : info.at("list").at(pattern).get<std::vector<std::string>>()) {
@@ -214,7 +193,7 @@ TEST_CASE("the giant evas have timm's structure (built with one block), cfg and 
     CHECK(timm::count_parameters(*model) + (depth - 1) * block_params == e.at("param_count").get<int64_t>());
     REQUIRE(model->feature_info().size() == 1);
     CHECK(timm::test::feature_info_json(model->feature_info())[0] == e.at("feature_info")[0]);
-    check_cfg(*model, e);
+    timm::test::check_cfg_and_groups(*model, e);
   }
 }
 
@@ -272,7 +251,7 @@ TEST_CASE("eva rejects what it does not support") {
   CHECK_THROWS_WITH_AS(make("eva02_tiny_patch14_224", args), doctest::Contains("multiple of the patch size 14"),
                        timm::UsageError);
   args.kwargs = {{"img_size", "-14"}};
-  CHECK_THROWS_WITH_AS(make("eva02_tiny_patch14_224", args), doctest::Contains("positive integer"), timm::UsageError);
+  CHECK_THROWS_WITH_AS(make("eva02_tiny_patch14_224", args), doctest::Contains("expected an integer in [1, 65536]"), timm::UsageError);
   args.kwargs = {{"num_heads", "5"}};
   CHECK_THROWS_WITH_AS(make("eva02_tiny_patch14_224", args), doctest::Contains("must divide embed_dim"),
                        timm::UsageError);

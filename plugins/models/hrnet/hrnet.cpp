@@ -298,16 +298,6 @@ class HighResolutionModuleImpl : public nn::Module {
   std::vector<std::vector<Path>> fuse_list_;
 };
 
-// A --model-kwargs integer in [1, 65536], or `fallback` when absent.
-int64_t positive_int_kwarg(const std::string& model, const ModelArgs& args, const std::string& key, int64_t fallback) {
-  const std::optional<double> value = model_kwarg_double(model, args, key);
-  if (!value) return fallback;
-  if (!(*value >= 1.0 && *value <= 65536.0 && std::floor(*value) == *value)) {
-    throw UsageError(model + ": " + key + "=" + args.kwargs.at(key) + ": expected an integer in [1, 65536]");
-  }
-  return static_cast<int64_t>(*value);
-}
-
 class HighResolutionNetImpl : public ClassifierImpl {
  public:
   HighResolutionNetImpl(const HrnetSpec& spec, const ModelArgs& args)
@@ -325,7 +315,7 @@ class HighResolutionNetImpl : public ClassifierImpl {
                        ": only 'classification' is supported (timm's 'incre' and '' heads return a list of branch "
                        "maps as features, which this model interface cannot return)");
     }
-    const int64_t stem_width = positive_int_kwarg(spec.name, args, "stem_width", 64);
+    const int64_t stem_width = model_kwarg_positive_int(spec.name, args, "stem_width").value_or(64);
     const bool head_conv_bias = model_kwarg_bool(spec.name, args, "head_conv_bias").value_or(spec.head_conv_bias);
 
     cfg_.input_size = {3, 224, 224};

@@ -418,7 +418,7 @@ class MaxxVitImpl : public ClassifierImpl {
     if (spec.tag != "untrained") cfg_.hf_hub_id = "timm/" + spec.name + "." + spec.tag;
     cfg_.num_classes = spec.num_classes;
 
-    const int64_t img_size = positive_int_kwarg(spec.name, args, "img_size").value_or(spec.img_size);
+    const int64_t img_size = model_kwarg_positive_int(spec.name, args, "img_size").value_or(spec.img_size);
     const MaxxVitCfg& cfg = cfg_model_;
     TransformerCfg transformer = cfg.transformer;
     // timm's cfg_window_size: window and grid img_size // partition_ratio.
@@ -612,16 +612,6 @@ class MaxxVitImpl : public ClassifierImpl {
       text += std::to_string(sizes[i]);
     }
     return text + ")";
-  }
-
-  static std::optional<int64_t> positive_int_kwarg(const std::string& model, const ModelArgs& args,
-                                                   const std::string& key) {
-    const auto value = model_kwarg_double(model, args, key);
-    if (!value) return std::nullopt;
-    if (!(*value >= 1.0 && *value <= 65536.0) || *value != static_cast<double>(static_cast<int64_t>(*value))) {
-      throw UsageError(model + ": " + key + "=" + in_quotes(args.kwargs.at(key)) + ": expected a positive integer");
-    }
-    return static_cast<int64_t>(*value);
   }
 
   MaxxVitCfg cfg_model_;

@@ -137,8 +137,8 @@ class SwinTransformerImpl : public ClassifierImpl {
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
     cfg_.num_classes = spec.num_classes;
 
-    const int64_t img_size = positive_int_kwarg(spec.name, args, "img_size").value_or(spec.img_size);
-    const auto window_override = positive_int_kwarg(spec.name, args, "window_size");
+    const int64_t img_size = model_kwarg_positive_int(spec.name, args, "img_size").value_or(spec.img_size);
+    const auto window_override = model_kwarg_positive_int(spec.name, args, "window_size");
     const int64_t num_stages = static_cast<int64_t>(spec.depths.size());
     patch_embed = register_module(
         "patch_embed", layers::PatchEmbed(layers::PatchEmbedOptions(img_size, kPatchSize, args.in_chans, spec.embed_dim)
@@ -255,17 +255,6 @@ class SwinTransformerImpl : public ClassifierImpl {
   layers::ClassifierHeadModule head{nullptr};
 
  private:
-  static std::optional<int64_t> positive_int_kwarg(const std::string& model, const ModelArgs& args,
-                                                   const std::string& key) {
-    const auto value = model_kwarg_double(model, args, key);
-    if (!value) return std::nullopt;
-    // Bounded before the cast (a huge value would overflow int64).
-    if (!(*value >= 1.0 && *value <= 65536.0) || *value != static_cast<double>(static_cast<int64_t>(*value))) {
-      throw UsageError(model + ": " + key + "=" + in_quotes(args.kwargs.at(key)) + ": expected a positive integer");
-    }
-    return static_cast<int64_t>(*value);
-  }
-
   // timm's init_weights (mode ''): every Linear trunc_normal(.02) with zero
   // bias (SwinV2's cpb_mlp ones included). v1's relative position bias
   // tables are trunc_normal(.02) and SwinV2's logit_scale log(10), q_bias and

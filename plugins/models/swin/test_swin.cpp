@@ -247,10 +247,10 @@ TEST_CASE("swin rejects what it does not support") {
   args.kwargs["img_size"] = "66";  // not a multiple of the patch size 4
   CHECK_THROWS_AS(make("swin_tiny_patch4_window7_224", args), timm::UsageError);
   args.kwargs["img_size"] = "64.5";
-  CHECK_THROWS_WITH_AS(make("swin_tiny_patch4_window7_224", args), doctest::Contains("positive integer"),
+  CHECK_THROWS_WITH_AS(make("swin_tiny_patch4_window7_224", args), doctest::Contains("expected an integer in [1, 65536]"),
                        timm::UsageError);
   args.kwargs = {{"window_size", "0"}};
-  CHECK_THROWS_WITH_AS(make("swin_tiny_patch4_window7_224", args), doctest::Contains("positive integer"),
+  CHECK_THROWS_WITH_AS(make("swin_tiny_patch4_window7_224", args), doctest::Contains("expected an integer in [1, 65536]"),
                        timm::UsageError);
   args.kwargs = {{"dynamic_img_size", "true"}};
   CHECK_THROWS_WITH_AS(make("swin_tiny_patch4_window7_224", args), doctest::Contains("dynamic_img_size"),

@@ -192,6 +192,12 @@ void check_model_kwargs(const std::string& model, const ModelArgs& args, const s
 // expected.
 std::optional<double> model_kwarg_double(const std::string& model, const ModelArgs& args, const std::string& key);
 std::optional<bool> model_kwarg_bool(const std::string& model, const ModelArgs& args, const std::string& key);
+// A keyword argument's value read as an integer in [1, 65536] (a size, a
+// width, a depth: bounded so a typo cannot ask for a runaway allocation);
+// nullopt when `key` is absent. Throws UsageError naming the model,
+// key=value and the range otherwise.
+std::optional<int64_t> model_kwarg_positive_int(const std::string& model, const ModelArgs& args,
+                                                const std::string& key);
 
 // The checks every model makes of its ModelArgs, for a model's constructor
 // to call first: num_classes >= 0 (0: no classifier), in_chans >= 1,
