@@ -7,12 +7,16 @@ block that timm's zero_init_last sets to zero is non-zero in the comparisons.
 timm's RepVGG and MobileOne pretrained_cfgs name two first convs
 (stem.conv_kxk.conv, stem.conv_1x1.conv; stem.conv_kxk.0.conv,
 stem.conv_scale.conv); the C++ PretrainedCfg holds one, the first, so the
-oracle reports that one.
+oracle reports that one. The *_evos RegNetZs' EvoNorm2dS0a layers also get
+their v (ones at init) drawn, as the shared perturbation draws norm weights,
+so that their x * sigmoid(x * v) activation is compared away from v = 1.
 """
 import sys
 
+import torch
 import timm
 from timm.layers import DropPath
+from timm.layers.evo_norm import EvoNorm2dS0a
 
 import model_parity
 
@@ -28,6 +32,19 @@ def _create_model_first_conv(*args, **kwargs):
 
 
 timm.create_model = _create_model_first_conv
+
+_perturb = model_parity.perturb
+
+
+def _perturb_with_evonorm_v(model, generator):
+    _perturb(model, generator)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, EvoNorm2dS0a) and m.v is not None:
+                m.v.copy_(torch.rand(m.v.shape, generator=generator) * 0.5 + 0.75)
+
+
+model_parity.perturb = _perturb_with_evonorm_v
 
 
 def grad_keys(model):

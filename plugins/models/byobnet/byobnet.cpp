@@ -2,18 +2,20 @@
 // module names so state_dict keys equal timm's: RepVGG (repvgg_a0 / a1 / a2 /
 // b0 / b1 / b1g4 / b2 / b2g4 / b3 / b3g4 / d2se), the GPU-Efficient networks
 // (gernet_s / m / l), MobileOne (mobileone_s0 .. s4), RegNetZ (regnetz_b16 /
-// c16 / d32 / d8 / e8) and the ResNet-like models (resnet51q, resnet61q,
-// resnext26ts, gcresnext26ts, seresnext26ts, eca_resnext26ts, resnet32ts,
-// resnet33ts, gcresnet33ts, seresnet33ts, eca_resnet33ts, gcresnet50t,
-// gcresnext50ts) and test_byobnet: 42 of timm 1.0.31's byobnet.py; and mobilevit.py's
+// c16 / d32 / d8 / e8, and the EvoNorm ones regnetz_b16_evos / c16_evos /
+// d8_evos) and the ResNet-like models (resnet51q, resnet61q, resnext26ts,
+// gcresnext26ts, seresnext26ts, eca_resnext26ts, resnet32ts, resnet33ts,
+// gcresnet33ts, seresnet33ts, eca_resnet33ts, gcresnet50t, gcresnext50ts)
+// and test_byobnet: 41 of timm 1.0.31's 53 byobnet.py names; and mobilevit.py's
 // MobileViT models (mobilevit_xxs / xs / s, mobilevitv2_050 / 075 / 100 /
 // 125 / 150 / 175 / 200), which timm builds with ByobNet and its own
 // 'mobilevit' / 'mobilevit2' block types.
 // - stem: RepVGG's RepVggBlock or MobileOne's MobileOneBlock at stride 2
 //   ('rep', 'one'), one 3x3 / 2 ConvNormAct ('3x3' without pool), or timm's
 //   Stem of 3x3 convs at stride 4 ('quad': 4 ConvNormActs; 'quad2': the first
-//   two plain convs; 'tiered': 3 convs of 3/8, 1/2 and all of stem_chs), its
-//   last conv strided or followed by a 3x3 / 2 max pool (byobnet_blocks.cpp);
+//   two plain convs; 'tiered': 3 convs of 3/8, 1/2 and all of stem_chs;
+//   'deep': 3 convs of stem_chs), its last conv strided or followed by a
+//   3x3 / 2 max pool (byobnet_blocks.cpp);
 // - stages: Sequentials of blocks, the first at the stage stride:
 //   RepVggBlock ('rep': identity BN where shapes allow, conv_kxk and conv_1x1
 //   ConvNormAct without act, summed, then attn (SE in repvgg_d2se) and ReLU),
@@ -41,13 +43,19 @@
 //   depthwise conv_kxk, conv_1x1, unfold to [B, C, P, N], LinearTransformerBlocks
 //   (GroupNorm1, LinearSelfAttention, ConvMlp), GroupNorm1, fold, conv_proj
 //   without act;
+// - norm: BatchNorm (BatchNormAct2d with the model's act) after every conv,
+//   or for the *_evos RegNetZs EvoNorm2dS0a (timm/layers/evo_norm.hpp, group
+//   size 16, eps 1e-3: group statistics of the input, no running statistics,
+//   its own x * sigmoid(x * v) activation in place of SiLU; "bn.weight",
+//   "bn.bias", "bn.v") in the stem, the bottlenecks and final_conv
+//   (ByobCna, byobnet_blocks.cpp);
 // - final_conv: a 1x1 ConvNormAct to num_features, else none;
 // - head: timm's ClassifierHead (global_pool, dropout at drop_rate, fc).
 // RepVGG and MobileOne are built in their training (multi-branch) form;
 // reparameterize() folds them as timm's reparameterize_model (inference_mode
-// at construction is not supported). Not here: the *_evos RegNetZs
-// (EvoNorm), bat_resnext26ts (BatNonLocalAttn), the CLIP ResNets and
-// resnet50_mlp (attention-pool / MLP heads, anti-aliased convs).
+// at construction is not supported). Not here: bat_resnext26ts
+// (BatNonLocalAttn), the CLIP ResNets and resnet50_mlp (attention-pool / MLP
+// heads, anti-aliased convs).
 //
 // Supported: num_classes (0: no fc), in_chans, drop_rate, drop_path_rate
 // (stage-wise linear schedule), global_pool, grad checkpointing, and the timm
@@ -106,11 +114,12 @@ const std::map<std::string, std::string> kByobDefaultTags = {
     {"mobileone_s0", "apple_in1k"},     {"mobileone_s1", "apple_in1k"},     {"mobileone_s2", "apple_in1k"},
     {"mobileone_s3", "apple_in1k"},     {"mobileone_s4", "apple_in1k"},     {"regnetz_b16", "ra3_in1k"},
     {"regnetz_c16", "ra3_in1k"},        {"regnetz_d32", "ra3_in1k"},        {"regnetz_d8", "ra3_in1k"},
-    {"regnetz_e8", "ra3_in1k"},         {"resnet51q", "ra2_in1k"},          {"resnet61q", "ra2_in1k"},
-    {"resnext26ts", "ra2_in1k"},        {"gcresnext26ts", "ch_in1k"},       {"seresnext26ts", "ch_in1k"},
-    {"eca_resnext26ts", "ch_in1k"},     {"resnet32ts", "ra2_in1k"},         {"resnet33ts", "ra2_in1k"},
-    {"gcresnet33ts", "ra2_in1k"},       {"seresnet33ts", "ra2_in1k"},       {"eca_resnet33ts", "ra2_in1k"},
-    {"gcresnet50t", "ra2_in1k"},        {"gcresnext50ts", "ch_in1k"},       {"test_byobnet", "r160_in1k"},
+    {"regnetz_e8", "ra3_in1k"},         {"regnetz_c16_evos", "ch_in1k"},    {"regnetz_d8_evos", "ch_in1k"},
+    {"resnet51q", "ra2_in1k"},          {"resnet61q", "ra2_in1k"},          {"resnext26ts", "ra2_in1k"},
+    {"gcresnext26ts", "ch_in1k"},       {"seresnext26ts", "ch_in1k"},       {"eca_resnext26ts", "ch_in1k"},
+    {"resnet32ts", "ra2_in1k"},         {"resnet33ts", "ra2_in1k"},         {"gcresnet33ts", "ra2_in1k"},
+    {"seresnet33ts", "ra2_in1k"},       {"eca_resnet33ts", "ra2_in1k"},     {"gcresnet50t", "ra2_in1k"},
+    {"gcresnext50ts", "ch_in1k"},       {"test_byobnet", "r160_in1k"},
 };
 
 const std::vector<std::string> kByobKnownKwargs = {"output_stride", "zero_init_last"};
@@ -142,12 +151,16 @@ struct BlockCfg {
 // timm's ByoModelCfg, the fields these models use.
 struct ByobCfg {
   std::vector<BlockCfg> blocks;
-  std::string stem_type = "3x3";  // rep, one, quad, quad2, tiered or 3x3
+  std::string stem_type = "3x3";  // rep, one, quad, quad2, tiered, deep or 3x3
   std::string stem_pool;          // "" or maxpool (quad / tiered stems)
   int64_t stem_chs = 32;
   int64_t num_features = 0;
   AttnCfg attn;
   std::string act = "relu";
+  // timm's norm_layer: "batchnorm", or "evos" (EvoNorm2dS0a, group size 16,
+  // its own activation) in the basic / dark / edge / bottleneck blocks, the
+  // 3x3 / Stem convs and final_conv (the *_evos RegNetZs).
+  std::string norm = "batchnorm";
   std::string downsample = "conv1x1";  // or "": no shortcut where the shape changes
 };
 
@@ -285,32 +298,37 @@ class ByobBlockImpl : public ByobBlockBaseImpl {
           avg_shortcut =
               register_module("shortcut", DownsampleAvg(a.in_chs, a.out_chs, a.stride, a.first_dilation, a.act));
         } else {
-          shortcut =
-              register_module("shortcut", byob_cna(a.in_chs, a.out_chs, 1, a.stride, dil.first, 1, false, a.act));
+          shortcut = make_cna(a.norm, a.in_chs, a.out_chs, 1, a.stride, dil.first, 1, false, a.act)
+                         .register_on(*this, "shortcut");
         }
       }
       // timm's attn_last: after the last conv for basic and dark blocks, else on the mid channels.
       if (type_ == "basic") {
-        conv1 = register_module("conv1_kxk", byob_cna(a.in_chs, mid_chs, 3, a.stride, dil.first, 1, true, a.act));
-        conv2 = register_module("conv2_kxk", byob_cna(mid_chs, a.out_chs, 3, 1, dil.second, groups, false, a.act));
+        conv1 =
+            make_cna(a.norm, a.in_chs, mid_chs, 3, a.stride, dil.first, 1, true, a.act).register_on(*this, "conv1_kxk");
+        conv2 = make_cna(a.norm, mid_chs, a.out_chs, 3, 1, dil.second, groups, false, a.act)
+                    .register_on(*this, "conv2_kxk");
         attn = BlockAttn(*this, "attn_last", a.attn, a.out_chs);
       } else if (type_ == "dark") {
-        conv1 = register_module("conv1_1x1", byob_cna(a.in_chs, mid_chs, 1, 1, 1, 1, true, a.act));
-        conv2 =
-            register_module("conv2_kxk", byob_cna(mid_chs, a.out_chs, 3, a.stride, dil.first, groups, false, a.act));
+        conv1 = make_cna(a.norm, a.in_chs, mid_chs, 1, 1, 1, 1, true, a.act).register_on(*this, "conv1_1x1");
+        conv2 = make_cna(a.norm, mid_chs, a.out_chs, 3, a.stride, dil.first, groups, false, a.act)
+                    .register_on(*this, "conv2_kxk");
         attn = BlockAttn(*this, "attn_last", a.attn, a.out_chs);
       } else if (type_ == "edge") {
-        conv1 = register_module("conv1_kxk", byob_cna(a.in_chs, mid_chs, 3, a.stride, dil.first, groups, true, a.act));
+        conv1 = make_cna(a.norm, a.in_chs, mid_chs, 3, a.stride, dil.first, groups, true, a.act)
+                    .register_on(*this, "conv1_kxk");
         attn = BlockAttn(*this, "attn", a.attn, mid_chs);
-        conv2 = register_module("conv2_1x1", byob_cna(mid_chs, a.out_chs, 1, 1, 1, 1, false, a.act));
+        conv2 = make_cna(a.norm, mid_chs, a.out_chs, 1, 1, 1, 1, false, a.act).register_on(*this, "conv2_1x1");
       } else {
-        conv1 = register_module("conv1_1x1", byob_cna(a.in_chs, mid_chs, 1, 1, 1, 1, true, a.act));
-        conv2 = register_module("conv2_kxk", byob_cna(mid_chs, mid_chs, 3, a.stride, dil.first, groups, true, a.act));
+        conv1 = make_cna(a.norm, a.in_chs, mid_chs, 1, 1, 1, 1, true, a.act).register_on(*this, "conv1_1x1");
+        conv2 = make_cna(a.norm, mid_chs, mid_chs, 3, a.stride, dil.first, groups, true, a.act)
+                    .register_on(*this, "conv2_kxk");
         if (a.extra_conv) {
-          conv2b = register_module("conv2b_kxk", byob_cna(mid_chs, mid_chs, 3, 1, dil.second, groups, true, a.act));
+          conv2b = make_cna(a.norm, mid_chs, mid_chs, 3, 1, dil.second, groups, true, a.act)
+                       .register_on(*this, "conv2b_kxk");
         }
         attn = BlockAttn(*this, "attn", a.attn, mid_chs);
-        conv3 = register_module("conv3_1x1", byob_cna(mid_chs, a.out_chs, 1, 1, 1, 1, false, a.act));
+        conv3 = make_cna(a.norm, mid_chs, a.out_chs, 1, 1, 1, 1, false, a.act).register_on(*this, "conv3_1x1");
       }
       if (a.drop_path > 0.0) drop_path = register_module("drop_path", layers::DropPath(a.drop_path));
     }
@@ -346,7 +364,8 @@ class ByobBlockImpl : public ByobBlockBaseImpl {
 
   // timm's block init_weights after the model-wide init: RepVGG's BNs
   // weight N(0.1, 0.1), bias N(0, 0.1); the residual blocks' last BN weight
-  // zero with zero_init_last; then attn's reset_parameters (GlobalContext's).
+  // (BatchNorm or EvoNorm) zero with zero_init_last; then attn's
+  // reset_parameters (GlobalContext's).
   void init_block(bool zero_init_last) override {
     if (type_ == "rep") {
       layers::for_each_batch_norm_act(*this, [](const std::string&, layers::BatchNormAct2dImpl& bn) {
@@ -357,7 +376,7 @@ class ByobBlockImpl : public ByobBlockBaseImpl {
     }
     if (type_ == "mobilevit" || type_ == "mobilevit2") return;
     // timm zeroes it only where the block has a shortcut (identity or conv).
-    if (zero_init_last && residual_) nn::init::zeros_((conv3 ? conv3 : conv2)->bn->weight);
+    if (zero_init_last && residual_) nn::init::zeros_((conv3 ? conv3 : conv2).norm_weight());
     attn.reset_parameters();
   }
 
@@ -390,9 +409,9 @@ class ByobBlockImpl : public ByobBlockBaseImpl {
   layers::BatchNormAct2d identity{nullptr};
   layers::ConvNormAct conv_kxk{nullptr}, conv_1x1{nullptr};
   nn::Conv2d reparam_conv{nullptr};
-  layers::ConvNormAct shortcut{nullptr};
+  ByobCna shortcut;
   DownsampleAvg avg_shortcut{nullptr};  // "shortcut" with downsample 'avg'
-  layers::ConvNormAct conv1{nullptr}, conv2{nullptr}, conv2b{nullptr}, conv3{nullptr};
+  ByobCna conv1, conv2, conv2b, conv3;  // of the model's norm layer (BatchNorm or EvoNorm)
   layers::DropPath drop_path{nullptr};
   BlockAttn attn;  // attn_last for basic blocks
   layers::Activation act{nullptr};
@@ -498,6 +517,11 @@ TORCH_MODULE(ByobBlock);
 // One stage: timm's nn.Sequential of blocks (children "0", "1", ...).
 // A block of timm's type: MobileOneBlock for 'one', else ByobBlock.
 ByobBlockPtr make_block(const ByobBlockArgs& a) {
+  // EvoNorm is wired into the residual blocks only, as the *_evos RegNetZs use
+  // it: RepVGG / MobileOne / MobileViT blocks and DownsampleAvg keep BatchNorm.
+  TORCH_INTERNAL_ASSERT(a.norm == "batchnorm" || (a.type != "rep" && a.type != "one" && a.type != "mobilevit" &&
+                                                  a.type != "mobilevit2" && a.downsample != "avg"),
+                        "byobnet: norm ", a.norm, " in a ", a.type, " block");
   if (a.type == "one") return std::make_shared<MobileOneBlockImpl>(a);
   return std::make_shared<ByobBlockImpl>(a);
 }
@@ -571,10 +595,11 @@ class ByobNetImpl : public ClassifierImpl {
       a.stride = 2;
       a.attn = cfg.attn;
       a.act = cfg.act;
+      a.norm = cfg.norm;
       block_stem = register_module("stem", make_block(a));
       cfg_.first_conv = cfg.stem_type == "rep" ? "stem.conv_kxk.conv" : "stem.conv_kxk.0.conv";
     } else if (cfg.stem_type == "3x3") {
-      conv_stem = register_module("stem", byob_cna(args.in_chans, stem_chs, 3, 2, 1, 1, true, cfg.act));
+      conv_stem = make_cna(cfg.norm, args.in_chans, stem_chs, 3, 2, 1, 1, true, cfg.act).register_on(*this, "stem");
       cfg_.first_conv = "stem.conv";
     } else {
       std::vector<int64_t> chs;
@@ -583,11 +608,14 @@ class ByobNetImpl : public ClassifierImpl {
         // timm's round(out_chs * 0.5 ** i), reversed (exact halvings for these widths).
         for (int64_t i = 3; i >= 0; --i) chs.push_back(stem_chs >> i);
         num_act = cfg.stem_type == "quad2" ? 2 : 4;
+      } else if (cfg.stem_type == "deep") {  // ResNet-D's: three convs of stem_chs
+        chs = {stem_chs, stem_chs, stem_chs};
+        num_act = 3;
       } else {  // tiered
         chs = {3 * stem_chs / 8, stem_chs / 2, stem_chs};
         num_act = 3;
       }
-      seq_stem = make_byob_stem(args.in_chans, chs, cfg.stem_pool, num_act, cfg.act);
+      seq_stem = make_byob_stem(args.in_chans, chs, cfg.stem_pool, num_act, cfg.act, cfg.norm);
       register_module("stem", seq_stem.seq);
       cfg_.first_conv = seq_stem.first_conv;
       stem_feat = seq_stem.feature_info.back();
@@ -599,7 +627,8 @@ class ByobNetImpl : public ClassifierImpl {
     build_stages(cfg, args.drop_path_rate.value_or(0.0), output_stride, stem_feat);
     if (cfg.num_features > 0) {
       num_features_ = cfg.num_features;
-      final_conv = register_module("final_conv", byob_cna(last_chs_, num_features_, 1, 1, 1, 1, true, cfg.act));
+      final_conv =
+          make_cna(cfg.norm, last_chs_, num_features_, 1, 1, 1, 1, true, cfg.act).register_on(*this, "final_conv");
     } else {
       num_features_ = last_chs_;
     }
@@ -692,10 +721,10 @@ class ByobNetImpl : public ClassifierImpl {
   }
 
   ByobBlockPtr block_stem;  // RepVGG's / MobileOne's
-  layers::ConvNormAct conv_stem{nullptr};
+  ByobCna conv_stem;
   ByobStem seq_stem;
   nn::Sequential stages{nullptr};
-  layers::ConvNormAct final_conv{nullptr};
+  ByobCna final_conv;
   layers::ClassifierHeadModule head{nullptr};
 
  private:
@@ -756,6 +785,7 @@ class ByobNetImpl : public ClassifierImpl {
           ++block;
           a.attn = bc.attn.value_or(cfg.attn);
           a.act = cfg.act;
+          a.norm = cfg.norm;
           a.downsample = cfg.downsample;
           a.kernel_size = bc.kernel_size;
           a.num_conv_branches = bc.num_conv_branches;
@@ -948,9 +978,12 @@ std::vector<BlockCfg> four_stages(const std::string& type, const std::vector<int
 }
 
 // The RegNetZ cfgs: inverted bottlenecks (bottle_in, linear_out, no
-// shortcut where the shape changes), SE at rd_ratio 0.25, SiLU.
+// shortcut where the shape changes), SE at rd_ratio 0.25, SiLU; norm "evos"
+// for the *_evos models (EvoNorm2dS0a, group size 16, in place of BatchNorm
+// and SiLU after each conv).
 ByobSpec regnetz_spec(const std::string& name, std::vector<BlockCfg> blocks, int64_t stem_chs,
-                      const std::string& stem_type, int64_t num_features, int64_t img_size, double crop_pct) {
+                      const std::string& stem_type, int64_t num_features, int64_t img_size, double crop_pct,
+                      const std::string& norm = "batchnorm") {
   ByobCfg cfg;
   for (BlockCfg& b : blocks) {
     b.bottle_in = true;
@@ -962,12 +995,13 @@ ByobSpec regnetz_spec(const std::string& name, std::vector<BlockCfg> blocks, int
   cfg.downsample = "";
   cfg.num_features = num_features;
   cfg.act = "silu";
+  cfg.norm = norm;
   cfg.attn = AttnCfg{"se", 0.25, 8};
   ByobSpec spec{name, cfg, img_size, crop_pct};
   spec.interpolation = "bicubic";
   spec.inception_norm = true;
   spec.description = "RegNetZ (ByobNet, " + stem_type + " stem, SE inverted bottlenecks, group size " +
-                     std::to_string(cfg.blocks[0].gs) + ")";
+                     std::to_string(cfg.blocks[0].gs) + (norm == "evos" ? ", EvoNorm-S0a)" : ")");
   return spec;
 }
 
@@ -1077,6 +1111,19 @@ std::vector<ByobSpec> byob_specs() {
   specs.push_back(regnetz_spec(
       "regnetz_e8", four_stages("bottle", {3, 8, 16, 3}, {96, 192, 384, 512}, s1222, {8, 8, 8, 8}, {4, 4, 4, 4}), 64,
       "tiered", 2048, 256, 0.94));
+  // The EvoNorm RegNetZs (timm's "experimental EvoNorm configs"): b16 / c16
+  // with a 3x3 stem, d8 with a 'deep' stem (three 3x3 convs of 64); crop_pct 0.95.
+  specs.push_back(
+      regnetz_spec("regnetz_b16_evos",
+                   four_stages("bottle", {2, 6, 12, 2}, {48, 96, 192, 288}, s2222, {16, 16, 16, 16}, {3, 3, 3, 3}), 32,
+                   "3x3", 1536, 224, 0.95, "evos"));
+  specs.push_back(
+      regnetz_spec("regnetz_c16_evos",
+                   four_stages("bottle", {2, 6, 12, 2}, {48, 96, 192, 288}, s2222, {16, 16, 16, 16}, {4, 4, 4, 4}), 32,
+                   "3x3", 1536, 256, 0.95, "evos"));
+  specs.push_back(regnetz_spec(
+      "regnetz_d8_evos", four_stages("bottle", {3, 6, 12, 3}, {64, 128, 256, 384}, s1222, {8, 8, 8, 8}, {4, 4, 4, 4}),
+      64, "deep", 1792, 256, 0.95, "evos"));
 
   // The ResNet-like models.
   const std::vector<double> br4 = {0.25, 0.25, 0.25, 0.25};

@@ -25,6 +25,53 @@ layers::ConvNormAct byob_cna(int64_t in, int64_t out, int64_t kernel, int64_t st
                                  .act_layer(act));
 }
 
+ConvEvoNormImpl::ConvEvoNormImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t dilation,
+                                 int64_t groups, bool apply_act) {
+  layers::Conv2dArgs conv_args;
+  conv_args.stride = stride;
+  conv_args.dilation = dilation;
+  conv_args.groups = groups;
+  conv = register_module("conv", layers::create_conv2d(in, out, kernel, conv_args));
+  bn =
+      register_module("bn", layers::EvoNorm2dS0a(layers::EvoNorm2dS0aOptions(out).group_size(16).apply_act(apply_act)));
+}
+
+at::Tensor ConvEvoNormImpl::forward(const at::Tensor& x) { return bn(conv(x)); }
+
+at::Tensor ByobCna::operator()(const at::Tensor& x) { return bn_cna ? bn_cna(x) : evo_cna(x); }
+
+at::Tensor ByobCna::norm_weight() const { return bn_cna ? bn_cna->bn->weight : evo_cna->bn->weight; }
+
+ByobCna& ByobCna::register_on(nn::Module& parent, const std::string& name) {
+  if (bn_cna) {
+    parent.register_module(name, bn_cna);
+  } else {
+    parent.register_module(name, evo_cna);
+  }
+  return *this;
+}
+
+void ByobCna::push_to(nn::Sequential& seq, const std::string& name) const {
+  if (bn_cna) {
+    seq->push_back(std::string(name), layers::ConvNormAct(bn_cna));
+  } else {
+    seq->push_back(std::string(name), ConvEvoNorm(evo_cna));
+  }
+}
+
+ByobCna make_cna(const std::string& norm, int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t dilation,
+                 int64_t groups, bool apply_act, const std::string& act) {
+  ByobCna cna;
+  if (norm == "batchnorm") {
+    cna.bn_cna = byob_cna(in, out, kernel, stride, dilation, groups, apply_act, act);
+  } else if (norm == "evos") {
+    cna.evo_cna = ConvEvoNorm(in, out, kernel, stride, dilation, groups, apply_act);
+  } else {
+    throw UsageError("byobnet: norm layer " + in_quotes(norm) + ": expected batchnorm or evos");
+  }
+  return cna;
+}
+
 BlockAttn::BlockAttn(nn::Module& parent, const std::string& name, const AttnCfg& cfg, int64_t channels) {
   if (cfg.type.empty()) return;
   if (cfg.type == "se") {
@@ -139,7 +186,7 @@ bool MobileOneBlockImpl::reparameterize() {
 }
 
 ByobStem make_byob_stem(int64_t in_chs, const std::vector<int64_t>& chs, const std::string& pool, int64_t num_act,
-                        const std::string& act) {
+                        const std::string& act, const std::string& norm) {
   if (!pool.empty() && pool != "maxpool") {
     throw UsageError("byobnet: stem pool " + in_quotes(pool) + ": expected maxpool or none");
   }
@@ -165,7 +212,7 @@ ByobStem make_byob_stem(int64_t in_chs, const std::vector<int64_t>& chs, const s
           std::string(name),
           nn::Conv2d(nn::Conv2dOptions(prev_chs, chs[idx], 3).stride(strides[idx]).padding(1).bias(false)));
     } else {
-      stem.seq->push_back(std::string(name), byob_cna(prev_chs, chs[idx], 3, strides[idx], 1, 1, true, act));
+      make_cna(norm, prev_chs, chs[idx], 3, strides[idx], 1, 1, true, act).push_to(stem.seq, name);
     }
     if (i == 0) stem.first_conv = i < num_rep - num_act ? "stem.conv1" : "stem.conv1.conv";
     prev_chs = chs[idx];

@@ -1,8 +1,10 @@
 // The pieces of the byobnet plugin that byobnet.cpp builds its models from,
 // beyond its ByobBlock (RepVGG / basic / bottleneck / dark / edge / MobileViT
 // blocks): the block arguments of timm's create_byob_stages, the blocks'
-// attention layer (timm's get_attn 'se' / 'eca' / 'gc' / 'gca'), the 'avg'
-// shortcut (DownsampleAvg), the common base of the blocks, MobileOne's MobileOneBlock (with its reparameterize())
+// attention layer (timm's get_attn 'se' / 'eca' / 'gc' / 'gca'), the
+// conv-norm-act of the model's norm layer (BatchNorm, or EvoNorm-S0a for the
+// *_evos RegNetZs: ByobCna), the 'avg' shortcut (DownsampleAvg), the common
+// base of the blocks, MobileOne's MobileOneBlock (with its reparameterize())
 // and timm's multi-conv Stem ('quad', 'quad2', 'tiered', 'deep'). Module
 // names are timm's, so state_dict keys equal timm's. Internal to this plugin.
 #pragma once
@@ -22,6 +24,7 @@
 #include "timm/layers/activations.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/eca.hpp"
+#include "timm/layers/evo_norm.hpp"
 #include "timm/layers/global_context.hpp"
 #include "timm/layers/norm_act.hpp"
 #include "timm/layers/squeeze_excite.hpp"
@@ -54,6 +57,7 @@ struct ByobBlockArgs {
   double drop_path = 0.0;
   AttnCfg attn;
   std::string act = "relu";
+  std::string norm = "batchnorm";  // or "evos" (see ByobCna)
   std::string downsample = "conv1x1";
   int64_t kernel_size = 3;
   bool bottle_in = false;
@@ -71,6 +75,43 @@ inline int64_t num_groups(int64_t group_size, int64_t channels) { return group_s
 // timm's ConvNormAct as the layer functions build it (BatchNorm, `act`).
 layers::ConvNormAct byob_cna(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t dilation = 1,
                              int64_t groups = 1, bool apply_act = true, const std::string& act = "relu");
+
+// timm's ConvNormAct with norm_layer partial(EvoNorm2dS0a, group_size=16), as
+// the *_evos RegNetZs build it: "conv" (no bias) then "bn", an EvoNorm2dS0a
+// whose own activation (x * sigmoid(x * v)) replaces the model's act
+// (timm's EvoNorm takes no act_layer); without apply_act it has no v.
+class ConvEvoNormImpl : public nn::Module {
+ public:
+  ConvEvoNormImpl(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t dilation, int64_t groups,
+                  bool apply_act);
+  at::Tensor forward(const at::Tensor& x);
+
+  nn::Conv2d conv{nullptr};
+  layers::EvoNorm2dS0a bn{nullptr};
+};
+TORCH_MODULE(ConvEvoNorm);
+
+// timm's layers.conv_norm_act for the model's norm_layer (ByoModelCfg's
+// norm_layer): "batchnorm", the SDK's ConvNormAct (BatchNormAct2d with `act`),
+// or "evos", a ConvEvoNorm (EvoNorm2dS0a, group size 16; `act` unused). One
+// of the two is set; neither is registered until register_on / push_to.
+struct ByobCna {
+  layers::ConvNormAct bn_cna{nullptr};
+  ConvEvoNorm evo_cna{nullptr};
+
+  explicit operator bool() const { return bn_cna || evo_cna; }
+  at::Tensor operator()(const at::Tensor& x);
+  // The norm's weight ("bn.weight"), which zero_init_last zeroes.
+  at::Tensor norm_weight() const;
+  // Registers the module on `parent` under `name`; returns *this.
+  ByobCna& register_on(nn::Module& parent, const std::string& name);
+  // Appends the module to `seq` under `name`.
+  void push_to(nn::Sequential& seq, const std::string& name) const;
+};
+
+// A ByobCna of `norm` ("batchnorm" or "evos"); UsageError for another norm.
+ByobCna make_cna(const std::string& norm, int64_t in, int64_t out, int64_t kernel, int64_t stride = 1,
+                 int64_t dilation = 1, int64_t groups = 1, bool apply_act = true, const std::string& act = "relu");
 
 // A block's attention layer (timm's layers.attn(channels)), registered on
 // its parent block under timm's name; empty where the block has none.
@@ -149,9 +190,10 @@ class MobileOneBlockImpl : public ByobBlockBaseImpl {
 };
 TORCH_MODULE(MobileOneBlock);
 
-// timm's Stem (stride 4): 3x3 convs conv1..convN, ConvNormActs, the first
-// N - num_act plain convs without bias; the first at stride 2, the last at
-// stride 2 too without a pool, else followed by `pool` ("maxpool": 3x3 / 2).
+// timm's Stem (stride 4): 3x3 convs conv1..convN, ConvNormActs of `norm`
+// (ByobCna: "batchnorm" or "evos"), the first N - num_act plain convs without
+// bias; the first at stride 2, the last at stride 2 too without a pool, else
+// followed by `pool` ("maxpool": 3x3 / 2).
 // `feature_info` is timm's (modules "stem.<conv>"), its last entry the stem's
 // output; `tap` the layer index whose output forward_intermediates takes (-1:
 // the output). Throws UsageError for an unknown pool.
@@ -162,7 +204,7 @@ struct ByobStem {
   std::string first_conv;
 };
 ByobStem make_byob_stem(int64_t in_chs, const std::vector<int64_t>& chs, const std::string& pool, int64_t num_act,
-                        const std::string& act);
+                        const std::string& act, const std::string& norm = "batchnorm");
 
 // timm's Stem.forward_intermediates: the output, and the tapped layer's output
 // (undefined without a tap).

@@ -21,8 +21,12 @@
 // mobileone_s0 (MobileOne stem and blocks: four kxk branches, 1x1 scale
 // branch, identity BN) at 64 px, also folded (reparameterize()). regnetz_b16
 // (SE inverted bottlenecks without shortcuts where the shape changes; also one
-// channel at 96x64, output_stride 16). gcresnext26ts, eca_resnext26ts
-// (tiered stem with max pool, groups 32, GlobalContext / ECA attention),
+// channel at 96x64, output_stride 16). regnetz_b16_evos (EvoNorm2dS0a after
+// every conv: group statistics, no running statistics, its own activation;
+// the oracle also draws EvoNorm's v) and regnetz_d8_evos ('deep' stem, group
+// size 8 convs under EvoNorm's group size 16) at 64 px. gcresnext26ts,
+// eca_resnext26ts (tiered stem with max pool, groups 32, GlobalContext / ECA
+// attention),
 // resnet32ts (tiered stem without pool, no final_conv), resnet61q (quad
 // stem, edge block, extra conv in the bottlenecks) and resnet51q (quad2 stem:
 // two plain convs; one channel), test_byobnet (edge, dark, basic and
@@ -45,6 +49,7 @@
 #include "model_parity.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
+#include "timm/layers/evo_norm.hpp"
 #include "timm/models/features.hpp"
 #include "timm/models/model.hpp"
 #include "timm/plugin/registry.hpp"
@@ -73,8 +78,8 @@ const std::vector<std::string> kMobileVitV2Names = {"mobilevitv2_050", "mobilevi
                                                     "mobilevitv2_200"};
 const std::vector<std::string> kMobileOneNames = {"mobileone_s0", "mobileone_s1", "mobileone_s2", "mobileone_s3",
                                                   "mobileone_s4"};
-const std::vector<std::string> kRegNetZNames = {"regnetz_b16", "regnetz_c16", "regnetz_d8", "regnetz_d32",
-                                                "regnetz_e8"};
+const std::vector<std::string> kRegNetZNames = {"regnetz_b16", "regnetz_b16_evos", "regnetz_c16", "regnetz_c16_evos",
+                                                "regnetz_d8",  "regnetz_d8_evos",  "regnetz_d32", "regnetz_e8"};
 const std::vector<std::string> kResNetNames = {
     "resnet51q",  "resnet61q",    "resnext26ts",  "gcresnext26ts",  "seresnext26ts", "eca_resnext26ts", "resnet32ts",
     "resnet33ts", "gcresnet33ts", "seresnet33ts", "eca_resnet33ts", "gcresnet50t",   "gcresnext50ts"};
@@ -93,6 +98,10 @@ const std::vector<ParityCase> kMobileOneCases = {{"mobileone_s0", "mobileone_s0"
 const std::vector<ParityCase> kRegNetZCases = {
     {"regnetz_b16", "regnetz_b16", 3, 64, 2},
     {"regnetz_b16_c1_96x64_os16", "regnetz_b16", 1, 96, 2, nlohmann::json{{"output_stride", 16}}, 64},
+};
+const std::vector<ParityCase> kRegNetZEvosCases = {
+    {"regnetz_b16_evos", "regnetz_b16_evos", 3, 64, 2},
+    {"regnetz_d8_evos", "regnetz_d8_evos", 3, 64, 2},
 };
 const std::vector<ParityCase> kTieredCases = {
     {"gcresnext26ts", "gcresnext26ts", 3, 64, 2},
@@ -178,6 +187,14 @@ const timm::test::ParityOptions kRegNetZParity = {
     .min_grad_keys = 20,
 };
 
+// EvoNorm keeps no running statistics: no buffers to compare after the train step.
+const timm::test::ParityOptions kRegNetZEvosParity = {
+    .tol = {1e-4, 1e-4},
+    .block_rates = block_drop_path_rates,
+    .rates_epsilon = 1e-6,
+    .min_grad_keys = 20,
+};
+
 const timm::test::ParityOptions kResNetParity = {
     .tol = {1e-4, 1e-4},
     .block_rates = block_drop_path_rates,
@@ -209,13 +226,11 @@ TEST_CASE("every mobileone* model has timm's keys, shapes, parameter count, pret
   CHECK(timm::Registry::global().list(timm::PluginKind::kModel, "mobileone*") == kMobileOneNames);
 }
 
-TEST_CASE("every regnetz model but the EvoNorm ones has timm's keys, shapes, parameter count, cfg and features") {
+// timm's regnetz_005 / 040 / 040_h are RegNets (regnet.py), not ByobNets:
+// the pattern leaves them out.
+TEST_CASE("every regnetz model (the EvoNorm ones too) has timm's keys, shapes, parameter count, cfg and features") {
   const auto info = timm::test::check_registered(kOracle, kRegNetZNames, {"regnetz_[bcde]*"}, kRegNetZParity);
-  std::vector<std::string> timm_names;
-  for (const auto& n : info.at("list").at("regnetz_[bcde]*").get<std::vector<std::string>>()) {
-    if (!n.ends_with("_evos")) timm_names.push_back(n);
-  }
-  CHECK(timm_names == kRegNetZNames);
+  CHECK(info.at("list").at("regnetz_[bcde]*").get<std::vector<std::string>>() == kRegNetZNames);
   CHECK(timm::Registry::global().list(timm::PluginKind::kModel, "regnetz_[bcde]*") == kRegNetZNames);
 }
 
@@ -240,6 +255,52 @@ TEST_CASE("regnetz_b16 (SE inverted bottlenecks; one channel 96x64 at output_str
   timm::test::run_parity(kOracle, kRegNetZCases, kRegNetZParity);
 }
 
+TEST_CASE("regnetz_b16_evos and regnetz_d8_evos (EvoNorm2dS0a; 'deep' stem) match timm both ways at 64 px") {
+  timm::test::run_parity(kOracle, kRegNetZEvosCases, kRegNetZEvosParity);
+}
+
+TEST_CASE("EvoNorm has no running statistics: the same output in train and eval; bad channel counts refused") {
+  at::manual_seed(0);
+  timm::layers::EvoNorm2dS0a norm(timm::layers::EvoNorm2dS0aOptions(48).group_size(16));
+  CHECK(norm->groups() == 3);
+  CHECK(norm->named_buffers().is_empty());
+  std::vector<std::string> keys;
+  for (const auto& item : norm->named_parameters()) keys.push_back(item.key());
+  CHECK(keys == std::vector<std::string>{"weight", "bias", "v"});
+  timm::layers::EvoNorm2dS0a no_act(timm::layers::EvoNorm2dS0aOptions(48).group_size(16).apply_act(false));
+  CHECK(no_act->named_parameters().size() == 2);
+  CHECK_FALSE(no_act->v.defined());
+  {
+    c10::NoGradGuard no_grad;
+    const at::Tensor x = at::randn({2, 48, 5, 7});
+    norm->train();
+    const at::Tensor train_out = norm(x);
+    norm->eval();
+    CHECK(at::equal(norm(x), train_out));
+    // Without act: each group of 16 channels normalised by its std (mean kept), at init weight 1, bias 0.
+    const at::Tensor grouped = x.reshape({2, 3, 16, 5, 7});
+    const at::Tensor expected =
+        (grouped / (grouped.var({2, 3, 4}, /*unbiased=*/false, /*keepdim=*/true) + 1e-3).sqrt()).reshape(x.sizes());
+    CHECK(timm::test::all_close(no_act(x), expected, {1e-6, 1e-6}));
+  }
+  CHECK_THROWS_WITH_AS(timm::layers::EvoNorm2dS0a(timm::layers::EvoNorm2dS0aOptions(40).group_size(16)),
+                       doctest::Contains("group_size 16"), timm::UsageError);
+  CHECK_THROWS_AS(timm::layers::EvoNorm2dS0a(timm::layers::EvoNorm2dS0aOptions(48).groups(5)), timm::UsageError);
+  CHECK_THROWS_WITH_AS(norm(at::zeros({2, 48, 5})), doctest::Contains("NCHW"), timm::UsageError);
+  CHECK_THROWS_AS(norm(at::zeros({2, 32, 5, 5})), timm::UsageError);
+
+  // The whole model: no buffers at all, and train-mode logits equal eval ones (no dropout, no drop path).
+  c10::NoGradGuard no_grad;
+  at::manual_seed(0);
+  timm::ModelPtr model = make_model("regnetz_b16_evos");
+  CHECK(model->named_buffers().is_empty());
+  const at::Tensor x = at::randn({2, 3, 64, 64});
+  model->train();
+  const at::Tensor train_logits = model->forward(x);
+  model->eval();
+  CHECK(at::equal(model->forward(x), train_logits));
+}
+
 TEST_CASE("gcresnext26ts, eca_resnext26ts, resnet32ts (tiered stems, GC / ECA attention) match timm both ways") {
   timm::test::run_parity(kOracle, kTieredCases, kResNetParity);
 }
@@ -249,7 +310,8 @@ TEST_CASE("resnet61q (quad stem, edge block, extra conv) and resnet51q (quad2 st
 }
 
 TEST_CASE("mobileone, regnetz and ResNet ts / q init follows timm (GlobalContext's reset_parameters after it)") {
-  timm::test::check_init_stats(kOracle, {"mobileone_s0", "regnetz_b16", "gcresnext26ts", "resnet51q", "test_byobnet"});
+  timm::test::check_init_stats(
+      kOracle, {"mobileone_s0", "regnetz_b16", "regnetz_b16_evos", "gcresnext26ts", "resnet51q", "test_byobnet"});
 }
 
 TEST_CASE("the smaller repvgg* models have timm's keys, shapes, parameter count, pretrained_cfg and features") {
@@ -314,6 +376,7 @@ TEST_CASE("byobnet forward_head without a classifier is the pre-logits features"
   timm::test::check_head_split("mobilevitv2_050", 64);
   timm::test::check_head_split("mobileone_s0", 64);
   timm::test::check_head_split("regnetz_b16", 64);
+  timm::test::check_head_split("regnetz_b16_evos", 64);
   timm::test::check_head_split("resnext26ts", 64);
   timm::test::check_head_split("resnet51q", 64);
   timm::test::check_head_split("test_byobnet", 64);
@@ -361,6 +424,7 @@ TEST_CASE("byobnet grad checkpointing gives the plain step's logits and gradient
   timm::test::check_grad_checkpointing("mobilevit_xxs", 64, 64);
   timm::test::check_grad_checkpointing("mobileone_s0", 32, 32);
   timm::test::check_grad_checkpointing("regnetz_b16", 32, 32);
+  timm::test::check_grad_checkpointing("regnetz_b16_evos", 32, 32);
   timm::test::check_grad_checkpointing("resnet61q", 32, 32);
   timm::test::check_grad_checkpointing("test_byobnet", 64, 64);
 }

@@ -75,6 +75,9 @@ const std::vector<std::string> kNames = {"vit_tiny_patch16_224",
 const std::vector<std::string> kLargeNames = {
     "vit_large_patch32_224", "vit_large_patch32_384",   "vit_large_patch16_224",  "vit_large_patch16_384",
     "vit_large_patch14_224", "deit3_large_patch16_224", "deit3_large_patch16_384"};
+// timm's EVA-L (ViT-L/14, ~304M parameters, average pool with fc_norm, OpenAI
+// CLIP mean/std): VisionTransformers in vision_transformer.py, registered here.
+const std::vector<std::string> kEvaLargeNames = {"eva_large_patch14_196", "eva_large_patch14_336"};
 const std::vector<std::string> kHugeNames = {"vit_huge_patch14_224",
                                              "deit3_huge_patch14_224",
                                              "vit_so150m_patch16_reg4_gap_256",
@@ -168,6 +171,13 @@ TEST_CASE("every registered vit/deit has timm's state_dict, parameter count, pre
 
 TEST_CASE("every registered large vit / deit3 has timm's state_dict, parameter count, pretrained cfg") {
   timm::test::check_registered("vit_oracle.py", kLargeNames, {}, kParity);
+}
+
+TEST_CASE("eva_large_patch14_196/336 have timm's state_dict, parameter count, pretrained cfg, feature_info") {
+  const auto info = timm::test::check_registered("vit_oracle.py", kEvaLargeNames, {"eva_large_*"}, kParity);
+  // timm's list_models('eva_large_*') is exactly these two, in this order.
+  CHECK(info.at("list").at("eva_large_*").get<std::vector<std::string>>() == kEvaLargeNames);
+  CHECK(timm::Registry::global().list(timm::PluginKind::kModel, "eva_large_*") == kEvaLargeNames);
 }
 
 TEST_CASE("every registered huge and so150m vit / deit3 has timm's state_dict, parameter count, pretrained cfg") {

@@ -17,10 +17,14 @@
 //   about 1.0B / 1.8B parameters, untrained in timm) and
 //   vit_giant_patch16_gap_224 (no class token, average pool, fc_norm off,
 //   qkv bias, no LayerScale; timm's I-JEPA in22k_ijepa cfg: ImageNet
-//   mean/std, no classifier; its weights are a URL, not on the Hub).
+//   mean/std, no classifier; its weights are a URL, not on the Hub);
+// - eva_large_patch14_{196,336} (EVA-L, MIM-pretrained towards EVA-CLIP,
+//   ~304M parameters): a plain ViT-L/14 with a class token, average pool and
+//   fc_norm; OpenAI CLIP mean/std, crop_pct 1.0 (squash at 336), as timm
+//   registers them in vision_transformer.py (not its Eva).
 // Not here: blocks or attention of other kinds (rope, diff attention,
-// parallel blocks, attention pooling 'map'), CLIP / SigLIP / DINOv2 / EVA
-// variants, and the gap huge model.
+// parallel blocks, attention pooling 'map'), CLIP / SigLIP / DINOv2 / EVA-02
+// variants (timm's eva.py: the eva plugin), and the gap huge model.
 //
 // Supported: num_classes (0: pooled features come out), in_chans, drop_rate
 // (head dropout), drop_path_rate (timm's linear per-block rule), global_pool
@@ -90,6 +94,8 @@ const std::map<std::string, std::string> kDefaultTags = {
     {"deit_small_patch16_224", "fb_in1k"},
     {"deit_tiny_distilled_patch16_224", "fb_in1k"},
     {"deit_tiny_patch16_224", "fb_in1k"},
+    {"eva_large_patch14_196", "in22k_ft_in22k_in1k"},
+    {"eva_large_patch14_336", "in22k_ft_in22k_in1k"},
     {"vit_base_patch16_224", "augreg2_in21k_ft_in1k"},
     {"vit_base_patch16_384", "augreg_in21k_ft_in1k"},
     {"vit_base_patch32_224", "augreg_in21k_ft_in1k"},
@@ -563,6 +569,18 @@ VitSpec deit(const Width& w, int64_t img, bool distilled) {
   return spec;
 }
 
+// eva_large_patch14_<img>: ViT-L/14 with average pool (fc_norm after it),
+// OpenAI CLIP mean/std, crop_pct 1.0 (squash at 336).
+VitSpec eva_large(int64_t img) {
+  PretrainedCfg cfg = vit_cfg(img, /*imagenet_norm=*/false, 1.0);
+  cfg.mean = {kOpenaiClipMean[0], kOpenaiClipMean[1], kOpenaiClipMean[2]};
+  cfg.std = {kOpenaiClipStd[0], kOpenaiClipStd[1], kOpenaiClipStd[2]};
+  if (img == 336) cfg.crop_mode = "squash";
+  VitSpec spec = make_spec("eva_large_patch14_" + std::to_string(img), kLarge, 14, img, std::move(cfg));
+  spec.global_pool = "avg";
+  return spec;
+}
+
 std::vector<VitSpec> vit_specs() {
   std::vector<VitSpec> specs = {
       plain_vit(kTiny, 16, 224),  plain_vit(kTiny, 16, 384),     plain_vit(kSmall, 32, 224),
@@ -636,11 +654,15 @@ std::vector<VitSpec> vit_specs() {
     if (img == 448) so.cfg.crop_mode = "squash";
     specs.push_back(so);
   }
+  for (int64_t img : {196, 336}) specs.push_back(eva_large(img));
   return specs;
 }
 
 std::string describe(const VitSpec& spec) {
-  std::string kind = spec.distilled ? "DeiT distilled" : spec.name.rfind("deit3_", 0) == 0 ? "DeiT-III" : "ViT";
+  std::string kind = spec.distilled                          ? "DeiT distilled"
+                     : spec.name.rfind("deit3_", 0) == 0     ? "DeiT-III"
+                     : spec.name.rfind("eva_large_", 0) == 0 ? "EVA-L ViT"
+                                                             : "ViT";
   if (spec.reg_tokens > 0) kind += " with " + std::to_string(spec.reg_tokens) + " register token(s)";
   return kind + " (dim " + std::to_string(spec.embed_dim) + ", depth " + std::to_string(spec.depth) + ", heads " +
          std::to_string(spec.num_heads) + ", patch " + std::to_string(spec.patch_size) + ", " +
