@@ -2,9 +2,11 @@
 //
 //   timm-bench-data train <image folder> [--workers 2] [--batch-size 64]
 //                   [--aa rand-m9-mstd0.5-inc1] [--reprob 0.25] [--remode pixel]
+//                   [--img-size 224] [--jpeg-dct-scale]
 //       the train loader: decode, create_transform(is_training) stages
 //       (RandomResizedCrop 224, flip, RandAugment), uint8 batches, float +
-//       normalise + random erasing (--aa '' and --reprob 0: crop and flip only)
+//       normalise + random erasing (--aa '' and --reprob 0: crop and flip only);
+//       --jpeg-dct-scale: timm-run's flag, JPEGs decoded at a DCT scale for the crop
 //   timm-bench-data decode <image folder>
 //       one thread: decode_image, raw tjDecompress2 (libjpeg-turbo's own
 //       rate) and 1/2 DCT-scaled decodes of the files, held in memory
@@ -41,6 +43,8 @@ struct TrainBench {
   std::string auto_augment;
   double re_prob = 0.0;
   std::string re_mode;
+  int64_t img_size = 224;
+  bool jpeg_dct_scale = false;
 };
 
 int bench_train(const fs::path& folder, const TrainBench& bench) {
@@ -52,14 +56,20 @@ int bench_train(const fs::path& folder, const TrainBench& bench) {
   args.auto_augment = bench.auto_augment;
   args.re_prob = bench.re_prob;
   args.re_mode = bench.re_mode;
+  args.input_size = {3, bench.img_size, bench.img_size};
   const int64_t threads = bench.threads;
   const int64_t batch_size = bench.batch_size;
   timm::TransformPipeline pipeline = timm::create_transform(args);
   std::string stages = pipeline.repr();
   std::replace(stages.begin(), stages.end(), '\n', ' ');
   std::printf("stages %s\n", stages.c_str());
+  std::printf("jpeg-dct-scale %s\n", bench.jpeg_dct_scale ? (pipeline.takes_jpeg() ? "on" : "on, unused") : "off");
   timm::Loader loader(dataset, timm::make_local_sampler(dataset->size(), true, 42), pipeline,
-                      {.batch_size = batch_size, .drop_last = false, .num_workers = threads, .seed = 42});
+                      {.batch_size = batch_size,
+                       .drop_last = false,
+                       .num_workers = threads,
+                       .seed = 42,
+                       .jpeg_dct_scale = bench.jpeg_dct_scale});
   timm::Rng rng(0);
   for (int64_t epoch = 0; epoch < 2; ++epoch) {  // epoch 0 warms the page cache
     loader.start_epoch(epoch);
@@ -119,6 +129,9 @@ int run(int argc, char** argv) {
   args.add("aa", "", "rand-m9-mstd0.5-inc1", "train: auto-augment config, as timm's --aa ('' for none)");
   args.add("reprob", "", "0.25", "train: random erasing probability, as timm's --reprob");
   args.add("remode", "", "pixel", "train: random erasing mode, as timm's --remode");
+  args.add("img-size", "", "224", "train: the crop's output size (square)");
+  args.add_switch("jpeg-dct-scale", "",
+                  "train: decode JPEGs at a DCT scale for the crop, as timm-run's --jpeg-dct-scale");
   if (!args.parse_or_print_help(argc, argv)) return 0;
   const std::string mode = args.get("MODE");
   if (mode == "train") {
@@ -126,7 +139,9 @@ int run(int argc, char** argv) {
                            .batch_size = args.get_int_at_least("batch-size", 1),
                            .auto_augment = args.get("aa"),
                            .re_prob = args.get_double("reprob"),
-                           .re_mode = args.get("remode")};
+                           .re_mode = args.get("remode"),
+                           .img_size = args.get_int_at_least("img-size", 1),
+                           .jpeg_dct_scale = args.get_switch("jpeg-dct-scale")};
     return bench_train(args.get("FOLDER"), bench);
   }
   if (mode == "decode") return bench_decode(args.get("FOLDER"));

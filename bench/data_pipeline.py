@@ -15,11 +15,17 @@ uint8 batch; so does timm-cpp), no colour jitter (timm turns it off under
 RandAugment). --basic leaves RandAugment and random erasing out on both
 sides (the comparison before they were in).
 
-The two loaders run alternately --repeats times (bench/interleave.py): the
-figures are medians, the ratio with its spread (target >= 2.0).
+Extra row: timm-cpp's loader with timm-run's --jpeg-dct-scale (JPEGs decoded
+at the DCT scale, 1/2 to 1/8, that still covers the crop at the output size;
+not PIL's pixels) against the same timm figure. The scale is 1 unless the
+crop is at least twice the output on both sides, so at 224 on 500x375 images
+it rarely helps; --img-size (both sides) or larger --images show its effect.
+
+The loaders run alternately --repeats times (bench/interleave.py): the
+figures are medians, the ratios with their spread (target >= 2.0).
 
 Usage: bench/data_pipeline.py [--images DIR] [--count 2000] [--threads 2] [--batch-size 64]
-       [--repeats 3] [--basic] [--summary FILE] [--bench-exe build/bin/timm-bench-data]
+       [--img-size 224] [--repeats 3] [--basic] [--summary FILE] [--bench-exe build/bin/timm-bench-data]
 """
 import argparse
 import io
@@ -66,12 +72,12 @@ def allow_posterize_zero_bits():
     ImageOps.posterize = posterize_or_black
 
 
-def python_loader_rate(root, threads, batch_size, with_aa):
+def python_loader_rate(root, threads, batch_size, with_aa, img_size=224):
     import torch
     from timm.data import create_dataset, create_loader
     ds = create_dataset('', root=root, split='train', is_training=True)
     kwargs = dict(auto_augment='rand-m9-mstd0.5-inc1', re_prob=0.25, re_mode='pixel') if with_aa else {}
-    loader = create_loader(ds, input_size=(3, 224, 224), batch_size=batch_size, is_training=True,
+    loader = create_loader(ds, input_size=(3, img_size, img_size), batch_size=batch_size, is_training=True,
                            use_prefetcher=True, device=torch.device('cpu'), num_workers=threads,
                            color_jitter=None, interpolation='bilinear', **kwargs)
     rates = []
@@ -102,6 +108,7 @@ def main():
     p.add_argument('--count', type=int, default=2000)
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--batch-size', type=int, default=64)
+    p.add_argument('--img-size', type=int, default=224, help='the crop output size, both sides (default 224)')
     p.add_argument('--repeats', type=int, default=3)
     p.add_argument('--basic', action='store_true', help='crop and flip only: no RandAugment, no random erasing')
     p.add_argument('--summary', help='append the train pipeline row to this JSON-lines file (bench/run_all.sh)')
@@ -120,29 +127,46 @@ def main():
     aug = ['--aa', 'rand-m9-mstd0.5-inc1', '--reprob', '0.25', '--remode', 'pixel'] if with_aa else \
         ['--aa', '', '--reprob', '0']
 
-    def cpp_train():
+    size = [] if a.img_size == 224 else ['--img-size', str(a.img_size)]
+
+    def cpp_train(extra=()):
         return run_cpp(a.bench_exe, ['train', a.images, '--workers', str(a.threads), '--batch-size', str(a.batch_size)]
-                       + aug)
+                       + aug + size + list(extra))
+
+    def cpp_rate_of(extra=()):
+        return float(re.findall(r'images/s ([\d.]+)', cpp_train(extra))[-1])
 
     stages = re.search(r'^stages (.*)$', cpp_train(), re.M).group(1)
     if with_aa and 'RandAugment' not in stages:
         raise RuntimeError(f'timm-bench-data ran without RandAugment: {stages}')
-    runs = interleave([('timm-cpp', lambda: float(re.findall(r'images/s ([\d.]+)', cpp_train())[-1])),
-                       ('timm', lambda: python_loader_rate(a.images, a.threads, a.batch_size, with_aa))], a.repeats)
+    dct = re.search(r'^jpeg-dct-scale (.*)$', cpp_train(['--jpeg-dct-scale']), re.M).group(1)
+    if dct != 'on':
+        raise RuntimeError(f'timm-bench-data --jpeg-dct-scale did not take the DCT path: {dct}')
+    runs = interleave([('timm-cpp', cpp_rate_of),
+                       ('timm-cpp --jpeg-dct-scale', lambda: cpp_rate_of(['--jpeg-dct-scale'])),
+                       ('timm', lambda: python_loader_rate(a.images, a.threads, a.batch_size, with_aa, a.img_size))],
+                      a.repeats)
     cpp_rate = median(runs['timm-cpp'])
-    py_rate, py_stages = median([rate for rate, _ in runs['timm']]), runs['timm'][0][1]
-    ratio = Ratio.of(runs['timm-cpp'], [rate for rate, _ in runs['timm']])
-    print(f'stages: decode, RandomResizedCrop 224, flip, normalise'
+    dct_rate = median(runs['timm-cpp --jpeg-dct-scale'])
+    py_rates = [rate for rate, _ in runs['timm']]
+    py_rate, py_stages = median(py_rates), runs['timm'][0][1]
+    ratio = Ratio.of(runs['timm-cpp'], py_rates)
+    dct_ratio = Ratio.of(runs['timm-cpp --jpeg-dct-scale'], py_rates)
+    print(f'stages: decode, RandomResizedCrop {a.img_size}, flip, normalise'
           f'{", rand-m9-mstd0.5-inc1, reprob 0.25 pixel" if with_aa else " (--basic: no RandAugment, no random erasing)"}')
     print(f'timm-cpp stages: {stages}')
     print(f'timm stages: {" ".join(py_stages.split())}')
     print(f'train pipeline, {a.threads} threads/workers, batch {a.batch_size}, median of {a.repeats}:')
-    print(f'  timm-cpp   {cpp_rate:9.1f} images/s')
-    print(f'  timm       {py_rate:9.1f} images/s')
-    print(f'  ratio      {ratio}')
+    print(f'  timm-cpp                   {cpp_rate:9.1f} images/s')
+    print(f'  timm-cpp --jpeg-dct-scale  {dct_rate:9.1f} images/s')
+    print(f'  timm                       {py_rate:9.1f} images/s')
+    print(f'  ratio                      {ratio}')
+    print(f'  ratio, --jpeg-dct-scale    {dct_ratio}')
     if a.summary:
-        append_summary(a.summary, f'train input pipeline, {a.threads} workers{", RandAugment + RE" if with_aa else ""} '
-                       '(img/s)', cpp_rate, py_rate, ratio, target=2.0)
+        row = (f'train input pipeline, {a.threads} workers{", RandAugment + RE" if with_aa else ""}'
+               f'{"" if a.img_size == 224 else f", {a.img_size} px"}')
+        append_summary(a.summary, f'{row} (img/s)', cpp_rate, py_rate, ratio, target=2.0)
+        append_summary(a.summary, f'{row}, --jpeg-dct-scale (img/s)', dct_rate, py_rate, dct_ratio, target=2.0)
 
     dec = run_cpp(a.bench_exe, ['decode', train])
     rates = dict(re.findall(r'^decode (\S+) images \d+ images/s ([\d.]+)', dec, re.M))

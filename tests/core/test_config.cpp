@@ -291,6 +291,12 @@ TEST_CASE("timm-cpp's own flags") {
   CHECK(implemented_error(c).empty());  // the distributed runtime's own flags are implemented
   CHECK(c.get<std::string>("dist_backend") == "gloo");
   CHECK(c.get<int64_t>("dist_timeout") == 60);
+  // The train loader's JPEG DCT scaling: a switch, off by default.
+  c = parse({"--jpeg-dct-scale"}).config;
+  CHECK(implemented_error(c).empty());
+  CHECK(c.get<bool>("jpeg_dct_scale"));
+  CHECK_FALSE(parse({}).config.get<bool>("jpeg_dct_scale"));
+  CHECK(contains(cli.help_text, "--jpeg-dct-scale"));
 }
 
 TEST_CASE("Config rejects unknown dests and wrong types") {

@@ -270,6 +270,21 @@ TEST_CASE("a JPEG whose frame header declares 65000x65000 pixels is refused befo
   CHECK_THROWS_WITH_AS(decode_jpeg_scaled(bomb, "dir/bomb.jpg", 3, 8), doctest::Contains("decompression bomb"), Error);
 }
 
+TEST_CASE("a bad JPEG header leaves the thread's decoder usable for the next file") {
+  const std::string good = small_jpeg(0);
+  const std::vector<std::uint8_t> garbage = as_bytes(std::string("\xFF\xD8\xFF", 3) + std::string(200, 'x'));
+  // Twice in a row, as the --jpeg-dct-scale path reads a header and then decodes.
+  for (int i = 0; i < 2; ++i) {
+    CHECK_FALSE(jpeg_dimensions(garbage).has_value());
+    CHECK_THROWS_WITH_AS(decode_image(garbage, "garbage.jpg", 3), doctest::Contains("corrupt JPEG header"), Error);
+  }
+  const auto dims = jpeg_dimensions(as_bytes(good));
+  REQUIRE(dims.has_value());
+  CHECK(dims->second == 16);
+  CHECK(decode_image(as_bytes(good), "small.jpg", 3).width == 16);
+  CHECK(decode_jpeg_scaled(as_bytes(good), "small.jpg", 3, 2).width == 8);
+}
+
 TEST_CASE("a progressive JPEG of more than 500 scans is refused") {
   std::string jpeg = small_jpeg(TJFLAG_PROGRESSIVE);
   CHECK(decode_image(as_bytes(jpeg), "progressive.jpg", 3).width == 16);

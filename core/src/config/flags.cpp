@@ -65,6 +65,8 @@ constexpr std::array kImplementedFlags = {
     "ddp-find-unused-parameters", "sync-bn", "split-bn", "aug-repeats",
     // Run logging.
     "log-tensorboard",
+    // Input pipeline speed options.
+    "jpeg-dct-scale",
 };
 
 // Flags of train.py that this port will not implement, with the reason a run
@@ -564,6 +566,10 @@ void add_timm_cpp_group(std::vector<FlagSpec>& t) {
                "resume later with --resume or --auto-resume, e.g. for time-limited jobs"},
       {.name = "log-tensorboard", .type = kSwitch,
        .help = "also write the run's scalars as TensorBoard event files in the output folder (rank 0)"},
+      {.name = "jpeg-dct-scale", .type = kSwitch,
+       .help = "train loader: decode JPEGs for the RandomResizedCrop at the DCT scale (1/2, 1/4, 1/8) that still "
+               "covers the crop at the input size; faster on large images, but not PIL's pixels (trades exact "
+               "parity with timm for speed)"},
       {.name = "auto-resume", .type = kSwitch,
        .help = "resume from the newest checkpoint (last or recovery) in the output folder, if any "
                "(for restarts under torchrun --max-restarts; needs --experiment)"},

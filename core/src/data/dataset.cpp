@@ -156,6 +156,9 @@ class ImageFolderDataset final : public Dataset {
   int64_t target(std::size_t index) const override { return samples_.at(index).target; }
   int64_t num_classes() const override { return num_classes_; }
   std::string describe(std::size_t index) const override { return samples_.at(index).path; }
+  std::optional<EncodedImage> encoded(std::size_t index) const override {
+    return EncodedImage{read_image_file(samples_.at(index).path), channels_};
+  }
 
  private:
   struct Sample {
@@ -424,6 +427,9 @@ class CyclicSamples final : public Dataset {
   int64_t target(std::size_t index) const override { return base_->target(index % base_->size()); }
   int64_t num_classes() const override { return base_->num_classes(); }
   std::string describe(std::size_t index) const override { return base_->describe(index % base_->size()); }
+  std::optional<EncodedImage> encoded(std::size_t index) const override {
+    return base_->encoded(index % base_->size());
+  }
 
  private:
   std::shared_ptr<const Dataset> base_;

@@ -61,10 +61,27 @@ struct TjHandle {
   }
 };
 
-tjhandle thread_decompressor() {
+TjHandle& thread_handle() {
   thread_local TjHandle h;
+  return h;
+}
+
+tjhandle thread_decompressor() {
+  TjHandle& h = thread_handle();
+  if (h.handle == nullptr) h.handle = tjInitDecompress();
   if (h.handle == nullptr) throw Error(std::string("TurboJPEG: cannot create a decompressor: ") + tjGetErrorStr());
   return h.handle;
+}
+
+// libjpeg-turbo's tjDecompressHeader3 (2.1.5 here) leaves the handle in the failed
+// stream's state after an error: every later header read on it fails with
+// the same message (a bad file would make the thread's next files "bad"
+// too). After a failure the thread takes a fresh decompressor. Call it after
+// reading the handle's error message.
+void discard_thread_decompressor() {
+  TjHandle& h = thread_handle();
+  if (h.handle != nullptr) tjDestroy(h.handle);
+  h.handle = nullptr;
 }
 
 // PIL reads CMYK JPEGs as Adobe-inverted ("CMYK;I") and converts with cmyk2rgb.
@@ -88,7 +105,9 @@ Image decode_jpeg(std::span<const std::uint8_t> bytes, const std::string& source
   const auto size = static_cast<unsigned long>(bytes.size());
   int width = 0, height = 0, subsamp = 0, colorspace = 0;
   if (tjDecompressHeader3(tj, data, size, &width, &height, &subsamp, &colorspace) != 0) {
-    fail(source, std::string("corrupt JPEG header: ") + tjGetErrorStr2(tj));
+    const std::string message = tjGetErrorStr2(tj);
+    discard_thread_decompressor();
+    fail(source, "corrupt JPEG header: " + message);
   }
   check_pixel_count(width, height, source);
   const bool gray = colorspace == TJCS_GRAY;
@@ -107,7 +126,10 @@ Image decode_jpeg(std::span<const std::uint8_t> bytes, const std::string& source
     // libjpeg warnings (extraneous bytes, ...) leave a usable image and PIL
     // accepts them; a truncated file is an error in PIL and here.
     const bool warning = tjGetErrorCode(tj) == TJERR_WARNING;
-    if (!warning || message.find("Premature end") != std::string::npos) fail(source, "corrupt JPEG data: " + message);
+    if (!warning || message.find("Premature end") != std::string::npos) {
+      discard_thread_decompressor();
+      fail(source, "corrupt JPEG data: " + message);
+    }
   }
   Image image;
   if (cmyk) {
@@ -257,6 +279,7 @@ std::optional<std::pair<int64_t, int64_t>> jpeg_dimensions(std::span<const std::
   int width = 0, height = 0, subsamp = 0, colorspace = 0;
   if (tjDecompressHeader3(tj, const_cast<unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()),
                           &width, &height, &subsamp, &colorspace) != 0) {
+    discard_thread_decompressor();
     return std::nullopt;
   }
   return std::pair<int64_t, int64_t>{height, width};
@@ -305,7 +328,7 @@ std::string encode_jpeg(const Image& image, int quality) {
   return std::string(reinterpret_cast<const char*>(tj.buffer), size);
 }
 
-Image read_image(const std::filesystem::path& path, int64_t channels) {
+std::vector<std::uint8_t> read_image_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw Error("image " + in_quotes(path.string()) + ": cannot open file");
   const std::streamsize size = in.tellg();
@@ -314,7 +337,11 @@ Image read_image(const std::filesystem::path& path, int64_t channels) {
   if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size)) {
     throw Error("image " + in_quotes(path.string()) + ": read failed");
   }
-  return decode_image(bytes, path.string(), channels);
+  return bytes;
+}
+
+Image read_image(const std::filesystem::path& path, int64_t channels) {
+  return decode_image(read_image_file(path), path.string(), channels);
 }
 
 }  // namespace timm

@@ -8,9 +8,12 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "timm/base/error.hpp"
+#include "timm/data/image.hpp"
 #include "timm/log/log.hpp"
 
 namespace timm {
@@ -171,16 +174,35 @@ std::size_t Loader::skipped_samples() const { return state_->skipped.load(); }
 
 namespace {
 
+// The transformed images of sample `index`. With --jpeg-dct-scale and a
+// first stage that takes a JPEG, a JPEG file goes to it undecoded; any other
+// file is decoded from the bytes already read, as image() decodes it (a JPEG
+// whose header does not read too: decode_image then reports it).
+std::vector<Image> transform_sample(const Dataset& dataset, const TransformPipeline& transform, std::size_t index,
+                                    bool jpeg_dct_scale, Rng& rng) {
+  if (!jpeg_dct_scale || !transform.takes_jpeg()) return transform.apply_splits(dataset.image(index), rng);
+  std::optional<EncodedImage> file = dataset.encoded(index);
+  if (!file) return transform.apply_splits(dataset.image(index), rng);
+  std::string source = dataset.describe(index);
+  if (const auto size = jpeg_dimensions(file->bytes)) {
+    const JpegSample jpeg{file->bytes, size->first, size->second, file->channels, std::move(source)};
+    return transform.apply_splits_jpeg(jpeg, rng);
+  }
+  return transform.apply_splits(decode_image(file->bytes, source, file->channels), rng);
+}
+
 // Loads the sample at `index`, moving on to the next index on a bad file as
 // timm's ImageDataset does; throws after kMaxRetries consecutive failures.
 std::vector<Image> load_sample(const Dataset& dataset, const TransformPipeline& transform, int64_t index,
-                               std::uint64_t seed, int64_t epoch, std::atomic<std::size_t>& skipped, int64_t& target) {
+                               const LoaderOptions& options, int64_t epoch, std::atomic<std::size_t>& skipped,
+                               int64_t& target) {
   const int64_t n = static_cast<int64_t>(dataset.size());
   int64_t i = index;
   for (int attempt = 0;; ++attempt) {
     try {
-      Rng rng(sample_seed(seed, epoch, i));
-      std::vector<Image> images = transform.apply_splits(dataset.image(static_cast<std::size_t>(i)), rng);
+      Rng rng(sample_seed(options.seed, epoch, i));
+      std::vector<Image> images =
+          transform_sample(dataset, transform, static_cast<std::size_t>(i), options.jpeg_dct_scale, rng);
       target = dataset.target(static_cast<std::size_t>(i));
       return images;
     } catch (const UsageError&) {
@@ -218,7 +240,7 @@ static Batch build_batch(const Dataset& dataset, const TransformPipeline& transf
   for (int64_t k = 0; k < n; ++k) {
     if (stop != nullptr && stop->load(std::memory_order_relaxed)) return {};
     const int64_t index = order[begin + k];
-    const std::vector<Image> sample = load_sample(dataset, transform, index, options.seed, epoch, skipped, targets[k]);
+    const std::vector<Image> sample = load_sample(dataset, transform, index, options, epoch, skipped, targets[k]);
     const Image& image = sample.front();
     if (k == 0) {
       c = image.channels, h = image.height, w = image.width;

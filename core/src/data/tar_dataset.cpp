@@ -273,6 +273,10 @@ class ImageInTarDataset final : public Dataset {
   int64_t target(std::size_t index) const override { return samples_.at(index).target; }
   int64_t num_classes() const override { return num_classes_; }
   std::string describe(std::size_t index) const override { return samples_.at(index).name; }
+  std::optional<EncodedImage> encoded(std::size_t index) const override {
+    const Sample& s = samples_.at(index);
+    return EncodedImage{files_[s.file]->read(s.offset, s.size), channels_};
+  }
 
  private:
   struct Found {

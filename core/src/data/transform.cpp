@@ -81,26 +81,49 @@ void check_crop(const std::vector<Selected>& selected, const TransformArgs& args
                    " (see --list-augmentations)");
 }
 
+// apply_splits from image stage `first` on (the stages before it have made
+// `img`); `first` is at most the first secondary stage.
+std::vector<Image> run_splits(const TransformPipeline& pipeline, Image img, Rng& rng, std::size_t first) {
+  const auto& stages = pipeline.image;
+  if (pipeline.num_splits() == 1) {
+    for (std::size_t i = first; i < stages.size(); ++i) stages[i]->apply(img, rng);
+    return {std::move(img)};
+  }
+  const std::size_t split = std::min(pipeline.secondary_begin, stages.size());
+  for (std::size_t i = first; i < split; ++i) stages[i]->apply(img, rng);
+  std::vector<Image> out{img};
+  for (int64_t s = 1; s < pipeline.aug_splits; ++s) {
+    Image aug = img;
+    for (std::size_t i = split; i < stages.size(); ++i) stages[i]->apply(aug, rng);
+    out.push_back(std::move(aug));
+  }
+  return out;
+}
+
 }  // namespace
+
+// A stage that says takes_jpeg() must override this: a bug, not a bad file.
+Image ImageTransform::apply_jpeg(const JpegSample& jpeg, Rng&) const {
+  TORCH_CHECK(false, "the image transform ", repr(), " takes a JPEG but does not implement apply_jpeg (sample ",
+              jpeg.source, ")");
+  return {};
+}
 
 void TransformPipeline::apply(Image& img, Rng& rng) const {
   for (const auto& t : image) t->apply(img, rng);
 }
 
 std::vector<Image> TransformPipeline::apply_splits(Image img, Rng& rng) const {
-  if (num_splits() == 1) {
-    apply(img, rng);
-    return {std::move(img)};
-  }
-  const std::size_t split = std::min(secondary_begin, image.size());
-  for (std::size_t i = 0; i < split; ++i) image[i]->apply(img, rng);
-  std::vector<Image> out{img};
-  for (int64_t s = 1; s < aug_splits; ++s) {
-    Image aug = img;
-    for (std::size_t i = split; i < image.size(); ++i) image[i]->apply(aug, rng);
-    out.push_back(std::move(aug));
-  }
-  return out;
+  return run_splits(*this, std::move(img), rng, 0);
+}
+
+bool TransformPipeline::takes_jpeg() const {
+  return !image.empty() && image.front()->takes_jpeg() && (num_splits() == 1 || secondary_begin >= 1);
+}
+
+std::vector<Image> TransformPipeline::apply_splits_jpeg(const JpegSample& jpeg, Rng& rng) const {
+  TORCH_CHECK(takes_jpeg(), "TransformPipeline::apply_splits_jpeg: the first stage does not take a JPEG");
+  return run_splits(*this, image.front()->apply_jpeg(jpeg, rng), rng, 1);
 }
 
 void TransformPipeline::apply(at::Tensor& tensor, Rng& rng) const {

@@ -863,6 +863,10 @@ class WdsDataset final : public IterableDataset {
     const Sample& s = index_->samples.at(i);
     return index_->shards[s.shard]->path() + ":" + s.key;
   }
+  std::optional<EncodedImage> encoded(std::size_t i) const override {
+    const Sample& s = index_->samples.at(i);
+    return EncodedImage{index_->shards[s.shard]->read(s.image.offset, s.image.size), index_->channels};
+  }
   std::shared_ptr<Sampler> make_sampler(const StreamConfig& config) const override {
     return std::make_shared<WdsSampler>(index_, num_samples_, config);
   }

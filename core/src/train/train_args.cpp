@@ -208,6 +208,7 @@ void read_misc(const Config& config, TrainArgs& args) {
   args.stop_after_epochs = config.get_optional<int64_t>("stop_after_epochs");
   args.auto_resume = config.get<bool>("auto_resume");
   args.log_tensorboard = config.get<bool>("log_tensorboard");
+  args.jpeg_dct_scale = config.get<bool>("jpeg_dct_scale");
   args.dist_backend = config.get<std::string>("dist_backend");
   args.dist_timeout = config.get<int64_t>("dist_timeout");
   args.ddp_bucket_cap_mb = config.get<double>("ddp_bucket_cap_mb");

@@ -221,6 +221,8 @@ struct TrainArgs {
   double ddp_bucket_cap_mb = 0.0;
   bool ddp_find_unused_parameters = false;
   bool log_tensorboard = false;  // event files in the output folder
+  // The train loader's JPEG DCT-domain downscaling (LoaderOptions::jpeg_dct_scale).
+  bool jpeg_dct_scale = false;
 };
 
 // Reads every field from `config`. Throws timm::Error when a value the

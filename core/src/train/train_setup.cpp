@@ -199,6 +199,7 @@ LoaderOptions loader_options(const TrainArgs& args, bool is_training, int64_t ba
   options.num_workers = args.workers;
   options.seed = seed + (is_training ? 0 : 1);
   options.pin_memory = args.pin_mem && dist.device.is_cuda();
+  options.jpeg_dct_scale = is_training && args.jpeg_dct_scale;
   return options;
 }
 
@@ -208,6 +209,20 @@ std::shared_ptr<Loader> make_loader(std::shared_ptr<const Dataset> dataset, bool
   std::shared_ptr<Sampler> sampler = make_sampler(*dataset, is_training, args, batch_size, dist);
   return std::make_shared<Loader>(std::move(dataset), std::move(sampler), std::move(transform),
                                   loader_options(args, is_training, batch_size, dist));
+}
+
+// --jpeg-dct-scale: what it does in this run, or why it does nothing (the
+// transforms of scheduled sizes share their crop).
+void log_jpeg_dct_scale(const TransformPipeline& train) {
+  if (train.takes_jpeg()) {
+    log_info(
+        "--jpeg-dct-scale: train JPEGs are decoded at the DCT scale (1/2, 1/4, 1/8) that still covers the crop at the "
+        "input size; their pixels are close to PIL's, not equal");
+    return;
+  }
+  const std::string crop = train.image.empty() ? std::string("none") : train.image.front()->repr();
+  log_warning("--jpeg-dct-scale has no effect: the train crop " + crop +
+              " does not take undecoded JPEGs (RandomResizedCrop, the default --train-crop-mode, does)");
 }
 
 // The flags of train.py's scheduled resolution group count only with
@@ -560,6 +575,7 @@ void make_loaders(const TrainArgs& args, const Datasets& datasets, const Distrib
         datasets.eval, false, create_transform(transform_args(args, setup.data_config, false)), args, eval_batch, dist);
   }
   const Loader& train = *setup.train_loader;
+  if (args.jpeg_dct_scale) log_jpeg_dct_scale(train.transform());
   if (!setup.scheduled_batches) {
     log_info("Train transform: " + train.transform().repr());
     return;

@@ -131,16 +131,31 @@ class RandomResizedCrop final : public ImageTransform {
     return {(img_h - h) / 2, (img_w - w) / 2, h, w};
   }
 
-  void apply(Image& image, Rng& rng) const override {
-    const Params p = get_params(image.height, image.width, rng);
+  // The window and the interpolation of one call, drawn in apply()'s order.
+  std::pair<Params, Interpolation> draw(int64_t img_h, int64_t img_w, Rng& rng) const {
+    const Params p = get_params(img_h, img_w, rng);
     const Interpolation interpolation =
         random_ ? (rng.randint(0, 1) == 0 ? Interpolation::kBilinear : Interpolation::kBicubic) : interpolation_;
     // A zero-sized crop (images of 1 pixel) cannot be resampled; PIL fails too.
     if (p.height <= 0 || p.width <= 0) {
-      throw Error("rrc: image of " + std::to_string(image.height) + "x" + std::to_string(image.width) +
-                  " is too small to crop");
+      throw Error("rrc: image of " + std::to_string(img_h) + "x" + std::to_string(img_w) + " is too small to crop");
     }
+    return {p, interpolation};
+  }
+
+  void apply(Image& image, Rng& rng) const override {
+    const auto [p, interpolation] = draw(image.height, image.width, rng);
     image = resized_crop(image, p.top, p.left, p.height, p.width, size_.h, size_.w, interpolation);
+  }
+
+  // --jpeg-dct-scale: the same draws from the JPEG header's size (so the
+  // same window), then a decode at the DCT scale that still covers the
+  // window at the output size.
+  bool takes_jpeg() const override { return true; }
+  Image apply_jpeg(const JpegSample& jpeg, Rng& rng) const override {
+    const auto [p, interpolation] = draw(jpeg.height, jpeg.width, rng);
+    return jpeg_dct_resized_crop(jpeg.bytes, jpeg.source, jpeg.channels, p.top, p.left, p.height, p.width, size_.h,
+                                 size_.w, interpolation);
   }
 
   std::string repr() const override {

@@ -28,6 +28,12 @@ class Dataset {
   virtual int64_t num_classes() const = 0;
   // A name for messages: the file path or "fashion-mnist[123]".
   virtual std::string describe(std::size_t index) const = 0;
+  // The sample's image file, not decoded, for a loader that works on the
+  // file (--jpeg-dct-scale, LoaderOptions::jpeg_dct_scale): image(index) is
+  // decode_image(bytes, describe(index), channels) of it. nullopt (the
+  // default) for a dataset that holds pixels (Fashion-MNIST, CIFAR). Throws
+  // Error on an unreadable file, as image().
+  virtual std::optional<EncodedImage> encoded(std::size_t /*index*/) const { return std::nullopt; }
 };
 
 // What an iterable dataset's sample order depends on: the loader's and the

@@ -25,6 +25,13 @@ struct Image {
   bool empty() const { return pixels.empty(); }
 };
 
+// An image file as stored, not decoded (Dataset::encoded): JPEG or PNG
+// bytes, and the channels its decode converts to (1: L, 3: RGB).
+struct EncodedImage {
+  std::vector<std::uint8_t> bytes;
+  int64_t channels = 3;
+};
+
 // PIL's Image.MAX_IMAGE_PIXELS (1 GiB / 4 / 3). Decoding an image whose
 // header declares more pixels logs a warning (once per process); more than
 // twice as many throws Error before any pixel buffer is allocated (PIL's
@@ -49,7 +56,11 @@ std::optional<std::pair<int64_t, int64_t>> jpeg_dimensions(std::span<const std::
 Image decode_jpeg_scaled(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels,
                          int denominator);
 
-// Reads and decodes a file.
+// A file's bytes, for decode_image. Throws Error naming `path` when it
+// cannot be read.
+std::vector<std::uint8_t> read_image_file(const std::filesystem::path& path);
+
+// Reads and decodes a file: decode_image(read_image_file(path), path, channels).
 Image read_image(const std::filesystem::path& path, int64_t channels);
 
 // Encodes `image` (1 or 3 channels) as a baseline JPEG file's bytes with

@@ -43,10 +43,11 @@ Image resized_crop(const Image& src, int64_t top, int64_t left, int64_t height, 
 int jpeg_dct_denominator(int64_t crop_h, int64_t crop_w, int64_t out_h, int64_t out_w);
 
 // resized_crop of a JPEG through a 1/d scaled decode (d as above): the crop
-// window (in full-size pixels) is mapped to the scaled image (rounded to
-// whole pixels, clipped), then resampled to out_h x out_w. Differs from
-// decode + resized_crop by the scaled IDCT and the sub-pixel window shift;
-// docs/data-mixup.md gives the measured difference. `bytes` must be a JPEG.
+// window (in full-size pixels) becomes a sub-pixel box of the scaled image,
+// resampled to out_h x out_w with the antialiased filter over that box (as
+// PIL's resize(box=...)). d = 1 is decode + resized_crop exactly; d > 1
+// differs by the scaled IDCT and the two-stage filtering
+// (docs/data-mixup.md gives the measured difference). `bytes` must be a JPEG.
 Image jpeg_dct_resized_crop(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels,
                             int64_t top, int64_t left, int64_t height, int64_t width, int64_t out_h, int64_t out_w,
                             Interpolation interpolation);

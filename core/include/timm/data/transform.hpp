@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,12 +38,33 @@ class Rng {
   std::mt19937_64 engine_;
 };
 
+// A JPEG sample not yet decoded, as the loader gives it to the first image
+// stage with --jpeg-dct-scale (LoaderOptions::jpeg_dct_scale).
+struct JpegSample {
+  std::span<const std::uint8_t> bytes;  // the JPEG file
+  int64_t height = 0;                   // its size, from its header (jpeg_dimensions)
+  int64_t width = 0;
+  int64_t channels = 3;  // what decoding converts to: 1 (L) or 3 (RGB)
+  std::string source;    // the sample, for messages (Dataset::describe)
+};
+
 class ImageTransform {
  public:
   virtual ~ImageTransform() = default;
   virtual void apply(Image& image, Rng& rng) const = 0;
   // timm's repr, e.g. "RandomHorizontalFlip(p=0.5)".
   virtual std::string repr() const = 0;
+  // --jpeg-dct-scale: whether apply_jpeg() stands in for decoding a JPEG and
+  // apply(). A crop that resamples a window of the image (RandomResizedCrop)
+  // can; the loader asks the pipeline's first stage only. Default: false.
+  virtual bool takes_jpeg() const { return false; }
+  // What apply() makes of the decoded `jpeg`, with the same draws from `rng`
+  // as apply() on a jpeg.height x jpeg.width image (so the same window), but
+  // decoding as it likes (jpeg_dct_resized_crop: close to apply()'s pixels,
+  // not equal). Throws Error for a bad file (decode_image's errors, pixel
+  // limit included) as for a bad image: the loader skips the sample. Called
+  // only when takes_jpeg(); the default fails an internal check.
+  virtual Image apply_jpeg(const JpegSample& jpeg, Rng& rng) const;
 };
 
 class BatchTransform {
@@ -148,6 +170,13 @@ struct TransformPipeline {
   // then the clean image and aug_splits - 1 copies through the secondary
   // stages (AugMixDataset); otherwise every stage on the one image.
   std::vector<Image> apply_splits(Image image, Rng& rng) const;
+  // --jpeg-dct-scale: whether the first image stage takes a JPEG before it
+  // is decoded (ImageTransform::takes_jpeg) and runs once per sample (it is
+  // not one of the per-split secondary stages).
+  bool takes_jpeg() const;
+  // apply_splits() of the decoded `jpeg`, with the first stage's apply_jpeg
+  // in place of decoding and its apply(). Only when takes_jpeg().
+  std::vector<Image> apply_splits_jpeg(const JpegSample& jpeg, Rng& rng) const;
   int64_t num_splits() const { return aug_splits > 1 ? aug_splits : 1; }
   void apply(at::Tensor& batch, Rng& rng) const;
   // timm's Compose repr of the per-sample stages (ending in
