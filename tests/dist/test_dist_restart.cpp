@@ -6,6 +6,9 @@
 // float32 computation, one thread per rank). The model draws drop path masks
 // on every rank from its own CPU generator (seeded seed + rank), so the
 // resume must give each rank its own RNG state back, not rank 0's.
+// A second case kills rank 1 after a --recovery-interval checkpoint of epoch
+// 1: the restarted job continues epoch 1 at the update after it (every rank
+// skipping the same batches) and ends as the uninterrupted run, too.
 #include <cstdint>
 
 #include "dist_support.hpp"
@@ -44,6 +47,17 @@ timm::test::CommandResult launch(const fs::path& dir, const std::string& launch_
   return timm::test::run_command({"bash", "-c", script}, std::chrono::seconds(400));
 }
 
+// Once `file` exists and rank 0 logged `logged` (a grep pattern), SIGKILL the
+// process under `out` whose RANK is 1 (a watch script for launch()).
+std::string kill_rank_1_after(const fs::path& out, const fs::path& file, const std::string& logged) {
+  return "for i in $(seq 3000); do [ -e '" + file.string() + "' ] && grep -q '" + logged +
+         "' \"$log\" && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done\n"
+         "for p in $(pgrep -x timm-run); do grep -q '" +
+         out.string() +
+         "' /proc/$p/cmdline 2>/dev/null && tr '\\0' '\\n' < /proc/$p/environ | grep -qx RANK=1 && "
+         "{ kill -9 $p; echo \"killed rank 1 ($p)\"; }; done\n";
+}
+
 // The tensor bytes of a .safetensors file (after its JSON header, which also
 // carries a per-save checkpoint id): equal bytes, equal weights.
 std::string tensor_bytes(const fs::path& file) {
@@ -68,13 +82,7 @@ TEST_CASE("torchrun --max-restarts 1: rank 1 killed mid-epoch, the job resumes a
   // Once epoch 0's checkpoint exists and rank 0 logged step 2 of epoch 1,
   // SIGKILL the process whose RANK is 1.
   const fs::path out = tmp / "restarted" / "out";
-  const std::string kill_rank_1 =
-      "for i in $(seq 3000); do [ -e '" + (out / "x" / "checkpoint-0.safetensors").string() +
-      "' ] && grep -q 'Train: 1 \\[   2/' \"$log\" && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done\n"
-      "for p in $(pgrep -x timm-run); do grep -q '" +
-      out.string() +
-      "' /proc/$p/cmdline 2>/dev/null && tr '\\0' '\\n' < /proc/$p/environ | grep -qx RANK=1 && "
-      "{ kill -9 $p; echo \"killed rank 1 ($p)\"; }; done\n";
+  const std::string kill_rank_1 = kill_rank_1_after(out, out / "x" / "checkpoint-0.safetensors", "Train: 1 \\[   2/");
   const auto restarted = launch(tmp / "restarted", "--max-restarts 1", {"--auto-resume"}, kill_rank_1);
   MESSAGE(restarted.output.substr(restarted.output.size() > 6000 ? restarted.output.size() - 6000 : 0));
   CHECK(restarted.output.find("killed rank 1 (") != std::string::npos);
@@ -96,6 +104,51 @@ TEST_CASE("torchrun --max-restarts 1: rank 1 killed mid-epoch, the job resumes a
   CHECK(a.size() == b.size());
   CHECK_MESSAGE(a == b, "the restarted run's last.safetensors differs from the uninterrupted run's");
   // The restarted run's summary.csv kept epoch 0's row and holds each epoch once, as the straight run's.
+  CHECK(timm::test::read_file(out / "x" / "summary.csv") ==
+        timm::test::read_file(tmp / "straight" / "out" / "x" / "summary.csv"));
+}
+
+TEST_CASE("torchrun --max-restarts 1: rank 1 killed after a recovery checkpoint, the job continues its epoch") {
+  timm::test::TempDir tmp;
+  fs::create_directories(tmp / "straight");
+  fs::create_directories(tmp / "restarted");
+  // A recovery checkpoint after updates 1, 3 and 5 of each epoch's 6.
+  const std::vector<std::string> recovery = {"--recovery-interval", "2"};
+  const auto straight = launch(tmp / "straight", "", recovery, "");
+  MESSAGE(straight.output.substr(straight.output.size() > 2000 ? straight.output.size() - 2000 : 0));
+  REQUIRE(straight.output.find("launcher_exit=0") != std::string::npos);
+
+  // recovery-1-1 is saved before rank 0 logs step 2 of epoch 1: the kill
+  // follows it (and may follow recovery-1-3 on a slow machine); the newest
+  // checkpoint is then a recovery checkpoint of epoch 1, not epoch 0's last.
+  const fs::path out = tmp / "restarted" / "out";
+  const std::string kill_rank_1 = kill_rank_1_after(out, out / "x" / "recovery-1-1.safetensors", "Train: 1 \\[   2/");
+  std::vector<std::string> extra = recovery;
+  extra.push_back("--auto-resume");
+  const auto restarted = launch(tmp / "restarted", "--max-restarts 1", extra, kill_rank_1);
+  MESSAGE(restarted.output.substr(restarted.output.size() > 6000 ? restarted.output.size() - 6000 : 0));
+  CHECK(restarted.output.find("killed rank 1 (") != std::string::npos);
+  CHECK(restarted.output.find("launcher_exit=0") != std::string::npos);
+  // The second attempt continued epoch 1 after the recovery checkpoint's
+  // update: no step of epoch 0 and none of epoch 1 before it again.
+  const auto resumed_at = restarted.output.find("Loaded checkpoint '" + (out / "x" / "recovery-1-").string());
+  REQUIRE(resumed_at != std::string::npos);
+  CHECK(restarted.output.find("' (epoch 1)", resumed_at) != std::string::npos);
+  CHECK(restarted.output.find("Resuming epoch 1 at update ", resumed_at) != std::string::npos);
+  CHECK(restarted.output.find("Train: 0 [", resumed_at) == std::string::npos);
+  CHECK(restarted.output.find("Train: 1 [   0/", resumed_at) == std::string::npos);
+  CHECK(restarted.output.find("Train: 1 [   1/", resumed_at) == std::string::npos);
+  CHECK(restarted.output.find("Train: 2 [   5/6", resumed_at) != std::string::npos);
+
+  const auto sums = timm::test::checksums(restarted.output);
+  REQUIRE(sums.size() == 2);
+  CHECK(sums.at(0) == sums.at(1));
+  CHECK(timm::test::checksums(straight.output) == sums);
+  const std::string a = tensor_bytes(tmp / "straight" / "out" / "x" / "last.safetensors");
+  const std::string b = tensor_bytes(out / "x" / "last.safetensors");
+  CHECK(a.size() == b.size());
+  CHECK_MESSAGE(a == b, "the restarted run's last.safetensors differs from the uninterrupted run's");
+  // Epoch 1's row too: its train loss continues each rank's loss meter.
   CHECK(timm::test::read_file(out / "x" / "summary.csv") ==
         timm::test::read_file(tmp / "straight" / "out" / "x" / "summary.csv"));
 }

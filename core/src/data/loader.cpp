@@ -262,7 +262,9 @@ static Batch build_batch(const Dataset& dataset, const TransformPipeline& transf
   return batch;
 }
 
-void Loader::start_epoch(int64_t epoch) {
+void Loader::start_epoch(int64_t epoch) { start_epoch(epoch, 0); }
+
+void Loader::start_epoch(int64_t epoch, std::size_t first_batch) {
   state_->shutdown();
   auto fresh = std::make_unique<State>();
   fresh->skipped.store(state_->skipped.load());
@@ -285,6 +287,13 @@ void Loader::start_epoch(int64_t epoch) {
       s.choices[b] = static_cast<std::size_t>(choices[b]);
     }
   }
+  if (first_batch > s.num_batches) {
+    throw Error("the loader cannot start epoch " + std::to_string(epoch) + " at batch " + std::to_string(first_batch) +
+                ": the epoch has " + std::to_string(s.num_batches) + " batches");
+  }
+  // The workers claim from here on; nothing before it is built.
+  s.next_to_claim = first_batch;
+  s.next_to_return = first_batch;
   if (options_.num_workers == 0) return;
 
   const std::size_t max_ahead = static_cast<std::size_t>(options_.num_workers * options_.prefetch_batches);

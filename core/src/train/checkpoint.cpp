@@ -63,6 +63,26 @@ void write_named_tensors(torch::serialize::OutputArchive& archive, const NamedTe
   for (const auto& [name, tensor] : tensors) archive.write(name, tensor.detach().cpu());
 }
 
+// The key of a recovery checkpoint's EpochPosition archive; a state file
+// without it resumes at the next epoch.
+constexpr const char* kPositionKey = "epoch_position";
+
+void write_epoch_position(torch::serialize::OutputArchive& archive, const EpochPosition& position) {
+  torch::serialize::OutputArchive position_archive;
+  position_archive.write("updates_done", c10::IValue(position.updates_done));
+  position_archive.write("updates_per_epoch", c10::IValue(position.updates_per_epoch));
+  position_archive.write("batches_done", c10::IValue(position.batches_done));
+  position_archive.write("batch_rng", c10::IValue(position.batch_rng));
+  position_archive.write("mixup_rng", c10::IValue(position.mixup_rng));
+  position_archive.write("train_loss", position.train_loss.detach().cpu());
+  if (!position.rank_buffers.empty()) {
+    torch::serialize::OutputArchive buffers_archive;
+    write_named_tensors(buffers_archive, position.rank_buffers);
+    position_archive.write("rank_buffers", buffers_archive);
+  }
+  archive.write(kPositionKey, position_archive);
+}
+
 std::string serialize_state(const CheckpointParts& parts, const TrainingState& state, const std::string& id) {
   torch::serialize::OutputArchive archive;
   torch::serialize::OutputArchive optimizer_archive;
@@ -89,6 +109,7 @@ std::string serialize_state(const CheckpointParts& parts, const TrainingState& s
   archive.write("config_toml", c10::IValue(state.config_toml));
   archive.write("checkpoint_id", c10::IValue(id));
   write_rng_states(archive, parts.rng_states);
+  if (state.position) write_epoch_position(archive, *state.position);
   std::string bytes;
   archive.save_to([&bytes](const void* data, std::size_t size) {
     bytes.append(static_cast<const char*>(data), size);
@@ -446,9 +467,64 @@ void restore_cpu_rng(torch::serialize::InputArchive& archive, const fs::path& fi
               "will differ from an uninterrupted run's");
 }
 
+// An integer of a recovery checkpoint's position.
+int64_t read_position_int(torch::serialize::InputArchive& archive, const std::string& key, const fs::path& file) {
+  c10::IValue value;
+  if (!archive.try_read(key, value) || !value.isInt()) {
+    throw Error(file.string() + ": " + kPositionKey + " has no integer " + in_quotes(key));
+  }
+  return value.toInt();
+}
+
+std::string read_position_string(torch::serialize::InputArchive& archive, const std::string& key,
+                                 const fs::path& file) {
+  c10::IValue value;
+  if (!archive.try_read(key, value) || !value.isString()) {
+    throw Error(file.string() + ": " + kPositionKey + " has no string " + in_quotes(key));
+  }
+  return value.toStringRef();
+}
+
+// A recovery checkpoint's position in its epoch; none for a checkpoint of an
+// epoch's end or one written before positions were saved.
+std::optional<EpochPosition> read_epoch_position(torch::serialize::InputArchive& archive, const fs::path& file) {
+  torch::serialize::InputArchive position_archive;
+  if (!archive.try_read(kPositionKey, position_archive)) return std::nullopt;
+  EpochPosition position;
+  position.updates_done = read_position_int(position_archive, "updates_done", file);
+  position.updates_per_epoch = read_position_int(position_archive, "updates_per_epoch", file);
+  position.batches_done = read_position_int(position_archive, "batches_done", file);
+  position.batch_rng = read_position_string(position_archive, "batch_rng", file);
+  position.mixup_rng = read_position_string(position_archive, "mixup_rng", file);
+  if (!position_archive.try_read("train_loss", position.train_loss) || position.train_loss.dim() != 2 ||
+      position.train_loss.size(1) != 2 || position.train_loss.scalar_type() != at::kDouble) {
+    throw Error(file.string() + ": " + kPositionKey +
+                " has no train_loss of float64 (world size, 2) rows (loss sum, sample count)");
+  }
+  torch::serialize::InputArchive buffers_archive;
+  if (position_archive.try_read("rank_buffers", buffers_archive)) {
+    for (const std::string& name : buffers_archive.keys()) {
+      at::Tensor tensor;
+      buffers_archive.read(name, tensor);
+      position.rank_buffers.emplace_back(name, std::move(tensor));
+    }
+  }
+  if (position.updates_done < 1 || position.updates_done > position.updates_per_epoch || position.batches_done < 1) {
+    throw Error(file.string() + ": " + kPositionKey + " says " + std::to_string(position.updates_done) + " of " +
+                std::to_string(position.updates_per_epoch) + " updates and " + std::to_string(position.batches_done) +
+                " batches done: not a position in an epoch");
+  }
+  return position;
+}
+
 }  // namespace
 
 int64_t resume_checkpoint(const fs::path& path, const ResumeTargets& targets) {
+  const ResumePoint point = resume_checkpoint_at(path, targets);
+  return point.position ? point.epoch + 1 : point.epoch;
+}
+
+ResumePoint resume_checkpoint_at(const fs::path& path, const ResumeTargets& targets) {
   const fs::path stem = checkpoint_stem(path);
   const fs::path weights_file = stem.string() + kWeightsExt;
   if (!fs::exists(weights_file))
@@ -462,6 +538,9 @@ int64_t resume_checkpoint(const fs::path& path, const ResumeTargets& targets) {
   torch::serialize::InputArchive archive = read_state_archive(matching_state);
   c10::IValue epoch;
   if (!archive.try_read("epoch", epoch)) throw Error(matching_state.string() + ": has no epoch");
+  ResumePoint point;
+  point.position = read_epoch_position(archive, matching_state);
+  point.epoch = point.position ? epoch.toInt() : epoch.toInt() + 1;
   load_state_dict(targets.model, weights.tensors, /*strict=*/true);
   // Before the optimizer: a task of another kind is named as such, not by
   // its optimizer's other parameter groups.
@@ -483,10 +562,9 @@ int64_t resume_checkpoint(const fs::path& path, const ResumeTargets& targets) {
     if (archive.try_read("scaler", scaler_archive)) targets.scaler->load(scaler_archive);
   }
   restore_cpu_rng(archive, matching_state, targets.rank, targets.world_size);
-  const int64_t resume_epoch = epoch.toInt() + 1;
   log_info(format("Loaded checkpoint '%s' (epoch %lld)", weights_file.string().c_str(),
                   static_cast<long long>(epoch.toInt())));
-  return resume_epoch;
+  return point;
 }
 
 std::optional<fs::path> newest_checkpoint(const fs::path& dir) {

@@ -7,6 +7,7 @@
 #include <torch/cuda.h>
 
 #include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 #include "timm/dist/setup_check.hpp"
 #include "timm/dist/sync_batchnorm.hpp"
 #include "timm/log/log.hpp"
@@ -142,6 +143,63 @@ std::vector<at::Tensor> cpu_rng_states(const Distributed& dist) {
   std::vector<at::Tensor> states;
   for (const at::Tensor& state : output[0]) states.push_back(state.to(at::kCPU));
   return states;
+}
+
+namespace {
+
+// Appends, on the primary rank, ranks 1 and up's buffers of `module` as
+// "rank<r>.<prefix>.<name>" (one allgather per buffer, on the training device).
+void gather_rank_buffers(const torch::nn::Module& module, const std::string& prefix, const Distributed& dist,
+                         NamedTensors& out) {
+  for (const auto& item : module.named_buffers(/*recurse=*/true)) {
+    const at::Tensor& buffer = item.value();
+    if (!buffer.defined()) continue;
+    std::vector<at::Tensor> input{buffer.detach().to(dist.device).reshape({-1}).contiguous()};
+    std::vector<std::vector<at::Tensor>> output(1);
+    for (int r = 0; r < dist.size(); ++r) output[0].push_back(at::empty_like(input[0]));
+    dist.group->wait(dist.group->comm()->allgather(output, input),
+                     "allgather of the buffers " + in_quotes(item.key()) + " for a recovery checkpoint");
+    if (!dist.is_primary()) continue;
+    for (int r = 1; r < dist.size(); ++r) {
+      out.emplace_back(format("rank%d.%s.%s", r, prefix.c_str(), item.key().c_str()),
+                       output[0][static_cast<std::size_t>(r)].reshape(buffer.sizes()).to(at::kCPU));
+    }
+  }
+}
+
+// Copies this rank's saved buffers of `module` ("rank<r>.<prefix>.<name>").
+void restore_buffers_of(torch::nn::Module& module, const std::string& prefix, const NamedTensors& saved, int rank,
+                        const std::string& file) {
+  const at::NoGradGuard no_grad;
+  for (auto& item : module.named_buffers(/*recurse=*/true)) {
+    at::Tensor& buffer = item.value();
+    if (!buffer.defined()) continue;
+    const std::string key = format("rank%d.%s.%s", rank, prefix.c_str(), item.key().c_str());
+    const auto it = std::find_if(saved.begin(), saved.end(), [&](const auto& named) { return named.first == key; });
+    if (it == saved.end() || it->second.sizes() != buffer.sizes()) {
+      const std::string shape = joined_ints(buffer.sizes(), 'x');
+      throw Error(file + ": the recovery checkpoint has no buffer " + in_quotes(key) + " shaped as this rank's (" +
+                  shape + ")");
+    }
+    buffer.copy_(it->second);
+  }
+}
+
+}  // namespace
+
+NamedTensors other_ranks_buffers(const torch::nn::Module& model, const ModelEma* ema, const Distributed& dist) {
+  NamedTensors buffers;
+  if (!dist.active()) return buffers;
+  gather_rank_buffers(model, "model", dist, buffers);
+  if (ema) gather_rank_buffers(*ema->module(), "ema", dist, buffers);
+  return buffers;
+}
+
+void restore_rank_buffers(const NamedTensors& saved, torch::nn::Module& model, ModelEma* ema, const Distributed& dist,
+                          const std::string& file) {
+  if (!dist.active() || dist.is_primary()) return;
+  restore_buffers_of(model, "model", saved, dist.world.rank, file);
+  if (ema) restore_buffers_of(*ema->module(), "ema", saved, dist.world.rank, file);
 }
 
 void check_stop() {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <locale>
+#include <sstream>
 
 #include <torch/cuda.h>
 #include <torch/utils.h>
@@ -37,8 +39,9 @@ struct TrainContext {
   // relative to this policy-average batch size.
   bool scheduled_batches = false;
   double batch_size_reference = 0.0;
-  // Saves recovery-<epoch>-<update_idx> (--recovery-interval); collective.
-  std::function<void(int64_t epoch, int64_t update_idx)> save_recovery{};
+  // Saves recovery-<epoch>-<update_idx> (--recovery-interval) with the
+  // epoch's `position`; collective.
+  std::function<void(int64_t epoch, int64_t update_idx, EpochPosition position)> save_recovery{};
   // --log-tensorboard: the primary rank's event file; null elsewhere.
   TensorBoardWriter* tensorboard = nullptr;
   // --save-images: the primary rank's output folder; empty elsewhere and
@@ -158,7 +161,66 @@ struct EpochProgress {
   int64_t update_sample_count = 0;  // since the last update, over all ranks
   Stopwatch epoch_watch;            // for the status line's ETA
   Stopwatch status_watch;           // since the status line was last drawn
+  // The epoch's random engines: the batch transforms' and mixup / cutmix's
+  // (seeded per epoch in train_one_epoch).
+  Rng batch_rng{0};
+  Rng mixup_rng{0};
 };
+
+// An Rng's engine as std::mt19937_64's text, and back (a recovery
+// checkpoint's EpochPosition); in the classic locale, whatever the global one.
+std::string engine_text(Rng& rng) {
+  std::ostringstream text;
+  text.imbue(std::locale::classic());
+  text << rng.engine();
+  return text.str();
+}
+
+void restore_engine(Rng& rng, const std::string& text, const std::string& what) {
+  std::istringstream in(text);
+  in.imbue(std::locale::classic());
+  in >> rng.engine();
+  if (in.fail()) throw Error("the recovery checkpoint's " + what + " is not a std::mt19937_64 state");
+}
+
+// Where the epoch stands after update `update_idx`, whose last batch was
+// `batch_idx`: a recovery checkpoint's EpochPosition. Every rank's loss meter
+// goes in (collective: every rank calls it at the same update).
+EpochPosition epoch_position(const TrainContext& ctx, EpochProgress& p, int64_t update_idx, int64_t batch_idx) {
+  EpochPosition position;
+  position.updates_done = update_idx + 1;
+  position.updates_per_epoch = p.updates;
+  position.batches_done = batch_idx + 1;
+  position.batch_rng = engine_text(p.batch_rng);
+  position.mixup_rng = engine_text(p.mixup_rng);
+  // Each rank fills its own row, zeros elsewhere: the sum over the ranks is
+  // every rank's row, exactly.
+  const int size = ctx.dist.size();
+  const auto row = static_cast<std::size_t>(ctx.dist.world.rank);
+  std::vector<double> meters(2 * static_cast<std::size_t>(size), 0.0);
+  meters[2 * row] = p.losses.sum();
+  meters[2 * row + 1] = static_cast<double>(p.losses.count());
+  ctx.dist.sum(meters, "allreduce of the train loss meters for a recovery checkpoint");
+  position.train_loss = at::tensor(meters, at::TensorOptions().dtype(at::kDouble)).reshape({size, 2});
+  return position;
+}
+
+// A resumed epoch (`position`, a recovery checkpoint's) continues where the
+// checkpoint was written: the updates done, the random engines and this
+// rank's loss meter as they were then.
+void continue_epoch(const TrainContext& ctx, EpochProgress& p, const EpochPosition& position) {
+  p.num_updates += position.updates_done;
+  restore_engine(p.batch_rng, position.batch_rng, "batch_rng");
+  restore_engine(p.mixup_rng, position.mixup_rng, "mixup_rng");
+  const at::Tensor meter = position.train_loss[ctx.dist.world.rank];
+  p.losses.restore(meter[0].item<double>(), static_cast<int64_t>(meter[1].item<double>()));
+  const std::string rest = position.updates_done == p.updates
+                               ? std::string("its updates are done; its evaluation and checkpoint follow")
+                               : format("skipping the %lld batches trained before the recovery checkpoint",
+                                        static_cast<long long>(position.batches_done));
+  log_info(format("Resuming epoch %lld at update %lld of %lld: %s", static_cast<long long>(p.epoch),
+                  static_cast<long long>(position.updates_done), static_cast<long long>(p.updates), rest.c_str()));
+}
 
 // Redraws the terminal's status line; between log points at most 10 times a
 // second.
@@ -238,7 +300,7 @@ void after_update(TrainContext& ctx, EpochProgress& p, int64_t update_idx, bool 
   // On every rank: the save gathers each rank's RNG state into rank 0's file.
   const int64_t recovery_interval = ctx.args.recovery_interval;
   if (ctx.save_recovery && recovery_interval > 0 && (update_idx + 1) % recovery_interval == 0) {
-    ctx.save_recovery(p.epoch, update_idx);
+    ctx.save_recovery(p.epoch, update_idx, epoch_position(ctx, p, update_idx, batch_idx));
   }
   ctx.scheduler.step_update(p.num_updates, p.losses.avg());
   p.update_sample_count = 0;
@@ -246,10 +308,13 @@ void after_update(TrainContext& ctx, EpochProgress& p, int64_t update_idx, bool 
 
 // train.py's train_one_epoch, with gradient accumulation (a shorter last
 // accumulation when the batch count is not a multiple), AMP, clipping and
-// the EMA update after each optimizer update.
-double train_one_epoch(TrainContext& ctx, int64_t epoch) {
+// the EMA update after each optimizer update. With `resume_at` (a recovery
+// checkpoint's position in this epoch), the epoch continues after its
+// batches: the loader skips them without loading them.
+double train_one_epoch(TrainContext& ctx, int64_t epoch, const EpochPosition* resume_at) {
   ctx.task.train();
-  ctx.loader.start_epoch(epoch);
+  const int64_t first_batch = resume_at ? resume_at->batches_done : 0;
+  ctx.loader.start_epoch(epoch, static_cast<std::size_t>(first_batch));
   const int64_t num_batches = static_cast<int64_t>(ctx.loader.num_batches());
   const int64_t accum_steps = ctx.tools.grad_accum_steps;
   const int64_t last_accum_steps = num_batches % accum_steps;
@@ -259,12 +324,13 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
   p.updates = updates_per_epoch(ctx.loader.num_batches(), accum_steps);
   p.num_updates = epoch * p.updates;
   const auto seed = static_cast<std::uint64_t>(ctx.args.seed);
-  Rng batch_rng(seed * 1000003ULL + epoch);
+  p.batch_rng = Rng(seed * 1000003ULL + epoch);
   if (ctx.tools.mixup && ctx.tools.mixup_off_epoch > 0 && epoch >= ctx.tools.mixup_off_epoch) {
     ctx.tools.mixup->set_enabled(false);
   }
-  Rng mixup_rng(seed * 7919ULL + epoch);
-  int64_t batch_idx = 0;
+  p.mixup_rng = Rng(seed * 7919ULL + epoch);
+  if (resume_at) continue_epoch(ctx, p, *resume_at);
+  int64_t batch_idx = first_batch;
   int64_t accum = accum_steps;
   ctx.optimizer.zero_grad();
   while (auto batch = ctx.loader.next()) {
@@ -273,10 +339,10 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch) {
     const bool need_update = last_batch || (batch_idx + 1) % accum_steps == 0;
     const int64_t update_idx = batch_idx / accum_steps;
     if (batch_idx >= last_batch_idx_to_accum) accum = last_accum_steps;
-    at::Tensor input = prepare_images(*batch, ctx.loader.transform(batch->choice), ctx.device, batch_rng,
+    at::Tensor input = prepare_images(*batch, ctx.loader.transform(batch->choice), ctx.device, p.batch_rng,
                                       ctx.args.channels_last, ctx.tools.model_dtype);
     at::Tensor target = batch->targets.to(ctx.device);
-    if (ctx.tools.mixup) target = ctx.tools.mixup->apply(input, target, mixup_rng).targets;
+    if (ctx.tools.mixup) target = ctx.tools.mixup->apply(input, target, p.mixup_rng).targets;
     p.data_time.update(static_cast<double>(accum) * p.data_watch.seconds());
 
     const int64_t batch_size = input.size(0);
@@ -418,15 +484,18 @@ TrainResult train_epochs(const TrainArgs& args, TrainSetup& setup, RunOutput& ou
                    .tensorboard = output.tensorboard.get(),
                    .save_images_dir = args.save_images && dist.is_primary() ? output.dir : std::filesystem::path{},
                    .status_line = log_status_enabled()};
-  ctx.save_recovery = [&](int64_t epoch, int64_t update_idx) {
+  ctx.save_recovery = [&](int64_t epoch, int64_t update_idx, EpochPosition position) {
     std::vector<at::Tensor> rng_states = cpu_rng_states(dist);
-    if (dist.is_primary()) save_recovery(setup, output, epoch, update_idx, std::move(rng_states));
+    position.rank_buffers = other_ranks_buffers(*setup.model, setup.tools.ema.get(), dist);
+    if (dist.is_primary()) save_recovery(setup, output, epoch, update_idx, std::move(rng_states), std::move(position));
   };
   EpochHistory history;
   const int64_t val_interval = std::max<int64_t>(1, args.val_interval);
   const int64_t end_epoch = last_epoch_of_run(args, start_epoch, setup.scheduler->num_epochs());
   for (int64_t epoch = start_epoch; epoch < end_epoch; ++epoch) {
-    const double train_loss = train_one_epoch(ctx, epoch);
+    // A recovery checkpoint's position: the first epoch continues there.
+    const EpochPosition* resume_at = epoch == start_epoch && setup.resume_position ? &*setup.resume_position : nullptr;
+    const double train_loss = train_one_epoch(ctx, epoch, resume_at);
     if (output.tensorboard) output.tensorboard->flush();  // the epoch's step scalars
     if (setup.dist_bn) distribute_bn_statistics(*setup.model, setup.tools.ema.get(), dist, *setup.dist_bn);
     if ((epoch + 1) % val_interval != 0 && epoch + 1 != end_epoch) {

@@ -136,8 +136,8 @@ void report_epoch(const EpochRecord& record, double metric, std::vector<at::Tens
 }
 
 void save_recovery(const TrainSetup& setup, RunOutput& output, int64_t epoch, int64_t update_idx,
-                   std::vector<at::Tensor> rng_states) {
-  const TrainingState state{epoch, std::nullopt, setup.eval_metric, output.config_toml};
+                   std::vector<at::Tensor> rng_states, EpochPosition position) {
+  const TrainingState state{epoch, std::nullopt, setup.eval_metric, output.config_toml, std::move(position)};
   output.saver->save_recovery(checkpoint_parts(setup, std::move(rng_states)), state, update_idx);
 }
 

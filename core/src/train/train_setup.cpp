@@ -661,12 +661,35 @@ std::filesystem::path checkpoint_to_resume(const TrainArgs& args, const std::fil
   return {};
 }
 
+// Why a recovery checkpoint's position in its epoch does not fit this run
+// (another world size, batch count or --grad-accum-steps: other batches);
+// empty when it fits.
+std::string position_misfit(const EpochPosition& position, const TrainSetup& setup, const Distributed& dist) {
+  const auto num_batches = static_cast<int64_t>(setup.train_loader->num_batches());
+  const int64_t expected_batches = std::min(position.updates_done * setup.tools.grad_accum_steps, num_batches);
+  if (position.train_loss.size(0) != dist.size()) {
+    return format("it was written by %lld ranks, this run has %d", static_cast<long long>(position.train_loss.size(0)),
+                  dist.size());
+  }
+  if (position.updates_per_epoch != setup.updates_per_epoch || position.batches_done != expected_batches) {
+    return format(
+        "its epoch had %lld updates, %lld of them done in %lld batches; this run's epoch has %lld updates of %lld "
+        "batches with --grad-accum-steps %lld (the batch size, the accumulation or the dataset differ)",
+        static_cast<long long>(position.updates_per_epoch), static_cast<long long>(position.updates_done),
+        static_cast<long long>(position.batches_done), static_cast<long long>(setup.updates_per_epoch),
+        static_cast<long long>(num_batches), static_cast<long long>(setup.tools.grad_accum_steps));
+  }
+  return {};
+}
+
 // The epoch to start at (0 without a checkpoint), as train.py: --start-epoch
-// wins over the checkpoint's. In a distributed run rank 0 chooses the
+// wins over the checkpoint's. A recovery checkpoint that holds its position
+// in its epoch (and fits this run) resumes that epoch: its epoch, with the
+// position in setup.resume_position. In a distributed run rank 0 chooses the
 // checkpoint and broadcasts its path; every rank resumes from it, and either
-// all succeed at the same epoch or all stop with the error of the rank that
-// failed (a rank cannot read a folder that is not shared, say), never some
-// training from other epochs than the rest.
+// all succeed at the same epoch and position or all stop with the error of
+// the rank that failed (a rank cannot read a folder that is not shared, say),
+// never some training from other epochs than the rest.
 int64_t start_epoch_of(const TrainArgs& args, const std::filesystem::path& output_dir, TrainSetup& setup,
                        const Distributed& dist, const torch::Device& device) {
   if (args.resume.empty() && args.auto_resume && !args.experiment_is_explicit) {
@@ -689,7 +712,27 @@ int64_t start_epoch_of(const TrainArgs& args, const std::filesystem::path& outpu
     }
     targets.ema = setup.tools.ema.get();
     targets.load_task_state = [&setup](const NamedTensors& state) { setup.task->load_task_state(state); };
-    return resume_checkpoint(path, targets);
+    ResumePoint point = resume_checkpoint_at(path, targets);
+    if (point.position) {
+      const std::string misfit = position_misfit(*point.position, setup, dist);
+      const std::string where =
+          format("%s was written after update %lld of epoch %lld", path.c_str(),
+                 static_cast<long long>(point.position->updates_done - 1), static_cast<long long>(point.epoch));
+      if (args.start_epoch) {
+        log_info(where + "; --start-epoch " + std::to_string(*args.start_epoch) + " starts an epoch at its beginning");
+        point = ResumePoint{point.epoch + 1};
+      } else if (!misfit.empty()) {
+        // The same on every rank: said once.
+        if (dist.is_primary()) log_warning(where + ", but " + misfit + ": resuming at the next epoch, as timm");
+        point = ResumePoint{point.epoch + 1};
+      }
+    }
+    // Within an epoch the ranks' BatchNorm statistics differ: each gets its own.
+    if (point.position) {
+      restore_rank_buffers(point.position->rank_buffers, *setup.model, setup.tools.ema.get(), dist, path);
+    }
+    setup.resume_position = std::move(point.position);
+    return point.epoch;
   };
   int64_t resume_epoch = 0;
   if (!dist.active()) {
@@ -697,6 +740,11 @@ int64_t start_epoch_of(const TrainArgs& args, const std::filesystem::path& outpu
   } else {
     try {
       resume_epoch = dist::agree_on(dist.group->comm(), "resuming from " + in_quotes(path), resume, device);
+      // Every rank read the same file: the same position, or all stop.
+      const int64_t updates_done = setup.resume_position ? setup.resume_position->updates_done : 0;
+      dist::agree_on(
+          dist.group->comm(), "the position in epoch " + std::to_string(resume_epoch) + " of " + in_quotes(path),
+          [updates_done] { return updates_done; }, device);
     } catch (const Error& e) {
       throw Error(std::string(e.what()) +
                   " (every rank resumes from the checkpoint rank 0 chose: it must be on a file system that all "
@@ -722,10 +770,13 @@ TrainSetup set_up_training(const TrainArgs& args, const Config& config, Distribu
 int64_t resume_if_asked(const TrainArgs& args, const std::filesystem::path& output_dir, TrainSetup& setup,
                         const Distributed& dist, const torch::Device& device) {
   const int64_t start_epoch = start_epoch_of(args, output_dir, setup, dist, device);
-  if (start_epoch > 0) {
+  // Within the epoch (a recovery checkpoint's position): the updates done,
+  // as the loop stepped the schedule after each.
+  const int64_t updates_done = setup.resume_position ? setup.resume_position->updates_done : 0;
+  if (start_epoch > 0 || updates_done > 0) {
     if (args.sched_on_updates) {
-      setup.scheduler->step_update(start_epoch * setup.updates_per_epoch, std::nullopt);
-    } else {
+      setup.scheduler->step_update(start_epoch * setup.updates_per_epoch + updates_done, std::nullopt);
+    } else if (start_epoch > 0) {
       setup.scheduler->step(start_epoch, std::nullopt);
     }
   }

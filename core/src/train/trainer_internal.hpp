@@ -85,6 +85,17 @@ void distribute_bn_statistics(torch::nn::Module& model, const ModelEma* ema, con
 // in a distributed run: every rank calls it at the same point.
 std::vector<at::Tensor> cpu_rng_states(const Distributed& dist);
 
+// A recovery checkpoint's EpochPosition::rank_buffers: ranks 1 and up's
+// buffers of the model and the EMA (collective in a distributed run; the
+// primary rank gets them, the others an empty list; empty for one process).
+NamedTensors other_ranks_buffers(const torch::nn::Module& model, const ModelEma* ema, const Distributed& dist);
+
+// On ranks 1 and up, resuming from a recovery checkpoint: their own buffers
+// back from `saved` (other_ranks_buffers); throws Error naming `file` when one
+// is missing. A no-op on the primary rank and for one process.
+void restore_rank_buffers(const NamedTensors& saved, torch::nn::Module& model, ModelEma* ema, const Distributed& dist,
+                          const std::string& file);
+
 // Throws dist::Interrupted once SIGINT or SIGTERM arrived.
 void check_stop();
 
@@ -135,6 +146,9 @@ struct TrainSetup {
   bool decreasing_metric = false;
   int64_t updates_per_epoch = 0;
   SchedulerPtr scheduler;
+  // Resumed from a recovery checkpoint: where in the start epoch to continue
+  // (resume_if_asked); none: the start epoch runs from its beginning.
+  std::optional<EpochPosition> resume_position;
 };
 
 // ---- train_task.cpp
@@ -152,8 +166,11 @@ std::unique_ptr<TrainingTask> make_task(const TrainArgs& args, const Config& con
 TrainSetup set_up_training(const TrainArgs& args, const Config& config, Distributed& dist, const torch::Device& device);
 
 // --resume or --auto-resume, then --start-epoch: the epoch to start at, with
-// the scheduler stepped to it. In a distributed run rank 0 chooses the
-// checkpoint and every rank resumes from it, or all stop (collective).
+// the scheduler stepped to it; from a recovery checkpoint that holds its
+// position (and without --start-epoch), its epoch, with the position in
+// setup.resume_position and the scheduler stepped to its update. In a
+// distributed run rank 0 chooses the checkpoint and every rank resumes from
+// it, or all stop (collective).
 int64_t resume_if_asked(const TrainArgs& args, const std::filesystem::path& output_dir, TrainSetup& setup,
                         const Distributed& dist, const torch::Device& device);
 
@@ -167,8 +184,9 @@ int64_t updates_per_epoch(std::size_t num_batches, int64_t grad_accum_steps);
 
 struct RunOutput;
 
-// The epochs from `start_epoch` on: train, evaluate, report each, then the
-// closing report and the distributed checks.
+// The epochs from `start_epoch` on (the first from setup.resume_position
+// when set): train, evaluate, report each, then the closing report and the
+// distributed checks.
 TrainResult train_epochs(const TrainArgs& args, TrainSetup& setup, RunOutput& output, Distributed& dist,
                          const torch::Device& device, int64_t start_epoch);
 
@@ -220,9 +238,10 @@ CheckpointParts checkpoint_parts(const TrainSetup& setup, std::vector<at::Tensor
 void report_epoch(const EpochRecord& record, double metric, std::vector<at::Tensor> rng_states, const TrainSetup& setup,
                   RunOutput& output, const Distributed& dist, EpochHistory& history);
 
-// recovery-<epoch>-<update_idx> (--recovery-interval), primary rank only.
+// recovery-<epoch>-<update_idx> (--recovery-interval) with its `position` in
+// the epoch, primary rank only.
 void save_recovery(const TrainSetup& setup, RunOutput& output, int64_t epoch, int64_t update_idx,
-                   std::vector<at::Tensor> rng_states);
+                   std::vector<at::Tensor> rng_states, EpochPosition position);
 
 // The closing lines and files: the best metric, the --result JSON, the plot.
 void report_run_end(const EpochHistory& history, const TrainSetup& setup, const RunOutput& output,

@@ -86,6 +86,11 @@ class Loader {
 
   // Starts an epoch; the sample order and per-sample seeds depend on it.
   void start_epoch(int64_t epoch);
+  // Starts an epoch at its batch `first_batch` (0 to num_batches()): the
+  // batches before it are neither loaded nor decoded, the ones after it are
+  // those of start_epoch(epoch) (resuming an epoch mid-way, as a
+  // --recovery-interval checkpoint does). Throws Error past the epoch's end.
+  void start_epoch(int64_t epoch, std::size_t first_batch);
   // The next batch of the epoch, or nullopt at its end.
   std::optional<Batch> next();
   // Batches per epoch.

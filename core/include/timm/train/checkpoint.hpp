@@ -7,14 +7,16 @@
 //                       weights, gradient scaler, the task's state (timm's
 //                       task_state, e.g. a feature projection), epoch,
 //                       metric, every rank's torch CPU RNG state and the
-//                       effective config.
+//                       effective config; a recovery checkpoint also its
+//                       position in its epoch (EpochPosition).
 // The state file is written first and the weights name its checkpoint id, so
 // a pair torn by a crash between the two writes is detected on resume.
 //
 // CheckpointSaver keeps timm's CheckpointSaver files: `last`, the best
 // --checkpoint-hist as `checkpoint-<epoch>` (hard links of `last`),
-// `model_best`, and `recovery-<epoch>-<batch>` every --recovery-interval
-// updates (the two newest kept).
+// `model_best`, and `recovery-<epoch>-<update>` every --recovery-interval
+// updates (the two newest kept), which a resume continues at the next update
+// of its epoch (timm's resume starts the next epoch).
 #pragma once
 
 #include <cstdint>
@@ -36,11 +38,38 @@ namespace timm {
 class GradScaler;
 class ModelEma;
 
+// Where in its epoch a recovery checkpoint (--recovery-interval) was written,
+// after an optimizer update (so with no gradient accumulation in flight):
+// what a resume needs to continue the epoch at its next update as an
+// uninterrupted run would.
+struct EpochPosition {
+  int64_t updates_done = 0;       // optimizer updates done in the epoch (>= 1)
+  int64_t updates_per_epoch = 0;  // of the run that saved it
+  int64_t batches_done = 0;       // loader batches those updates took
+  // The training loop's per-epoch random engines (batch transforms, then
+  // mixup / cutmix) as std::mt19937_64's text; the same on every rank (seeded
+  // by seed and epoch, drawing per batch shape).
+  std::string batch_rng;
+  std::string mixup_rng;
+  // Each rank's train loss meter so far: float64 (world size, 2), rows (sum
+  // of loss x batch size, sample count) in rank order.
+  at::Tensor train_loss;
+  // A distributed run's ranks 1 and up: the buffers of their model and EMA
+  // (BatchNorm statistics, which differ between ranks within an epoch), named
+  // "rank<r>.model.<name>" and "rank<r>.ema.<name>"; rank 0's are the
+  // checkpoint's weights and EMA. Empty for a single process.
+  NamedTensors rank_buffers{};
+};
+
 struct TrainingState {
   int64_t epoch = 0;
   std::optional<double> metric;  // none for recovery checkpoints
   std::string metric_name;
   std::string config_toml;
+  // Recovery checkpoints: where in `epoch` they were written. None for a
+  // checkpoint of an epoch's end (and for recovery checkpoints written
+  // before positions were saved).
+  std::optional<EpochPosition> position{};
 };
 
 // What a checkpoint holds besides the TrainingState; ema and scaler optional.
@@ -73,7 +102,8 @@ class CheckpointSaver {
   // max_history, and as model_best if it is the best. Returns the best
   // (metric, epoch) so far.
   std::pair<double, int64_t> save(const CheckpointParts& parts, const TrainingState& state);
-  // Saves recovery-<epoch>-<batch_idx>, deleting the one from two saves ago.
+  // Saves recovery-<epoch>-<batch_idx> (the training loop passes the update
+  // index), deleting the one from two saves ago.
   void save_recovery(const CheckpointParts& parts, const TrainingState& state, int64_t batch_idx);
 
   // After a resume that starts at `start_epoch`: the checkpoint-<epoch> files
@@ -121,6 +151,21 @@ struct ResumeTargets {
 // to start at (the saved epoch + 1), as timm's resume_checkpoint. Throws
 // Error naming the file on any mismatch.
 int64_t resume_checkpoint(const std::filesystem::path& path, const ResumeTargets& targets);
+
+// Where a resumed run continues.
+struct ResumePoint {
+  // The epoch to start at: the saved epoch + 1, or with `position` the saved
+  // epoch itself.
+  int64_t epoch = 0;
+  // A recovery checkpoint's position in `epoch` (TrainingState::position):
+  // the run continues that epoch after its `updates_done` updates. None: the
+  // run starts `epoch` at its beginning.
+  std::optional<EpochPosition> position{};
+};
+
+// resume_checkpoint, but a recovery checkpoint that holds its position in its
+// epoch resumes that epoch where it was written rather than at the next one.
+ResumePoint resume_checkpoint_at(const std::filesystem::path& path, const ResumeTargets& targets);
 
 // The newest checkpoint (by modification time) among `last` and `recovery-*`
 // in `dir`, for --auto-resume; none if there is none.

@@ -17,6 +17,13 @@ class AverageMeter {
     sum_ += value * static_cast<double>(n);
     count_ += n;
   }
+  // Continues a meter whose sum and count were saved (a resumed epoch); the
+  // last value is unknown until the next update, taken as the mean.
+  void restore(double sum, int64_t count) {
+    sum_ = sum;
+    count_ = count;
+    val_ = avg();
+  }
   double val() const { return val_; }
   double avg() const { return count_ > 0 ? sum_ / static_cast<double>(count_) : 0.0; }
   double sum() const { return sum_; }
