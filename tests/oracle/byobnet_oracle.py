@@ -46,6 +46,17 @@ def _perturb_with_evonorm_v(model, generator):
 
 model_parity.perturb = _perturb_with_evonorm_v
 
+_save_file = model_parity.save_file
+
+
+def _save_file_contiguous(tensors, filename, metadata=None):
+    # The attention-pool head's logits are its first token, x[:, 0], a
+    # non-contiguous view that safetensors refuses.
+    _save_file({k: v.contiguous() for k, v in tensors.items()}, filename, metadata=metadata)
+
+
+model_parity.save_file = _save_file_contiguous
+
 
 def grad_keys(model):
     # The stem, the first stage, the last stage's first block, final_conv and

@@ -4,9 +4,11 @@
 // (gernet_s / m / l), MobileOne (mobileone_s0 .. s4), RegNetZ (regnetz_b16 /
 // c16 / d32 / d8 / e8, and the EvoNorm ones regnetz_b16_evos / c16_evos /
 // d8_evos) and the ResNet-like models (resnet51q, resnet61q, resnext26ts,
-// gcresnext26ts, seresnext26ts, eca_resnext26ts, resnet32ts, resnet33ts,
-// gcresnet33ts, seresnet33ts, eca_resnet33ts, gcresnet50t, gcresnext50ts)
-// and test_byobnet: 41 of timm 1.0.31's 53 byobnet.py names; and mobilevit.py's
+// gcresnext26ts, seresnext26ts, eca_resnext26ts, bat_resnext26ts, resnet32ts,
+// resnet33ts, gcresnet33ts, seresnet33ts, eca_resnet33ts, gcresnet50t,
+// gcresnext50ts), the CLIP ResNets (resnet50_clip, resnet101_clip,
+// resnet50x4_clip, resnet50x16_clip, resnet50x64_clip, each also *_gap),
+// resnet50_mlp and test_byobnet: all 53 of timm 1.0.31's byobnet.py names; and mobilevit.py's
 // MobileViT models (mobilevit_xxs / xs / s, mobilevitv2_050 / 075 / 100 /
 // 125 / 150 / 175 / 200), which timm builds with ByobNet and its own
 // 'mobilevit' / 'mobilevit2' block types.
@@ -14,8 +16,9 @@
 //   ('rep', 'one'), one 3x3 / 2 ConvNormAct ('3x3' without pool), or timm's
 //   Stem of 3x3 convs at stride 4 ('quad': 4 ConvNormActs; 'quad2': the first
 //   two plain convs; 'tiered': 3 convs of 3/8, 1/2 and all of stem_chs;
-//   'deep': 3 convs of stem_chs), its last conv strided or followed by a
-//   3x3 / 2 max pool (byobnet_blocks.cpp);
+//   'deep': 3 convs of stem_chs; the CLIP ResNets': 3 convs of (32, 32, 64)
+//   times width_factor), its last conv strided or followed by a 3x3 / 2 max
+//   pool or a 2x2 / 2 average pool ('avg2') (byobnet_blocks.cpp);
 // - stages: Sequentials of blocks, the first at the stage stride:
 //   RepVggBlock ('rep': identity BN where shapes allow, conv_kxk and conv_1x1
 //   ConvNormAct without act, summed, then attn (SE in repvgg_d2se) and ReLU),
@@ -32,8 +35,10 @@
 //   byobnet_blocks.cpp), none (no residual) with downsample '' (MobileViT,
 //   RegNetZ); inverted residuals are 'bottle' with bottle_in
 //   (mid = in * br) and linear_out (no act after the sum); attn is the
-//   model's attn_layer ('se', 'eca', 'gca': SDK SEModule, EcaModule,
-//   GlobalContext) or a block's own (MobileOne s4's SE);
+//   model's attn_layer ('se', 'eca', 'gca', 'bat': SDK SEModule, EcaModule,
+//   GlobalContext, BatNonLocalAttn) or a block's own (MobileOne s4's SE);
+//   aa_layer 'avg' (the CLIP ResNets): a strided conv of a residual block runs
+//   at stride 1, a stride x stride average pool after its norm and act;
 // - MobileViT's MobileVitBlock ('mobilevit'): conv_kxk, conv_1x1, unfold into
 //   patches, timm's ViT Blocks (transformer), LayerNorm, fold, conv_proj and
 //   conv_fusion over [input, x]; a stage may hold several block types (timm's
@@ -50,17 +55,23 @@
 //   "bn.bias", "bn.v") in the stem, the bottlenecks and final_conv
 //   (ByobCna, byobnet_blocks.cpp);
 // - final_conv: a 1x1 ConvNormAct to num_features, else none;
-// - head: timm's ClassifierHead (global_pool, dropout at drop_rate, fc).
+// - head: timm's ClassifierHead (global_pool, dropout at drop_rate, fc); for
+//   the CLIP ResNets (not *_gap) AttentionPool2d (SDK attention_pool.hpp:
+//   mean query token, learned pos_embed for img_size / 32, q / k / v, heads of
+//   64, dropout, proj; global_pool 'token' or ''), for resnet50_mlp
+//   NormMlpClassifierHead (pool, BatchNorm2d, fc 1024 + ReLU, dropout, fc).
 // RepVGG and MobileOne are built in their training (multi-branch) form;
 // reparameterize() folds them as timm's reparameterize_model (inference_mode
-// at construction is not supported). Not here: bat_resnext26ts
-// (BatNonLocalAttn), the CLIP ResNets and resnet50_mlp (attention-pool / MLP
-// heads, anti-aliased convs).
+// at construction is not supported). timm's RotAttentionPool2d head
+// ('attn_rot') is used by no registered model and is not here.
 //
 // Supported: num_classes (0: no fc), in_chans, drop_rate, drop_path_rate
 // (stage-wise linear schedule), global_pool, grad checkpointing, and the timm
-// keywords output_stride (8, 16 or 32: later stages dilated) and
-// zero_init_last as --model-kwargs. Other keywords are refused.
+// keywords output_stride (8, 16 or 32: later stages dilated), zero_init_last
+// and img_size (an int: the attention pool's grid; other inputs resample its
+// pos_embed; default the cfg's input size, as timm's fixed_input_size; the
+// other heads ignore it, as timm's) as --model-kwargs. Other keywords are
+// refused.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -84,6 +95,7 @@
 #include "timm/base/error.hpp"
 #include "timm/layers/activations.hpp"
 #include "timm/layers/attention.hpp"
+#include "timm/layers/attention_pool.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/mlp.hpp"
@@ -119,10 +131,14 @@ const std::map<std::string, std::string> kByobDefaultTags = {
     {"gcresnext26ts", "ch_in1k"},       {"seresnext26ts", "ch_in1k"},       {"eca_resnext26ts", "ch_in1k"},
     {"resnet32ts", "ra2_in1k"},         {"resnet33ts", "ra2_in1k"},         {"gcresnet33ts", "ra2_in1k"},
     {"seresnet33ts", "ra2_in1k"},       {"eca_resnet33ts", "ra2_in1k"},     {"gcresnet50t", "ra2_in1k"},
-    {"gcresnext50ts", "ch_in1k"},       {"test_byobnet", "r160_in1k"},
+    {"gcresnext50ts", "ch_in1k"},       {"test_byobnet", "r160_in1k"},      {"resnet50_clip", "openai"},
+    {"resnet101_clip", "openai"},       {"resnet50x4_clip", "openai"},      {"resnet50x16_clip", "openai"},
+    {"resnet50x64_clip", "openai"},     {"resnet50_clip_gap", "openai"},    {"resnet101_clip_gap", "openai"},
+    {"resnet50x4_clip_gap", "openai"},  {"resnet50x16_clip_gap", "openai"}, {"resnet50x64_clip_gap", "openai"},
+    {"bat_resnext26ts", "ch_in1k"},
 };
 
-const std::vector<std::string> kByobKnownKwargs = {"output_stride", "zero_init_last"};
+const std::vector<std::string> kByobKnownKwargs = {"output_stride", "zero_init_last", "img_size"};
 
 // timm's ByoBlockCfg (gs < 0: RepVGG's grouped-every-other-block lambda,
 // groups = -gs on odd block indices); same_stage: part of the previous cfg's
@@ -162,6 +178,17 @@ struct ByobCfg {
   // 3x3 / Stem convs and final_conv (the *_evos RegNetZs).
   std::string norm = "batchnorm";
   std::string downsample = "conv1x1";  // or "": no shortcut where the shape changes
+  // The CLIP ResNets' and resnet50_mlp's: a Stem of these widths (times
+  // width_factor, rounded) with stem_type "", the stage widths times
+  // width_factor (make_divisible), anti-aliased strided stage convs (aa
+  // "avg"), and the head: "classifier" (ClassifierHead), "attn_abs"
+  // (AttentionPool2d) or "mlp" (NormMlpClassifierHead with BatchNorm and the
+  // model's act, head_hidden_size wide).
+  std::vector<int64_t> stem_chs_list;
+  double width_factor = 1.0;
+  std::string aa;
+  std::string head_type = "classifier";
+  int64_t head_hidden_size = 0;
 };
 
 struct ByobSpec {
@@ -174,6 +201,8 @@ struct ByobSpec {
   std::string interpolation = "bilinear";  // MobileViT's bicubic regardless
   bool inception_norm = false;             // mean and std 0.5 (RegNetZ)
   std::string description = {};            // else describe() composes one
+  bool clip_norm = false;                  // OpenAI CLIP's mean and std
+  int64_t pretrained_num_classes = 1000;   // the default tag's classifier size (0: none)
 };
 
 // timm's vision_transformer Block as MobileVitBlock builds it: pre-norm
@@ -298,30 +327,30 @@ class ByobBlockImpl : public ByobBlockBaseImpl {
           avg_shortcut =
               register_module("shortcut", DownsampleAvg(a.in_chs, a.out_chs, a.stride, a.first_dilation, a.act));
         } else {
-          shortcut = make_cna(a.norm, a.in_chs, a.out_chs, 1, a.stride, dil.first, 1, false, a.act)
+          shortcut = make_cna(a.norm, a.in_chs, a.out_chs, 1, a.stride, dil.first, 1, false, a.act, a.aa)
                          .register_on(*this, "shortcut");
         }
       }
       // timm's attn_last: after the last conv for basic and dark blocks, else on the mid channels.
       if (type_ == "basic") {
-        conv1 =
-            make_cna(a.norm, a.in_chs, mid_chs, 3, a.stride, dil.first, 1, true, a.act).register_on(*this, "conv1_kxk");
+        conv1 = make_cna(a.norm, a.in_chs, mid_chs, 3, a.stride, dil.first, 1, true, a.act, a.aa)
+                    .register_on(*this, "conv1_kxk");
         conv2 = make_cna(a.norm, mid_chs, a.out_chs, 3, 1, dil.second, groups, false, a.act)
                     .register_on(*this, "conv2_kxk");
         attn = BlockAttn(*this, "attn_last", a.attn, a.out_chs);
       } else if (type_ == "dark") {
         conv1 = make_cna(a.norm, a.in_chs, mid_chs, 1, 1, 1, 1, true, a.act).register_on(*this, "conv1_1x1");
-        conv2 = make_cna(a.norm, mid_chs, a.out_chs, 3, a.stride, dil.first, groups, false, a.act)
+        conv2 = make_cna(a.norm, mid_chs, a.out_chs, 3, a.stride, dil.first, groups, false, a.act, a.aa)
                     .register_on(*this, "conv2_kxk");
         attn = BlockAttn(*this, "attn_last", a.attn, a.out_chs);
       } else if (type_ == "edge") {
-        conv1 = make_cna(a.norm, a.in_chs, mid_chs, 3, a.stride, dil.first, groups, true, a.act)
+        conv1 = make_cna(a.norm, a.in_chs, mid_chs, 3, a.stride, dil.first, groups, true, a.act, a.aa)
                     .register_on(*this, "conv1_kxk");
         attn = BlockAttn(*this, "attn", a.attn, mid_chs);
         conv2 = make_cna(a.norm, mid_chs, a.out_chs, 1, 1, 1, 1, false, a.act).register_on(*this, "conv2_1x1");
       } else {
         conv1 = make_cna(a.norm, a.in_chs, mid_chs, 1, 1, 1, 1, true, a.act).register_on(*this, "conv1_1x1");
-        conv2 = make_cna(a.norm, mid_chs, mid_chs, 3, a.stride, dil.first, groups, true, a.act)
+        conv2 = make_cna(a.norm, mid_chs, mid_chs, 3, a.stride, dil.first, groups, true, a.act, a.aa)
                     .register_on(*this, "conv2_kxk");
         if (a.extra_conv) {
           conv2b = make_cna(a.norm, mid_chs, mid_chs, 3, 1, dil.second, groups, true, a.act)
@@ -522,6 +551,10 @@ ByobBlockPtr make_block(const ByobBlockArgs& a) {
   TORCH_INTERNAL_ASSERT(a.norm == "batchnorm" || (a.type != "rep" && a.type != "one" && a.type != "mobilevit" &&
                                                   a.type != "mobilevit2" && a.downsample != "avg"),
                         "byobnet: norm ", a.norm, " in a ", a.type, " block");
+  // Anti-aliasing likewise: the residual blocks' strided convs only (the CLIP ResNets' bottlenecks).
+  TORCH_INTERNAL_ASSERT(
+      a.aa.empty() || (a.type != "rep" && a.type != "one" && a.type != "mobilevit" && a.type != "mobilevit2"),
+      "byobnet: anti-aliasing in a ", a.type, " block");
   if (a.type == "one") return std::make_shared<MobileOneBlockImpl>(a);
   return std::make_shared<ByobBlockImpl>(a);
 }
@@ -566,6 +599,10 @@ class ByobNetImpl : public ClassifierImpl {
       output_stride = static_cast<int64_t>(*os);
     }
     const bool zero_init_last = model_kwarg_bool(name, args, "zero_init_last").value_or(true);
+    // timm's img_size: the attention pool's pos_embed grid (img_size / 32, or
+    // / output_stride); timm's create_model passes the default cfg's input
+    // size (fixed_input_size). The other heads ignore it, as timm's ByobNet.
+    const int64_t img_size = model_kwarg_positive_int(name, args, "img_size").value_or(spec.img_size);
 
     cfg_.input_size = {3, spec.img_size, spec.img_size};
     cfg_.interpolation = spec.mobilevit ? "bicubic" : spec.interpolation;
@@ -576,16 +613,20 @@ class ByobNetImpl : public ClassifierImpl {
     } else if (spec.inception_norm) {
       cfg_.mean = {0.5, 0.5, 0.5};
       cfg_.std = {0.5, 0.5, 0.5};
+    } else if (spec.clip_norm) {
+      cfg_.mean.assign(std::begin(kOpenaiClipMean), std::end(kOpenaiClipMean));
+      cfg_.std.assign(std::begin(kOpenaiClipStd), std::end(kOpenaiClipStd));
     }
     cfg_.crop_mode = "center";
-    cfg_.classifier = "head.fc";
+    cfg_.classifier = cfg.head_type == "attn_abs" ? "head.proj" : "head.fc";
     cfg_.hf_hub_id = timm_hub_id(name, kByobDefaultTags);
+    cfg_.num_classes = spec.pretrained_num_classes;
 
     // The stem (timm's create_byob_stem): a RepVggBlock or MobileOneBlock at
     // stride 2, a Stem of 3x3 convs at stride 4 (its feature levels before
     // its last stride), or one 3x3 / 2 ConvNormAct. timm's first_conv of the
     // RepVGG / MobileOne stems is a pair (the kxk and the 1x1 conv): the first here.
-    const int64_t stem_chs = cfg.stem_chs;
+    const auto stem_chs = static_cast<int64_t>(std::llround(static_cast<double>(cfg.stem_chs) * cfg.width_factor));
     FeatureInfo stem_feat{stem_chs, 2, "stem"};
     if (cfg.stem_type == "rep" || cfg.stem_type == "one") {
       ByobBlockArgs a;
@@ -604,7 +645,12 @@ class ByobNetImpl : public ClassifierImpl {
     } else {
       std::vector<int64_t> chs;
       int64_t num_act = 0;
-      if (cfg.stem_type == "quad" || cfg.stem_type == "quad2") {
+      if (cfg.stem_type.empty()) {  // a Stem of the given widths (the CLIP ResNets')
+        for (const int64_t c : cfg.stem_chs_list) {
+          chs.push_back(static_cast<int64_t>(std::llround(static_cast<double>(c) * cfg.width_factor)));
+        }
+        num_act = static_cast<int64_t>(chs.size());
+      } else if (cfg.stem_type == "quad" || cfg.stem_type == "quad2") {
         // timm's round(out_chs * 0.5 ** i), reversed (exact halvings for these widths).
         for (int64_t i = 3; i >= 0; --i) chs.push_back(stem_chs >> i);
         num_act = cfg.stem_type == "quad2" ? 2 : 4;
@@ -624,7 +670,7 @@ class ByobNetImpl : public ClassifierImpl {
         stage_ends_.push_back(0);
       }
     }
-    build_stages(cfg, args.drop_path_rate.value_or(0.0), output_stride, stem_feat);
+    build_stages(cfg, args.drop_path_rate.value_or(0.0), output_stride, stem_feat, img_size);
     if (cfg.num_features > 0) {
       num_features_ = cfg.num_features;
       final_conv =
@@ -635,10 +681,7 @@ class ByobNetImpl : public ClassifierImpl {
     feature_info_.push_back(FeatureInfo{num_features_, last_reduction_, "final_conv"});
     stage_ends_.push_back(static_cast<int64_t>(stage_list_.size()));
 
-    head = register_module("head",
-                           layers::ClassifierHeadModule(layers::ClassifierHeadModuleOptions(num_features_, num_classes_)
-                                                            .pool_type(args.global_pool.value_or("avg"))
-                                                            .drop_rate(args.drop_rate)));
+    build_head(name, cfg, args);
     init_weights(zero_init_last);
   }
 
@@ -698,6 +741,8 @@ class ByobNetImpl : public ClassifierImpl {
   }
 
   at::Tensor forward_head(at::Tensor x, bool pre_logits = false) override {
+    if (attn_pool) return attn_pool->forward(x, pre_logits);
+    if (mlp_head) return pre_logits ? mlp_head->forward_pre_logits(x) : mlp_head(x);
     return pre_logits ? head->forward_pre_logits(x) : head(x);
   }
 
@@ -725,13 +770,62 @@ class ByobNetImpl : public ClassifierImpl {
   ByobStem seq_stem;
   nn::Sequential stages{nullptr};
   ByobCna final_conv;
+  // "head": one of timm's ClassifierHead, AttentionPool2d (head_type
+  // attn_abs) or NormMlpClassifierHead (mlp).
   layers::ClassifierHeadModule head{nullptr};
+  layers::AttentionPool2d attn_pool{nullptr};
+  layers::NormMlpClassifierHead mlp_head{nullptr};
 
  private:
+  // timm's head by cfg.head_type. The attention pool takes global_pool
+  // "token" (its default) or "" (the unpooled map), a query token of the
+  // mean, q / k / v Linears, 64-wide heads and the pos_embed grid of
+  // feat_size_; the MLP head's norm is timm's get_norm_layer('batchnorm'), a
+  // BatchNorm2d (the SDK head's LayerNorm2d replaced), its act the model's.
+  void build_head(const std::string& name, const ByobCfg& cfg, const ModelArgs& args) {
+    if (cfg.head_type == "attn_abs") {
+      const std::string pool = args.global_pool.value_or("token");
+      if (pool != "token" && !pool.empty()) {
+        throw UsageError(name + ": global_pool=" + in_quotes(pool) +
+                         ": the attention-pool head supports only token pooling (or none, '')");
+      }
+      if (feat_size_[0] < 1 || feat_size_[1] < 1) {
+        throw UsageError(name + ": img_size " + std::to_string(img_size_) + " gives an empty " +
+                         std::to_string(feat_size_[0]) + "x" + std::to_string(feat_size_[1]) +
+                         " attention-pool grid: expected img_size >= " + std::to_string(last_reduction_));
+      }
+      attn_pool = register_module("head", layers::AttentionPool2d(layers::AttentionPool2dOptions(num_features_)
+                                                                      .feat_size(feat_size_)
+                                                                      .out_features(num_classes_)
+                                                                      .qkv_separate(true)
+                                                                      .pool_type(pool)
+                                                                      .drop_rate(args.drop_rate)));
+    } else if (cfg.head_type == "mlp") {
+      mlp_head = register_module(
+          "head", layers::NormMlpClassifierHead(layers::NormMlpClassifierHeadOptions(num_features_, num_classes_)
+                                                    .hidden_size(cfg.head_hidden_size)
+                                                    .pool_type(args.global_pool.value_or("avg"))
+                                                    .drop_rate(args.drop_rate)
+                                                    .act_layer(cfg.act)));
+      layers::BatchNormAct2d norm(layers::BatchNormAct2dOptions(num_features_).apply_act(false));
+      mlp_head->norm = nn::AnyModule(norm);
+      mlp_head->replace_module("norm", norm);
+    } else {
+      head = register_module(
+          "head", layers::ClassifierHeadModule(layers::ClassifierHeadModuleOptions(num_features_, num_classes_)
+                                                   .pool_type(args.global_pool.value_or("avg"))
+                                                   .drop_rate(args.drop_rate)));
+    }
+  }
+
   // timm's create_byob_stages: output_stride dilates the stages past it;
   // a feature level before each strided stage; a stage's stride is its
   // first cfg's.
-  void build_stages(const ByobCfg& cfg, double drop_path_rate, int64_t output_stride, const FeatureInfo& stem_feat) {
+  void build_stages(const ByobCfg& cfg, double drop_path_rate, int64_t output_stride, const FeatureInfo& stem_feat,
+                    int64_t img_size) {
+    // timm's feat_size: img_size through the stem's and each strided stage's reduction (floor).
+    img_size_ = img_size;
+    feat_size_ = {img_size / stem_feat.reduction, img_size / stem_feat.reduction};
     std::vector<std::vector<BlockCfg>> stage_cfgs;
     for (const auto& b : cfg.blocks) {
       if (b.same_stage && !stage_cfgs.empty()) {
@@ -762,11 +856,12 @@ class ByobNetImpl : public ClassifierImpl {
         stride = 1;
       }
       net_stride *= stride;
+      if (stride > 1) feat_size_ = {feat_size_[0] / stride, feat_size_[1] / stride};
       int64_t first_dilation = dilation == 1 || dilation == 2 ? 1 : 2;
       std::vector<ByobBlockArgs> stage_blocks;
       int64_t i = 0;  // the block index in the stage
       for (const BlockCfg& bc : stage_cfgs[stage_idx]) {
-        const int64_t out_chs = layers::make_divisible(bc.c);
+        const int64_t out_chs = layers::make_divisible(bc.c * cfg.width_factor);
         for (int64_t r = 0; r < bc.d; ++r, ++i) {
           ByobBlockArgs a;
           a.type = bc.type;
@@ -787,6 +882,7 @@ class ByobNetImpl : public ClassifierImpl {
           a.act = cfg.act;
           a.norm = cfg.norm;
           a.downsample = cfg.downsample;
+          a.aa = cfg.aa;
           a.kernel_size = bc.kernel_size;
           a.num_conv_branches = bc.num_conv_branches;
           a.bottle_in = bc.bottle_in;
@@ -833,6 +929,8 @@ class ByobNetImpl : public ClassifierImpl {
     }
     if (block_stem) block_stem->init_block(zero_init_last);
     for (auto& b : block_list_) b->init_block(zero_init_last);
+    // timm's named_apply reaches AttentionPool2d after its Linears: its own init_weights redraws q / k / v.
+    if (attn_pool) attn_pool->init_weights();
   }
 
   PretrainedCfg cfg_;
@@ -840,6 +938,8 @@ class ByobNetImpl : public ClassifierImpl {
   int64_t num_features_ = 0;
   int64_t last_chs_ = 0;
   int64_t last_reduction_ = 0;
+  int64_t img_size_ = 0;
+  layers::FeatSize2d feat_size_ = {0, 0};
   bool grad_checkpointing_ = false;
   std::vector<int64_t> stage_ends_;
   std::vector<ByobStage> stage_list_;
@@ -1028,6 +1128,43 @@ ByobSpec resnet_spec(const std::string& name, std::vector<BlockCfg> blocks, cons
   return spec;
 }
 
+// The CLIP ResNets (OpenAI's ModifiedResNet) and resnet50_mlp: a Stem of
+// three 3x3 convs (32, 32, 64 times width_factor) and a 2x2 average pool,
+// bottlenecks with average-pool shortcuts and anti-aliased 3x3 convs (stride
+// 1, then a stride-sized average pool), and the head of `head_type`:
+// AttentionPool2d (attn_abs; the default tag's classifier size
+// `pretrained_classes`, head.proj), ClassifierHead (classifier, the *_gap
+// models: weights without a classifier) or NormMlpClassifierHead (mlp).
+ByobSpec clip_spec(const std::string& name, const std::vector<int64_t>& depths, double width_factor, int64_t img_size,
+                   const std::string& head_type, int64_t pretrained_classes) {
+  ByobCfg cfg;
+  cfg.blocks =
+      four_stages("bottle", depths, {256, 512, 1024, 2048}, {1, 2, 2, 2}, {0, 0, 0, 0}, {0.25, 0.25, 0.25, 0.25});
+  cfg.stem_type = "";
+  cfg.stem_chs_list = {32, 32, 64};
+  cfg.stem_pool = "avg2";
+  cfg.width_factor = width_factor;
+  cfg.downsample = "avg";
+  cfg.aa = "avg";
+  cfg.head_type = head_type;
+  ByobSpec spec{name, cfg, img_size, 0.9};
+  spec.interpolation = "bicubic";
+  spec.pretrained_num_classes = pretrained_classes;
+  if (head_type == "mlp") {
+    spec.cfg.head_hidden_size = 1024;
+    spec.description = "ResNet-50 (ByobNet, CLIP-style avg-pool stem and anti-aliased bottlenecks, BatchNorm MLP head)";
+    return spec;
+  }
+  spec.clip_norm = true;
+  std::string text = "CLIP ResNet (ByobNet, ";
+  text += std::to_string(cfg.blocks[0].d) + "-" + std::to_string(cfg.blocks[1].d) + "-" +
+          std::to_string(cfg.blocks[2].d) + "-" + std::to_string(cfg.blocks[3].d);
+  text += head_type == "attn_abs" ? " anti-aliased bottlenecks, attention-pool head)"
+                                  : " anti-aliased bottlenecks, average-pool head)";
+  spec.description = text;
+  return spec;
+}
+
 std::vector<ByobSpec> byob_specs() {
   const std::vector<int64_t> da = {2, 4, 14, 1};
   const std::vector<int64_t> db = {4, 6, 16, 1};
@@ -1146,6 +1283,12 @@ std::vector<ByobSpec> byob_specs() {
   specs.push_back(resnet_spec("gcresnext26ts", x26, "tiered", 64, "maxpool", 0, "gca"));
   specs.push_back(resnet_spec("seresnext26ts", x26, "tiered", 64, "maxpool", 0, "se"));
   specs.push_back(resnet_spec("eca_resnext26ts", x26, "tiered", 64, "maxpool", 0, "eca"));
+  // bat_resnext26ts: BatNonLocalAttn (block size 8) in every bottleneck; maps
+  // a multiple of 8 at every stage: inputs a multiple of 256 (timm's min_input_size).
+  ByobSpec bat = resnet_spec("bat_resnext26ts", x26, "tiered", 64, "maxpool", 0, "bat");
+  bat.cfg.attn.block_size = 8;
+  bat.description = "ResNeXt (ByobNet, tiered stem + maxpool, bottlenecks with bilinear attention transform, BAT)";
+  specs.push_back(bat);
   const std::vector<BlockCfg> r33 =
       four_stages("bottle", {2, 3, 3, 2}, {256, 512, 1536, 1536}, s1222, {0, 0, 0, 0}, br4);
   specs.push_back(resnet_spec("resnet32ts", r33, "tiered", 64, "", 0, ""));
@@ -1173,6 +1316,26 @@ std::vector<ByobSpec> byob_specs() {
   test_spec.interpolation = "bicubic";
   test_spec.description = "test ByobNet (edge, dark, basic, bottleneck blocks with SE, avg-pool shortcuts)";
   specs.push_back(test_spec);
+
+  // The CLIP ResNets: attention-pool heads (the default tag's classifier
+  // size: the CLIP embedding width), their *_gap forms, resnet50_mlp.
+  struct ClipCfg {
+    const char* name;
+    std::vector<int64_t> depths;
+    double width_factor;
+    int64_t img_size;
+    int64_t embed_classes;
+  };
+  const ClipCfg clip[] = {{"resnet50_clip", {3, 4, 6, 3}, 1.0, 224, 1024},
+                          {"resnet101_clip", {3, 4, 23, 3}, 1.0, 224, 512},
+                          {"resnet50x4_clip", {4, 6, 10, 6}, 1.25, 288, 640},
+                          {"resnet50x16_clip", {6, 8, 18, 8}, 1.5, 384, 768},
+                          {"resnet50x64_clip", {3, 15, 36, 10}, 2.0, 448, 1024}};
+  for (const ClipCfg& c : clip) {
+    specs.push_back(clip_spec(c.name, c.depths, c.width_factor, c.img_size, "attn_abs", c.embed_classes));
+    specs.push_back(clip_spec(std::string(c.name) + "_gap", c.depths, c.width_factor, c.img_size, "classifier", 0));
+  }
+  specs.push_back(clip_spec("resnet50_mlp", {3, 4, 6, 3}, 1.0, 256, "mlp", 1000));
   return specs;
 }
 

@@ -38,7 +38,12 @@ ConvEvoNormImpl::ConvEvoNormImpl(int64_t in, int64_t out, int64_t kernel, int64_
 
 at::Tensor ConvEvoNormImpl::forward(const at::Tensor& x) { return bn(conv(x)); }
 
-at::Tensor ByobCna::operator()(const at::Tensor& x) { return bn_cna ? bn_cna(x) : evo_cna(x); }
+at::Tensor ByobCna::operator()(const at::Tensor& x) {
+  const at::Tensor y = bn_cna ? bn_cna(x) : evo_cna(x);
+  if (aa_stride == 1) return y;
+  // nn.AvgPool2d(stride): kernel = stride, no padding, floor mode, padding counted (there is none).
+  return at::avg_pool2d(y, {aa_stride, aa_stride}, {aa_stride, aa_stride});
+}
 
 at::Tensor ByobCna::norm_weight() const { return bn_cna ? bn_cna->bn->weight : evo_cna->bn->weight; }
 
@@ -52,6 +57,7 @@ ByobCna& ByobCna::register_on(nn::Module& parent, const std::string& name) {
 }
 
 void ByobCna::push_to(nn::Sequential& seq, const std::string& name) const {
+  TORCH_INTERNAL_ASSERT(aa_stride == 1, "byobnet: a Sequential's conv with anti-aliasing");
   if (bn_cna) {
     seq->push_back(std::string(name), layers::ConvNormAct(bn_cna));
   } else {
@@ -60,8 +66,15 @@ void ByobCna::push_to(nn::Sequential& seq, const std::string& name) const {
 }
 
 ByobCna make_cna(const std::string& norm, int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t dilation,
-                 int64_t groups, bool apply_act, const std::string& act) {
+                 int64_t groups, bool apply_act, const std::string& act, const std::string& aa) {
+  if (!aa.empty() && aa != "avg") {
+    throw UsageError("byobnet: anti-aliasing layer " + in_quotes(aa) + ": expected avg or none");
+  }
   ByobCna cna;
+  if (!aa.empty() && stride > 1) {
+    cna.aa_stride = stride;
+    stride = 1;
+  }
   if (norm == "batchnorm") {
     cna.bn_cna = byob_cna(in, out, kernel, stride, dilation, groups, apply_act, act);
   } else if (norm == "evos") {
@@ -83,8 +96,11 @@ BlockAttn::BlockAttn(nn::Module& parent, const std::string& name, const AttnCfg&
     auto options = layers::GlobalContextOptions(channels);
     if (cfg.type == "gca") options.fuse_add(true).fuse_scale(false);
     gc = parent.register_module(name, layers::GlobalContext(options));
+  } else if (cfg.type == "bat") {
+    bat = parent.register_module(
+        name, layers::BatNonLocalAttn(layers::BatNonLocalAttnOptions(channels).block_size(cfg.block_size)));
   } else {
-    throw UsageError("byobnet: attention layer " + in_quotes(cfg.type) + ": expected se, eca, gc or gca");
+    throw UsageError("byobnet: attention layer " + in_quotes(cfg.type) + ": expected se, eca, gc, gca or bat");
   }
 }
 
@@ -92,6 +108,7 @@ at::Tensor BlockAttn::forward(const at::Tensor& x) {
   if (se) return se->forward(x);
   if (eca) return eca->forward(x);
   if (gc) return gc->forward(x);
+  if (bat) return bat->forward(x);
   return x;
 }
 
@@ -187,8 +204,8 @@ bool MobileOneBlockImpl::reparameterize() {
 
 ByobStem make_byob_stem(int64_t in_chs, const std::vector<int64_t>& chs, const std::string& pool, int64_t num_act,
                         const std::string& act, const std::string& norm) {
-  if (!pool.empty() && pool != "maxpool") {
-    throw UsageError("byobnet: stem pool " + in_quotes(pool) + ": expected maxpool or none");
+  if (!pool.empty() && pool != "maxpool" && pool != "avg2") {
+    throw UsageError("byobnet: stem pool " + in_quotes(pool) + ": expected maxpool, avg2 or none");
   }
   const auto num_rep = static_cast<int64_t>(chs.size());
   std::vector<int64_t> strides(chs.size(), 1);
@@ -222,7 +239,11 @@ ByobStem make_byob_stem(int64_t in_chs, const std::vector<int64_t>& chs, const s
   if (!pool.empty()) {
     stem.tap = num_rep - 1;
     stem.feature_info.push_back({prev_chs, curr_stride, "stem." + prev_feat});
-    stem.seq->push_back("pool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
+    if (pool == "avg2") {
+      stem.seq->push_back("pool", nn::AvgPool2d(nn::AvgPool2dOptions(2)));
+    } else {
+      stem.seq->push_back("pool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
+    }
     curr_stride *= 2;
     prev_feat = "pool";
   }

@@ -26,6 +26,7 @@
 #include "timm/layers/eca.hpp"
 #include "timm/layers/evo_norm.hpp"
 #include "timm/layers/global_context.hpp"
+#include "timm/layers/non_local_attn.hpp"
 #include "timm/layers/norm_act.hpp"
 #include "timm/layers/squeeze_excite.hpp"
 #include "timm/models/features.hpp"
@@ -35,12 +36,15 @@ namespace timm::byobnet {
 namespace nn = torch::nn;
 
 // timm's attn_layer with its attn_kwargs: "" (none), "se" (SEModule
-// rd_ratio / rd_divisor), "eca" (EcaModule), "gc" (GlobalContext) or "gca"
-// (GlobalContext, fuse_add instead of fuse_scale).
+// rd_ratio / rd_divisor), "eca" (EcaModule), "gc" (GlobalContext), "gca"
+// (GlobalContext, fuse_add instead of fuse_scale) or "bat" (BatNonLocalAttn
+// with block_size; its own rd_ratio 0.25 / rd_divisor 8, as bat_resnext26ts's
+// attn_kwargs set only block_size).
 struct AttnCfg {
   std::string type;
   double rd_ratio = 1.0 / 16.0;
   int64_t rd_divisor = 8;
+  int64_t block_size = 7;
 };
 
 // The arguments timm's create_byob_stages passes a block (and the
@@ -59,6 +63,10 @@ struct ByobBlockArgs {
   std::string act = "relu";
   std::string norm = "batchnorm";  // or "evos" (see ByobCna)
   std::string downsample = "conv1x1";
+  // timm's aa_layer of the stage convs: "" or "avg" (a strided conv runs at
+  // stride 1, then an average pool of kernel and stride `stride` after its
+  // norm and act: ByobCna's aa_stride).
+  std::string aa;
   int64_t kernel_size = 3;
   bool bottle_in = false;
   bool linear_out = false;
@@ -95,9 +103,13 @@ TORCH_MODULE(ConvEvoNorm);
 // norm_layer): "batchnorm", the SDK's ConvNormAct (BatchNormAct2d with `act`),
 // or "evos", a ConvEvoNorm (EvoNorm2dS0a, group size 16; `act` unused). One
 // of the two is set; neither is registered until register_on / push_to.
+// aa_stride > 1: timm's aa_layer 'avg' (ConvNormAct's "aa", an
+// nn.AvgPool2d(stride) without parameters) after the norm and act, the conv
+// itself at stride 1.
 struct ByobCna {
   layers::ConvNormAct bn_cna{nullptr};
   ConvEvoNorm evo_cna{nullptr};
+  int64_t aa_stride = 1;
 
   explicit operator bool() const { return bn_cna || evo_cna; }
   at::Tensor operator()(const at::Tensor& x);
@@ -110,8 +122,11 @@ struct ByobCna {
 };
 
 // A ByobCna of `norm` ("batchnorm" or "evos"); UsageError for another norm.
+// With aa "avg" and stride > 1 the conv runs at stride 1 and an average pool
+// strides after it (timm's ConvNormAct with aa_layer); aa "" or stride 1: none.
 ByobCna make_cna(const std::string& norm, int64_t in, int64_t out, int64_t kernel, int64_t stride = 1,
-                 int64_t dilation = 1, int64_t groups = 1, bool apply_act = true, const std::string& act = "relu");
+                 int64_t dilation = 1, int64_t groups = 1, bool apply_act = true, const std::string& act = "relu",
+                 const std::string& aa = "");
 
 // A block's attention layer (timm's layers.attn(channels)), registered on
 // its parent block under timm's name; empty where the block has none.
@@ -120,16 +135,17 @@ class BlockAttn {
   BlockAttn() = default;
   BlockAttn(nn::Module& parent, const std::string& name, const AttnCfg& cfg, int64_t channels);
 
-  explicit operator bool() const { return se || eca || gc; }
+  explicit operator bool() const { return se || eca || gc || bat; }
   at::Tensor forward(const at::Tensor& x);
   // timm's attn.reset_parameters() that the blocks' init_weights call:
   // GlobalContext's conv_attn kaiming-normal (fan_in) and mlp_add.fc2 zero;
-  // SE and ECA have none.
+  // SE, ECA and BAT have none.
   void reset_parameters();
 
   layers::SEModule se{nullptr};
   layers::EcaModule eca{nullptr};
   layers::GlobalContext gc{nullptr};
+  layers::BatNonLocalAttn bat{nullptr};
 };
 
 // timm's DownsampleAvg (downsample 'avg'): a 2x2 average pool (ceil mode,
@@ -193,7 +209,8 @@ TORCH_MODULE(MobileOneBlock);
 // timm's Stem (stride 4): 3x3 convs conv1..convN, ConvNormActs of `norm`
 // (ByobCna: "batchnorm" or "evos"), the first N - num_act plain convs without
 // bias; the first at stride 2, the last at stride 2 too without a pool, else
-// followed by `pool` ("maxpool": 3x3 / 2).
+// followed by `pool` ("maxpool": 3x3 / 2; "avg2": a 2x2 / 2 average pool, the
+// CLIP ResNets').
 // `feature_info` is timm's (modules "stem.<conv>"), its last entry the stem's
 // output; `tap` the layer index whose output forward_intermediates takes (-1:
 // the output). Throws UsageError for an unknown pool.
