@@ -1,6 +1,7 @@
 #include "timm/models/features.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include "timm/base/error.hpp"
 
@@ -63,6 +64,14 @@ Intermediates run_feature_steps(torch::Tensor x, size_t steps, const std::vector
   }
   if (!options.intermediates_only()) out.final = x;
   return out;
+}
+
+Intermediates run_feature_steps(torch::Tensor x, size_t steps,
+                                const std::function<torch::Tensor(size_t, torch::Tensor)>& step,
+                                const IntermediatesOptions& options) {
+  std::vector<size_t> level_ends(steps);
+  std::iota(level_ends.begin(), level_ends.end(), size_t{0});
+  return run_feature_steps(std::move(x), steps, level_ends, step, options);
 }
 
 }  // namespace timm

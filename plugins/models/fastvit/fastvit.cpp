@@ -513,18 +513,15 @@ class FastVitImpl : public ClassifierImpl {
   Intermediates forward_intermediates(at::Tensor input,
                                       const IntermediatesOptions& options = IntermediatesOptions()) override {
     check_output_fmt(describe_model(*this), options.output_fmt(), {"NCHW"});
-    const int64_t num_stages = static_cast<int64_t>(stages->size());
-    const auto [take_indices, max_index] = feature_take_indices(num_stages, options.indices());
-    const std::vector<bool> take = take_mask(num_stages, take_indices);
-    Intermediates out;
-    at::Tensor x = stem->forward(input);
-    const int64_t stages_run = options.stop_early() ? max_index + 1 : num_stages;
-    for (int64_t i = 0; i < stages_run; ++i) {
-      x = stages->ptr<FastVitStageImpl>(static_cast<size_t>(i))->forward(x);
-      if (take[static_cast<size_t>(i)]) out.intermediates.push_back(x);
-    }
-    if (options.intermediates_only()) return out;
-    out.final = stages_run == num_stages ? final_conv(x) : x;
+    size_t stages_run = 0;
+    Intermediates out = run_feature_steps(
+        stem->forward(input), stages->size(),
+        [&](size_t i, at::Tensor x) {
+          stages_run = i + 1;
+          return stages->ptr<FastVitStageImpl>(i)->forward(x);
+        },
+        options);
+    if (out.final.defined() && stages_run == stages->size()) out.final = final_conv(out.final);
     return out;
   }
   // timm's forward_head: ClassifierHead (pool, drop, fc); pre_logits stops before fc.

@@ -368,18 +368,9 @@ class SwinV2CrImpl : public ClassifierImpl {
   Intermediates forward_intermediates(at::Tensor input,
                                       const IntermediatesOptions& options = IntermediatesOptions()) override {
     check_output_fmt(describe_model(*this), options.output_fmt(), {"NCHW"});
-    const int64_t num_stages = static_cast<int64_t>(stages->size());
-    const auto [take_indices, max_index] = feature_take_indices(num_stages, options.indices());
-    const std::vector<bool> take = take_mask(num_stages, take_indices);
-    Intermediates out;
-    at::Tensor x = patch_embed(check_input(input));
-    const int64_t stages_run = options.stop_early() ? max_index + 1 : num_stages;
-    for (int64_t i = 0; i < stages_run; ++i) {
-      x = stages->ptr<CrStageImpl>(static_cast<size_t>(i))->forward(x);
-      if (take[static_cast<size_t>(i)]) out.intermediates.push_back(x);
-    }
-    if (!options.intermediates_only()) out.final = x;
-    return out;
+    return run_feature_steps(
+        patch_embed(check_input(input)), stages->size(),
+        [this](size_t i, at::Tensor x) { return stages->ptr<CrStageImpl>(i)->forward(x); }, options);
   }
   at::Tensor forward_head(at::Tensor x, bool pre_logits = false) override {
     return pre_logits ? head->forward_pre_logits(x) : head(x);

@@ -80,5 +80,10 @@ std::vector<bool> take_mask(int64_t num_features, const std::vector<int64_t>& ta
 Intermediates run_feature_steps(torch::Tensor x, size_t steps, const std::vector<size_t>& level_ends,
                                 const std::function<torch::Tensor(size_t, torch::Tensor)>& step,
                                 const IntermediatesOptions& options);
+// run_feature_steps where every step is a feature level (a CNN's stages,
+// level i the output of stage i).
+Intermediates run_feature_steps(torch::Tensor x, size_t steps,
+                                const std::function<torch::Tensor(size_t, torch::Tensor)>& step,
+                                const IntermediatesOptions& options);
 
 }  // namespace timm
