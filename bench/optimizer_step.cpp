@@ -5,7 +5,9 @@
 //
 //   timm-bench-optim PARAMS.json --opts OPT [OPT ...] [--threads 1] [--warmup 2] [--steps 10]
 //     PARAMS.json: [{"name": "layer1.0.conv1.weight", "shape": [64, 64, 1, 1]}, ...]
-//     prints one line per optimizer: "<opt> <wall ms per step> <process CPU ms per step>"
+//     prints one line per optimizer: "<opt> <wall ms per step> <process CPU ms per step>",
+//     or "<opt> failed: <error>" when it cannot step these parameters (the
+//     others are still timed)
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -88,8 +90,14 @@ int run(int argc, char** argv) {
   for (const std::string& opt : opts) {
     torch::nn::Module model;  // fresh parameters per optimizer, as the Python side
     for (const auto& p : params) add_parameter(model, p.at("name"), p.at("shape").get<std::vector<int64_t>>());
-    const StepTime t = time_steps(model, opt, warmup, steps);
-    std::printf("%s %.4f %.4f\n", opt.c_str(), t.wall_ms, t.cpu_ms);
+    try {
+      const StepTime t = time_steps(model, opt, warmup, steps);
+      std::printf("%s %.4f %.4f\n", opt.c_str(), t.wall_ms, t.cpu_ms);
+    } catch (const std::exception& e) {  // e.g. an allocation beyond this machine
+      std::string first_line(e.what());
+      first_line = first_line.substr(0, first_line.find('\n'));
+      std::printf("%s failed: %s\n", opt.c_str(), first_line.c_str());
+    }
     std::fflush(stdout);
   }
   return 0;

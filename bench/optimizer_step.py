@@ -8,8 +8,13 @@ a shared machine), and the ratios timm-cpp / timm (below 1: timm-cpp faster).
 The two sides run alternately --repeats times (bench/interleave.py): the
 figures are medians, each ratio with its spread.
 
+--opts all times every optimizer name both timm's list_optimizers() and
+timm-cpp's registry hold, less those whose step cannot run here on either
+side (bitsandbytes and apex/DeepSpeed wrappers need their packages and CUDA;
+adahessian needs gradients with a graph); each left out is printed with why.
+
 Usage: bench/optimizer_step.py [--threads 1] [--steps 10] [--warmup 2]
-           [--models resnet50 vit_base_patch16_224] [--opts sgd adamw lamb rmsproptf ...]
+           [--models resnet50 vit_base_patch16_224] [--opts sgd adamw lamb rmsproptf ... | all]
            [--repeats 3] [--summary FILE] [--timm-bench-optim build/bin/timm-bench-optim]
 """
 import argparse
@@ -60,6 +65,41 @@ def time_python(params, opt, warmup, steps):
     return (time.perf_counter() - start) * 1000 / steps, (time.process_time() - cpu_start) * 1000 / steps
 
 
+def cpp_optimizer_names(exe):
+    timm_run = os.path.join(os.path.dirname(exe), 'timm-run')
+    out = subprocess.run([timm_run, '--list-optimizers'], check=True, capture_output=True, text=True).stdout
+    return [line.split('\t')[0] for line in out.splitlines() if line.strip()]
+
+
+def runnable_here(opt):
+    """None when Python timm can step `opt` on this machine, else the reason it cannot."""
+    model = torch.nn.Linear(4, 4)
+    try:
+        optimizer = create_optimizer_v2(model, opt=opt, lr=1e-3, weight_decay=0.05)
+        for p in model.parameters():
+            p.grad = torch.randn_like(p)
+        optimizer.step()
+    except Exception as e:  # ImportError (bitsandbytes, apex), RuntimeError (adahessian's graph), ...
+        return f'{type(e).__name__}: {str(e).splitlines()[0][:100]}'
+    return None
+
+
+def all_optimizers(exe):
+    """The names both sides register whose step runs here, in timm's order."""
+    ours = set(cpp_optimizer_names(exe))
+    names = []
+    for opt in timm.optim.list_optimizers():
+        if opt not in ours:
+            print(f'left out {opt}: not registered in timm-cpp')
+            continue
+        reason = runnable_here(opt)
+        if reason:
+            print(f'left out {opt}: Python timm cannot step it here ({reason})')
+            continue
+        names.append(opt)
+    return names
+
+
 def time_cpp(exe, params, opts, threads, warmup, steps):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, 'params.json')
@@ -67,8 +107,12 @@ def time_cpp(exe, params, opts, threads, warmup, steps):
             json.dump(params, f)
         out = subprocess.run([exe, path, '--threads', str(threads), '--warmup', str(warmup), '--steps', str(steps),
                               '--opts', *opts], check=True, capture_output=True, text=True).stdout
-    rows = [line.split() for line in out.splitlines()]
-    return {row[0]: (float(row[1]), float(row[2])) for row in rows if len(row) == 3 and row[0] in opts}
+    times = {}
+    for line in out.splitlines():
+        opt, _, rest = line.partition(' ')
+        if opt in opts:
+            times[opt] = rest if rest.startswith('failed:') else tuple(float(x) for x in rest.split())
+    return times
 
 
 def main():
@@ -85,26 +129,46 @@ def main():
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
+    if args.opts == ['all']:
+        args.opts = all_optimizers(args.timm_bench_optim)
     torch.manual_seed(0)
     print(f'threads {args.threads}, {args.warmup} warm-up steps, {args.steps} timed steps, CPU, '
           f'{args.repeats} interleaved repeat(s), torch {torch.__version__}, timm {timm.__version__}')
-    print(f'{"model":<22} {"optimizer":<10} {"timm wall":>10} {"cpp wall":>10} {"ratio (median, spread)":>24}'
+    print(f'{"model":<22} {"optimizer":<14} {"timm wall":>10} {"cpp wall":>10} {"ratio (median, spread)":>24}'
           f' {"timm cpu":>10} {"cpp cpu":>10} {"ratio":>24}   (ms per step, medians)')
     for name in args.models:
         params = model_params(name)
 
+        failed = {}  # optimizer -> 'side failed: why'; not timed again on either side
+
         def cpp_all():  # one timm-bench-optim run times every optimizer
-            return time_cpp(args.timm_bench_optim, params, args.opts, args.threads, args.warmup, args.steps)
+            opts = [opt for opt in args.opts if opt not in failed]
+            times = time_cpp(args.timm_bench_optim, params, opts, args.threads, args.warmup, args.steps)
+            for opt, t in times.items():
+                if isinstance(t, str):
+                    failed[opt] = f'timm-cpp {t}'
+            return times
 
         def py_all():
-            return {opt: time_python(params, opt, args.warmup, args.steps) for opt in args.opts}
+            times = {}
+            for opt in args.opts:
+                if opt in failed:
+                    continue
+                try:
+                    times[opt] = time_python(params, opt, args.warmup, args.steps)
+                except Exception as e:  # e.g. an allocation beyond this machine
+                    failed[opt] = f'timm failed: {type(e).__name__}: {str(e).splitlines()[0][:160]}'
+            return times
 
         runs = interleave([('timm-cpp', cpp_all), ('timm', py_all)], args.repeats)
         for opt in args.opts:
+            if opt in failed:
+                print(f'{name:<22} {opt:<14} {failed[opt]}', flush=True)
+                continue
             cpp_wall, cpp_cpu = ([run[opt][i] for run in runs['timm-cpp']] for i in (0, 1))
             py_wall, py_cpu = ([run[opt][i] for run in runs['timm']] for i in (0, 1))
             wall, cpu = Ratio.of(cpp_wall, py_wall), Ratio.of(cpp_cpu, py_cpu)
-            print(f'{name:<22} {opt:<10} {median(py_wall):10.1f} {median(cpp_wall):10.1f} {str(wall):>24}'
+            print(f'{name:<22} {opt:<14} {median(py_wall):10.1f} {median(cpp_wall):10.1f} {str(wall):>24}'
                   f' {median(py_cpu):10.1f} {median(cpp_cpu):10.1f} {str(cpu):>24}', flush=True)
             if args.summary:
                 append_summary(args.summary, f'optimizer step {opt}, {name} params, {args.threads} thread(s) (ms)',

@@ -4,8 +4,11 @@
 // random probe V ~ N(0, 1) at a rate set by preconditioner_update_probability
 // (a float, or timm's default schedule: 1.0 for 500 steps, then annealed to
 // 0.03), applied to the debiased momentum through einsum expressions built as
-// timm's _init_Q_exprs (at::einsum contracts left to right, as torch.einsum
-// does without opt_einsum, timm's oracle setup). The update is capped at RMS
+// timm's _init_Q_exprs. Their operands are contracted the tensor first, one
+// factor at a time (contraction_path): torch.einsum without opt_einsum (timm's
+// setup when it is not installed) goes left to right and forms the factors'
+// outer product first, 1.4 TB for one 768x768 weight, so timm's Kron fails
+// on any real model there; ours runs. The update is capped at RMS
 // 1.1; L2, decoupled (kronw) or lr²/max_lr corrected decoupled (kronc) decay.
 //
 // Randomness as timm's: a Python random.Random(1337) (the SDK's PyRandom,
@@ -231,11 +234,27 @@ void balance_q(Tensors& q) {
   for (std::size_t i = 0; i < q.size(); ++i) q[i].mul_(norms[static_cast<int64_t>(i)]);
 }
 
+// at::einsum's path (opt_einsum's format: each pair of operand indices is
+// contracted and the result appended last) for `groups` groups of `factors`
+// operands each, then the tensor, last: the tensor meets every factor of the
+// last group, then of the one before, and so on, one factor at a time. No
+// intermediate is then larger than the tensor times one factor's size.
+std::vector<int64_t> contraction_path(int64_t groups, int64_t factors) {
+  std::vector<int64_t> path;
+  for (int64_t group = groups - 1; group >= 0; --group) {
+    for (int64_t k = 0; k < factors; ++k) {
+      const int64_t remaining = (group + 1) * factors - k;  // operands before the running product
+      path.insert(path.end(), {group * factors, remaining});
+    }
+  }
+  return path;
+}
+
 std::pair<at::Tensor, at::Tensor> calc_a_and_conj_b(const std::string& expr_a, const at::Tensor& g, const Tensors& q,
                                                     const at::Tensor& v) {
   Tensors operands(q.begin(), q.end());
   operands.push_back(g);
-  at::Tensor a = at::einsum(expr_a, operands);
+  at::Tensor a = at::einsum(expr_a, operands, contraction_path(1, static_cast<int64_t>(q.size())));
   const int64_t order = g.dim();
   std::vector<int64_t> perm;
   for (int64_t d = 1; d < order; ++d) perm.push_back(d);
@@ -437,7 +456,8 @@ class Kron : public ForeachOptimizer {
     for (const at::Tensor& t : q) operands.push_back(t.conj());
     operands.insert(operands.end(), q.begin(), q.end());
     operands.push_back(debiased_momentum);
-    at::Tensor pre_grad = at::einsum(exprs->p, operands).to(p.scalar_type());
+    at::Tensor pre_grad =
+        at::einsum(exprs->p, operands, contraction_path(2, static_cast<int64_t>(q.size()))).to(p.scalar_type());
     pre_grad.mul_(at::clamp_max(at::reciprocal(pre_grad.square().mean().sqrt_() + 1e-8) * 1.1, 1.0));
     if (flattened) pre_grad = pre_grad.view(p.sizes());
 
