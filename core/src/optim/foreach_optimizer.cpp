@@ -46,8 +46,18 @@ void ForeachOptimizer::step() {
       step.states.push_back(&group.states[j]);
     }
     // torch runs the functional step with empty lists; nothing happens.
-    if (!step.params.empty()) step_group(step);
+    if (step.params.empty()) continue;
+    if (!updates_parameters_independently()) {
+      step_group(step);
+      continue;
+    }
+    for (GroupStep& chunk : chunks(step, chunk_numel_)) step_group(chunk);
   }
+}
+
+void ForeachOptimizer::set_chunk_numel(int64_t numel) {
+  TORCH_CHECK(numel >= 1, "chunk_numel must be at least 1, got ", numel);
+  chunk_numel_ = numel;
 }
 
 void ForeachOptimizer::zero_grad() {

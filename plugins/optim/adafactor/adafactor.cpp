@@ -49,6 +49,7 @@ class Adafactor : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {}
 
  private:
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& group) override {
     for (std::size_t i = 0; i < group.params.size(); ++i) {
       step_param(group, group.params[i], group.grads[i], *group.states[i]);

@@ -33,6 +33,7 @@ class Adagrad : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config) {}
 
  private:
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
     for (std::size_t i = 0; i < g.params.size(); ++i) {
       if (!g.states[i]->empty()) continue;
@@ -65,6 +66,7 @@ class Adadelta : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config) {}
 
  private:
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
     init_zero_states(g, {"square_avg", "acc_delta"});
     increment_steps(g);
@@ -101,6 +103,7 @@ class Adamax : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config) {}
 
  private:
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
     init_zero_states(g, {"exp_avg", "exp_inf"});
     const std::vector<double> steps = increment_steps(g);

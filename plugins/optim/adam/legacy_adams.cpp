@@ -26,6 +26,7 @@ class NAdamLegacy : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config) {}
 
  private:
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
     for (std::size_t i = 0; i < g.params.size(); ++i) {
       State& state = *g.states[i];
@@ -78,6 +79,7 @@ class RAdamLegacy : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config) {}
 
  private:
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
     for (std::size_t i = 0; i < g.params.size(); ++i) {
       State& state = *g.states[i];

@@ -28,6 +28,7 @@ class NAdamW : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config) {}
 
  private:
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
     init_zero_states(g, {"exp_avg", "exp_avg_sq"});
     const std::vector<double> steps = increment_steps(g);

@@ -53,6 +53,7 @@ class Adam : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config), amsgrad_(amsgrad) {}
 
  private:
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
     for (std::size_t i = 0; i < g.params.size(); ++i) {
       if (!g.states[i]->empty()) continue;
@@ -96,6 +97,7 @@ class NAdam : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config), momentum_decay_(momentum_decay) {}
 
  private:
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
     for (std::size_t i = 0; i < g.params.size(); ++i) {
       if (!g.states[i]->empty()) continue;
@@ -143,6 +145,7 @@ class RAdam : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config) {}
 
  private:
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
     for (std::size_t i = 0; i < g.params.size(); ++i) {
       if (g.states[i]->empty()) init_moments(*g.states[i], g.params[i]);

@@ -81,6 +81,7 @@ class AdamP : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config) {}
 
  private:
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
     for (std::size_t i = 0; i < g.params.size(); ++i) {
       if (!g.states[i]->empty()) continue;
@@ -134,6 +135,7 @@ class SGDP : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config) {}
 
  private:
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
     for (std::size_t i = 0; i < g.params.size(); ++i) {
       if (g.states[i]->empty()) (*g.states[i])["momentum"] = at::zeros_like(g.params[i]);

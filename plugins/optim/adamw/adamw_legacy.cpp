@@ -31,6 +31,7 @@ class AdamWLegacy : public ForeachOptimizer {
 
  private:
   // timm's _single_tensor_adamw (its CPU path), as foreach ops in its order.
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
     if (c_.amsgrad) {
       init_zero_states(g, {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"});

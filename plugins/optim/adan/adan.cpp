@@ -41,6 +41,7 @@ class Adan : public ForeachOptimizer {
   }
 
  private:
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
     const double step = group_state(g.index).at("step").item<double>();
     for (std::size_t i = 0; i < g.params.size(); ++i) {
@@ -59,7 +60,7 @@ class Adan : public ForeachOptimizer {
     const double bias_correction3_sqrt = std::sqrt(1.0 - std::pow(c_.beta3, step));
     // Each tensor's update is its own: in chunks, timm's _single_tensor_adan
     // (the CPU path) op by op.
-    for (const GroupStep& chunk : chunks(g)) update(chunk, bias_correction1, bias_correction2, bias_correction3_sqrt);
+    update(g, bias_correction1, bias_correction2, bias_correction3_sqrt);
   }
 
   void update(const GroupStep& a, double bias_correction1, double bias_correction2, double bias_correction3_sqrt) {

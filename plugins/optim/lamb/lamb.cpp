@@ -77,6 +77,7 @@ class Lamb : public ForeachOptimizer {
     return (global_norm / *s_.max_grad_norm).clamp_(1.0);
   }
 
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& group) override {
     const double step = group_state(group.index).at("step").item<double>();
     const double bias_correction1 = s_.bias_correction ? 1 - std::pow(s_.beta1, step) : 1.0;
@@ -88,7 +89,7 @@ class Lamb : public ForeachOptimizer {
       (*group.states[i])["exp_avg_sq"] = at::zeros_like(group.params[i]);
     }
     // Each tensor's update is its own (the clip factor is global): in chunks.
-    for (const GroupStep& chunk : chunks(group)) update(chunk, bias_correction1, bias_correction2, beta3);
+    update(group, bias_correction1, bias_correction2, beta3);
   }
 
   void update(const GroupStep& a, double bias_correction1, double bias_correction2, double beta3) {

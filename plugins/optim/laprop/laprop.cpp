@@ -31,6 +31,7 @@ class Laprop : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config) {}
 
  private:
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
     const double one_minus_beta1 = 1 - c_.beta1;
     const double one_minus_beta2 = 1 - c_.beta2;
@@ -51,7 +52,7 @@ class Laprop : public ForeachOptimizer {
       // float32 tensor arithmetic, as timm's.
       state["exp_avg_lr_2"] = state["exp_avg_lr_2"] * c_.beta2 + one_minus_beta2;
     }
-    for (const GroupStep& chunk : chunks(g)) update(chunk);
+    update(g);
   }
 
   // timm's _single_tensor_laprop (its CPU path), op by op over the tensors.

@@ -40,6 +40,7 @@ class Lars : public ForeachOptimizer {
     return ratio.unbind(0);
   }
 
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& a) override {
     const double wd = a.weight_decay;
     const double lr = a.lr;

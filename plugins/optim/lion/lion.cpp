@@ -25,6 +25,7 @@ class Lion : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config) {}
 
  private:
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
     init_zero_states(g, {"exp_avg"});
     const Tensors exp_avgs = state_list(g, "exp_avg");

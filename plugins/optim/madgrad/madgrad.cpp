@@ -29,6 +29,7 @@ class Madgrad : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {}
 
  private:
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& group) override {
     for (std::size_t i = 0; i < group.params.size(); ++i) {
       State& state = *group.states[i];

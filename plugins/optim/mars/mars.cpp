@@ -48,6 +48,7 @@ class Mars : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config) {}
 
  private:
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
     for (std::size_t i = 0; i < g.params.size(); ++i) {
       if (!g.states[i]->empty()) continue;

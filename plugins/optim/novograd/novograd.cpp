@@ -30,6 +30,7 @@ class NvNovoGrad : public ForeachOptimizer {
 
  private:
   // timm's step, tensor by tensor as timm runs it (the norms are per tensor).
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
     for (std::size_t i = 0; i < g.params.size(); ++i) {
       State& state = *g.states[i];

@@ -55,9 +55,10 @@ class RMSprop : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {}
 
  private:
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& group) override {
     for (std::size_t i = 0; i < group.params.size(); ++i) init_state(*group.states[i], group.params[i], s_, false);
-    for (const GroupStep& chunk : chunks(group)) update(chunk);
+    update(group);
   }
 
   void update(const GroupStep& a) {
@@ -97,9 +98,10 @@ class RMSpropTF : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {}
 
  private:
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& group) override {
     for (std::size_t i = 0; i < group.params.size(); ++i) init_state(*group.states[i], group.params[i], s_, true);
-    for (const GroupStep& chunk : chunks(group)) update(chunk);
+    update(group);
   }
 
   void update(const GroupStep& a) {

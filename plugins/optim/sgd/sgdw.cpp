@@ -29,6 +29,7 @@ class SGDW : public ForeachOptimizer {
 
  private:
   // timm's _single_tensor_sgdw (its CPU path), as foreach ops.
+  bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
     const Tensors grads = c_.maximize ? at::_foreach_neg(g.grads) : g.grads;
     const double wd_scale = c_.max_lr ? std::pow(g.lr, 2) / *c_.max_lr : g.lr;
