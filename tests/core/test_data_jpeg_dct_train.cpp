@@ -1,11 +1,12 @@
-// --jpeg-dct-scale in the train loader: a JPEG sample goes to the
-// RandomResizedCrop undecoded (TransformPipeline::apply_splits_jpeg), which
-// draws the same window from the header's size and decodes at a DCT scale.
-// Against the exact path (decode, then the same pipeline, which equals PIL):
-// the same random draws; at scale 1 the same pixels; at scales 2-8 pixels
-// within the stated bounds. PNGs, pixel datasets, the eval and the other
-// crops, and the flag off take the exact path; bad JPEGs are skipped and
-// counted as on the exact path. Needs the aug_basic plugin (its rrc stage).
+// A JPEG sample goes to the train loader's RandomResizedCrop undecoded
+// (TransformPipeline::apply_splits_jpeg), which draws the same window from
+// the header's size and decodes only that window; with --jpeg-dct-scale at
+// a DCT scale. Against the whole decode (then the same pipeline, which
+// equals PIL): the same random draws; without the flag (and at scale 1) the
+// same pixels; at scales 2-8 pixels within the stated bounds. PNGs, pixel
+// datasets, the eval and the other crops decode whole; bad JPEGs are skipped
+// and counted as on the whole decode. Needs the aug_basic plugin (its rrc
+// stage).
 #include <ATen/ATen.h>
 #include <zlib.h>
 
@@ -147,10 +148,11 @@ TransformPipeline fast_pipeline(const TransformArgs& args) {
   return pipeline;
 }
 
+// The sample the loader makes of a JPEG file with --jpeg-dct-scale.
 JpegSample jpeg_sample(const std::vector<std::uint8_t>& bytes, const std::string& source, int64_t channels) {
   const auto size = jpeg_dimensions(bytes);
   REQUIRE(size.has_value());
-  return JpegSample{bytes, size->first, size->second, channels, source};
+  return JpegSample{bytes, size->first, size->second, channels, source, /*dct_scale=*/true};
 }
 
 double mean_abs_diff(const at::Tensor& a, const at::Tensor& b) {
@@ -292,7 +294,7 @@ TEST_CASE("at DCT scales 2 to 8 the JPEG path draws the same and its pixels are 
   CHECK(differing > samples / 2);
 }
 
-TEST_CASE("the train loader with --jpeg-dct-scale: JPEGs take the DCT path, PNGs the exact one") {
+TEST_CASE("the train loader decodes a JPEG's crop window only, exactly; with --jpeg-dct-scale at a DCT scale") {
   test::TempDir dir;
   const fs::path root = make_folder(dir);
   TransformArgs args = train_args(64);
@@ -304,9 +306,14 @@ TEST_CASE("the train loader with --jpeg-dct-scale: JPEGs take the DCT path, PNGs
   const auto on = std::make_shared<Probe>(folder, true);
   const Run fast = run_epoch(on, pipeline, true, 2);
   CHECK(on->calls() == folder->size());  // each file read once, as encoded()
+  // Flag off: the JPEGs' windows alone are decoded, with the whole decode's
+  // pixels (a dataset of pixels, encoded() nullopt, decodes whole).
   const auto off = std::make_shared<Probe>(folder, true);
-  const Run exact = run_epoch(off, pipeline, false, 2);
-  CHECK(off->calls() == 0);                                 // flag off: the loader never asks for the file
+  const Run region = run_epoch(off, pipeline, false, 2);
+  CHECK(off->calls() == folder->size());
+  const auto whole_decode = std::make_shared<Probe>(folder, false);
+  const Run exact = run_epoch(whole_decode, pipeline, false, 2);
+  CHECK(same(region, exact));
   CHECK(same(fast, run_epoch(folder, pipeline, true, 0)));  // any worker count
   CHECK(fast.skipped == 0);
 
@@ -369,7 +376,7 @@ TEST_CASE("with --jpeg-dct-scale, the eval crops and the other train crops decod
   }
 }
 
-TEST_CASE("with --jpeg-dct-scale, a bad JPEG is skipped and counted as without it") {
+TEST_CASE("a bad JPEG is skipped and counted as on the whole decode, with and without --jpeg-dct-scale") {
   test::TempDir dir;
   const fs::path root = dir / "train";
   test::run_oracle("jpeg_oracle.py", {(root / "a").string(), "3", "300", "400", "3"}, std::chrono::seconds(120));
@@ -402,8 +409,10 @@ TEST_CASE("with --jpeg-dct-scale, a bad JPEG is skipped and counted as without i
     CAPTURE(workers);
     const Run fast = run_epoch(folder, pipeline, true, workers, /*shuffle=*/false, 2);
     const Run exact = run_epoch(folder, pipeline, false, workers, /*shuffle=*/false, 2);
+    const Run whole = run_epoch(std::make_shared<Probe>(folder, false), pipeline, false, workers, false, 2);
     CHECK(fast.skipped == 6);
     CHECK(exact.skipped == 6);
+    CHECK(same(exact, whole));  // the window-only decode skips what the whole decode skips
     REQUIRE(fast.batches.size() == 3);
     REQUIRE(exact.batches.size() == 3);
     for (std::size_t b = 0; b < 3; ++b) {

@@ -1,6 +1,6 @@
-// JPEG (TurboJPEG) and PNG (libpng) decoding with PIL's conversions, so a
-// decoded image equals PIL's Image.open(f).convert("RGB" | "L"); JPEG
-// encoding with PIL's defaults.
+// JPEG (TurboJPEG; libjpeg's partial decoding for crop windows) and PNG
+// (libpng) decoding with PIL's conversions, so a decoded image equals PIL's
+// Image.open(f).convert("RGB" | "L"); JPEG encoding with PIL's defaults.
 #include "timm/data/image.hpp"
 
 #include <c10/util/Exception.h>
@@ -10,9 +10,22 @@
 #include <algorithm>
 #include <atomic>
 #include <csetjmp>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
+
+// After <cstdio>: jpeglib.h needs FILE and size_t. Its generic helper macros
+// would leak into the files a unity build compiles after this one.
+#include <jpeglib.h>
+#undef LOCAL
+#undef GLOBAL
+#undef EXTERN
+#undef METHODDEF
+#undef FAR
+#undef JMETHOD
+#undef JPP
+#undef MULTIPLIER
 
 #include "timm/base/error.hpp"
 #include "timm/data/image_ops.hpp"
@@ -97,19 +110,37 @@ void cmyk_to_rgb(const std::uint8_t* in, std::uint8_t* out, int64_t n) {
   }
 }
 
-Image decode_jpeg(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels,
-                  int denominator = 1) {
+struct JpegHeader {
+  int width = 0;
+  int height = 0;
+  int subsamp = 0;
+  int colorspace = 0;
+};
+
+// The header as TurboJPEG reads it (its errors, e.g. an unknown subsampling,
+// are decode errors here), checked against the pixel limit.
+JpegHeader read_jpeg_header(std::span<const std::uint8_t> bytes, const std::string& source) {
   tjhandle tj = thread_decompressor();
+  JpegHeader h;
   // TurboJPEG's API takes a non-const pointer but does not write through it.
-  auto* data = const_cast<unsigned char*>(bytes.data());
-  const auto size = static_cast<unsigned long>(bytes.size());
-  int width = 0, height = 0, subsamp = 0, colorspace = 0;
-  if (tjDecompressHeader3(tj, data, size, &width, &height, &subsamp, &colorspace) != 0) {
+  if (tjDecompressHeader3(tj, const_cast<unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()),
+                          &h.width, &h.height, &h.subsamp, &h.colorspace) != 0) {
     const std::string message = tjGetErrorStr2(tj);
     discard_thread_decompressor();
     fail(source, "corrupt JPEG header: " + message);
   }
-  check_pixel_count(width, height, source);
+  check_pixel_count(h.width, h.height, source);
+  return h;
+}
+
+// The whole image at 1/denominator, after read_jpeg_header.
+Image decode_jpeg_body(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels,
+                       int denominator, const JpegHeader& header) {
+  tjhandle tj = thread_decompressor();
+  auto* data = const_cast<unsigned char*>(bytes.data());
+  const auto size = static_cast<unsigned long>(bytes.size());
+  int width = header.width, height = header.height;
+  const int colorspace = header.colorspace;
   const bool gray = colorspace == TJCS_GRAY;
   const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
   const int pixel_format = gray ? TJPF_GRAY : (cmyk ? TJPF_CMYK : TJPF_RGB);
@@ -145,6 +176,145 @@ Image decode_jpeg(std::span<const std::uint8_t> bytes, const std::string& source
   if (image.channels == channels) return image;
   return convert_channels(image, channels);
 }
+
+Image decode_jpeg(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels,
+                  int denominator = 1) {
+  return decode_jpeg_body(bytes, source, channels, denominator, read_jpeg_header(bytes, source));
+}
+
+// ---- JPEG regions (libjpeg's partial decoding) -----------------------------
+
+// One region decode's libjpeg state. libjpeg reports a fatal error through
+// error_exit, which must not return: ours longjmps to the setjmp in
+// run_jpeg_step. Between the two there are only libjpeg's C frames and the
+// step functions, which hold no object with a destructor, so the longjmp
+// skips no C++ cleanup; this struct lives in the caller's frame and its
+// destructor frees libjpeg's memory on every way out.
+struct JpegRegionDecoder {
+  struct ErrorManager {
+    jpeg_error_mgr pub;  // first: libjpeg's cinfo->err points at it
+    void (*std_emit_message)(j_common_ptr, int);
+    std::jmp_buf jump;
+    bool warning;
+    char message[JMSG_LENGTH_MAX];
+  };
+  jpeg_decompress_struct cinfo{};
+  ErrorManager err{};
+  jpeg_progress_mgr progress{};
+  bool created = false;
+  // The steps' inputs and results.
+  const std::uint8_t* data = nullptr;
+  unsigned long size = 0;
+  int denominator = 1;
+  J_COLOR_SPACE out_color_space = JCS_UNKNOWN;
+  JDIMENSION xoffset = 0;
+  JDIMENSION xwidth = 0;
+  JDIMENSION skip = 0;
+  JDIMENSION rows = 0;
+  JDIMENSION rows_read = 0;
+  JSAMPARRAY row_pointers = nullptr;
+
+  JpegRegionDecoder() = default;
+  JpegRegionDecoder(const JpegRegionDecoder&) = delete;
+  JpegRegionDecoder& operator=(const JpegRegionDecoder&) = delete;
+  ~JpegRegionDecoder() {
+    if (created) jpeg_destroy_decompress(&cinfo);
+  }
+};
+
+JpegRegionDecoder::ErrorManager& jpeg_region_errors(j_common_ptr cinfo) {
+  return *reinterpret_cast<JpegRegionDecoder::ErrorManager*>(cinfo->err);
+}
+
+void jpeg_region_output_message(j_common_ptr cinfo) {
+  (*cinfo->err->format_message)(cinfo, jpeg_region_errors(cinfo).message);
+}
+
+[[noreturn]] void jpeg_region_error_exit(j_common_ptr cinfo) {
+  jpeg_region_output_message(cinfo);
+  std::longjmp(jpeg_region_errors(cinfo).jump, 1);
+}
+
+// As TurboJPEG's: libjpeg's own (which keeps the first warning's text), and
+// a note that there was a warning.
+void jpeg_region_emit_message(j_common_ptr cinfo, int level) {
+  JpegRegionDecoder::ErrorManager& err = jpeg_region_errors(cinfo);
+  err.std_emit_message(cinfo, level);
+  if (level < 0) err.warning = true;
+}
+
+// TJFLAG_LIMITSCANS: a progressive JPEG of more than 500 scans is an error.
+void jpeg_region_progress(j_common_ptr cinfo) {
+  if (cinfo->is_decompressor && reinterpret_cast<j_decompress_ptr>(cinfo)->input_scan_number > 500) {
+    JpegRegionDecoder::ErrorManager& err = jpeg_region_errors(cinfo);
+    std::snprintf(err.message, sizeof(err.message), "Progressive JPEG image has more than 500 scans");
+    err.warning = false;
+    std::longjmp(err.jump, 1);
+  }
+}
+
+using JpegRegionStep = void (*)(JpegRegionDecoder&);
+
+// Runs one step; false when libjpeg signalled a fatal error.
+bool run_jpeg_step(JpegRegionDecoder& d, JpegRegionStep step) {
+  if (setjmp(d.err.jump) != 0) return false;
+  step(d);
+  return true;
+}
+
+void jpeg_region_read_header(JpegRegionDecoder& d) {
+  d.created = true;
+  jpeg_create_decompress(&d.cinfo);
+  d.cinfo.progress = &d.progress;
+  jpeg_mem_src(&d.cinfo, d.data, d.size);
+  jpeg_read_header(&d.cinfo, TRUE);
+  // TurboJPEG's settings: its pixel format's colour space, the scale; the
+  // ISLOW IDCT, fancy upsampling and block smoothing are libjpeg's defaults.
+  d.cinfo.out_color_space = d.out_color_space;
+  d.cinfo.scale_num = 1;
+  d.cinfo.scale_denom = static_cast<unsigned int>(d.denominator);
+  jpeg_calc_output_dimensions(&d.cinfo);
+}
+
+void jpeg_region_start(JpegRegionDecoder& d) {
+  jpeg_start_decompress(&d.cinfo);
+  if (d.xwidth < d.cinfo.output_width) jpeg_crop_scanline(&d.cinfo, &d.xoffset, &d.xwidth);
+}
+
+void jpeg_region_read_rows(JpegRegionDecoder& d) {
+  if (d.skip > 0) jpeg_skip_scanlines(&d.cinfo, d.skip);
+  while (d.rows_read < d.rows) {
+    const JDIMENSION n = jpeg_read_scanlines(&d.cinfo, d.row_pointers + d.rows_read, d.rows - d.rows_read);
+    if (n == 0) break;
+    d.rows_read += n;
+  }
+}
+
+// A complete JPEG ends with EOI. One that does not may be truncated, which
+// only the rows past the cut would show: such files take the whole decode,
+// which reports truncation as decode_image does.
+bool ends_with_eoi(std::span<const std::uint8_t> b) {
+  return b.size() >= 2 && b[b.size() - 2] == 0xFF && b[b.size() - 1] == 0xD9;
+}
+
+// The region path decodes the window widened by this many iMCUs where the
+// image continues, left, right and above. jpeg_crop_scanline makes the
+// cropped columns' edges image edges for fancy upsampling, which reads the
+// neighbouring chroma sample: one iMCU keeps that off the window
+// (tests/core/test_data_jpeg_region.cpp fails with none). The block
+// smoothing of progressive files that stop before the last refinement scans
+// makes the first two blocks of each cropped component row edge blocks, and
+// upsampling reads one sample beyond: three iMCUs (it fails with two). Above,
+// jpeg_skip_scanlines itself decodes the iMCU row before the first one it
+// returns when upsampling needs context (the tests pass without a margin
+// there too; it costs nothing measurable); below, nothing is needed: libjpeg
+// decodes every row it returns with its context.
+constexpr int kRegionMarginImcus = 1;
+constexpr int kProgressiveRegionMarginImcus = 3;
+
+// A region covering this share of the image costs what the whole decode does
+// (measured): take the whole one and skip the copy out of it.
+constexpr double kRegionMaxShare = 0.95;
 
 // ---- PNG -------------------------------------------------------------------
 
@@ -291,6 +461,103 @@ Image decode_jpeg_scaled(std::span<const std::uint8_t> bytes, const std::string&
               "decode_jpeg_scaled: denominator must be 1, 2, 4 or 8, got ", denominator);
   if (!is_jpeg(bytes)) fail(source, "not a JPEG file");
   return decode_jpeg(bytes, source, channels, denominator);
+}
+
+ImageRegion decode_jpeg_region(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels,
+                               int denominator, int64_t top, int64_t left, int64_t height, int64_t width) {
+  TORCH_CHECK(denominator == 1 || denominator == 2 || denominator == 4 || denominator == 8,
+              "decode_jpeg_region: denominator must be 1, 2, 4 or 8, got ", denominator);
+  if (!is_jpeg(bytes)) fail(source, "not a JPEG file");
+  const JpegHeader header = read_jpeg_header(bytes, source);
+  auto decode_whole = [&] { return ImageRegion{decode_jpeg_body(bytes, source, channels, denominator, header), 0, 0}; };
+  const int64_t image_h = (static_cast<int64_t>(header.height) + denominator - 1) / denominator;
+  const int64_t image_w = (static_cast<int64_t>(header.width) + denominator - 1) / denominator;
+  const int64_t t0 = std::clamp<int64_t>(top, 0, image_h);
+  const int64_t t1 = std::clamp<int64_t>(top + height, t0, image_h);
+  const int64_t l0 = std::clamp<int64_t>(left, 0, image_w);
+  const int64_t l1 = std::clamp<int64_t>(left + width, l0, image_w);
+  const bool gray = header.colorspace == TJCS_GRAY;
+  const bool color = header.colorspace == TJCS_YCbCr || header.colorspace == TJCS_RGB;
+  if (t0 == t1 || l0 == l1 || !(gray || color) || !ends_with_eoi(bytes)) return decode_whole();
+
+  JpegRegionDecoder d;
+  d.cinfo.err = jpeg_std_error(&d.err.pub);
+  d.err.std_emit_message = d.err.pub.emit_message;
+  d.err.pub.error_exit = jpeg_region_error_exit;
+  d.err.pub.output_message = jpeg_region_output_message;
+  d.err.pub.emit_message = jpeg_region_emit_message;
+  d.progress.progress_monitor = jpeg_region_progress;
+  d.data = bytes.data();
+  d.size = static_cast<unsigned long>(bytes.size());
+  d.denominator = denominator;
+  d.out_color_space = gray ? JCS_GRAYSCALE : JCS_EXT_RGB;
+  if (!run_jpeg_step(d, jpeg_region_read_header) || d.err.warning) return decode_whole();
+  const jpeg_decompress_struct& c = d.cinfo;
+  bool plain_sampling = c.num_components == (gray ? 1 : 3);
+  for (int i = 0; plain_sampling && i < c.num_components; ++i) {
+    const jpeg_component_info& comp = c.comp_info[i];
+    plain_sampling =
+        comp.h_samp_factor >= 1 && comp.h_samp_factor <= 2 && comp.v_samp_factor >= 1 && comp.v_samp_factor <= 2;
+  }
+  if (c.arith_code || !plain_sampling || c.output_height != image_h || c.output_width != image_w ||
+      c.output_components != (gray ? 1 : 3)) {
+    return decode_whole();
+  }
+#if JPEG_LIB_VERSION >= 70
+  const int64_t dct_size = c.min_DCT_h_scaled_size;
+#else
+  const int64_t dct_size = c.min_DCT_scaled_size;
+#endif
+  const int64_t imcu_h = dct_size * c.max_v_samp_factor;
+  const int64_t imcu_w = dct_size * c.max_h_samp_factor;
+  const int margin = c.progressive_mode ? kProgressiveRegionMarginImcus : kRegionMarginImcus;
+  // Rows: from an iMCU boundary `margin` iMCUs above the window's; libjpeg
+  // decodes each row with its context, so none are needed below.
+  const int64_t r0 = std::max<int64_t>(0, (t0 / imcu_h - margin) * imcu_h);
+  const int64_t r1 = t1;
+  // Columns: libjpeg moves the left edge down to an iMCU boundary itself.
+  const int64_t x0 = std::max<int64_t>(0, l0 - margin * imcu_w);
+  const int64_t x1 = std::min(image_w, l1 + margin * imcu_w);
+  const int64_t x0_aligned = x0 / imcu_w * imcu_w;
+  if (static_cast<double>((r1 - r0) * (x1 - x0_aligned)) >= kRegionMaxShare * static_cast<double>(image_h * image_w)) {
+    return decode_whole();
+  }
+  d.xoffset = static_cast<JDIMENSION>(x0);
+  d.xwidth = static_cast<JDIMENSION>(x1 - x0);
+  if (!run_jpeg_step(d, jpeg_region_start) || d.err.warning) return decode_whole();
+  // Where libjpeg put the region's columns (x0 moved down to an iMCU
+  // boundary); it must hold the window.
+  const int64_t left_out = d.xoffset;
+  const int64_t width_out = c.output_width;
+  if (left_out > l0 || left_out + width_out < l1) return decode_whole();
+  const int64_t comps = gray ? 1 : 3;
+  const int64_t row_bytes = width_out * comps;
+  std::vector<std::uint8_t> raw(static_cast<std::size_t>((r1 - r0) * row_bytes));
+  std::vector<JSAMPROW> rows(static_cast<std::size_t>(r1 - r0));
+  for (int64_t y = 0; y < r1 - r0; ++y) rows[y] = raw.data() + y * row_bytes;
+  d.skip = static_cast<JDIMENSION>(r0);
+  d.rows = static_cast<JDIMENSION>(r1 - r0);
+  d.row_pointers = rows.data();
+  // Any warning or error: the whole decode decides, as decode_image would.
+  if (!run_jpeg_step(d, jpeg_region_read_rows) || d.err.warning || d.rows_read != d.rows) return decode_whole();
+
+  // Keep only the window: move its rows to the front of the buffer.
+  const int64_t out_h = t1 - t0, out_w = l1 - l0;
+  const int64_t out_row_bytes = out_w * comps;
+  for (int64_t y = 0; y < out_h; ++y) {
+    std::memmove(raw.data() + y * out_row_bytes, raw.data() + (y + t0 - r0) * row_bytes + (l0 - left_out) * comps,
+                 static_cast<std::size_t>(out_row_bytes));
+  }
+  raw.resize(static_cast<std::size_t>(out_h * out_row_bytes));
+  ImageRegion region;
+  region.top = t0;
+  region.left = l0;
+  region.image.height = out_h;
+  region.image.width = out_w;
+  region.image.channels = comps;
+  region.image.pixels = std::move(raw);
+  if (comps != channels) region.image = convert_channels(region.image, channels);
+  return region;
 }
 
 std::string encode_jpeg(const Image& image, int quality) {

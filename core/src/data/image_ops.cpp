@@ -373,39 +373,63 @@ int jpeg_dct_denominator(int64_t crop_h, int64_t crop_w, int64_t out_h, int64_t 
 
 Image jpeg_dct_resized_crop(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels,
                             int64_t top, int64_t left, int64_t height, int64_t width, int64_t out_h, int64_t out_w,
-                            Interpolation interpolation) {
-  const int d = jpeg_dct_denominator(height, width, out_h, out_w);
-  const Image scaled = decode_jpeg_scaled(bytes, source, channels, d);
-  const bool inside = top >= 0 && left >= 0 && top + height <= scaled.height * d && left + width <= scaled.width * d;
-  if (d == 1 || !inside || interpolation == Interpolation::kNearest || scaled.channels == 4) {
+                            Interpolation interpolation, bool dct_scale) {
+  const int d = dct_scale ? jpeg_dct_denominator(height, width, out_h, out_w) : 1;
+  // The scaled image's size, to plan which of its pixels the resampling
+  // reads; only those are decoded (decode_jpeg_region).
+  int64_t scaled_h = 0, scaled_w = 0;
+  if (const auto dims = jpeg_dimensions(bytes)) {
+    scaled_h = (dims->first + d - 1) / d;
+    scaled_w = (dims->second + d - 1) / d;
+  } else {
+    // Not a readable JPEG: the decode throws the error it always did.
+    const Image scaled = decode_jpeg_scaled(bytes, source, channels, d);
+    scaled_h = scaled.height;
+    scaled_w = scaled.width;
+  }
+  const bool inside = top >= 0 && left >= 0 && top + height <= scaled_h * d && left + width <= scaled_w * d;
+  if (d == 1 || !inside || interpolation == Interpolation::kNearest) {
     // Whole scaled pixels: the window rounded to the 1/d grid.
     auto scale = [d](int64_t v) { return round_half_even(static_cast<double>(v) / d); };
-    const int64_t t = std::clamp<int64_t>(scale(top), 0, scaled.height - 1);
-    const int64_t l = std::clamp<int64_t>(scale(left), 0, scaled.width - 1);
-    const int64_t h = std::clamp<int64_t>(scale(top + height) - t, 1, scaled.height - t);
-    const int64_t w = std::clamp<int64_t>(scale(left + width) - l, 1, scaled.width - l);
-    return resized_crop(scaled, t, l, h, w, out_h, out_w, interpolation);
+    const int64_t t = std::clamp<int64_t>(scale(top), 0, scaled_h - 1);
+    const int64_t l = std::clamp<int64_t>(scale(left), 0, scaled_w - 1);
+    const int64_t h = std::clamp<int64_t>(scale(top + height) - t, 1, scaled_h - t);
+    const int64_t w = std::clamp<int64_t>(scale(left + width) - l, 1, scaled_w - l);
+    const ImageRegion region = decode_jpeg_region(bytes, source, channels, d, t, l, h, w);
+    return resized_crop(region.image, t - region.top, l - region.left, h, w, out_h, out_w, interpolation);
   }
   // The window as a sub-pixel box of the scaled image, as PIL's
   // resize(box=...): the filter is centred where the full-size one would be.
   const FilterSpec filter = filter_spec(interpolation);
-  const AxisCoeffs horiz = precompute_coeffs(static_cast<int>(scaled.width), static_cast<int>(out_w), filter,
-                                             static_cast<double>(left) / d, static_cast<double>(left + width) / d);
-  AxisCoeffs vert = precompute_coeffs(static_cast<int>(scaled.height), static_cast<int>(out_h), filter,
+  AxisCoeffs horiz = precompute_coeffs(static_cast<int>(scaled_w), static_cast<int>(out_w), filter,
+                                       static_cast<double>(left) / d, static_cast<double>(left + width) / d);
+  AxisCoeffs vert = precompute_coeffs(static_cast<int>(scaled_h), static_cast<int>(out_h), filter,
                                       static_cast<double>(top) / d, static_cast<double>(top + height) / d);
   const int y_first = vert.first.front();
   const int y_last = vert.first.back() + vert.count.back();
-  const View rows{scaled.row(y_first), scaled.width * scaled.channels, y_last - y_first,
-                  static_cast<int>(scaled.width)};
-  Image temp(rows.rows, out_w, scaled.channels);
-  if (scaled.channels == 1) {
+  int x_first = horiz.first.front(), x_last = horiz.first.back() + horiz.count.back();
+  for (std::size_t i = 0; i < horiz.first.size(); ++i) {
+    x_first = std::min(x_first, horiz.first[i]);
+    x_last = std::max(x_last, horiz.first[i] + horiz.count[i]);
+  }
+  const ImageRegion region =
+      decode_jpeg_region(bytes, source, channels, d, y_first, x_first, y_last - y_first, x_last - x_first);
+  const Image& pixels = region.image;
+  TORCH_INTERNAL_ASSERT(region.top <= y_first && region.top + pixels.height >= y_last && region.left <= x_first &&
+                            region.left + pixels.width >= x_last && (pixels.channels == 1 || pixels.channels == 3),
+                        "jpeg_dct_resized_crop: the decoded region misses the pixels the resampling reads");
+  for (int& f : horiz.first) f -= static_cast<int>(region.left);
+  const View rows{pixels.row(y_first - region.top), pixels.width * pixels.channels, y_last - y_first,
+                  static_cast<int>(pixels.width)};
+  Image temp(rows.rows, out_w, pixels.channels);
+  if (pixels.channels == 1) {
     resample_horizontal<1>(rows, horiz, temp);
   } else {
     resample_horizontal<3>(rows, horiz, temp);
   }
   for (int& f : vert.first) f -= y_first;
-  Image out(out_h, out_w, scaled.channels);
-  resample_vertical(whole(temp), static_cast<int>(scaled.channels), vert, out);
+  Image out(out_h, out_w, pixels.channels);
+  resample_vertical(whole(temp), static_cast<int>(pixels.channels), vert, out);
   return out;
 }
 

@@ -174,18 +174,20 @@ std::size_t Loader::skipped_samples() const { return state_->skipped.load(); }
 
 namespace {
 
-// The transformed images of sample `index`. With --jpeg-dct-scale and a
-// first stage that takes a JPEG, a JPEG file goes to it undecoded; any other
-// file is decoded from the bytes already read, as image() decodes it (a JPEG
-// whose header does not read too: decode_image then reports it).
+// The transformed images of sample `index`. When the first stage takes a
+// JPEG (a crop), a JPEG file goes to it undecoded, so that it decodes only
+// the part it crops (pixels equal to the whole decode's), and with
+// --jpeg-dct-scale at a DCT scale; any other file is decoded from the bytes
+// already read, as image() decodes it (a JPEG whose header does not read
+// too: decode_image then reports it).
 std::vector<Image> transform_sample(const Dataset& dataset, const TransformPipeline& transform, std::size_t index,
                                     bool jpeg_dct_scale, Rng& rng) {
-  if (!jpeg_dct_scale || !transform.takes_jpeg()) return transform.apply_splits(dataset.image(index), rng);
+  if (!transform.takes_jpeg()) return transform.apply_splits(dataset.image(index), rng);
   std::optional<EncodedImage> file = dataset.encoded(index);
   if (!file) return transform.apply_splits(dataset.image(index), rng);
   std::string source = dataset.describe(index);
   if (const auto size = jpeg_dimensions(file->bytes)) {
-    const JpegSample jpeg{file->bytes, size->first, size->second, file->channels, std::move(source)};
+    const JpegSample jpeg{file->bytes, size->first, size->second, file->channels, std::move(source), jpeg_dct_scale};
     return transform.apply_splits_jpeg(jpeg, rng);
   }
   return transform.apply_splits(decode_image(file->bytes, source, file->channels), rng);

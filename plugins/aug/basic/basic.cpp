@@ -148,14 +148,15 @@ class RandomResizedCrop final : public ImageTransform {
     image = resized_crop(image, p.top, p.left, p.height, p.width, size_.h, size_.w, interpolation);
   }
 
-  // --jpeg-dct-scale: the same draws from the JPEG header's size (so the
-  // same window), then a decode at the DCT scale that still covers the
-  // window at the output size.
+  // A JPEG undecoded: the same draws from its header's size (so the same
+  // window), then a decode of that window only (apply()'s pixels), with
+  // --jpeg-dct-scale at the DCT scale that still covers the window at the
+  // output size.
   bool takes_jpeg() const override { return true; }
   Image apply_jpeg(const JpegSample& jpeg, Rng& rng) const override {
     const auto [p, interpolation] = draw(jpeg.height, jpeg.width, rng);
     return jpeg_dct_resized_crop(jpeg.bytes, jpeg.source, jpeg.channels, p.top, p.left, p.height, p.width, size_.h,
-                                 size_.w, interpolation);
+                                 size_.w, interpolation, jpeg.dct_scale);
   }
 
   std::string repr() const override {

@@ -56,6 +56,35 @@ std::optional<std::pair<int64_t, int64_t>> jpeg_dimensions(std::span<const std::
 Image decode_jpeg_scaled(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels,
                          int denominator);
 
+// Rows [top, top + image.height) and columns [left, left + image.width) of
+// the JPEG decoded at 1/denominator (1, 2, 4 or 8), with pixels equal to
+// decode_jpeg_scaled's (decode_image's when denominator is 1) there.
+struct ImageRegion {
+  Image image;
+  int64_t top = 0;
+  int64_t left = 0;
+};
+
+// Decodes at least the window [top, top + height) x [left, left + width) of
+// the 1/denominator image (in its pixels, clamped to it), bit-identical to
+// decode_jpeg_scaled there, doing only the work that window needs: libjpeg
+// (jpeg_skip_scanlines, jpeg_crop_scanline) skips the inverse DCT, upsampling
+// and colour conversion outside it (rows above and columns beside are still
+// entropy-decoded) and stops after its last row. The decoded area is widened
+// by one iMCU (three for progressive files) where the image continues, so
+// that the edge effects of cropping (fancy chroma upsampling, progressive
+// block smoothing) stay outside the window; the result is cut to the window.
+// Takes the whole decode instead (returned with top = left = 0) for CMYK and
+// YCCK, arithmetic coding, sampling factors over 2, a file that does not end
+// with the EOI marker (possibly truncated: the whole decode reports it as
+// decode_image does), any libjpeg warning or error (the whole decode then
+// decides, with decode_image's errors and messages), an empty window, and a
+// decoded area of 95% of the image or more. Header errors and the pixel
+// limit as decode_jpeg_scaled; data corruption below the window goes
+// unnoticed.
+ImageRegion decode_jpeg_region(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels,
+                               int denominator, int64_t top, int64_t left, int64_t height, int64_t width);
+
 // A file's bytes, for decode_image. Throws Error naming `path` when it
 // cannot be read.
 std::vector<std::uint8_t> read_image_file(const std::filesystem::path& path);

@@ -47,10 +47,15 @@ int jpeg_dct_denominator(int64_t crop_h, int64_t crop_w, int64_t out_h, int64_t 
 // resampled to out_h x out_w with the antialiased filter over that box (as
 // PIL's resize(box=...)). d = 1 is decode + resized_crop exactly; d > 1
 // differs by the scaled IDCT and the two-stage filtering
-// (docs/data-mixup.md gives the measured difference). `bytes` must be a JPEG.
+// (docs/data-mixup.md gives the measured difference). Only the part of the
+// scaled image that the resampling reads is decoded (decode_jpeg_region),
+// with the same output bytes as decoding all of it. `bytes` must be a JPEG.
+// dct_scale false: d = 1 whatever the window, so the output equals
+// resized_crop(decode_image(bytes), ...) byte for byte (the loader's path
+// without --jpeg-dct-scale: only the window is decoded).
 Image jpeg_dct_resized_crop(std::span<const std::uint8_t> bytes, const std::string& source, int64_t channels,
                             int64_t top, int64_t left, int64_t height, int64_t width, int64_t out_h, int64_t out_w,
-                            Interpolation interpolation);
+                            Interpolation interpolation, bool dct_scale = true);
 
 void hflip(Image& image);
 void vflip(Image& image);

@@ -64,13 +64,14 @@ struct LoaderOptions {
   // Batches in page-locked host memory (torch's pin_memory) for asynchronous
   // copies to a CUDA device; needs CUDA at run time.
   bool pin_memory = false;
-  // --jpeg-dct-scale (train loaders): when the transform's first stage takes
-  // an undecoded JPEG (TransformPipeline::takes_jpeg: RandomResizedCrop), a
-  // sample whose file (Dataset::encoded) is a JPEG goes to it undecoded, and
-  // it decodes at a DCT scale (jpeg_dct_resized_crop): the same draws and
-  // crop window, pixels close to but not PIL's. Other samples (PNG, a
-  // dataset of pixels, a JPEG whose header does not read) and other
-  // transforms are decoded as without it. docs/data-mixup.md.
+  // When the transform's first stage takes an undecoded JPEG
+  // (TransformPipeline::takes_jpeg: RandomResizedCrop), a sample whose file
+  // (Dataset::encoded) is a JPEG goes to it undecoded and it decodes only the
+  // window it crops, with the whole decode's pixels. --jpeg-dct-scale (train
+  // loaders): it also decodes at a DCT scale (jpeg_dct_resized_crop): the
+  // same draws and crop window, pixels close to but not PIL's. Other samples
+  // (PNG, a dataset of pixels, a JPEG whose header does not read) and other
+  // transforms are decoded whole. docs/data-mixup.md.
   bool jpeg_dct_scale = false;
 };
 

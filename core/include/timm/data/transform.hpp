@@ -46,6 +46,9 @@ struct JpegSample {
   int64_t width = 0;
   int64_t channels = 3;  // what decoding converts to: 1 (L) or 3 (RGB)
   std::string source;    // the sample, for messages (Dataset::describe)
+  // --jpeg-dct-scale: the stage may decode at a DCT scale (1/2 to 1/8; not
+  // PIL's pixels). Without it, the pixels it uses equal the whole decode's.
+  bool dct_scale = false;
 };
 
 class ImageTransform {
@@ -54,14 +57,16 @@ class ImageTransform {
   virtual void apply(Image& image, Rng& rng) const = 0;
   // timm's repr, e.g. "RandomHorizontalFlip(p=0.5)".
   virtual std::string repr() const = 0;
-  // --jpeg-dct-scale: whether apply_jpeg() stands in for decoding a JPEG and
-  // apply(). A crop that resamples a window of the image (RandomResizedCrop)
-  // can; the loader asks the pipeline's first stage only. Default: false.
+  // Whether apply_jpeg() stands in for decoding a JPEG and apply(). A crop
+  // that resamples a window of the image (RandomResizedCrop) can, and decodes
+  // only that window; the loader asks the pipeline's first stage only.
+  // Default: false.
   virtual bool takes_jpeg() const { return false; }
   // What apply() makes of the decoded `jpeg`, with the same draws from `rng`
-  // as apply() on a jpeg.height x jpeg.width image (so the same window), but
-  // decoding as it likes (jpeg_dct_resized_crop: close to apply()'s pixels,
-  // not equal). Throws Error for a bad file (decode_image's errors, pixel
+  // as apply() on a jpeg.height x jpeg.width image (so the same window),
+  // decoding only what it needs (jpeg_dct_resized_crop): apply()'s pixels
+  // exactly, unless jpeg.dct_scale (then close to them, not equal). Throws
+  // Error for a bad file (decode_image's errors, pixel
   // limit included) as for a bad image: the loader skips the sample. Called
   // only when takes_jpeg(); the default fails an internal check.
   virtual Image apply_jpeg(const JpegSample& jpeg, Rng& rng) const;
