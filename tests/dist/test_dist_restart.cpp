@@ -69,6 +69,23 @@ std::string tensor_bytes(const fs::path& file) {
   return bytes.substr(8 + header);
 }
 
+// The restarted job ended as the straight one: both ranks' weight checksums
+// equal the straight run's, last.safetensors holds the same tensor bytes, and
+// summary.csv the same rows (each epoch once, those before the restart kept).
+void check_ends_as_straight(const std::string& restarted_output, const std::string& straight_output,
+                            const fs::path& restarted_out, const fs::path& straight_out) {
+  const auto sums = timm::test::checksums(restarted_output);
+  REQUIRE(sums.size() == 2);
+  CHECK(sums.at(0) == sums.at(1));
+  CHECK(timm::test::checksums(straight_output) == sums);
+  const std::string a = tensor_bytes(straight_out / "x" / "last.safetensors");
+  const std::string b = tensor_bytes(restarted_out / "x" / "last.safetensors");
+  CHECK(a.size() == b.size());
+  CHECK_MESSAGE(a == b, "the restarted run's last.safetensors differs from the uninterrupted run's");
+  CHECK(timm::test::read_file(restarted_out / "x" / "summary.csv") ==
+        timm::test::read_file(straight_out / "x" / "summary.csv"));
+}
+
 }  // namespace
 
 TEST_CASE("torchrun --max-restarts 1: rank 1 killed mid-epoch, the job resumes and ends as an uninterrupted run") {
@@ -95,17 +112,7 @@ TEST_CASE("torchrun --max-restarts 1: rank 1 killed mid-epoch, the job resumes a
   CHECK(restarted.output.find("Train: 0 [", resumed_at) == std::string::npos);
   CHECK(restarted.output.find("Train: 2 [   5/6", resumed_at) != std::string::npos);
 
-  const auto sums = timm::test::checksums(restarted.output);
-  REQUIRE(sums.size() == 2);
-  CHECK(sums.at(0) == sums.at(1));
-  CHECK(timm::test::checksums(straight.output) == sums);
-  const std::string a = tensor_bytes(tmp / "straight" / "out" / "x" / "last.safetensors");
-  const std::string b = tensor_bytes(out / "x" / "last.safetensors");
-  CHECK(a.size() == b.size());
-  CHECK_MESSAGE(a == b, "the restarted run's last.safetensors differs from the uninterrupted run's");
-  // The restarted run's summary.csv kept epoch 0's row and holds each epoch once, as the straight run's.
-  CHECK(timm::test::read_file(out / "x" / "summary.csv") ==
-        timm::test::read_file(tmp / "straight" / "out" / "x" / "summary.csv"));
+  check_ends_as_straight(restarted.output, straight.output, out, tmp / "straight" / "out");
 }
 
 TEST_CASE("torchrun --max-restarts 1: rank 1 killed after a recovery checkpoint, the job continues its epoch") {
@@ -140,15 +147,5 @@ TEST_CASE("torchrun --max-restarts 1: rank 1 killed after a recovery checkpoint,
   CHECK(restarted.output.find("Train: 1 [   1/", resumed_at) == std::string::npos);
   CHECK(restarted.output.find("Train: 2 [   5/6", resumed_at) != std::string::npos);
 
-  const auto sums = timm::test::checksums(restarted.output);
-  REQUIRE(sums.size() == 2);
-  CHECK(sums.at(0) == sums.at(1));
-  CHECK(timm::test::checksums(straight.output) == sums);
-  const std::string a = tensor_bytes(tmp / "straight" / "out" / "x" / "last.safetensors");
-  const std::string b = tensor_bytes(out / "x" / "last.safetensors");
-  CHECK(a.size() == b.size());
-  CHECK_MESSAGE(a == b, "the restarted run's last.safetensors differs from the uninterrupted run's");
-  // Epoch 1's row too: its train loss continues each rank's loss meter.
-  CHECK(timm::test::read_file(out / "x" / "summary.csv") ==
-        timm::test::read_file(tmp / "straight" / "out" / "x" / "summary.csv"));
+  check_ends_as_straight(restarted.output, straight.output, out, tmp / "straight" / "out");
 }

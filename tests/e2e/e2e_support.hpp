@@ -40,6 +40,46 @@ inline CommandResult train_successfully(const std::vector<std::string>& args, co
   return run;
 }
 
+// timm-run (resnet18) on the first 256 Fashion-MNIST training images and 128
+// for validation, a cosine schedule with one warmup epoch, lr 0.05, one loader
+// worker and seed 3, writing to out/experiment; then `extra` (a batch size, a
+// log interval, the loop's features). The small run that the training-loop
+// tests compare with itself: stopped and resumed, or straight.
+inline std::vector<std::string> small_run_args(const std::filesystem::path& out, const std::string& experiment,
+                                               int epochs, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {(bin_dir() / "timm-run").string(),
+                                   "--model",
+                                   "resnet18",
+                                   "--epochs",
+                                   std::to_string(epochs),
+                                   "--train-num-samples",
+                                   "256",
+                                   "--val-num-samples",
+                                   "128",
+                                   "--lr",
+                                   "0.05",
+                                   "--sched",
+                                   "cosine",
+                                   "--warmup-epochs",
+                                   "1",
+                                   "-j",
+                                   "1",
+                                   "--seed",
+                                   "3",
+                                   "--output",
+                                   out.string(),
+                                   "--experiment",
+                                   experiment};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// `flags` followed by `more`.
+inline std::vector<std::string> plus(std::vector<std::string> flags, const std::vector<std::string>& more) {
+  flags.insert(flags.end(), more.begin(), more.end());
+  return flags;
+}
+
 // The largest absolute difference between the weights of two safetensors
 // files with the same keys in the same order (NaN-safe: a NaN on either side
 // gives NaN).

@@ -40,52 +40,16 @@ constexpr double kWeightsAtol = 1e-6;
 // each epoch; a Train line at every update.
 std::vector<std::string> run_args(const fs::path& out, const std::string& experiment, int epochs,
                                   const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {(timm::test::bin_dir() / "timm-run").string(),
-                                   "--model",
-                                   "resnet18",
-                                   "--epochs",
-                                   std::to_string(epochs),
-                                   "--train-num-samples",
-                                   "256",
-                                   "--val-num-samples",
-                                   "128",
-                                   "-b",
-                                   "16",
-                                   "--grad-accum-steps",
-                                   "3",
-                                   "--lr",
-                                   "0.05",
-                                   "--sched",
-                                   "cosine",
-                                   "--sched-on-updates",
-                                   "--warmup-epochs",
-                                   "1",
-                                   "--drop-path",
-                                   "0.1",
-                                   "--clip-grad",
-                                   "2.0",
-                                   "-j",
-                                   "1",
-                                   "--seed",
-                                   "3",
-                                   "--recovery-interval",
-                                   "2",
-                                   "--output",
-                                   out.string(),
-                                   "--experiment",
-                                   experiment,
-                                   "--log-interval",
-                                   "1"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return args;
+  return timm::test::small_run_args(out, experiment, epochs,
+                                    timm::test::plus({"-b", "16", "--grad-accum-steps", "3", "--sched-on-updates",
+                                                      "--drop-path", "0.1", "--clip-grad", "2.0",
+                                                      "--recovery-interval", "2", "--log-interval", "1"},
+                                                     extra));
 }
 
 const std::vector<std::string> kEma = {"--model-ema", "--model-ema-decay", "0.9"};
 
-std::vector<std::string> plus(std::vector<std::string> flags, const std::vector<std::string>& more) {
-  flags.insert(flags.end(), more.begin(), more.end());
-  return flags;
-}
+using timm::test::plus;
 
 timm::test::CommandResult train(const std::vector<std::string>& args) { return timm::test::train_successfully(args); }
 

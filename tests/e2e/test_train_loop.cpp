@@ -5,6 +5,7 @@
 // --auto-resume, recovery checkpoints, bfloat16 AMP on CPU, NaN
 // detection, and train.py's small flags (--save-images, --tta,
 // --drop-connect, --synchronize-step, --use-multi-epochs-loader).
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -30,45 +31,23 @@ namespace {
 // computation on the same thread count, so in practice bit for bit.
 constexpr double kWeightsAtol = 1e-6;
 
+// Batches of 32: 8 per epoch.
 std::vector<std::string> run_args(const fs::path& out, const std::string& experiment, int epochs,
                                   const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> args = {(timm::test::bin_dir() / "timm-run").string(),
-                                   "--model",
-                                   "resnet18",
-                                   "--epochs",
-                                   std::to_string(epochs),
-                                   "--train-num-samples",
-                                   "256",
-                                   "--val-num-samples",
-                                   "128",
-                                   "-b",
-                                   "32",
-                                   "--lr",
-                                   "0.05",
-                                   "--sched",
-                                   "cosine",
-                                   "--warmup-epochs",
-                                   "1",
-                                   "-j",
-                                   "1",
-                                   "--seed",
-                                   "3",
-                                   "--output",
-                                   out.string(),
-                                   "--experiment",
-                                   experiment,
-                                   "--log-interval",
-                                   "4"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return args;
+  return timm::test::small_run_args(out, experiment, epochs, timm::test::plus({"-b", "32", "--log-interval", "4"}, extra));
 }
 
 const std::vector<std::string> kLoopFlags = {
     "--model-ema", "--model-ema-decay", "0.9", "--drop-path", "0.1", "--grad-accum-steps", "3", "--clip-grad", "2.0"};
 
-std::vector<std::string> plus(std::vector<std::string> flags, const std::vector<std::string>& more) {
-  flags.insert(flags.end(), more.begin(), more.end());
-  return flags;
+using timm::test::plus;
+
+// Sets the value that follows `flag` in `args`, which must hold it.
+void set_value(std::vector<std::string>& args, const std::string& flag, const std::string& value) {
+  const auto it = std::find(args.begin(), args.end(), flag);
+  REQUIRE(it != args.end());
+  REQUIRE(it + 1 != args.end());
+  *(it + 1) = value;
 }
 
 timm::test::CommandResult train(const std::vector<std::string>& args) { return timm::test::train_successfully(args); }
@@ -128,7 +107,7 @@ TEST_CASE("--auto-resume continues from the newest checkpoint; recovery checkpoi
 TEST_CASE("bfloat16 AMP trains on CPU") {
   timm::test::TempDir tmp;
   auto args = run_args(tmp.path(), "amp", 2, {"--amp", "--amp-dtype", "bfloat16", "--warmup-epochs", "0"});
-  args[6] = "1024";  // --train-num-samples
+  set_value(args, "--train-num-samples", "1024");
   const auto run = train(args);
   CHECK(run.output.find("Using native Torch AMP. Training in mixed precision.") != std::string::npos);
   // 10 balanced classes: chance is 10%.
@@ -138,7 +117,7 @@ TEST_CASE("bfloat16 AMP trains on CPU") {
 TEST_CASE("a diverging run stops at the non-finite loss, naming epoch and step") {
   timm::test::TempDir tmp;
   auto args = run_args(tmp.path(), "nan", 1, {"--warmup-epochs", "0"});
-  args[12] = "1e12";  // --lr
+  set_value(args, "--lr", "1e12");
   const auto run = run_command(args, std::chrono::seconds(600), {"OMP_NUM_THREADS=1"});
   CHECK(run.exit_code == 1);
   CHECK(run.output.find("loss is ") != std::string::npos);
