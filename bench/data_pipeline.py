@@ -2,11 +2,13 @@
 Python timm's loader (2 workers), same transforms, same images, same run;
 and the decode-only rate of timm-cpp, libjpeg-turbo itself and PIL.
 
-Images: a folder of photo-like JPEGs of ImageNet-like size (500x375, about
-ImageNet's mean), made once by tests/oracle/jpeg_oracle.py (1/f-spectrum
-colour fields with hard-edged shapes, quality 90). No photographs are
-installed on the build machines; where a folder of real JPEGs exists, pass
-it with --images (class sub-folders, as ImageFolder).
+Images: real photographs at ImageNet-like sizes, made once by
+bench/wallpapers.py from Debian's desktop wallpapers (3000 crops, longer side
+500, JPEG quality 90; the package is installed when missing). --synthetic:
+photo-like JPEGs (500x375) from tests/oracle/jpeg_oracle.py instead (1/f-spectrum
+colour fields with hard-edged shapes, quality 90; they compress differently,
+the comparison before 2026-12-05 16:30). --images DIR: any folder of JPEGs
+with class sub-folders under DIR/train (ImageFolder).
 
 Stages: decode, RandomResizedCrop 224 (bilinear), horizontal flip,
 RandAugment (--aa rand-m9-mstd0.5-inc1), normalisation and random erasing
@@ -24,7 +26,7 @@ it rarely helps; --img-size (both sides) or larger --images show its effect.
 The loaders run alternately --repeats times (bench/interleave.py): the
 figures are medians, the ratios with their spread (target >= 2.0).
 
-Usage: bench/data_pipeline.py [--images DIR] [--count 2000] [--threads 2] [--batch-size 64]
+Usage: bench/data_pipeline.py [--images DIR | --synthetic] [--count 3000] [--threads 2] [--batch-size 64]
        [--img-size 224] [--repeats 3] [--basic] [--summary FILE] [--bench-exe build/bin/timm-bench-data]
 """
 import argparse
@@ -39,6 +41,7 @@ import numpy as np
 
 from interleave import Ratio, interleave, median
 from summary import append_summary
+import wallpapers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'tests', 'oracle'))
@@ -104,8 +107,9 @@ def pil_decode_rate(files):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument('--images', default='/tmp/timm-cpp-bench-jpegs')
-    p.add_argument('--count', type=int, default=2000)
+    p.add_argument('--images', help='a folder with train/<class>/*.jpg (default: the wallpapers folder)')
+    p.add_argument('--synthetic', action='store_true', help='photo-like synthetic JPEGs instead of the wallpapers')
+    p.add_argument('--count', type=int, default=3000, help='images to make when the folder is made')
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--batch-size', type=int, default=64)
     p.add_argument('--img-size', type=int, default=224, help='the crop output size, both sides (default 224)')
@@ -114,6 +118,8 @@ def main():
     p.add_argument('--summary', help='append the train pipeline row to this JSON-lines file (bench/run_all.sh)')
     p.add_argument('--bench-exe', default=os.path.join(HERE, '..', 'build', 'bin', 'timm-bench-data'))
     a = p.parse_args()
+    if a.images is None:
+        a.images = '/tmp/timm-cpp-bench-jpegs' if a.synthetic else wallpapers.ensure_folder(count=a.count)
     train = os.path.join(a.images, 'train')
     if not os.path.isdir(train):
         print(f'making {a.count} photo-like JPEGs (500x375) in {a.images} ...', flush=True)

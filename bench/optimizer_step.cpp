@@ -4,6 +4,7 @@
 // optimizer named.
 //
 //   timm-bench-optim PARAMS.json --opts OPT [OPT ...] [--threads 1] [--warmup 2] [--steps 10]
+//                    [--whole-groups]
 //     PARAMS.json: [{"name": "layer1.0.conv1.weight", "shape": [64, 64, 1, 1]}, ...]
 //     prints one line per optimizer: "<opt> <wall ms per step> <process CPU ms per step>",
 //     or "<opt> failed: <error>" when it cannot step these parameters (the
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +25,7 @@
 #include "timm/base/app_main.hpp"
 #include "timm/base/error.hpp"
 #include "timm/base/stopwatch.hpp"
+#include "timm/optim/foreach_optimizer.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/plugin/loader.hpp"
 #include "timm/plugin/registry.hpp"
@@ -49,12 +52,16 @@ struct StepTime {
   double cpu_ms;  // process CPU time: steadier than wall time on a shared machine
 };
 
-StepTime time_steps(torch::nn::Module& model, const std::string& opt, int64_t warmup, int64_t steps) {
+StepTime time_steps(torch::nn::Module& model, const std::string& opt, int64_t warmup, int64_t steps,
+                    bool whole_groups) {
   timm::OptimizerArgs args;
   args.opt = opt;
   args.lr = 1e-3;
   args.weight_decay = 0.05;
   timm::OptimizerPtr optimizer = timm::create_optimizer(model, {}, args);
+  // Each group in one run of the foreach ops, as before runs of ~1M elements.
+  auto* foreach_optimizer = dynamic_cast<timm::ForeachOptimizer*>(optimizer.get());
+  if (whole_groups && foreach_optimizer) foreach_optimizer->set_chunk_numel(std::numeric_limits<int64_t>::max());
   for (auto& p : model.parameters()) p.mutable_grad() = at::randn_like(p) * 0.01;
   for (int64_t i = 0; i < warmup; ++i) optimizer->step();
   const timm::Stopwatch wall;
@@ -74,6 +81,7 @@ int run(int argc, char** argv) {
   args.add("threads", "", "1", "intra-op threads");
   args.add("warmup", "", "2", "untimed steps");
   args.add("steps", "", "10", "timed steps");
+  args.add_switch("whole-groups", "", "hand each optimizer's groups to its foreach ops whole (no runs of ~1M elements)");
   args.add_list("plugin-dir", "", "extra folders to load plugins from (repeatable)", /*accumulate=*/true);
   if (!args.parse_or_print_help(argc, argv)) return 0;
   const std::vector<std::string> opts = args.get_list("opts");
@@ -91,7 +99,7 @@ int run(int argc, char** argv) {
     torch::nn::Module model;  // fresh parameters per optimizer, as the Python side
     for (const auto& p : params) add_parameter(model, p.at("name"), p.at("shape").get<std::vector<int64_t>>());
     try {
-      const StepTime t = time_steps(model, opt, warmup, steps);
+      const StepTime t = time_steps(model, opt, warmup, steps, args.get_switch("whole-groups"));
       std::printf("%s %.4f %.4f\n", opt.c_str(), t.wall_ms, t.cpu_ms);
     } catch (const std::exception& e) {  // e.g. an allocation beyond this machine
       std::string first_line(e.what());

@@ -8,6 +8,10 @@ a shared machine), and the ratios timm-cpp / timm (below 1: timm-cpp faster).
 The two sides run alternately --repeats times (bench/interleave.py): the
 figures are medians, each ratio with its spread.
 
+--whole-groups adds a third side: timm-cpp with each group handed to the
+foreach ops whole (ForeachOptimizer's runs of ~1M elements off), the step
+before 2026-12-05 17:00 for the optimizers that now run in runs.
+
 --opts all times every optimizer name both timm's list_optimizers() and
 timm-cpp's registry hold, less those whose step cannot run here on either
 side (bitsandbytes and apex/DeepSpeed wrappers need their packages and CUDA;
@@ -15,7 +19,7 @@ adahessian needs gradients with a graph); each left out is printed with why.
 
 Usage: bench/optimizer_step.py [--threads 1] [--steps 10] [--warmup 2]
            [--models resnet50 vit_base_patch16_224] [--opts sgd adamw lamb rmsproptf ... | all]
-           [--repeats 3] [--summary FILE] [--timm-bench-optim build/bin/timm-bench-optim]
+           [--exclude NAME ...] [--whole-groups] [--repeats 3] [--summary FILE] [--timm-bench-optim build/bin/timm-bench-optim]
 """
 import argparse
 import json
@@ -100,13 +104,13 @@ def all_optimizers(exe):
     return names
 
 
-def time_cpp(exe, params, opts, threads, warmup, steps):
+def time_cpp(exe, params, opts, threads, warmup, steps, extra=()):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, 'params.json')
         with open(path, 'w') as f:
             json.dump(params, f)
         out = subprocess.run([exe, path, '--threads', str(threads), '--warmup', str(warmup), '--steps', str(steps),
-                              '--opts', *opts], check=True, capture_output=True, text=True).stdout
+                              *extra, '--opts', *opts], check=True, capture_output=True, text=True).stdout
     times = {}
     for line in out.splitlines():
         opt, _, rest = line.partition(' ')
@@ -123,6 +127,9 @@ def main():
     parser.add_argument('--warmup', type=int, default=2)
     parser.add_argument('--models', nargs='+', default=['resnet50', 'vit_base_patch16_224'])
     parser.add_argument('--opts', nargs='+', default=['sgd', 'adamw', 'lamb', 'rmsproptf'])
+    parser.add_argument('--exclude', nargs='*', default=[], help='names to leave out of --opts all')
+    parser.add_argument('--whole-groups', action='store_true',
+                        help='also time timm-cpp with each group in one run of the foreach ops')
     parser.add_argument('--repeats', type=int, default=3)
     parser.add_argument('--summary', help='append each row (a time ratio) to this JSON-lines file (bench/run_all.sh)')
     parser.add_argument('--timm-bench-optim', default=os.path.join(here, '..', 'build', 'bin', 'timm-bench-optim'))
@@ -130,7 +137,7 @@ def main():
 
     torch.set_num_threads(args.threads)
     if args.opts == ['all']:
-        args.opts = all_optimizers(args.timm_bench_optim)
+        args.opts = [opt for opt in all_optimizers(args.timm_bench_optim) if opt not in args.exclude]
     torch.manual_seed(0)
     print(f'threads {args.threads}, {args.warmup} warm-up steps, {args.steps} timed steps, CPU, '
           f'{args.repeats} interleaved repeat(s), torch {torch.__version__}, timm {timm.__version__}')
@@ -141,9 +148,9 @@ def main():
 
         failed = {}  # optimizer -> 'side failed: why'; not timed again on either side
 
-        def cpp_all():  # one timm-bench-optim run times every optimizer
+        def cpp_all(extra=()):  # one timm-bench-optim run times every optimizer
             opts = [opt for opt in args.opts if opt not in failed]
-            times = time_cpp(args.timm_bench_optim, params, opts, args.threads, args.warmup, args.steps)
+            times = time_cpp(args.timm_bench_optim, params, opts, args.threads, args.warmup, args.steps, extra)
             for opt, t in times.items():
                 if isinstance(t, str):
                     failed[opt] = f'timm-cpp {t}'
@@ -160,7 +167,10 @@ def main():
                     failed[opt] = f'timm failed: {type(e).__name__}: {str(e).splitlines()[0][:160]}'
             return times
 
-        runs = interleave([('timm-cpp', cpp_all), ('timm', py_all)], args.repeats)
+        sides = [('timm-cpp', cpp_all), ('timm', py_all)]
+        if args.whole_groups:
+            sides.insert(1, ('timm-cpp whole groups', lambda: cpp_all(['--whole-groups'])))
+        runs = interleave(sides, args.repeats)
         for opt in args.opts:
             if opt in failed:
                 print(f'{name:<22} {opt:<14} {failed[opt]}', flush=True)
@@ -170,6 +180,11 @@ def main():
             wall, cpu = Ratio.of(cpp_wall, py_wall), Ratio.of(cpp_cpu, py_cpu)
             print(f'{name:<22} {opt:<14} {median(py_wall):10.1f} {median(cpp_wall):10.1f} {str(wall):>24}'
                   f' {median(py_cpu):10.1f} {median(cpp_cpu):10.1f} {str(cpu):>24}', flush=True)
+            if args.whole_groups:
+                whole = [run[opt][0] for run in runs['timm-cpp whole groups']]
+                print(f'{"":<22} {"":<14} {"whole groups":>10} {median(whole):10.1f} '
+                      f'{str(Ratio.of(whole, py_wall)):>24}   runs / whole groups: {Ratio.of(cpp_wall, whole)}',
+                      flush=True)
             if args.summary:
                 append_summary(args.summary, f'optimizer step {opt}, {name} params, {args.threads} thread(s) (ms)',
                                median(cpp_wall), median(py_wall), wall, lower_is_better=True)

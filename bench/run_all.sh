@@ -52,8 +52,12 @@ end_section() { printf '```\n'; }
   section "input pipeline (bench/data_pipeline.py)"
   "$py" "$bench/data_pipeline.py" --threads "$threads" --repeats "$repeats" --summary "$summary"
   end_section
-  section "end to end, Fashion-MNIST (bench/train_fashion_mnist.py)"
-  "$py" "$bench/train_fashion_mnist.py" --threads "$threads" -j 2 --train-num-samples 20000 \
+  section "end to end, Fashion-MNIST (bench/train_e2e.py)"
+  "$py" "$bench/train_e2e.py" --threads "$threads" -j 2 --train-num-samples 20000 \
+    --repeats "$((repeats > 2 ? 2 : repeats))" --summary "$summary"
+  end_section
+  section "end to end, 224 px photographs (bench/train_e2e.py --dataset wallpapers)"
+  "$py" "$bench/train_e2e.py" --dataset wallpapers --threads "$threads" -j 2 --train-num-samples 640 \
     --repeats "$((repeats > 2 ? 2 : repeats))" --summary "$summary"
   end_section
   printf '\n## Summary\n\n'

@@ -1,8 +1,13 @@
-"""Training throughput on Fashion-MNIST: timm-run against Python timm.
+"""Training throughput end to end: timm-run against Python timm.
 
-Both train the same model on the same Fashion-MNIST images with the same
-batch size, epochs, optimizer, schedule, transforms, loader workers and torch
-thread count, one after the other in this run. Python timm's train.py is not
+Both train the same model on the same images with the same batch size,
+epochs, optimizer, schedule, transforms, loader workers and torch thread
+count, one after the other in this run. The images: Fashion-MNIST (28x28
+greyscale, --train-num-samples of the 60,000), or with --dataset wallpapers
+an ImageNet-like folder of real photographs at 224 px (bench/wallpapers.py:
+--train-num-samples crops of Debian's wallpapers, one class per wallpaper,
+train.py's default train transforms: RandomResizedCrop 224 with a random
+interpolation, flip, colour jitter 0.4, ImageNet mean and std). Python timm's train.py is not
 in the installed distribution, so its loop is rebuilt from timm's own
 create_model, create_loader, create_optimizer_v2 and create_scheduler_v2,
 as train.py builds it (label-smoothing CE, prefetcher normalisation).
@@ -18,7 +23,7 @@ distilling runs beside them) --repeats times; the figures are medians, each
 ratio with its spread (min-max over the repeats), as this shared machine's
 speed moves between runs.
 
-Usage: bench/train_fashion_mnist.py [--model resnet18] [--epochs 1] [-b 64]
+Usage: bench/train_e2e.py [--dataset fashion-mnist|wallpapers] [--model resnet18] [--epochs 1] [-b 64]
          [--threads 2] [-j 2] [--train-num-samples N] [--timm-run PATH]
          [--repeats 1] [--summary FILE] [--kd-model-name resnet50 [--kd-distill-type logit]]
 Prints images/s of each and the ratio timm-run / timm.
@@ -36,6 +41,7 @@ import numpy as np
 
 from interleave import Ratio, interleave, median
 from summary import append_summary
+import wallpapers
 
 FMNIST = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = (0.2860,), (0.3530,)
@@ -50,9 +56,18 @@ def read_idx(path):
 
 
 def common_flags(args):
-    return ["--model", args.model, "--epochs", str(args.epochs), "-b", str(args.batch_size), "--lr", str(args.lr),
-            "--warmup-epochs", "0", "--sched-on-updates", "-j", str(args.workers), "--val-split", "",
-            "--train-num-samples", str(args.train_num_samples)]
+    flags = ["--model", args.model, "--epochs", str(args.epochs), "-b", str(args.batch_size), "--lr", str(args.lr),
+             "--warmup-epochs", "0", "--sched-on-updates", "-j", str(args.workers), "--val-split", ""]
+    if args.dataset == "wallpapers":  # the folder holds exactly --train-num-samples images
+        return flags + ["--data-dir", args.images]
+    return flags + ["--train-num-samples", str(args.train_num_samples)]
+
+
+def model_kwargs(args):
+    """create_model's arguments for the dataset: its classes and channels."""
+    if args.dataset == "wallpapers":
+        return {"num_classes": len(os.listdir(os.path.join(args.images, "train"))), "in_chans": 3}
+    return {"num_classes": 10, "in_chans": 1}
 
 
 def kd_flags(args, teacher_file):
@@ -66,7 +81,7 @@ def write_teacher(args, path):
     import timm
     from safetensors.torch import save_file
     torch.manual_seed(0)
-    teacher = timm.create_model(args.kd_model_name, num_classes=10, in_chans=1)
+    teacher = timm.create_model(args.kd_model_name, **model_kwargs(args))
     save_file({k: v.contiguous() for k, v in teacher.state_dict().items()}, path)
 
 
@@ -91,7 +106,7 @@ def run_python_timm(args, teacher_file=None):
     from PIL import Image
     from safetensors.torch import load_file
     from timm.task import FeatureDistillationTask, LogitDistillationTask
-    from timm.data import create_loader
+    from timm.data import create_dataset, create_loader, resolve_data_config
     from timm.loss import LabelSmoothingCrossEntropy
     from timm.optim import create_optimizer_v2
     from timm.scheduler import create_scheduler_v2
@@ -112,11 +127,18 @@ def run_python_timm(args, teacher_file=None):
             img = Image.fromarray(self.images[i], mode="L")
             return (self.transform(img) if self.transform else img), int(self.labels[i])
 
-    dataset = FashionMnist(args.train_num_samples)
-    model = timm.create_model(args.model, num_classes=10, in_chans=1)
-    loader = create_loader(dataset, input_size=(1, 28, 28), batch_size=args.batch_size, is_training=True,
-                           interpolation="random", mean=MEAN, std=STD, num_workers=args.workers,
-                           device=torch.device("cpu"), use_prefetcher=True, persistent_workers=False)
+    model = timm.create_model(args.model, **model_kwargs(args))
+    if args.dataset == "wallpapers":  # train.py's loader for an image folder, its default transforms
+        dataset = create_dataset("", root=args.images, split="train", is_training=True)
+        data_config = resolve_data_config(model=model)
+        geometry = {"input_size": data_config["input_size"], "mean": data_config["mean"], "std": data_config["std"],
+                    "crop_pct": data_config["crop_pct"]}
+    else:
+        dataset = FashionMnist(args.train_num_samples)
+        geometry = {"input_size": (1, 28, 28), "mean": MEAN, "std": STD}
+    loader = create_loader(dataset, batch_size=args.batch_size, is_training=True, interpolation="random",
+                           color_jitter=0.4, num_workers=args.workers, device=torch.device("cpu"),
+                           use_prefetcher=True, persistent_workers=False, **geometry)
     optimizer = create_optimizer_v2(model, opt="sgd", lr=args.lr, weight_decay=2e-5, momentum=0.9)
     scheduler, num_epochs = create_scheduler_v2(optimizer, sched="cosine", num_epochs=args.epochs, warmup_epochs=0,
                                                 step_on_epochs=False, updates_per_epoch=len(loader))
@@ -124,7 +146,7 @@ def run_python_timm(args, teacher_file=None):
     step = lambda input, target: loss_fn(model(input), target)
     trained = model
     if teacher_file:
-        teacher = timm.create_model(args.kd_model_name, num_classes=10, in_chans=1)
+        teacher = timm.create_model(args.kd_model_name, **model_kwargs(args))
         teacher.load_state_dict(load_file(teacher_file))
         task_cls = LogitDistillationTask if args.kd_distill_type == "logit" else FeatureDistillationTask
         task = task_cls(student_model=model, teacher_model=teacher, criterion=loss_fn, verbose=False,
@@ -159,21 +181,30 @@ def run_python_timm(args, teacher_file=None):
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser()
+    parser.add_argument("--dataset", default="fashion-mnist", choices=["fashion-mnist", "wallpapers"])
+    parser.add_argument("--images", help="--dataset wallpapers: the folder (default: made by bench/wallpapers.py)")
     parser.add_argument("--model", default="resnet18")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("-b", "--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("-j", "--workers", type=int, default=2)
-    parser.add_argument("--train-num-samples", type=int, default=60000)
+    parser.add_argument("--train-num-samples", type=int, default=None,
+                        help="images per epoch (default: Fashion-MNIST's 60000; 640 wallpaper crops)")
     parser.add_argument("--timm-run", default=os.path.join(here, "..", "build", "bin", "timm-run"))
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--summary", help="append the plain ratio's row to this JSON-lines file (bench/run_all.sh)")
     parser.add_argument("--kd-model-name", default=None, help="a teacher: also time distillation from it")
     parser.add_argument("--kd-distill-type", default="logit", choices=["logit", "feature"])
     args = parser.parse_args()
+    if args.train_num_samples is None:
+        args.train_num_samples = 60000 if args.dataset == "fashion-mnist" else 640
+    if args.dataset == "wallpapers" and args.images is None:
+        args.images = wallpapers.ensure_folder(f"{wallpapers.DEFAULT_ROOT}-{args.train_num_samples}",
+                                               count=args.train_num_samples)
+    what = "Fashion-MNIST images" if args.dataset == "fashion-mnist" else f"224 px photographs ({args.images})"
 
-    print(f"model {args.model}, {args.train_num_samples} Fashion-MNIST images x {args.epochs} epoch(s), "
+    print(f"model {args.model}, {args.train_num_samples} {what} x {args.epochs} epoch(s), "
           f"batch {args.batch_size}, {args.threads} torch threads, {args.workers} loader workers, "
           f"{args.repeats} interleaved repeat(s)")
     with tempfile.TemporaryDirectory() as tmp:
@@ -207,8 +238,9 @@ def main():
         print(f"{side:11s} {'distilling' if teacher else 'plain':10s} median {median(rates[run]):8.1f} images/s")
     ratio = report("ratio timm-run / timm", runs[0], runs[1])
     if args.summary:
-        append_summary(args.summary, f"end to end Fashion-MNIST {args.model} (img/s)", median(rates[runs[0]]),
-                       median(rates[runs[1]]), ratio, target=1.3)
+        name, target = ("Fashion-MNIST", 1.3) if args.dataset == "fashion-mnist" else ("224 px wallpapers", 1.0)
+        append_summary(args.summary, f"end to end {name} {args.model} (img/s)", median(rates[runs[0]]),
+                       median(rates[runs[1]]), ratio, target=target)
     if teacher_file:
         report("ratio timm-run / timm, distilling", runs[2], runs[3])
         report("timm-run: distilling / plain (the teacher's cost)", runs[2], runs[0])

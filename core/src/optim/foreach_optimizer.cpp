@@ -293,7 +293,10 @@ std::vector<at::Tensor> cautioned(const std::vector<at::Tensor>& updates, const 
   std::vector<at::Tensor> scales;
   scales.reserve(masks.size());
   for (std::size_t i = 0; i < masks.size(); ++i) {
-    masks[i] = masks[i].gt(0).to(grads[i].scalar_type());
+    // In place: 1 where they agree, 0 elsewhere, without a bool tensor and
+    // its conversion (timm: (update * grad > 0).to(grad.dtype)).
+    masks[i].gt_(0);
+    if (masks[i].scalar_type() != grads[i].scalar_type()) masks[i] = masks[i].to(grads[i].scalar_type());
     scales.push_back(masks[i].mean().clamp_min_(1e-3));
   }
   at::_foreach_div_(masks, scales);
