@@ -8,13 +8,13 @@
 // and counted as on the whole decode. Needs the aug_basic plugin (its rrc
 // stage).
 #include <ATen/ATen.h>
-#include <zlib.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
+#include "png_bytes.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
 #include "timm/data/dataset.hpp"
@@ -29,6 +29,7 @@ namespace test_data_jpeg_dct_train {
 
 namespace fs = std::filesystem;
 using namespace timm;
+using timm::test::png_of;
 
 namespace {
 
@@ -46,42 +47,6 @@ void write_bytes(const fs::path& path, const std::string& bytes) {
 }
 
 std::string as_string(const std::vector<std::uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
-
-void put_be32(std::string& out, std::uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out += static_cast<char>((v >> shift) & 0xFF);
-}
-
-void add_png_chunk(std::string& png, const char* type, const std::string& data) {
-  put_be32(png, static_cast<std::uint32_t>(data.size()));
-  const std::string body = std::string(type, 4) + data;
-  png += body;
-  put_be32(png, static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(body.data()), body.size())));
-}
-
-// An 8-bit RGB or L PNG of `image` (no row filters).
-std::string png_of(const Image& image) {
-  std::string png("\x89PNG\r\n\x1a\n", 8);
-  std::string ihdr;
-  put_be32(ihdr, static_cast<std::uint32_t>(image.width));
-  put_be32(ihdr, static_cast<std::uint32_t>(image.height));
-  ihdr += std::string("\x08", 1) + (image.channels == 3 ? std::string("\x02", 1) : std::string("\x00", 1)) +
-          std::string(3, '\0');
-  add_png_chunk(png, "IHDR", ihdr);
-  std::string rows;
-  const auto row_bytes = static_cast<std::size_t>(image.width * image.channels);
-  for (int64_t y = 0; y < image.height; ++y) {
-    rows += '\0';
-    rows.append(reinterpret_cast<const char*>(image.row(y)), row_bytes);
-  }
-  uLongf size = compressBound(rows.size());
-  std::string idat(size, '\0');
-  REQUIRE(compress(reinterpret_cast<Bytef*>(idat.data()), &size, reinterpret_cast<const Bytef*>(rows.data()),
-                   rows.size()) == Z_OK);
-  idat.resize(size);
-  add_png_chunk(png, "IDAT", idat);
-  add_png_chunk(png, "IEND", "");
-  return png;
-}
 
 // A tar member (ustar name, octal size, no checksum: the reader does not
 // need one), padded to whole blocks.

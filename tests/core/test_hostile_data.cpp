@@ -13,6 +13,7 @@
 #include <fstream>
 #include <set>
 
+#include "png_bytes.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
 #include "timm/data/dataset.hpp"
@@ -25,6 +26,7 @@ namespace test_hostile_data {
 
 namespace fs = std::filesystem;
 using namespace timm;
+using timm::test::put_be32;
 
 namespace {
 
@@ -33,10 +35,6 @@ void write_file(const fs::path& path, const std::string& bytes) {
 }
 
 std::vector<std::uint8_t> as_bytes(const std::string& s) { return {s.begin(), s.end()}; }
-
-void put_be32(std::string& out, std::uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out += static_cast<char>((v >> shift) & 0xFF);
-}
 
 // ---- tar -------------------------------------------------------------------
 
@@ -78,31 +76,11 @@ const std::string kEndOfArchive(1024, '\0');
 
 // ---- PNG and JPEG ------------------------------------------------------------
 
-void add_png_chunk(std::string& png, const char* type, const std::string& data) {
-  put_be32(png, static_cast<std::uint32_t>(data.size()));
-  const std::string body = std::string(type, 4) + data;
-  png += body;
-  put_be32(png, static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(body.data()), body.size())));
-}
-
 // An 8-bit grayscale PNG declaring width x height whose IDAT holds `rows`
 // (a filter byte and the pixels per row; fewer rows than declared make a
 // truncated image).
 std::string gray_png(std::uint32_t width, std::uint32_t height, const std::string& rows) {
-  std::string png("\x89PNG\r\n\x1a\n", 8);
-  std::string ihdr;
-  put_be32(ihdr, width);
-  put_be32(ihdr, height);
-  ihdr += std::string("\x08\x00\x00\x00\x00", 5);  // depth 8, gray, deflate, no filter, no interlace
-  add_png_chunk(png, "IHDR", ihdr);
-  uLongf size = compressBound(rows.size());
-  std::string idat(size, '\0');
-  REQUIRE(compress(reinterpret_cast<Bytef*>(idat.data()), &size, reinterpret_cast<const Bytef*>(rows.data()),
-                   rows.size()) == Z_OK);
-  idat.resize(size);
-  add_png_chunk(png, "IDAT", idat);
-  add_png_chunk(png, "IEND", "");
-  return png;
+  return timm::test::png_bytes(width, height, /*color_type=*/0, rows);
 }
 
 // 1x1, gray 0x4d.
