@@ -73,7 +73,6 @@ class ForeachOptimizer : public Optimizer {
   // puts each parameter in a run of its own). The results do not depend on
   // it (test_foreach_chunks); the speed does.
   void set_chunk_numel(int64_t numel);
-  int64_t chunk_numel() const { return chunk_numel_; }
 
   // State that timm keeps in the param group rather than per parameter
   // (LAMB's step); empty unless a subclass sets it. Saved and loaded; it
@@ -101,7 +100,7 @@ class ForeachOptimizer : public Optimizer {
   // Whether each parameter's update depends on that parameter alone (its
   // gradient, its state, the group's lr and decay), not on the rest of the
   // group. Then step() hands step_group() the group in runs of at most
-  // chunk_numel() elements (chunks()), so the foreach ops' temporaries stay in
+  // set_chunk_numel() elements (chunks()), so the foreach ops' temporaries stay in
   // cache as in torch's single-tensor step (its CPU default): over a whole
   // group, an update that reads a temporary twice reads it from memory
   // (NAdam on resnet50's parameters: 1.21x torch's time in one list, below
