@@ -1,7 +1,6 @@
 // Lookahead ("lookahead_<opt>") against timm's Lookahead through
-// create_optimizer_v2, wrapping optimizers of several plugins (torch's
-// optimizers through TorchOptimizer, timm-cpp's own ForeachOptimizer ones,
-// a second order one): 12 steps (two slow-weight syncs), parameters
+// create_optimizer_v2, wrapping optimizers of several plugins (torch's SGD
+// and AdamW, timm's RMSpropTF and Lamb, a second order one): 12 steps (two slow-weight syncs), parameters
 // and state (slow weights included) compared; and resume from a checkpoint.
 #include "optim_parity.hpp"
 #include "test_support.hpp"
@@ -17,9 +16,8 @@ namespace {
 using timm::test::OptimCase;
 using timm::test::StateCase;
 
-// Measured 0 for timm-cpp's optimizers (the same CPU kernels as timm's
-// per-tensor path) and 3e-8 for LibTorch's AdamW (mul/add where Python uses
-// lerp, see its test). 1e-6 leaves room for float32 rounding on other builds.
+// Measured 0 (the same CPU kernels as timm's per-tensor path); 1e-6 leaves
+// room for float32 rounding on other builds.
 constexpr double kTolerance = 1e-6;
 
 StateCase make(const std::string& name, const std::string& opt, double lr, double wd) {
@@ -45,7 +43,7 @@ timm::test::StateOracle oracle(make_cases());
 
 }  // namespace
 
-TEST_CASE("lookahead wraps torch optimizers as timm") {
+TEST_CASE("lookahead wraps torch's optimizers as timm") {
   oracle.expect_parity("lookahead_sgd", kTolerance);
   oracle.expect_parity("Lookahead_AdamW", kTolerance);
 }

@@ -155,7 +155,7 @@ ParityResult optimizer_parity_full(const OptimCase& c, const nlohmann::json& o) 
 
 double optimizer_parity(const OptimCase& c, const nlohmann::json& o) { return optimizer_parity_full(c, o).param_abs; }
 
-double save_load_round_trip(const OptimCase& c, int split, int total) {
+double save_load_round_trip(const OptimCase& c, int split, int total, const InterruptedOptimizer& interrupted) {
   TempDir dir;
   const OptimizerArgs args = c.args();
   auto gen = at::detail::createCPUGenerator(1234);
@@ -180,7 +180,7 @@ double save_load_round_trip(const OptimCase& c, int split, int total) {
   OptimizerPtr opt_a = create_optimizer(a, a.no_weight_decay(), args, a.group_matcher());
   run(a, *opt_a, 0, total);
 
-  OptimizerPtr opt_b = create_optimizer(b, b.no_weight_decay(), args, b.group_matcher());
+  OptimizerPtr opt_b = interrupted ? interrupted(b) : create_optimizer(b, b.no_weight_decay(), args, b.group_matcher());
   opt_b->set_initial_lr(0, c.lr);
   run(b, *opt_b, 0, split);
   const auto path = (dir / "optimizer.pt").string();

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -154,10 +155,27 @@ ParityResult optimizer_parity_full(const OptimCase& c, const nlohmann::json& o);
 // The largest absolute difference of the final parameters from timm's.
 double optimizer_parity(const OptimCase& c, const nlohmann::json& o);
 
+// Makes the optimizer that runs the first steps of save_load_round_trip.
+using InterruptedOptimizer = std::function<OptimizerPtr(ParityModel& model)>;
+
 // Saves the optimizer state after `split` of `total` steps, loads it into a
 // fresh model and optimizer, finishes there and compares with an
-// uninterrupted run. Returns the largest absolute difference.
-double save_load_round_trip(const OptimCase& c, int split = 5, int total = 8);
+// uninterrupted run. Returns the largest absolute difference. The first steps
+// run on `interrupted`'s optimizer when given (an older implementation whose
+// checkpoints `c`'s optimizer must resume), else on `c`'s.
+double save_load_round_trip(const OptimCase& c, int split = 5, int total = 8,
+                            const InterruptedOptimizer& interrupted = {});
+
+// For save_load_round_trip: LibTorch's optimizer `TorchOpt` with `defaults`
+// (weight decay per group) over c's groups, wrapped in TorchOptimizer.
+template <class TorchOpt, class Options>
+InterruptedOptimizer libtorch_optimizer(const OptimCase& c, const Options& defaults) {
+  return [c, defaults](ParityModel& model) -> OptimizerPtr {
+    const auto groups = optimizer_param_groups(model, model.no_weight_decay(), c.args(), model.group_matcher());
+    auto impl = std::make_unique<TorchOpt>(torch_param_groups(groups, defaults), defaults);
+    return std::make_unique<TorchOptimizer>(std::move(impl), lr_scales(groups), "LibTorch " + c.opt);
+  };
+}
 
 // Runs every case of a test file through timm once, on first use.
 class OptimOracle {

@@ -235,40 +235,129 @@ void ForeachOptimizer::save(torch::serialize::OutputArchive& archive) const {
   save_initial_lrs(archive);
 }
 
-void ForeachOptimizer::load(torch::serialize::InputArchive& archive) {
+namespace {
+
+// An archive's groups, read before they replace the optimizer's.
+struct SavedGroup {
+  double lr = 0.0;
+  ForeachOptimizer::State state;                // group_state()
+  std::vector<ForeachOptimizer::State> states;  // one per parameter
+};
+
+[[noreturn]] void throw_other_layout() {
+  throw Error(
+      "cannot load optimizer state: its param groups have other sizes than this optimizer's (does it come "
+      "from the same optimizer, model and --layer-decay?)");
+}
+
+ForeachOptimizer::State read_state_entry(torch::serialize::InputArchive& entry) {
+  ForeachOptimizer::State state;
+  for (const std::string& key : entry.keys()) entry.read(key, state[key]);
+  return state;
+}
+
+// What save() wrote.
+std::vector<SavedGroup> read_saved_groups(torch::serialize::InputArchive& archive, const std::vector<int64_t>& sizes) {
   at::Tensor lrs;
-  at::Tensor sizes;
-  if (!archive.try_read(kLrKey, lrs) || !archive.try_read(kLayoutKey, sizes)) {
+  at::Tensor layout;
+  if (!archive.try_read(kLrKey, lrs) || !archive.try_read(kLayoutKey, layout)) {
     throw Error("cannot load optimizer state: it was not saved by this kind of optimizer (no '" +
                 std::string(kLayoutKey) + "')");
   }
-  std::vector<int64_t> want;
-  for (const Group& group : groups_) want.push_back(static_cast<int64_t>(group.spec.params.size()));
-  const at::Tensor have = sizes.to(at::kLong).contiguous();
-  const std::vector<int64_t> got(have.data_ptr<int64_t>(), have.data_ptr<int64_t>() + have.numel());
-  if (got != want) {
-    throw Error(
-        "cannot load optimizer state: its param groups have other sizes than this optimizer's (does it come "
-        "from the same optimizer, model and --layer-decay?)");
+  const at::Tensor have = layout.to(at::kLong).contiguous();
+  if (std::vector<int64_t>(have.data_ptr<int64_t>(), have.data_ptr<int64_t>() + have.numel()) != sizes) {
+    throw_other_layout();
+  }
+  const at::Tensor lr_values = lrs.to(at::kDouble).contiguous();
+  std::vector<SavedGroup> groups(sizes.size());
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    groups[g].lr = lr_values.data_ptr<double>()[g];
+    torch::serialize::InputArchive group_entry;
+    if (archive.try_read(group_state_key(g), group_entry)) groups[g].state = read_state_entry(group_entry);
+    groups[g].states.resize(static_cast<std::size_t>(sizes[g]));
+    for (std::size_t j = 0; j < groups[g].states.size(); ++j) {
+      torch::serialize::InputArchive entry;
+      if (archive.try_read(state_key(g, j), entry)) groups[g].states[j] = read_state_entry(entry);
+    }
+  }
+  return groups;
+}
+
+int64_t read_count(torch::serialize::InputArchive& archive, const std::string& key) {
+  at::Tensor count;
+  archive.read(key, count);
+  return count.item<int64_t>();
+}
+
+// What torch::optim::serialize writes (torch::optim::Adam, SGD, ... saved
+// through TorchOptimizer; "adamw" and the "sgd" names wrapped torch's
+// classes until 2026-12-05): "state/<TensorImpl address>" per parameter,
+// "param_groups/param_groups/<i>" with the addresses ("params/<j>") and
+// options ("lr", ...). Its tensors keep torch's names (exp_avg,
+// momentum_buffer, ...); its int64 step counts become the float32 0-dim
+// tensors torch's Python optimizers keep.
+std::vector<SavedGroup> read_torch_optim_groups(torch::serialize::InputArchive& archive,
+                                                const std::vector<int64_t>& sizes) {
+  torch::serialize::InputArchive param_states;
+  torch::serialize::InputArchive param_groups;
+  archive.read("state", param_states);
+  archive.read("param_groups", param_groups);
+  if (read_count(param_groups, "param_groups/size") != static_cast<int64_t>(sizes.size())) throw_other_layout();
+  std::vector<SavedGroup> groups(sizes.size());
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    torch::serialize::InputArchive group;
+    param_groups.read("param_groups/" + std::to_string(g), group);
+    if (read_count(group, "params/size") != sizes[g]) throw_other_layout();
+    torch::serialize::InputArchive options;
+    group.read("options", options);
+    c10::IValue lr;
+    options.read("lr", lr);
+    groups[g].lr = lr.toDouble();
+    groups[g].states.resize(static_cast<std::size_t>(sizes[g]));
+    for (std::size_t j = 0; j < groups[g].states.size(); ++j) {
+      c10::IValue address;
+      group.read("params/" + std::to_string(j), address);
+      torch::serialize::InputArchive entry;
+      if (!param_states.try_read(address.toStringRef(), entry)) continue;
+      for (const std::string& key : entry.keys()) {
+        c10::IValue value;
+        entry.read(key, value);
+        if (value.isTensor()) {
+          groups[g].states[j][key] = value.toTensor();
+        } else if (value.isInt() || value.isDouble()) {
+          groups[g].states[j][key] = at::scalar_tensor(value.toScalar(), at::kFloat);
+        } else {
+          throw Error("cannot load optimizer state: '" + key + "' of parameter " + std::to_string(j) + " of group " +
+                      std::to_string(g) + " is a " + value.tagKind() + ", not a tensor or a number");
+        }
+      }
+    }
+  }
+  return groups;
+}
+
+}  // namespace
+
+void ForeachOptimizer::load(torch::serialize::InputArchive& archive) {
+  std::vector<int64_t> sizes;
+  for (const Group& group : groups_) sizes.push_back(static_cast<int64_t>(group.spec.params.size()));
+  c10::IValue torch_version;
+  std::vector<SavedGroup> saved;
+  try {
+    saved = archive.try_read("pytorch_version", torch_version) ? read_torch_optim_groups(archive, sizes)
+                                                               : read_saved_groups(archive, sizes);
+  } catch (const c10::Error& e) {
+    throw Error("cannot load optimizer state: " + std::string(e.what_without_backtrace()));
   }
   std::vector<Group> loaded = groups_;
-  const at::Tensor lr_values = lrs.to(at::kDouble).contiguous();
   for (std::size_t g = 0; g < loaded.size(); ++g) {
-    loaded[g].lr = lr_values.data_ptr<double>()[g];
-    loaded[g].state.clear();
-    torch::serialize::InputArchive group_entry;
-    if (archive.try_read(group_state_key(g), group_entry)) {
-      for (const std::string& key : group_entry.keys()) group_entry.read(key, loaded[g].state[key]);
-    }
+    loaded[g].lr = saved[g].lr;
+    loaded[g].state = std::move(saved[g].state);
     for (std::size_t j = 0; j < loaded[g].states.size(); ++j) {
-      State& state = loaded[g].states[j];
-      state.clear();
-      torch::serialize::InputArchive entry;
-      if (!archive.try_read(state_key(g, j), entry)) continue;
       const at::Tensor& param = loaded[g].spec.params[j];
-      for (const std::string& key : entry.keys()) {
-        at::Tensor value;
-        entry.read(key, value);
+      State& state = loaded[g].states[j];
+      state = std::move(saved[g].states[j]);
+      for (auto& [key, value] : state) {
         // Tensors shaped as the parameter (or factored from it) go to its
         // device; scalars (step counts) of larger parameters stay on the
         // host, as torch keeps them.
@@ -278,7 +367,6 @@ void ForeachOptimizer::load(torch::serialize::InputArchive& archive) {
           throw Error("cannot load optimizer state: '" + key + "' of parameter " + std::to_string(j) + " of group " +
                       std::to_string(g) + " has another shape than the parameter");
         }
-        state[key] = value;
       }
     }
   }

@@ -10,6 +10,7 @@ namespace timm::adam {
 
 // torch.optim.Adam ("adam").
 OptimizerPtr make_adam(std::vector<ParamGroup> groups, const OptimizerArgs& args);
+OptimizerPtr make_adamw(std::vector<ParamGroup> groups, const OptimizerArgs& args);
 // torch.optim.NAdam ("nadam").
 OptimizerPtr make_nadam(std::vector<ParamGroup> groups, const OptimizerArgs& args);
 // torch.optim.RAdam ("radam", "radamw").

@@ -12,6 +12,7 @@ TIMM_PLUGIN("adam") {
   // the default, linear, as in timm.
   const timm::OptimizerTraits sqrt_lr{.lr_base_scale = timm::LrBaseScale::kSqrt};
   registrar.add_optimizer("adam", "torch.optim.Adam, Adaptive Moment Estimation", adam::make_adam, sqrt_lr);
+  registrar.add_optimizer("adamw", "torch.optim.AdamW, Adam with decoupled weight decay", adam::make_adamw, sqrt_lr);
   registrar.add_optimizer("nadam", "torch.optim.NAdam, Adam with Nesterov momentum", adam::make_nadam, sqrt_lr);
   registrar.add_optimizer("radam", "torch.optim.RAdam, Rectified Adam with variance adaptation", adam::make_radam,
                           sqrt_lr);

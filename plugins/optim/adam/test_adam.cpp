@@ -1,10 +1,12 @@
-// Parity of the Adam family ("adam", "nadam", "radam", "radamw", "nadamw" and
+// Parity of the Adam family ("adam", "adamw", "nadam", "radam", "radamw", "nadamw" and
 // variants, "adabelief", "radabelief", "adopt" and variants, "nadamlegacy",
 // "radamlegacy") with timm's create_optimizer_v2: 10-12 steps on the same
 // parameters and gradients, weight-decay groups (no decay on 1-D / bias /
 // no_weight_decay), lr changes between steps, a parameter without gradient
 // on some steps, --layer-decay groups; the final parameters, every state
 // tensor, the groups and the log line compared. Then save / load / resume.
+#include <torch/optim/adamw.h>
+
 #include "optim_parity.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
@@ -41,6 +43,15 @@ std::vector<OptimCase> make_cases() {
   cases.back().betas = std::vector<double>{0.8, 0.99};
   cases.push_back(make("adam layer-decay", "adam", 1e-2, 0.05));
   cases.back().layer_decay = 0.6;
+  // torch.optim.AdamW
+  cases.push_back(make("adamw", "adamw", 1e-2, 0.05));
+  cases.push_back(make("adamw opt-eps+opt-betas", "adamw", 1e-2, 0.05));
+  cases.back().eps = 1e-6;
+  cases.back().betas = std::vector<double>{0.8, 0.99};
+  cases.push_back(make("adamw amsgrad", "adamw", 3e-3, 0.1, {{"amsgrad", "True"}}));
+  cases.push_back(make("adamw kwargs betas+eps", "adamw", 3e-3, 0.1, {{"betas", "(0.5,0.9)"}, {"eps", "1e-3"}}));
+  cases.push_back(make("adamw layer-decay", "adamw", 1e-2, 0.05));
+  cases.back().layer_decay = 0.7;
   // torch.optim.NAdam
   cases.push_back(make("nadam", "nadam", 2e-3, 0.05));
   cases.push_back(make("nadam betas+momentum_decay", "nadam", 1e-2, 0.01, {{"momentum_decay", "0.01"}}));
@@ -97,6 +108,49 @@ timm::test::OptimOracle oracle(make_cases());  // runs timm on first use
 TEST_CASE("adam matches torch.optim.Adam") {
   oracle.expect_parity_each({"adam", "adam amsgrad", "adam decoupled", "adam eps+betas", "adam layer-decay"},
                             kTolerance, kStateTolerance);
+}
+
+TEST_CASE("adamw matches torch.optim.AdamW") {
+  oracle.expect_parity_each({"adamw", "adamw opt-eps+opt-betas", "adamw amsgrad", "adamw kwargs betas+eps",
+                             "adamw layer-decay"},
+                            kTolerance, kStateTolerance);
+}
+
+// Until 2026-12-05 "adamw" wrapped LibTorch's AdamW (TorchOptimizer), and
+// checkpoints hold that optimizer's archive: moments keyed by TensorImpl
+// address, int64 step counts. The resumed run ends within float32 rounding of
+// ours uninterrupted (LibTorch's first moment is mul/add, torch's lerp);
+// state not carried over would put it lr-sized steps away.
+TEST_CASE("adamw resumes from the state of LibTorch's AdamW") {
+  timm::test::load_builtin_plugins();
+  for (const char* name : {"adamw", "adamw amsgrad"}) {
+    CAPTURE(name);
+    const timm::test::OptimCase& c = oracle.get(name);
+    const auto defaults = torch::optim::AdamWOptions(c.lr).amsgrad(c.kwargs.contains("amsgrad"));
+    const auto libtorch_adamw = timm::test::libtorch_optimizer<torch::optim::AdamW>(c, defaults);
+    CHECK(timm::test::save_load_round_trip(c, 5, 8, libtorch_adamw) <= kTolerance);
+  }
+}
+
+TEST_CASE("adamw rejects bad arguments") {
+  timm::test::load_builtin_plugins();
+  timm::test::ParityModel model;
+  timm::OptimizerArgs args;
+  args.opt = "adamw";
+  args.kwargs = {{"nesterov", "True"}};
+  CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args), doctest::Contains("'adamw' has no argument 'nesterov'"),
+                       timm::UsageError);
+  // torch's AdamW always decouples: no such argument.
+  args.kwargs = {{"decoupled_weight_decay", "False"}};
+  CHECK_THROWS_WITH_AS(timm::create_optimizer(model, {}, args),
+                       doctest::Contains("'adamw' has no argument 'decoupled_weight_decay'"), timm::UsageError);
+  args.kwargs = {};
+  args.betas = std::vector<double>{0.9};
+  CHECK_THROWS_AS(timm::create_optimizer(model, {}, args), timm::UsageError);
+  args.betas = std::vector<double>{0.9, 0.999};
+  args.kwargs = {{"betas", "(0.9,0.99)"}};
+  CHECK_THROWS_AS(timm::create_optimizer(model, {}, args), timm::UsageError);
+  CHECK(timm::optimizer_traits("adamw").lr_base_scale == timm::LrBaseScale::kSqrt);
 }
 
 TEST_CASE("nadam matches torch.optim.NAdam") {
@@ -164,7 +218,7 @@ TEST_CASE("nadamlegacy and radamlegacy reject bad arguments, and take the square
 
 TEST_CASE("the Adam family's state survives save and load") {
   oracle.expect_round_trips(
-      {"adam amsgrad", "nadam", "radam", "cnadamw", "radabelief", "adabelief amsgrad", "cadoptw", "adopt layer-decay"});
+      {"adam amsgrad", "adamw", "adamw amsgrad", "nadam", "radam", "cnadamw", "radabelief", "adabelief amsgrad", "cadoptw", "adopt layer-decay"});
 }
 
 TEST_CASE("the Adam family rejects bad arguments") {

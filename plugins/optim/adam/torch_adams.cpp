@@ -1,5 +1,5 @@
-// torch.optim.Adam, NAdam and RAdam as timm's registry binds them ("adam",
-// "nadam", "radam", "radamw"): torch's update with its operations in its
+// torch.optim.Adam, AdamW, NAdam and RAdam as timm's registry binds them
+// ("adam", "adamw", "nadam", "radam", "radamw"): torch's update with its operations in its
 // order (the single-tensor path, which Python runs on CPU, and the
 // multi-tensor path, the same ops over lists), per-parameter float32 step
 // counts kept as torch keeps them.
@@ -218,16 +218,19 @@ MomentsConfig moments_config(const OptimizerArgs& args, const OptimizerKwargs& k
   return c;
 }
 
-}  // namespace
-
-OptimizerPtr make_adam(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
-  const OptimizerKwargs kwargs(args, known({"amsgrad", "fused"}));
+// torch.optim.Adam, or its subclass AdamW: decoupled decay, always on (no
+// decoupled_weight_decay argument).
+OptimizerPtr make_adam_or_adamw(std::vector<ParamGroup> groups, const OptimizerArgs& args, bool adamw) {
+  std::vector<std::string> names = known({"amsgrad", "fused"});
+  if (adamw) std::erase(names, "decoupled_weight_decay");
+  const OptimizerKwargs kwargs(args, names);
   EpsArg eps;
-  const MomentsConfig c = moments_config(args, kwargs, eps);
+  MomentsConfig c = moments_config(args, kwargs, eps);
+  if (adamw) c.decoupled_weight_decay = true;
   const bool amsgrad = kwargs.get_bool("amsgrad", false);
   reject_true_kwargs(args, kwargs, {"fused"});
   const std::string description =
-      describe_optimizer("Adam", args.opt,
+      describe_optimizer(adamw ? "AdamW" : "Adam", args.opt,
                          {{"lr", python_float_repr(args.lr)},
                           {"betas", betas_repr(args, {c.beta1, c.beta2}, /*always_tuple=*/true)},
                           {"eps", eps.repr},
@@ -240,6 +243,16 @@ OptimizerPtr make_adam(std::vector<ParamGroup> groups, const OptimizerArgs& args
                           {"fused", kwargs.repr("fused", "None")},
                           {"decoupled_weight_decay", py_bool(c.decoupled_weight_decay)}});
   return std::make_unique<Adam>(std::move(groups), args.lr, description, c, amsgrad);
+}
+
+}  // namespace
+
+OptimizerPtr make_adam(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
+  return make_adam_or_adamw(std::move(groups), args, /*adamw=*/false);
+}
+
+OptimizerPtr make_adamw(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
+  return make_adam_or_adamw(std::move(groups), args, /*adamw=*/true);
 }
 
 OptimizerPtr make_nadam(std::vector<ParamGroup> groups, const OptimizerArgs& args) {

@@ -1,9 +1,8 @@
 // "sgd" / "nesterov" and "momentum": torch.optim.SGD as timm's registry binds
 // it (nesterov=True / False), with momentum from --momentum and weight decay
-// per parameter group (coupled L2, torch's SGD semantics); and timm's SGDW
-// names (sgdw.cpp): "sgdw" / "nesterovw", "csgdw", "sgdc", "csgdc".
-#include <torch/optim/sgd.h>
-
+// per parameter group (coupled L2, torch's SGD semantics), on the update
+// SGDW shares (sgdw.cpp); and timm's SGDW names: "sgdw" / "nesterovw",
+// "csgdw", "sgdc", "csgdc".
 #include "sgdw.hpp"
 #include "timm/base/error.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
@@ -30,11 +29,11 @@ OptimizerPtr make_sgd(std::vector<ParamGroup> groups, const OptimizerArgs& args,
                      python_float_repr(momentum) + ", dampening " + python_float_repr(dampening) + ")");
   }
 
-  // timm passes weight_decay=0 at the top level; the groups carry it.
-  auto defaults = torch::optim::SGDOptions(args.lr).momentum(momentum).dampening(dampening).nesterov(nesterov);
-  defaults.weight_decay(0.0);
-  const std::vector<double> scales = lr_scales(groups);
-  auto impl = std::make_unique<torch::optim::SGD>(torch_param_groups(groups, defaults), defaults);
+  sgd::SgdConfig config;
+  config.momentum = momentum;
+  config.dampening = dampening;
+  config.nesterov = nesterov;
+  config.decoupled_weight_decay = false;  // torch's SGD: L2 added to the gradient
 
   // train.py logs optimizer.defaults with weight_decay replaced by the flag.
   const std::string description = describe_optimizer("SGD", args.opt,
@@ -47,7 +46,7 @@ OptimizerPtr make_sgd(std::vector<ParamGroup> groups, const OptimizerArgs& args,
                                                       {"foreach", kwargs.repr("foreach", "None")},
                                                       {"differentiable", "False"},
                                                       {"fused", "None"}});
-  return std::make_unique<TorchOptimizer>(std::move(impl), scales, description);
+  return sgd::make_sgd_optimizer(std::move(groups), args.lr, description, config);
 }
 
 }  // namespace

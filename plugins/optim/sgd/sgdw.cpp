@@ -1,7 +1,9 @@
-// timm.optim.SGDW ("sgdw" / "nesterovw" and its cautious / corrected-decay
-// variants): SGD with momentum (Nesterov by timm's registry default) and
-// decoupled weight decay (param *= 1 - lr * wd, or lr² / max_lr corrected),
-// optional caution on the momentum update. No eps or betas (timm drops them).
+// The SGD update both torch.optim.SGD ("sgd", "momentum": coupled L2 decay)
+// and timm.optim.SGDW run, and SGDW's names ("sgdw" / "nesterovw" and its
+// cautious / corrected-decay variants): SGD with momentum (Nesterov by timm's
+// registry default) and decoupled weight decay (param *= 1 - lr * wd, or
+// lr² / max_lr corrected), optional caution on the momentum update. No eps or
+// betas (timm drops them).
 #include <cmath>
 
 #include "sgdw.hpp"
@@ -13,27 +15,25 @@ namespace {
 
 using Tensors = std::vector<at::Tensor>;
 
-struct SGDWConfig {
-  double momentum = 0.0;
-  double dampening = 0.0;
-  bool nesterov = false;
-  bool caution = false;
-  bool maximize = false;
-  std::optional<double> max_lr;  // set with corrected_weight_decay
-};
-
-class SGDW : public ForeachOptimizer {
+class Sgd : public ForeachOptimizer {
  public:
-  SGDW(std::vector<ParamGroup> groups, double lr, std::string description, SGDWConfig config)
+  Sgd(std::vector<ParamGroup> groups, double lr, std::string description, SgdConfig config)
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config) {}
 
  private:
-  // timm's _single_tensor_sgdw (its CPU path), as foreach ops.
+  // torch's _single_tensor_sgd and timm's _single_tensor_sgdw (their CPU
+  // paths), as foreach ops.
   bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
-    const Tensors grads = c_.maximize ? at::_foreach_neg(g.grads) : g.grads;
-    const double wd_scale = c_.max_lr ? std::pow(g.lr, 2) / *c_.max_lr : g.lr;
-    at::_foreach_mul_(g.params, 1. - wd_scale * g.weight_decay);
+    Tensors grads = c_.maximize ? at::_foreach_neg(g.grads) : g.grads;
+    if (c_.decoupled_weight_decay) {
+      const double wd_scale = c_.max_lr ? std::pow(g.lr, 2) / *c_.max_lr : g.lr;
+      const double keep = 1. - wd_scale * g.weight_decay;
+      // x * 1.0 is x, bit for bit: the no-decay group skips the pass.
+      if (keep != 1.0) at::_foreach_mul_(g.params, keep);
+    } else if (g.weight_decay != 0) {
+      grads = at::_foreach_add(grads, g.params, g.weight_decay);
+    }
 
     Tensors updates = grads;
     if (c_.momentum != 0) {
@@ -66,10 +66,15 @@ class SGDW : public ForeachOptimizer {
     at::_foreach_add_(g.params, updates, -g.lr);
   }
 
-  SGDWConfig c_;
+  SgdConfig c_;
 };
 
 }  // namespace
+
+OptimizerPtr make_sgd_optimizer(std::vector<ParamGroup> groups, double lr, std::string description,
+                                const SgdConfig& config) {
+  return std::make_unique<Sgd>(std::move(groups), lr, std::move(description), config);
+}
 
 OptimizerPtr make_sgdw(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
   // timm drops eps and betas (has_eps / has_betas False); foreach only picks
@@ -79,7 +84,7 @@ OptimizerPtr make_sgdw(std::vector<ParamGroup> groups, const OptimizerArgs& args
   check_lr(args);
   const std::string opt = in_quotes(args.opt);
   reject_true_kwargs(args, kwargs, {"differentiable"});
-  SGDWConfig c;
+  SgdConfig c;
   c.momentum = args.momentum;
   c.dampening = kwargs.get_double("dampening", 0.0);
   c.nesterov = kwargs.get_bool("nesterov", false);
@@ -105,7 +110,7 @@ OptimizerPtr make_sgdw(std::vector<ParamGroup> groups, const OptimizerArgs& args
                                                       {"maximize", py_bool(c.maximize)},
                                                       {"foreach", kwargs.repr("foreach", "None")},
                                                       {"differentiable", "False"}});
-  return std::make_unique<SGDW>(std::move(groups), args.lr, description, c);
+  return make_sgd_optimizer(std::move(groups), args.lr, description, c);
 }
 
 }  // namespace timm::sgd

@@ -1,11 +1,28 @@
 // The SGD plugin's factories shared between its sources (plugin-internal).
 #pragma once
 
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "timm/optim/optimizer.hpp"
 
 namespace timm::sgd {
+
+struct SgdConfig {
+  double momentum = 0.0;
+  double dampening = 0.0;
+  bool nesterov = false;
+  bool caution = false;
+  bool maximize = false;
+  // timm's SGDW: param *= 1 - lr * wd. Otherwise torch's SGD: grad += wd * param.
+  bool decoupled_weight_decay = true;
+  std::optional<double> max_lr;  // set with corrected_weight_decay
+};
+
+// SGD on ForeachOptimizer, with `description` as its log line.
+OptimizerPtr make_sgd_optimizer(std::vector<ParamGroup> groups, double lr, std::string description,
+                                const SgdConfig& config);
 
 // timm.optim.SGDW ("sgdw" / "nesterovw", "csgdw", "sgdc", "csgdc").
 OptimizerPtr make_sgdw(std::vector<ParamGroup> groups, const OptimizerArgs& args);

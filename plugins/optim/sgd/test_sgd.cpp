@@ -2,6 +2,10 @@
 // (torch.optim.SGD), and of "sgdw", "nesterovw", "csgdw", "sgdc" and "csgdc"
 // (timm's SGDW, parameters and state): 10 steps with weight-decay groups, lr
 // changes between steps and a parameter without gradient on some steps.
+#include <sstream>
+
+#include <torch/optim/sgd.h>
+
 #include "optim_parity.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
@@ -53,7 +57,8 @@ std::vector<OptimCase> make_cases() {
 
 timm::test::OptimOracle oracle(make_cases());  // runs timm on first use
 
-void check_parity(const std::string& name) { oracle.expect_parity(name, kTolerance); }
+// Parameters and momentum buffers, as torch's SGD keeps them.
+void check_parity(const std::string& name) { oracle.expect_parity(name, kTolerance, kStateTolerance); }
 
 }  // namespace
 
@@ -71,7 +76,56 @@ TEST_CASE("momentum (classic) matches timm, with dampening, and eps ignored") {
 
 TEST_CASE("sgd without weight decay puts everything in one group") { check_parity("sgd wd 0"); }
 
-TEST_CASE("sgd state survives save and load") { oracle.expect_round_trips({"sgd"}); }
+TEST_CASE("sgd state survives save and load") { oracle.expect_round_trips({"sgd", "momentum+dampening+eps"}); }
+
+// Until 2026-12-05 the "sgd" names wrapped LibTorch's SGD (TorchOptimizer),
+// and checkpoints hold that optimizer's archive: momentum buffers keyed by
+// TensorImpl address. LibTorch runs torch's ops in torch's order, so the
+// resumed run ends as ours uninterrupted; buffers not carried over would put
+// it lr-sized steps away.
+TEST_CASE("sgd resumes from the state of LibTorch's SGD") {
+  timm::test::load_builtin_plugins();
+  for (const char* name : {"nesterov", "momentum+dampening+eps"}) {
+    CAPTURE(name);
+    const timm::test::OptimCase& c = oracle.get(name);
+    const double dampening = c.kwargs.contains("dampening") ? std::stod(c.kwargs.at("dampening")) : 0.0;
+    const auto defaults =
+        torch::optim::SGDOptions(c.lr).momentum(c.momentum).dampening(dampening).nesterov(dampening == 0);
+    const auto libtorch_sgd = timm::test::libtorch_optimizer<torch::optim::SGD>(c, defaults);
+    CHECK(timm::test::save_load_round_trip(c, 5, 8, libtorch_sgd) <= kTolerance);
+  }
+}
+
+// An archive written to bytes and read back, as a checkpoint's.
+torch::serialize::InputArchive reread(torch::serialize::OutputArchive& archive) {
+  std::stringstream bytes;
+  archive.save_to(bytes);
+  torch::serialize::InputArchive in;
+  in.load_from(bytes);
+  return in;
+}
+
+TEST_CASE("sgd refuses LibTorch optimizer state of other parameters, or incomplete, with the reason") {
+  timm::test::load_builtin_plugins();
+  timm::test::ParityModel model;
+  timm::OptimizerArgs args;
+  args.opt = "sgd";
+  const auto optimizer = timm::create_optimizer(model, model.no_weight_decay(), args);
+  // One group of one tensor; the parity model has two groups.
+  auto w = torch::zeros({3}, torch::requires_grad());
+  torch::optim::SGD other({w}, torch::optim::SGDOptions(0.1).momentum(0.9));
+  w.mutable_grad() = torch::ones({3});
+  other.step();
+  torch::serialize::OutputArchive saved;
+  other.save(saved);
+  torch::serialize::InputArchive in = reread(saved);
+  CHECK_THROWS_WITH_AS(optimizer->load(in), doctest::Contains("other sizes than this optimizer's"), timm::Error);
+  // torch's version mark without the rest.
+  torch::serialize::OutputArchive truncated;
+  truncated.write("pytorch_version", c10::IValue("1.5.0"));
+  torch::serialize::InputArchive in2 = reread(truncated);
+  CHECK_THROWS_WITH_AS(optimizer->load(in2), doctest::Contains("cannot load optimizer state: "), timm::Error);
+}
 
 TEST_CASE("sgd rejects bad --opt-kwargs and flags") {
   timm::test::load_builtin_plugins();

@@ -56,6 +56,8 @@ class ForeachOptimizer : public Optimizer {
   double weight_decay(std::size_t group) const override;
   // Every group's lr and state and every parameter's state, keyed by the
   // parameter's position in the groups; load() checks the layout and shapes.
+  // load() also reads the archive torch::optim's optimizers write (through
+  // TorchOptimizer): its state under torch's names, step counts as float32.
   void save(torch::serialize::OutputArchive& archive) const override;
   void load(torch::serialize::InputArchive& archive) override;
   std::string describe() const override { return description_; }
