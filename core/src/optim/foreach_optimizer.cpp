@@ -406,6 +406,20 @@ std::vector<at::Tensor> select(const std::vector<at::Tensor>& list, const std::v
   return out;
 }
 
+bool fused_cpu_kernels_apply(std::initializer_list<std::reference_wrapper<const std::vector<at::Tensor>>> lists) {
+  for (const std::vector<at::Tensor>& list : lists) {
+    for (const at::Tensor& t : list) {
+      if (!t.defined() || !t.device().is_cpu() || t.scalar_type() != at::kFloat || t.is_sparse() ||
+          !t.is_contiguous()) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+bool fused_requested(const OptimizerKwargs& kwargs) { return kwargs.repr("fused", "None") != "False"; }
+
 void check_lr(const OptimizerArgs& args) {
   if (args.lr < 0) {
     throw UsageError("optimizer " + in_quotes(args.opt) + ": invalid learning rate " + python_float_repr(args.lr));

@@ -52,6 +52,11 @@ std::vector<OptimCase> make_cases() {
   cases.push_back(make("adamw kwargs betas+eps", "adamw", 3e-3, 0.1, {{"betas", "(0.5,0.9)"}, {"eps", "1e-3"}}));
   cases.push_back(make("adamw layer-decay", "adamw", 1e-2, 0.05));
   cases.back().layer_decay = 0.7;
+  // Ours run torch's fused CPU kernels unless fused=False (the per-tensor
+  // ops, as torch's default path); timm's fused=True runs the same kernels.
+  cases.push_back(make("adamw fused=False", "adamw", 1e-2, 0.05, {{"fused", "False"}}));
+  cases.push_back(make("adam amsgrad fused=False", "adam", 3e-3, 0.1, {{"amsgrad", "True"}, {"fused", "False"}}));
+  cases.push_back(make("adamw fused=True", "adamw", 1e-2, 0.05, {{"fused", "True"}}));
   // torch.optim.NAdam
   cases.push_back(make("nadam", "nadam", 2e-3, 0.05));
   cases.push_back(make("nadam betas+momentum_decay", "nadam", 1e-2, 0.01, {{"momentum_decay", "0.01"}}));
@@ -114,6 +119,11 @@ TEST_CASE("adamw matches torch.optim.AdamW") {
   oracle.expect_parity_each({"adamw", "adamw opt-eps+opt-betas", "adamw amsgrad", "adamw kwargs betas+eps",
                              "adamw layer-decay"},
                             kTolerance, kStateTolerance);
+}
+
+TEST_CASE("adam and adamw run torch's per-tensor ops with fused=False, its fused kernels by default or with True") {
+  oracle.expect_parity_each({"adamw fused=False", "adam amsgrad fused=False", "adamw fused=True"}, kTolerance,
+                            kStateTolerance);
 }
 
 // Until 2026-12-05 "adamw" wrapped LibTorch's AdamW (TorchOptimizer), and

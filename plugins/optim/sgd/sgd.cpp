@@ -13,8 +13,9 @@ namespace timm {
 namespace {
 
 // eps and betas are accepted and dropped (timm: has_eps/has_betas False);
-// foreach only picks an implementation.
-const std::vector<std::string> kKnownKwargs{"dampening", "nesterov", "foreach", "eps", "betas"};
+// foreach and fused only pick an implementation (fused=False: the
+// per-tensor ops; the values are the same).
+const std::vector<std::string> kKnownKwargs{"dampening", "nesterov", "foreach", "fused", "eps", "betas"};
 
 OptimizerPtr make_sgd(std::vector<ParamGroup> groups, const OptimizerArgs& args, bool nesterov_default) {
   const OptimizerKwargs kwargs(args, kKnownKwargs);
@@ -34,6 +35,7 @@ OptimizerPtr make_sgd(std::vector<ParamGroup> groups, const OptimizerArgs& args,
   config.dampening = dampening;
   config.nesterov = nesterov;
   config.decoupled_weight_decay = false;  // torch's SGD: L2 added to the gradient
+  config.fused = fused_requested(kwargs);
 
   // train.py logs optimizer.defaults with weight_decay replaced by the flag.
   const std::string description = describe_optimizer("SGD", args.opt,
@@ -45,7 +47,7 @@ OptimizerPtr make_sgd(std::vector<ParamGroup> groups, const OptimizerArgs& args,
                                                       {"maximize", "False"},
                                                       {"foreach", kwargs.repr("foreach", "None")},
                                                       {"differentiable", "False"},
-                                                      {"fused", "None"}});
+                                                      {"fused", kwargs.repr("fused", "None")}});
   return sgd::make_sgd_optimizer(std::move(groups), args.lr, description, config);
 }
 

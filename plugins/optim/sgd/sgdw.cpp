@@ -25,15 +25,19 @@ class Sgd : public ForeachOptimizer {
   // paths), as foreach ops.
   bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
-    Tensors grads = c_.maximize ? at::_foreach_neg(g.grads) : g.grads;
     if (c_.decoupled_weight_decay) {
       const double wd_scale = c_.max_lr ? std::pow(g.lr, 2) / *c_.max_lr : g.lr;
       const double keep = 1. - wd_scale * g.weight_decay;
       // x * 1.0 is x, bit for bit: the no-decay group skips the pass.
       if (keep != 1.0) at::_foreach_mul_(g.params, keep);
-    } else if (g.weight_decay != 0) {
-      grads = at::_foreach_add(grads, g.params, g.weight_decay);
     }
+    const Tensors buffers = existing_buffers(g);
+    if (c_.fused && !c_.caution && fused_cpu_kernels_apply({g.params, g.grads, buffers})) {
+      fused_step(g);
+      return;
+    }
+    Tensors grads = c_.maximize ? at::_foreach_neg(g.grads) : g.grads;
+    if (!c_.decoupled_weight_decay && g.weight_decay != 0) grads = at::_foreach_add(grads, g.params, g.weight_decay);
 
     Tensors updates = grads;
     if (c_.momentum != 0) {
@@ -64,6 +68,45 @@ class Sgd : public ForeachOptimizer {
       }
     }
     at::_foreach_add_(g.params, updates, -g.lr);
+  }
+
+  static Tensors existing_buffers(const GroupStep& g) {
+    Tensors bufs;
+    for (const State* state : g.states) {
+      if (!state->empty()) bufs.push_back(state->at("momentum_buffer"));
+    }
+    return bufs;
+  }
+
+  // torch's fused=True SGD: one pass per parameter, bit for bit the
+  // per-tensor ops above (measured on torch's CPU kernel). Decoupled decay
+  // has been applied; coupled decay is the kernel's.
+  void fused_step(GroupStep& g) {
+    const double weight_decay = c_.decoupled_weight_decay ? 0.0 : g.weight_decay;
+    auto run = [&](const Tensors& params, const Tensors& grads, const Tensors& bufs, bool first_step) {
+      at::_fused_sgd_(params, grads, bufs, weight_decay, c_.momentum, g.lr, c_.dampening, c_.nesterov, c_.maximize,
+                      first_step);
+    };
+    if (c_.momentum == 0) {
+      run(g.params, g.grads, {}, /*first_step=*/false);
+      return;
+    }
+    // The kernel's first step (buffer = gradient) is one flag per call.
+    std::vector<std::size_t> fresh;
+    std::vector<std::size_t> resumed;
+    for (std::size_t i = 0; i < g.params.size(); ++i) {
+      auto& state = *g.states[i];
+      if (state.empty()) {
+        state["momentum_buffer"] = at::empty_like(g.grads[i]);
+        fresh.push_back(i);
+      } else {
+        resumed.push_back(i);
+      }
+    }
+    const Tensors bufs = state_list(g, "momentum_buffer");
+    for (const auto& [indices, first_step] : {std::pair{&fresh, true}, std::pair{&resumed, false}}) {
+      if (!indices->empty()) run(select(g.params, *indices), select(g.grads, *indices), select(bufs, *indices), first_step);
+    }
   }
 
   SgdConfig c_;

@@ -18,6 +18,9 @@ struct SgdConfig {
   // timm's SGDW: param *= 1 - lr * wd. Otherwise torch's SGD: grad += wd * param.
   bool decoupled_weight_decay = true;
   std::optional<double> max_lr;  // set with corrected_weight_decay
+  // torch's fused CPU kernel where it applies (not with caution): the same
+  // values, bit for bit, in one pass per parameter.
+  bool fused = true;
 };
 
 // SGD on ForeachOptimizer, with `description` as its log line.

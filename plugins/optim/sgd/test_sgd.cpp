@@ -36,6 +36,9 @@ std::vector<OptimCase> make_cases() {
   cases.back().eps = 1e-3;
   cases.back().kwargs = {{"dampening", "0.1"}};
   cases.emplace_back("sgd wd 0", "sgd", 0.1, 0.0);
+  // The per-tensor ops instead of torch's fused kernel.
+  cases.push_back(optim_case("momentum fused=False", "momentum", 0.1, 1e-2, {{"fused", "False"}}));
+  cases.push_back(optim_case("sgd fused=False", "sgd", 0.1, 1e-2, {{"fused", "False"}}));
   // timm's SGDW: Nesterov by the registry's default, decoupled decay.
   for (const char* name : {"sgdw", "nesterovw", "csgdw"}) cases.push_back(optim_case(name, name, 0.1, 1e-2));
   // lr² / max_lr scaled decay; a larger decay so that it shows.
@@ -75,6 +78,11 @@ TEST_CASE("momentum (classic) matches timm, with dampening, and eps ignored") {
 }
 
 TEST_CASE("sgd without weight decay puts everything in one group") { check_parity("sgd wd 0"); }
+
+TEST_CASE("sgd and momentum with fused=False run the per-tensor ops, as timm") {
+  check_parity("sgd fused=False");
+  check_parity("momentum fused=False");
+}
 
 TEST_CASE("sgd state survives save and load") { oracle.expect_round_trips({"sgd", "momentum+dampening+eps"}); }
 

@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <optional>
@@ -165,6 +166,16 @@ std::vector<c10::Scalar> to_scalars(const std::vector<double>& values);
 
 // The tensors of `list` at `indices`.
 std::vector<at::Tensor> select(const std::vector<at::Tensor>& list, const std::vector<std::size_t>& indices);
+
+// Whether torch's fused CPU optimizer kernels (at::_fused_sgd_,
+// at::_fused_adam_, at::_fused_adamw_, ...) take these lists: every tensor a
+// contiguous float32 CPU tensor. Those kernels make one pass over each
+// parameter where the per-tensor ops make one per op (torch's fused=True).
+bool fused_cpu_kernels_apply(std::initializer_list<std::reference_wrapper<const std::vector<at::Tensor>>> lists);
+
+// --opt-kwargs fused: torch's fused kernels unless it is False (timm-cpp's
+// default is None, read as True: torch picks the per-tensor path on CPU).
+bool fused_requested(const OptimizerKwargs& kwargs);
 
 // The betas an optimizer receives: --opt-betas, else --opt-kwargs betas=...,
 // else `fallback`. Throws UsageError unless there are `count` values in
