@@ -38,6 +38,9 @@ std::vector<OptimCase> make_cases() {
   cases.push_back(optim_case("adamax kwargs betas", "adamax", 1e-3, 0.0, {{"betas", "(0.5, 0.9)"}}));
   cases.push_back(optim_case("adagrad layer-decay", "adagrad", 1e-2, 0.05));
   cases.back().layer_decay = 0.8;
+  // Ours run torch's fused CPU kernel unless fused=False (the per-tensor ops).
+  cases.push_back(optim_case("adagrad fused=False", "adagrad", 1e-2, 0.05, {{"fused", "False"}, {"lr_decay", "0.1"}}));
+  cases.push_back(optim_case("adagrad fused=True", "adagrad", 1e-2, 0.05, {{"fused", "True"}}));
   cases.push_back(optim_case("adamax layer-decay", "adamax", 2e-3, 0.05));
   cases.back().layer_decay = 0.7;
   return cases;
@@ -50,6 +53,10 @@ timm::test::OptimOracle oracle(make_cases());  // runs timm on first use
 TEST_CASE("adagrad matches torch.optim.Adagrad through timm") {
   oracle.expect_parity_each({"adagrad", "adagrad kwargs", "adagrad --opt-eps", "adagrad layer-decay"}, kTolerance,
                             kStateTolerance);
+}
+
+TEST_CASE("adagrad runs torch's per-tensor ops with fused=False, its fused kernel by default or with True") {
+  oracle.expect_parity_each({"adagrad fused=False", "adagrad fused=True"}, kTolerance, kStateTolerance);
 }
 
 TEST_CASE("adadelta matches torch.optim.Adadelta through timm") {
