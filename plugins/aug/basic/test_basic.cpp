@@ -273,6 +273,23 @@ TEST_CASE("normalize: (x - mean*255) / (std*255), adapting mean/std to the chann
   CHECK(single->repr() == "Normalize(mean=(0.5,), std=(0.25,))");
 }
 
+TEST_CASE("normalize equals torch's sub_ then div_ bit for bit, contiguous (one pass) or channels-last") {
+  test::load_builtin_plugins();
+  TransformArgs args;
+  auto norm = Registry::global().factory<AugmentationFactory>(PluginKind::kAugmentation, "normalize")(args).batch;
+  const at::Tensor pixels = at::randint(0, 256, {3, 3, 17, 19}, at::kByte).to(at::kFloat);
+  const at::Tensor mean = at::tensor(std::vector<double>{0.485 * 255, 0.456 * 255, 0.406 * 255}).to(at::kFloat);
+  const at::Tensor std = at::tensor(std::vector<double>{0.229 * 255, 0.224 * 255, 0.225 * 255}).to(at::kFloat);
+  const at::Tensor want = pixels.clone().sub_(mean.view({1, 3, 1, 1})).div_(std.view({1, 3, 1, 1}));
+  Rng rng(0);
+  at::Tensor contiguous = pixels.clone();
+  norm->apply(contiguous, rng);
+  CHECK(at::equal(contiguous, want));
+  at::Tensor channels_last = pixels.contiguous(at::MemoryFormat::ChannelsLast);
+  norm->apply(channels_last, rng);
+  CHECK(at::equal(channels_last, want));
+}
+
 TEST_CASE("unknown crop modes are usage errors") {
   test::load_builtin_plugins();
   TransformArgs args;
