@@ -4,6 +4,7 @@
 #include <string>
 
 #include "timm/base/error.hpp"
+#include "timm/layers/linear.hpp"
 
 namespace timm::layers {
 
@@ -41,7 +42,7 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x) {
   const int64_t tokens = x.size(1);
   // (B, N, 3 * dim) -> (3, B, heads, N, head_dim)
   const auto qkv_heads =
-      qkv(x).reshape({batch, tokens, 3, options.num_heads(), head_dim()}).permute({2, 0, 3, 1, 4}).unbind(0);
+      linear(qkv, x).reshape({batch, tokens, 3, options.num_heads(), head_dim()}).permute({2, 0, 3, 1, 4}).unbind(0);
   at::Tensor q = qkv_heads[0];
   at::Tensor k = qkv_heads[1];
   if (q_norm) {
@@ -51,7 +52,7 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x) {
   const double dropout_p = is_training() ? options.attn_drop() : 0.0;
   at::Tensor out = at::scaled_dot_product_attention(q, k, qkv_heads[2], /*attn_mask=*/{}, dropout_p);
   out = out.transpose(1, 2).reshape({batch, tokens, options.dim()});
-  return proj_drop(proj(out));
+  return proj_drop(linear(proj, out));
 }
 
 }  // namespace timm::layers

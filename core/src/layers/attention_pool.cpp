@@ -8,6 +8,7 @@
 #include <torch/nn/init.h>
 
 #include "timm/base/error.hpp"
+#include "timm/layers/linear.hpp"
 #include "timm/layers/pos_embed.hpp"
 #include "timm/layers/weight_init.hpp"
 
@@ -99,7 +100,7 @@ at::Tensor AttentionPool2dImpl::forward(const at::Tensor& input, bool pre_logits
   x = x + resample_abs_pos_embed(pos_embed.unsqueeze(0), {h, w}, options.feat_size(), /*num_prefix_tokens=*/1);
   at::Tensor qh, kh, vh;
   if (qkv) {
-    const auto parts = qkv(x).reshape({batch, tokens, 3, num_heads_, head_dim_}).permute({2, 0, 3, 1, 4}).unbind(0);
+    const auto parts = linear(qkv, x).reshape({batch, tokens, 3, num_heads_, head_dim_}).permute({2, 0, 3, 1, 4}).unbind(0);
     qh = parts[0];
     kh = parts[1];
     vh = parts[2];
@@ -110,7 +111,7 @@ at::Tensor AttentionPool2dImpl::forward(const at::Tensor& input, bool pre_logits
   }
   x = at::scaled_dot_product_attention(qh, kh, vh);
   x = drop(x.transpose(1, 2).reshape({batch, tokens, -1}));
-  if (!pre_logits && proj) x = proj(x);
+  if (!pre_logits && proj) x = linear(proj, x);
   if (options.pool_type() == "token") return x.select(1, 0);
   return x.slice(1, 1).reshape({batch, h, w, -1}).permute({0, 3, 1, 2});
 }

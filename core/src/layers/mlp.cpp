@@ -7,9 +7,19 @@
 #include <torch/nn/modules/linear.h>
 
 #include "timm/base/error.hpp"
+#include "timm/layers/linear.hpp"
 
 namespace timm::layers {
 namespace {
+
+// Mlp's fc1 / fc2: a Linear as Python's F.linear (linear.hpp), a 1x1 Conv2d
+// through its forward.
+at::Tensor apply_fc(torch::nn::AnyModule& fc, const at::Tensor& x) {
+  if (const auto linear_fc = std::dynamic_pointer_cast<torch::nn::LinearImpl>(fc.ptr())) {
+    return linear(torch::nn::Linear(linear_fc), x);
+  }
+  return fc.forward(x);
+}
 
 torch::nn::AnyModule make_fc(int64_t in, int64_t out, bool bias, bool use_conv) {
   namespace nn = torch::nn;
@@ -64,8 +74,8 @@ void MlpImpl::pretty_print(std::ostream& stream) const {
 }
 
 at::Tensor MlpImpl::forward(const at::Tensor& x) {
-  at::Tensor y = drop1(act(fc1.forward(x)));
-  return drop2(fc2.forward(y));
+  at::Tensor y = drop1(act(apply_fc(fc1, x)));
+  return drop2(apply_fc(fc2, y));
 }
 
 GlobalResponseNormMlpImpl::GlobalResponseNormMlpImpl(const MlpOptions& options_) : options(options_) {
@@ -92,8 +102,8 @@ void GlobalResponseNormMlpImpl::pretty_print(std::ostream& stream) const {
 }
 
 at::Tensor GlobalResponseNormMlpImpl::forward(const at::Tensor& x) {
-  at::Tensor y = grn(drop1(act(fc1.forward(x))));
-  return drop2(fc2.forward(y));
+  at::Tensor y = grn(drop1(act(apply_fc(fc1, x))));
+  return drop2(apply_fc(fc2, y));
 }
 
 ConvMlpImpl::ConvMlpImpl(const ConvMlpOptions& options_) : options(options_) {
@@ -166,11 +176,11 @@ void GluMlpImpl::pretty_print(std::ostream& stream) const {
 }
 
 at::Tensor GluMlpImpl::forward(const at::Tensor& x) {
-  const auto halves = fc1(x).chunk(2, -1);
+  const auto halves = linear(fc1, x).chunk(2, -1);
   at::Tensor y = options.gate_last() ? halves[0] * act(halves[1]) : act(halves[0]) * halves[1];
   y = drop1(y);
   if (norm) y = norm(y);
-  return drop2(fc2(y));
+  return drop2(linear(fc2, y));
 }
 
 SwiGLUImpl::SwiGLUImpl(const SwiGLUOptions& options_) : options(options_) {
@@ -208,9 +218,9 @@ void SwiGLUImpl::pretty_print(std::ostream& stream) const {
 }
 
 at::Tensor SwiGLUImpl::forward(const at::Tensor& x) {
-  at::Tensor y = drop1(act(fc1_g(x)) * fc1_x(x));
+  at::Tensor y = drop1(act(linear(fc1_g, x)) * linear(fc1_x, x));
   if (norm) y = norm(y);
-  return drop2(fc2(y));
+  return drop2(linear(fc2, y));
 }
 
 }  // namespace timm::layers
