@@ -42,10 +42,11 @@ class Adagrad : public ForeachOptimizer {
     }
     const std::vector<double> steps = increment_steps(g);
     const Tensors sums = state_list(g, "sum");
-    if (c_.fused && fused_cpu_kernels_apply({g.params, g.grads, sums})) {
+    const Tensors steps_list = state_list(g, "step");
+    if (c_.fused && fused_cpu_kernels_apply({g.params, g.grads, sums, steps_list})) {
       // torch's fused=True: one pass per parameter, within a few float32
       // ulps of the per-tensor ops below (2.4e-7 after 10 steps).
-      at::_fused_adagrad_(g.params, g.grads, sums, state_list(g, "step"), g.lr, c_.lr_decay, g.weight_decay, c_.eps,
+      at::_fused_adagrad_(g.params, g.grads, sums, steps_list, g.lr, c_.lr_decay, g.weight_decay, c_.eps,
                           /*maximize=*/false);
       return;
     }

@@ -68,10 +68,10 @@ class Adam : public ForeachOptimizer {
     const Tensors exp_avgs = state_list(g, "exp_avg");
     const Tensors exp_avg_sqs = state_list(g, "exp_avg_sq");
     const Tensors max_exp_avg_sqs = amsgrad_ ? state_list(g, "max_exp_avg_sq") : Tensors{};
-    if (fused_ && fused_cpu_kernels_apply({g.params, g.grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs})) {
+    const Tensors steps_list = state_list(g, "step");
+    if (fused_ && fused_cpu_kernels_apply({g.params, g.grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps_list})) {
       // torch's fused=True: one pass per parameter, within a few float32
       // ulps of the per-tensor ops below (2.4e-7 after 10 steps).
-      const Tensors steps_list = state_list(g, "step");
       if (c_.decoupled_weight_decay) {
         at::_fused_adamw_(g.params, g.grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps_list, g.lr, c_.beta1,
                           c_.beta2, g.weight_decay, c_.eps, amsgrad_, /*maximize=*/false);
