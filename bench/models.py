@@ -4,9 +4,10 @@ For each model name, both sides build the model (train mode, 1000 classes),
 draw a random batch (default 32 x 3 x 224 x 224) and time iterations of
 zero_grad, forward, cross-entropy, backward (no optimizer step) on CPU with
 the same torch thread count, one after the other in this run:
-`timm-benchmark --bench fwd-bwd` for timm-cpp, timm.create_model for Python.
-Both count images/s as benchmark.py does: batch x iterations / wall time of
-the timed iterations, after the untimed warm-up ones. The two sides run
+`timm-benchmark --bench fwd-bwd` for timm-cpp, timm.create_model for Python,
+each side in a fresh process per measurement. Both count images/s as
+benchmark.py does: batch x iterations / wall time of the timed iterations,
+after the untimed warm-up ones. The two sides run
 alternately --repeats times (bench/interleave.py); prints the median images/s
 of each and the median ratio timm-cpp / timm with its spread (target >= 1.0).
 With --amp both sides run under bfloat16 autocast (timm-benchmark --amp
@@ -90,7 +91,8 @@ def python_step(args, name):
     return step
 
 
-def bench_python(args, name):
+def python_rate(args, name):
+    """Python timm's images/s for one model, measured in this process."""
     step = python_step(args, name)
     for _ in range(args.warmup):
         step()
@@ -98,6 +100,24 @@ def bench_python(args, name):
     for _ in range(args.iters):
         step()
     return args.batch_size * args.iters / (time.perf_counter() - start)
+
+
+def bench_python(args, name):
+    """python_rate in a fresh interpreter, as each timm-benchmark run is a fresh process.
+
+    Measured in this process, the Python side of the later models ran on a heap and
+    allocator caches grown by the earlier ones (mobilenetv3_large_100 fp32 measured
+    0.89-0.95x after five larger models and 1.23x alone).
+    """
+    cmd = [sys.executable, os.path.abspath(__file__), name, "--python-side", "-b", str(args.batch_size),
+           "--img-size", str(args.img_size), "--threads", str(args.threads), "--warmup", str(args.warmup),
+           "--iters", str(args.iters)]
+    cmd += [flag for flag, on in (("--amp", args.amp), ("--channels-last", args.channels_last),
+                                  ("--grad-checkpointing", args.grad_checkpointing)) if on]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"Python timm failed for {name}: {proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])["samples_per_sec"]
 
 
 def fwd_bwd_flops_per_image(args, name):
@@ -134,7 +154,11 @@ def main():
     parser.add_argument("--summary", help="append each model's row to this JSON-lines file (bench/run_all.sh)")
     parser.add_argument("--timm-benchmark", default=os.path.join(here, "..", "build", "bin", "timm-benchmark"))
     parser.add_argument("--timm-run", default=os.path.join(here, "..", "build", "bin", "timm-run"))
+    parser.add_argument("--python-side", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.python_side:
+        print(json.dumps({"samples_per_sec": python_rate(args, args.models[0])}))
+        return 0
 
     import timm
     print(f"forward+backward, batch {args.batch_size}, {args.img_size} px, {args.threads} threads, "

@@ -38,7 +38,7 @@ def child(args):
         models.bench_cpp(step_args, args.model)
         peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # timm-benchmark, the only child
     else:
-        models.bench_python(step_args, args.model)
+        models.python_rate(step_args, args.model)
         peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"peak_mib": peak_kib / 1024}))
 
