@@ -31,7 +31,11 @@ summary="$work/summary.jsonl"
 mkdir -p "$bench/results"
 report="$bench/results/run_all-$(date -u +%Y-%m-%d-%H%M).md"
 
-section() { printf '\n## %s\n\n```\n' "$1"; }
+start=$(date +%s)
+# Each section's header says when it started, in minutes into the run (the
+# issue's budget is 30 minutes for the whole run).
+minutes() { local s=$(( $(date +%s) - start )); printf '%d.%d' $(( s / 60 )) $(( s % 60 / 6 )); }
+section() { printf '\n## %s (at %s min)\n\n```\n' "$1" "$(minutes)"; }
 end_section() { printf '```\n'; }
 {
   echo "# bench/run_all.sh, $(date -u '+%Y-%m-%d %H:%M UTC'), $threads threads, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
@@ -67,7 +71,7 @@ end_section() { printf '```\n'; }
   "$py" "$bench/train_e2e.py" --dataset wallpapers --threads "$threads" -j 2 --train-num-samples 640 \
     --repeats "$((repeats > 2 ? 2 : repeats))" --summary "$summary"
   end_section
-  printf '\n## Summary\n\n'
+  printf '\n## Summary (the run took %s min)\n\n' "$(minutes)"
   "$py" "$bench/summary.py" "$summary"
 } 2>&1 | tee "$report"
 echo "report: $report" >&2
