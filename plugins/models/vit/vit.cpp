@@ -22,9 +22,18 @@
 //   ~304M parameters): a plain ViT-L/14 with a class token, average pool and
 //   fc_norm; OpenAI CLIP mean/std, crop_pct 1.0 (squash at 336), as timm
 //   registers them in vision_transformer.py (not its Eva).
+// - vit_huge_patch14_gap_224 / vit_huge_patch16_gap_448 (I-JEPA ViT-H: no
+//   class token, average pool, fc_norm off; in1k_ijepa cfg, a URL);
+// - the CLIP image towers vit_*_clip_* and vit_*_clip_quickgelu_* (timm's
+//   pre_norm: norm_pre after pos_embed and a patch conv without bias;
+//   LayerNorm eps 1e-5 in every norm; QuickGELU MLPs for the quickgelu
+//   names, whose hf_hub_id is the plain name's, as timm);
+// - DINOv2 vit_{small,base,large,giant}_patch14_[reg4_]dinov2 (LayerScale
+//   1e-5, 518 px; reg4: four register tokens beside the class token,
+//   no_embed_class; giant: SwiGLUPacked MLP, timm's GluMlp with SiLU).
 // Not here: blocks or attention of other kinds (rope, diff attention,
-// parallel blocks, attention pooling 'map'), CLIP / SigLIP / DINOv2 / EVA-02
-// variants (timm's eva.py: the eva plugin), and the gap huge model.
+// parallel blocks, attention pooling 'map'), SigLIP / TIPS / RADIO / EVA-02
+// variants (timm's eva.py: the eva plugin).
 //
 // Supported: num_classes (0: pooled features come out), in_chans, drop_rate
 // (head dropout), drop_path_rate (timm's linear per-block rule), global_pool
@@ -32,7 +41,9 @@
 // three move the final norm after the pool, timm's fc_norm, unless the model
 // sets fc_norm off) or '' (no pooling, tokens come out).
 // --model-kwargs: init_values=<float> (LayerScale ls1/ls2 in every block; 0
-// removes it), qk_norm=true (LayerNorm q_norm/k_norm in attention),
+// removes it), qk_norm=true (LayerNorm q_norm/k_norm in attention, the
+// model's eps), img_size / embed_dim / depth / num_heads=<int> (timm's
+// keywords: a smaller model of the same kind),
 // dynamic_img_size=true (any input size a multiple of the patch size:
 // pos_embed resampled per forward, bicubic with antialias, as timm's
 // _pos_embed), dynamic_img_pad=true (inputs padded with zeros up to a
@@ -49,6 +60,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -96,28 +108,61 @@ const std::map<std::string, std::string> kDefaultTags = {
     {"deit_tiny_patch16_224", "fb_in1k"},
     {"eva_large_patch14_196", "in22k_ft_in22k_in1k"},
     {"eva_large_patch14_336", "in22k_ft_in22k_in1k"},
+    {"vit_base_patch14_dinov2", "lvd142m"},
+    {"vit_base_patch14_reg4_dinov2", "lvd142m"},
     {"vit_base_patch16_224", "augreg2_in21k_ft_in1k"},
     {"vit_base_patch16_384", "augreg_in21k_ft_in1k"},
+    {"vit_base_patch16_clip_224", "laion2b_ft_in12k_in1k"},
+    {"vit_base_patch16_clip_384", "laion2b_ft_in12k_in1k"},
+    {"vit_base_patch16_clip_quickgelu_224", "metaclip_2pt5b"},
+    {"vit_base_patch16_plus_clip_240", "laion400m_e32"},
     {"vit_base_patch32_224", "augreg_in21k_ft_in1k"},
     {"vit_base_patch32_384", "augreg_in21k_ft_in1k"},
+    {"vit_base_patch32_clip_224", "laion2b_ft_in12k_in1k"},
+    {"vit_base_patch32_clip_256", "datacompxl"},
+    {"vit_base_patch32_clip_384", "laion2b_ft_in12k_in1k"},
+    {"vit_base_patch32_clip_448", "laion2b_ft_in12k_in1k"},
+    {"vit_base_patch32_clip_quickgelu_224", "laion400m_e32"},
     {"vit_base_patch8_224", "augreg2_in21k_ft_in1k"},
     {"vit_betwixt_patch16_reg1_gap_256", "sbb_in1k"},
     {"vit_betwixt_patch16_reg4_gap_256", "sbb2_e200_in12k_ft_in1k"},
     {"vit_betwixt_patch16_reg4_gap_384", "sbb2_e200_in12k_ft_in1k"},
+    {"vit_betwixt_patch32_clip_224", "tinyclip_laion400m"},
+    {"vit_giant_patch14_clip_224", "laion2b"},
+    {"vit_giant_patch14_dinov2", "lvd142m"},
+    {"vit_giant_patch14_reg4_dinov2", "lvd142m"},
+    {"vit_gigantic_patch14_clip_224", "laion2b"},
+    {"vit_gigantic_patch14_clip_378", "metaclip2_worldwide"},
+    {"vit_gigantic_patch14_clip_quickgelu_224", "metaclip_2pt5b"},
     {"vit_huge_patch14_224", "orig_in21k"},
+    {"vit_huge_patch14_clip_224", "laion2b_ft_in12k_in1k"},
+    {"vit_huge_patch14_clip_336", "laion2b_ft_in12k_in1k"},
+    {"vit_huge_patch14_clip_378", "dfn5b"},
+    {"vit_huge_patch14_clip_quickgelu_224", "dfn5b"},
+    {"vit_huge_patch14_clip_quickgelu_378", "dfn5b"},
+    {"vit_large_patch14_clip_224", "laion2b_ft_in12k_in1k"},
+    {"vit_large_patch14_clip_336", "laion2b_ft_in12k_in1k"},
+    {"vit_large_patch14_clip_quickgelu_224", "dfn2b"},
+    {"vit_large_patch14_clip_quickgelu_336", "openai"},
+    {"vit_large_patch14_dinov2", "lvd142m"},
+    {"vit_large_patch14_reg4_dinov2", "lvd142m"},
     {"vit_large_patch16_224", "augreg_in21k_ft_in1k"},
     {"vit_large_patch16_384", "augreg_in21k_ft_in1k"},
     {"vit_large_patch32_224", "orig_in21k"},
     {"vit_large_patch32_384", "orig_in21k_ft_in1k"},
     {"vit_little_patch16_reg1_gap_256", "sbb_in12k_ft_in1k"},
     {"vit_little_patch16_reg4_gap_256", "sbb_in1k"},
+    {"vit_medium_patch16_clip_224", "tinyclip_yfcc15m"},
     {"vit_medium_patch16_gap_240", "sw_in12k"},
     {"vit_medium_patch16_gap_256", "sw_in12k_ft_in1k"},
     {"vit_medium_patch16_gap_384", "sw_in12k_ft_in1k"},
     {"vit_medium_patch16_reg1_gap_256", "sbb_in1k"},
     {"vit_medium_patch16_reg4_gap_256", "sbb_in12k_ft_in1k"},
+    {"vit_medium_patch32_clip_224", "tinyclip_laion400m"},
     {"vit_mediumd_patch16_reg4_gap_256", "sbb2_e200_in12k_ft_in1k"},
     {"vit_mediumd_patch16_reg4_gap_384", "sbb2_e200_in12k_ft_in1k"},
+    {"vit_small_patch14_dinov2", "lvd142m"},
+    {"vit_small_patch14_reg4_dinov2", "lvd142m"},
     {"vit_small_patch16_224", "augreg_in21k_ft_in1k"},
     {"vit_small_patch16_384", "augreg_in21k_ft_in1k"},
     {"vit_small_patch32_224", "augreg_in21k_ft_in1k"},
@@ -130,7 +175,20 @@ const std::map<std::string, std::string> kDefaultTags = {
     {"vit_so150m_patch16_reg4_gap_384", "sbb_e250_in12k_ft_in1k"},
     {"vit_tiny_patch16_224", "augreg_in21k_ft_in1k"},
     {"vit_tiny_patch16_384", "augreg_in21k_ft_in1k"},
-    {"vit_wee_patch16_reg1_gap_256", "sbb_in1k"}};
+    {"vit_wee_patch16_reg1_gap_256", "sbb_in1k"},
+    {"vit_xsmall_patch16_clip_224", "tinyclip_yfcc15m"}};
+
+// The hf_hub_id of a name's default tag: a quickgelu CLIP tower's weights are
+// those of the name without "_quickgelu" (timm's
+// 'timm/vit_base_patch16_clip_224.metaclip_2pt5b' for
+// vit_base_patch16_clip_quickgelu_224); "" without a tag.
+std::string hub_id(const std::string& name) {
+  std::string hub_name = name;
+  const std::string quickgelu = "_quickgelu";
+  if (const auto pos = hub_name.find(quickgelu); pos != std::string::npos) hub_name.erase(pos, quickgelu.size());
+  const auto it = kDefaultTags.find(name);
+  return it == kDefaultTags.end() ? "" : "timm/" + hub_name + "." + it->second;
+}
 
 struct BlockArgs {
   int64_t dim = 0;
@@ -140,6 +198,9 @@ struct BlockArgs {
   bool qk_norm = false;
   std::optional<double> init_values;  // LayerScale when set
   double drop_path = 0.0;
+  double norm_eps = 1e-6;          // every LayerNorm of the block (q_norm / k_norm too), timm's norm_layer
+  std::string act_layer = "gelu";  // the MLP's activation
+  bool swiglu_packed = false;      // timm's SwiGLUPacked: GluMlp, SiLU on the first half
 };
 
 // timm's pre-norm transformer Block:
@@ -147,16 +208,28 @@ struct BlockArgs {
 class BlockImpl : public nn::Module {
  public:
   explicit BlockImpl(const BlockArgs& a) {
-    norm1 = register_module("norm1", layers::LayerNorm(a.dim));
+    norm1 = register_module("norm1", layers::LayerNorm(layers::LayerNormOptions(a.dim).eps(a.norm_eps)));
     attn = register_module(
         "attn", layers::Attention(
                     layers::AttentionOptions(a.dim).num_heads(a.num_heads).qkv_bias(a.qkv_bias).qk_norm(a.qk_norm)));
+    // timm passes the block's norm_layer to the attention's q_norm / k_norm.
+    if (attn->q_norm) {
+      attn->q_norm->options.eps(a.norm_eps);
+      attn->k_norm->options.eps(a.norm_eps);
+    }
     if (a.init_values)
       ls1 = register_module("ls1", layers::LayerScale(layers::LayerScaleOptions(a.dim).init_values(*a.init_values)));
     if (a.drop_path > 0.0) drop_path1 = register_module("drop_path1", layers::DropPath(a.drop_path));
-    norm2 = register_module("norm2", layers::LayerNorm(a.dim));
-    mlp = register_module("mlp", layers::Mlp(layers::MlpOptions(a.dim).hidden_features(
-                                     static_cast<int64_t>(static_cast<double>(a.dim) * a.mlp_ratio))));
+    norm2 = register_module("norm2", layers::LayerNorm(layers::LayerNormOptions(a.dim).eps(a.norm_eps)));
+    const auto hidden = static_cast<int64_t>(static_cast<double>(a.dim) * a.mlp_ratio);  // timm's int()
+    if (a.swiglu_packed) {
+      glu_mlp = register_module(
+          "mlp",
+          layers::GluMlp(layers::GluMlpOptions(a.dim).hidden_features(hidden).act_layer("silu").gate_last(false)));
+    } else {
+      mlp =
+          register_module("mlp", layers::Mlp(layers::MlpOptions(a.dim).hidden_features(hidden).act_layer(a.act_layer)));
+    }
     if (a.init_values)
       ls2 = register_module("ls2", layers::LayerScale(layers::LayerScaleOptions(a.dim).init_values(*a.init_values)));
     if (a.drop_path > 0.0) drop_path2 = register_module("drop_path2", layers::DropPath(a.drop_path));
@@ -164,12 +237,14 @@ class BlockImpl : public nn::Module {
 
   at::Tensor forward(at::Tensor x) {
     x = x + residual(attn(norm1(x)), ls1, drop_path1);
-    return x + residual(mlp(norm2(x)), ls2, drop_path2);
+    const at::Tensor y = norm2(x);
+    return x + residual(mlp ? mlp(y) : glu_mlp(y), ls2, drop_path2);
   }
 
   layers::LayerNorm norm1{nullptr}, norm2{nullptr};
   layers::Attention attn{nullptr};
-  layers::Mlp mlp{nullptr};
+  layers::Mlp mlp{nullptr};         // null with swiglu_packed
+  layers::GluMlp glu_mlp{nullptr};  // registered as "mlp" with swiglu_packed
   layers::LayerScale ls1{nullptr}, ls2{nullptr};
   layers::DropPath drop_path1{nullptr}, drop_path2{nullptr};
 
@@ -199,6 +274,10 @@ struct VitSpec {
   bool no_embed_class = false;  // pos_embed covers the patch tokens only
   std::string global_pool = "token";
   std::optional<bool> fc_norm;  // unset: on for the avg / max pools
+  bool pre_norm = false;        // CLIP: norm_pre after pos_embed, and a patch conv without bias
+  double norm_eps = 1e-6;       // every LayerNorm (timm's norm_layer)
+  std::string act_layer = "gelu";
+  bool swiglu_packed = false;  // DINOv2-g's SwiGLUPacked MLP
 };
 
 const std::vector<std::string> kPoolTypes = {"token", "avg", "avgmax", "max", ""};
@@ -214,12 +293,25 @@ class VisionTransformerImpl : public ClassifierImpl {
         global_pool_(args.global_pool.value_or(spec.global_pool)),
         distilled_(spec.distilled),
         no_embed_class_(spec.no_embed_class) {
-    cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
+    cfg_.hf_hub_id = hub_id(spec.name);
     validate(spec, args);
-    const int64_t dim = spec.embed_dim;
+    // timm: keyword arguments override the model's own (dict(model_args, **kwargs)).
+    const int64_t img_size = model_kwarg_positive_int(spec.name, args, "img_size").value_or(spec.img_size);
+    const int64_t dim = model_kwarg_positive_int(spec.name, args, "embed_dim").value_or(spec.embed_dim);
+    const int64_t depth = model_kwarg_positive_int(spec.name, args, "depth").value_or(spec.depth);
+    const int64_t num_heads = model_kwarg_positive_int(spec.name, args, "num_heads").value_or(spec.num_heads);
+    if (img_size % spec.patch_size != 0) {
+      throw UsageError(spec.name + ": img_size=" + std::to_string(img_size) +
+                       ": expected a multiple of the patch size " + std::to_string(spec.patch_size));
+    }
+    if (dim % num_heads != 0) {
+      throw UsageError(spec.name + ": num_heads=" + std::to_string(num_heads) +
+                       " must divide embed_dim=" + std::to_string(dim));
+    }
     num_prefix_tokens_ = (spec.class_token ? 1 : 0) + spec.reg_tokens + (distilled_ ? 1 : 0);
     dynamic_img_size_ = model_kwarg_bool(spec.name, args, "dynamic_img_size").value_or(false);
-    auto embed = layers::PatchEmbedOptions(spec.img_size, spec.patch_size, args.in_chans, dim)
+    auto embed = layers::PatchEmbedOptions(img_size, spec.patch_size, args.in_chans, dim)
+                     .bias(!spec.pre_norm)  // timm: no patch bias before a pre-norm (CLIP)
                      .dynamic_img_pad(model_kwarg_bool(spec.name, args, "dynamic_img_pad").value_or(false));
     // timm: the tokens stay a grid (NHWC) until pos_embed is resampled to it.
     if (dynamic_img_size_) embed.strict_img_size(false).output_fmt("NHWC");
@@ -230,29 +322,34 @@ class VisionTransformerImpl : public ClassifierImpl {
     const int64_t embed_len = patch_embed->num_patches() + (no_embed_class_ ? 0 : num_prefix_tokens_);
     pos_embed = register_parameter("pos_embed", at::zeros({1, embed_len, dim}));
     if (distilled_) dist_token = register_parameter("dist_token", at::zeros({1, 1, dim}));
+    const auto norm_options = layers::LayerNormOptions(dim).eps(spec.norm_eps);
+    if (spec.pre_norm) norm_pre = register_module("norm_pre", layers::LayerNorm(norm_options));
 
     BlockArgs block;
     block.dim = dim;
-    block.num_heads = spec.num_heads;
+    block.num_heads = num_heads;
     block.mlp_ratio = spec.mlp_ratio;
     block.qkv_bias = spec.qkv_bias;
     block.qk_norm = model_kwarg_bool(spec.name, args, "qk_norm").value_or(block.qk_norm);
+    block.norm_eps = spec.norm_eps;
+    block.act_layer = spec.act_layer;
+    block.swiglu_packed = spec.swiglu_packed;
     // The keyword overrides the model's own (timm: dict(model_args, **kwargs)).
     block.init_values = model_kwarg_double(spec.name, args, "init_values");
     if (!block.init_values) block.init_values = spec.init_values;
     if (block.init_values == 0.0) block.init_values.reset();  // timm: falsy init_values means no LayerScale
     blocks = register_module("blocks", nn::Sequential());
-    const auto dpr = layers::drop_path_rates(args.drop_path_rate.value_or(0.0), spec.depth);
-    for (int64_t i = 0; i < spec.depth; ++i) {
+    const auto dpr = layers::drop_path_rates(args.drop_path_rate.value_or(0.0), depth);
+    for (int64_t i = 0; i < depth; ++i) {
       block.drop_path = dpr[i];
       blocks->push_back(Block(block));
     }
     // timm's fc_norm: with a reducing pool the final norm comes after it,
     // unless the model turns that off.
     if (spec.fc_norm.value_or(is_reducing_pool(global_pool_))) {
-      fc_norm = register_module("fc_norm", layers::LayerNorm(dim));
+      fc_norm = register_module("fc_norm", layers::LayerNorm(norm_options));
     } else {
-      norm = register_module("norm", layers::LayerNorm(dim));
+      norm = register_module("norm", layers::LayerNorm(norm_options));
     }
     if (num_classes_ > 0) {
       head = register_module("head", nn::Linear(dim, num_classes_));
@@ -356,6 +453,7 @@ class VisionTransformerImpl : public ClassifierImpl {
   }
 
   layers::PatchEmbed patch_embed{nullptr};
+  layers::LayerNorm norm_pre{nullptr};                     // null without pre_norm
   at::Tensor cls_token, reg_token, pos_embed, dist_token;  // undefined when the model has none
   nn::Sequential blocks{nullptr};
   layers::LayerNorm norm{nullptr};     // null with fc_norm
@@ -366,7 +464,9 @@ class VisionTransformerImpl : public ClassifierImpl {
  private:
   void validate(const VitSpec& spec, const ModelArgs& args) const {
     const std::string& name = spec.name;
-    validate_model_args(name, args, {"init_values", "qk_norm", "dynamic_img_size", "dynamic_img_pad"});
+    validate_model_args(name, args,
+                        {"init_values", "qk_norm", "dynamic_img_size", "dynamic_img_pad", "img_size", "embed_dim",
+                         "depth", "num_heads"});
     if (std::find(kPoolTypes.begin(), kPoolTypes.end(), global_pool_) == kPoolTypes.end()) {
       throw UsageError("global_pool " + in_quotes(global_pool_) + ": " + name +
                        " supports 'token', 'avg', 'avgmax', 'max' or '' (none)");
@@ -380,9 +480,12 @@ class VisionTransformerImpl : public ClassifierImpl {
     }
   }
 
-  // timm's patch_embed then _pos_embed (patch_drop and norm_pre are
-  // Identities here): the token sequence the blocks take.
-  at::Tensor embed(const at::Tensor& input) { return add_pos_embed(patch_embed(input)); }
+  // timm's patch_embed, _pos_embed, then norm_pre (an Identity without
+  // pre_norm; patch_drop is one here): the token sequence the blocks take.
+  at::Tensor embed(const at::Tensor& input) {
+    at::Tensor x = add_pos_embed(patch_embed(input));
+    return norm_pre ? norm_pre(x) : x;
+  }
 
   // timm's self.norm, an Identity with fc_norm.
   at::Tensor final_norm(const at::Tensor& x) { return norm ? norm(x) : x; }
@@ -440,8 +543,10 @@ class VisionTransformerImpl : public ClassifierImpl {
 
   // timm's init_weights (mode ''): pos_embed trunc_normal(.02), cls_token and
   // reg_token normal(1e-6), dist_token trunc_normal(.02); every Linear
-  // trunc_normal(.02) with zero bias. The patch conv keeps the Conv2d default
-  // init, the LayerNorms ones / zeros and LayerScale init_values, as timm
+  // trunc_normal(.02) with zero bias, then (timm's GluMlp.init_weights,
+  // called after its children) the second half of a GluMlp's fc1 normal(1e-6)
+  // with bias one. The patch conv keeps the Conv2d default init, the
+  // LayerNorms ones / zeros and LayerScale init_values, as timm
   // (needs_reset=False leaves them).
   void init_weights() {
     c10::NoGradGuard no_grad;
@@ -453,6 +558,13 @@ class VisionTransformerImpl : public ClassifierImpl {
       if (auto* linear = module->as<nn::Linear>()) {
         layers::trunc_normal_(linear->weight, 0.0, 0.02);
         if (linear->bias.defined()) linear->bias.zero_();
+      }
+    }
+    for (auto& module : modules(/*include_self=*/false)) {
+      if (auto* glu = module->as<layers::GluMlp>()) {
+        const int64_t half = glu->fc1->weight.size(0) / 2;
+        if (glu->fc1->bias.defined()) glu->fc1->bias.slice(0, half).fill_(1.0);
+        glu->fc1->weight.slice(0, half).normal_(0.0, 1e-6);
       }
     }
   }
@@ -502,7 +614,8 @@ const Width kTiny{"tiny", 192, 12, 3}, kSmall{"small", 384, 12, 6}, kMedium{"med
     kBetwixt{"betwixt", 640, 12, 10}, kMediumD{"mediumd", 512, 20, 8}, kWee{"wee", 256, 14, 4, 5.0},
     kLittle{"little", 320, 14, 5, 5.6}, kSo150m{"so150m", 896, 18, 14, 2.572},
     kSo150m2{"so150m2", 832, 21, 13, 34.0 / 13.0}, kGiant{"giant", 1408, 40, 16, 48.0 / 11.0},
-    kGigantic{"gigantic", 1664, 48, 16, 64.0 / 13.0};
+    kGigantic{"gigantic", 1664, 48, 16, 64.0 / 13.0}, kXSmall{"xsmall", 256, 10, 4}, kBasePlus{"base", 896, 12, 14},
+    kGiantDinov2{"giant", 1536, 40, 24, 2.66667 * 2};
 
 VitSpec make_spec(std::string name, const Width& w, int64_t patch, int64_t img, PretrainedCfg cfg) {
   VitSpec spec;
@@ -581,6 +694,84 @@ VitSpec eva_large(int64_t img) {
   return spec;
 }
 
+// The CLIP image towers (vit_*_clip_*): norm_pre after pos_embed (the patch
+// conv without bias), LayerNorm eps 1e-5 everywhere, class token pool; the
+// _quickgelu names use QuickGELU in the MLP. cfg: the default tag's
+// classifier size (the CLIP embedding width for the image-text tags), OpenAI
+// CLIP mean/std unless `inception_norm`.
+struct ClipArgs {
+  std::string name;
+  Width width;
+  int64_t patch;
+  int64_t img;
+  int64_t num_classes;
+  double crop_pct;
+  bool squash = false;
+  bool inception_norm = false;  // mean/std 0.5 (the laion2b in12k-in1k ViT-L/14s)
+};
+
+VitSpec clip_vit(const ClipArgs& c) {
+  PretrainedCfg cfg = vit_cfg(c.img, /*imagenet_norm=*/false, c.crop_pct, c.num_classes);
+  if (!c.inception_norm) {
+    cfg.mean = {kOpenaiClipMean[0], kOpenaiClipMean[1], kOpenaiClipMean[2]};
+    cfg.std = {kOpenaiClipStd[0], kOpenaiClipStd[1], kOpenaiClipStd[2]};
+  }
+  if (c.squash) cfg.crop_mode = "squash";
+  VitSpec spec = make_spec(c.name, c.width, c.patch, c.img, std::move(cfg));
+  spec.pre_norm = true;
+  spec.norm_eps = 1e-5;
+  if (c.name.find("_quickgelu") != std::string::npos) spec.act_layer = "quick_gelu";
+  return spec;
+}
+
+std::vector<ClipArgs> clip_args() {
+  return {
+      {"vit_xsmall_patch16_clip_224", kXSmall, 16, 224, 512, 0.9},
+      {"vit_medium_patch32_clip_224", kMedium, 32, 224, 512, 0.9},
+      {"vit_medium_patch16_clip_224", kMedium, 16, 224, 512, 0.9},
+      {"vit_betwixt_patch32_clip_224", kBetwixt, 32, 224, 512, 0.9},
+      {"vit_base_patch32_clip_224", kBase, 32, 224, 1000, 0.9},
+      {"vit_base_patch32_clip_256", kBase, 32, 256, 512, 1.0},
+      {"vit_base_patch32_clip_384", kBase, 32, 384, 1000, 1.0},
+      {"vit_base_patch32_clip_448", kBase, 32, 448, 1000, 1.0},
+      {"vit_base_patch16_clip_224", kBase, 16, 224, 1000, 0.95},
+      {"vit_base_patch16_clip_384", kBase, 16, 384, 1000, 1.0, /*squash=*/true},
+      {"vit_base_patch16_plus_clip_240", kBasePlus, 16, 240, 640, 1.0},
+      {"vit_large_patch14_clip_224", kLarge, 14, 224, 1000, 1.0, false, /*inception_norm=*/true},
+      {"vit_large_patch14_clip_336", kLarge, 14, 336, 1000, 1.0, true, /*inception_norm=*/true},
+      {"vit_huge_patch14_clip_224", kHuge, 14, 224, 1000, 1.0},
+      {"vit_huge_patch14_clip_336", kHuge, 14, 336, 1000, 1.0, true},
+      {"vit_huge_patch14_clip_378", kHuge, 14, 378, 1024, 1.0},
+      {"vit_giant_patch14_clip_224", kGiant, 14, 224, 1024, 1.0},
+      {"vit_gigantic_patch14_clip_224", kGigantic, 14, 224, 1280, 1.0},
+      {"vit_gigantic_patch14_clip_378", kGigantic, 14, 378, 1280, 1.0, true},
+      {"vit_base_patch32_clip_quickgelu_224", kBase, 32, 224, 512, 0.9},
+      {"vit_base_patch16_clip_quickgelu_224", kBase, 16, 224, 512, 1.0},
+      {"vit_large_patch14_clip_quickgelu_224", kLarge, 14, 224, 768, 1.0},
+      {"vit_large_patch14_clip_quickgelu_336", kLarge, 14, 336, 768, 1.0},
+      {"vit_huge_patch14_clip_quickgelu_224", kHuge, 14, 224, 1024, 1.0},
+      {"vit_huge_patch14_clip_quickgelu_378", kHuge, 14, 378, 1024, 1.0},
+      {"vit_gigantic_patch14_clip_quickgelu_224", kGigantic, 14, 224, 1280, 1.0},
+  };
+}
+
+// vit_<width>_patch14_[reg4_]dinov2: DINOv2 (LVD-142M, no classifier,
+// ImageNet mean/std, 518 px, crop_pct 1.0): LayerScale 1e-5; reg4 adds four
+// register tokens beside the class token, pos_embed over the patches only;
+// the giant uses SwiGLUPacked (GluMlp, SiLU gate first, fc1 width
+// int(1536 * 5.33334) = 8192).
+VitSpec dinov2(const Width& w, bool reg4) {
+  VitSpec spec = make_spec("vit_" + std::string(w.name) + "_patch14_" + (reg4 ? "reg4_" : "") + "dinov2", w, 14, 518,
+                           vit_cfg(518, /*imagenet_norm=*/true, 1.0, 0));
+  spec.init_values = 1e-5;
+  if (reg4) {
+    spec.reg_tokens = 4;
+    spec.no_embed_class = true;
+  }
+  spec.swiglu_packed = w.dim == kGiantDinov2.dim;
+  return spec;
+}
+
 std::vector<VitSpec> vit_specs() {
   std::vector<VitSpec> specs = {
       plain_vit(kTiny, 16, 224),  plain_vit(kTiny, 16, 384),     plain_vit(kSmall, 32, 224),
@@ -655,14 +846,34 @@ std::vector<VitSpec> vit_specs() {
     specs.push_back(so);
   }
   for (int64_t img : {196, 336}) specs.push_back(eva_large(img));
+  // vit_huge_patch14_gap_224 / vit_huge_patch16_gap_448: I-JEPA's ViT-H, no
+  // class token, average pool with the final norm before it, qkv bias, no
+  // LayerScale; timm's in1k_ijepa cfg (ImageNet mean/std, no classifier; a
+  // URL, no hf_hub_id).
+  for (const auto& [patch, img] : std::vector<std::pair<int64_t, int64_t>>{{14, 224}, {16, 448}}) {
+    VitSpec spec = make_spec("vit_huge_patch" + std::to_string(patch) + "_gap_" + std::to_string(img), kHuge, patch,
+                             img, vit_cfg(img, /*imagenet_norm=*/true, img == 448 ? 1.0 : 0.9, 0));
+    spec.class_token = false;
+    spec.global_pool = "avg";
+    spec.fc_norm = false;
+    specs.push_back(spec);
+  }
+  for (const auto& clip : clip_args()) specs.push_back(clip_vit(clip));
+  for (const Width& w : {kSmall, kBase, kLarge, kGiantDinov2}) {
+    for (bool reg4 : {false, true}) specs.push_back(dinov2(w, reg4));
+  }
   return specs;
 }
 
 std::string describe(const VitSpec& spec) {
-  std::string kind = spec.distilled                          ? "DeiT distilled"
-                     : spec.name.rfind("deit3_", 0) == 0     ? "DeiT-III"
-                     : spec.name.rfind("eva_large_", 0) == 0 ? "EVA-L ViT"
-                                                             : "ViT";
+  std::string kind = spec.distilled                                   ? "DeiT distilled"
+                     : spec.name.rfind("deit3_", 0) == 0              ? "DeiT-III"
+                     : spec.name.rfind("eva_large_", 0) == 0          ? "EVA-L ViT"
+                     : spec.pre_norm                                  ? "CLIP image tower ViT"
+                     : spec.name.find("_dinov2") != std::string::npos ? "DINOv2 ViT"
+                                                                      : "ViT";
+  if (spec.act_layer == "quick_gelu") kind += " with QuickGELU";
+  if (spec.swiglu_packed) kind += " with SwiGLU MLP";
   if (spec.reg_tokens > 0) kind += " with " + std::to_string(spec.reg_tokens) + " register token(s)";
   return kind + " (dim " + std::to_string(spec.embed_dim) + ", depth " + std::to_string(spec.depth) + ", heads " +
          std::to_string(spec.num_heads) + ", patch " + std::to_string(spec.patch_size) + ", " +
