@@ -225,7 +225,7 @@ TEST_CASE("each rank resumes its own CPU RNG state; another world size restores 
   timm::CheckpointParts parts{*model, *optimizer};
   for (uint64_t seed : {5, 6}) {
     at::manual_seed(seed);
-    parts.rng_states.push_back(timm::cpu_rng_state());
+    parts.rng_states.cpu.push_back(timm::cpu_rng_state());
   }
   timm::save_checkpoint(dir.path(), "last", parts, state_at(0, 1.0));
   CHECK(at::equal(draws_after_resume(dir.path(), *model, 0, 2), draws_after_seed(5)));

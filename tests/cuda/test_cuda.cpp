@@ -2,7 +2,7 @@
 // only with -DTIMM_CUDA_TESTS=ON, so a machine without a GPU never counts
 // them): model outputs on CUDA equal the CPU's, the float16 gradient scaler
 // skips a non-finite step and backs off, grad checkpointing redraws the CUDA
-// generator's masks, and timm-run trains with --amp and --channels-last on
+// generator's masks, checkpoints restore the CUDA generator, and timm-run trains with --amp and --channels-last on
 // the GPU.
 #include <cmath>
 #include <cstdlib>
@@ -20,6 +20,7 @@
 #include "timm/models/model.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/train/amp.hpp"
+#include "timm/train/checkpoint.hpp"
 
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
@@ -76,7 +77,7 @@ TEST_CASE("the float16 gradient scaler skips a non-finite step on CUDA and halve
     at::Tensor loss;
     {
       timm::AutocastGuard autocast(at::kCUDA, at::kHalf);
-      loss = at::matmul(x, holder->w.t()).float().pow(2).mean();
+      loss = at::matmul(x, holder->w.t()).to(at::kFloat).pow(2).mean();
     }
     optimizer->zero_grad();
     const double scale_before = scaler.current_scale();
@@ -100,6 +101,38 @@ TEST_CASE("grad checkpointing on CUDA: drop path masks drawn again from the CUDA
                                        c10::Device(c10::kCUDA), timm::test::Tolerance{1e-4, 1e-4});
   timm::test::check_grad_checkpointing("convnext_atto", 32, 32, {}, c10::Device(c10::kCUDA),
                                        timm::test::Tolerance{1e-4, 1e-4});
+}
+
+TEST_CASE("a checkpoint restores the CUDA generator's state, and a CPU-written one leaves it alone") {
+  require_gpu();
+  timm::test::load_builtin_plugins();
+  const torch::Device cuda(torch::kCUDA, 0);
+  timm::ModelArgs model_args;
+  model_args.num_classes = 10;
+  timm::ModelPtr model = timm::create_model("resnet18", model_args);
+  timm::OptimizerArgs opt_args;
+  opt_args.opt = "sgd";
+  timm::OptimizerPtr optimizer = timm::create_optimizer(*model, {}, opt_args);
+  timm::test::TempDir dir;
+  at::manual_seed(7);  // seeds the CUDA generators too
+  timm::CheckpointParts parts{*model, *optimizer};
+  parts.rng_states.cuda.push_back(timm::cuda_rng_state(cuda));
+  timm::save_checkpoint(dir.path(), "last", parts, timm::TrainingState{});
+  const at::Tensor expected = at::rand({16}, at::TensorOptions().device(cuda)).cpu();
+
+  auto draws_after_resume = [&](const std::string& stem) {
+    at::manual_seed(99);
+    timm::ResumeTargets targets{*model};
+    targets.device = cuda;
+    timm::resume_checkpoint(dir / stem, targets);
+    return at::rand({16}, at::TensorOptions().device(cuda)).cpu();
+  };
+  CHECK(at::equal(draws_after_resume("last"), expected));
+  // Without a CUDA state (a run on the CPU wrote it) the generator keeps its own.
+  timm::save_checkpoint(dir.path(), "cpu", timm::CheckpointParts{*model, *optimizer}, timm::TrainingState{});
+  at::manual_seed(99);
+  const at::Tensor own = at::rand({16}, at::TensorOptions().device(cuda)).cpu();
+  CHECK(at::equal(draws_after_resume("cpu"), own));
 }
 
 TEST_CASE("timm-run trains resnet18 on CUDA with float16 AMP and channels-last") {

@@ -13,6 +13,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/core/Generator.h>
 #include <c10/core/GradMode.h>
 #include <torch/serialize/archive.h>
@@ -44,17 +45,24 @@ std::string new_checkpoint_id() {
   return std::to_string(now) + "-" + std::to_string(rd());
 }
 
-// The archive key of rank `rank`'s CPU RNG state: rank 0's keeps the name it
-// had when only rank 0's was saved, so that either version reads the other's.
-std::string rng_key(int64_t rank) { return rank == 0 ? "rng_cpu" : "rng_cpu_rank" + std::to_string(rank); }
+// The archive key of rank `rank`'s RNG state of `generator` ("cpu" or
+// "cuda"): rank 0's CPU state keeps the name it had when only rank 0's was
+// saved, so that either version reads the other's.
+std::string rng_key(int64_t rank, const std::string& generator = "cpu") {
+  return rank == 0 ? "rng_" + generator : "rng_" + generator + "_rank" + std::to_string(rank);
+}
 
-// Every rank's CPU RNG state and their count: timm seeds each rank with seed
-// + rank, so a model that draws on every rank (drop path, dropout) resumes
+// Every rank's RNG states and their count: timm seeds each rank with seed +
+// rank, so a model that draws on every rank (drop path, dropout) resumes
 // exactly only if each rank gets its own state back.
-void write_rng_states(torch::serialize::OutputArchive& archive, const std::vector<at::Tensor>& rng_states) {
-  const std::vector<at::Tensor> states = rng_states.empty() ? std::vector<at::Tensor>{cpu_rng_state()} : rng_states;
+void write_rng_states(torch::serialize::OutputArchive& archive, const RngStates& rng_states) {
+  const std::vector<at::Tensor> states =
+      rng_states.cpu.empty() ? std::vector<at::Tensor>{cpu_rng_state()} : rng_states.cpu;
   for (std::size_t rank = 0; rank < states.size(); ++rank) {
     archive.write(rng_key(static_cast<int64_t>(rank)), states[rank].cpu());
+  }
+  for (std::size_t rank = 0; rank < rng_states.cuda.size(); ++rank) {
+    archive.write(rng_key(static_cast<int64_t>(rank), "cuda"), rng_states.cuda[rank].cpu());
   }
   archive.write("rng_world_size", c10::IValue(static_cast<int64_t>(states.size())));
 }
@@ -277,6 +285,13 @@ at::Tensor cpu_rng_state() {
   return generator.get_state();
 }
 
+at::Tensor cuda_rng_state(const torch::Device& device) {
+  if (!device.is_cuda()) throw Error("cuda_rng_state: " + device.str() + " is not a CUDA device");
+  at::Generator generator = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
 void save_checkpoint(const fs::path& dir, const std::string& stem, const CheckpointParts& parts,
                      const TrainingState& state) {
   save_pair(dir, stem, parts, state);
@@ -437,13 +452,30 @@ int64_t saved_rng_world_size(torch::serialize::InputArchive& archive, const fs::
   return value.toInt();
 }
 
-void set_cpu_rng_state(const at::Tensor& state, const fs::path& file, const std::string& key) {
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
+// Sets `generator` (the CPU's or a CUDA device's) to the checkpoint's `key`.
+void set_rng_state(at::Generator generator, const at::Tensor& state, const fs::path& file, const std::string& key) {
   std::lock_guard<std::mutex> lock(generator.mutex());
   try {
     generator.set_state(state);
   } catch (const c10::Error& e) {
-    throw Error(file.string() + ": " + key + " is not a torch CPU RNG state (" + e.what_without_backtrace() + ")");
+    throw Error(file.string() + ": " + key + " is not a torch " + generator.device().str() + " RNG state (" +
+                e.what_without_backtrace() + ")");
+  }
+}
+
+// This rank's CUDA generator state, where the checkpoint holds one; a
+// checkpoint written on the CPU holds none, and its CPU states do not
+// reproduce a CUDA device's draws.
+void restore_cuda_rng(torch::serialize::InputArchive& archive, const fs::path& file, int rank,
+                      const torch::Device& device) {
+  const std::string key = rng_key(rank, "cuda");
+  at::Tensor state;
+  if (archive.try_read(key, state)) {
+    set_rng_state(at::globalContext().defaultGenerator(device), state, file, key);
+  } else if (rank == 0) {
+    log_warning(file.string() + " holds no CUDA RNG state (written by a run on the CPU, or before they were saved): "
+                "the resumed run's random draws on the GPU (drop path, dropout) will differ from an uninterrupted "
+                "run's");
   }
 }
 
@@ -454,7 +486,7 @@ void restore_cpu_rng(torch::serialize::InputArchive& archive, const fs::path& fi
   const int64_t saved_world_size = saved_rng_world_size(archive, file);
   const std::string key = rng_key(rank);
   at::Tensor state;
-  if (archive.try_read(key, state)) set_cpu_rng_state(state, file, key);
+  if (archive.try_read(key, state)) set_rng_state(at::detail::getDefaultCPUGenerator(), state, file, key);
   // An old checkpoint holds rank 0's state: exact for a single process.
   const bool exact = saved_world_size == world_size || (saved_world_size == 0 && world_size == 1);
   if (exact || rank != 0) return;
@@ -562,6 +594,7 @@ ResumePoint resume_checkpoint_at(const fs::path& path, const ResumeTargets& targ
     if (archive.try_read("scaler", scaler_archive)) targets.scaler->load(scaler_archive);
   }
   restore_cpu_rng(archive, matching_state, targets.rank, targets.world_size);
+  if (targets.device.is_cuda()) restore_cuda_rng(archive, matching_state, targets.rank, targets.device);
   log_info(format("Loaded checkpoint '%s' (epoch %lld)", weights_file.string().c_str(),
                   static_cast<long long>(epoch.toInt())));
   return point;

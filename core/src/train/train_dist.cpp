@@ -131,17 +131,29 @@ void distribute_bn_statistics(torch::nn::Module& model, const ModelEma* ema, con
   if (ema) dist::distribute_bn(*ema->module(), dist.group->comm(), mode);
 }
 
-std::vector<at::Tensor> cpu_rng_states(const Distributed& dist) {
-  const at::Tensor mine = cpu_rng_state();
+namespace {
+
+// Every rank's `mine` in rank order (collective in a distributed run).
+std::vector<at::Tensor> gather_rng_state(const at::Tensor& mine, const Distributed& dist, const char* generator) {
   if (!dist.active()) return {mine};
   // On the training device, as the other collectives; the states have one
   // size on every rank.
   std::vector<at::Tensor> input{mine.to(dist.device)};
   std::vector<std::vector<at::Tensor>> output(1);
   for (int r = 0; r < dist.size(); ++r) output[0].push_back(at::empty_like(input[0]));
-  dist.group->wait(dist.group->comm()->allgather(output, input), "allgather of the CPU RNG states for a checkpoint");
+  dist.group->wait(dist.group->comm()->allgather(output, input),
+                   std::string("allgather of the ") + generator + " RNG states for a checkpoint");
   std::vector<at::Tensor> states;
   for (const at::Tensor& state : output[0]) states.push_back(state.to(at::kCPU));
+  return states;
+}
+
+}  // namespace
+
+RngStates rng_states(const Distributed& dist) {
+  RngStates states;
+  states.cpu = gather_rng_state(cpu_rng_state(), dist, "CPU");
+  if (dist.device.is_cuda()) states.cuda = gather_rng_state(cuda_rng_state(dist.device), dist, "CUDA");
   return states;
 }
 

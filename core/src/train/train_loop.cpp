@@ -485,9 +485,9 @@ TrainResult train_epochs(const TrainArgs& args, TrainSetup& setup, RunOutput& ou
                    .save_images_dir = args.save_images && dist.is_primary() ? output.dir : std::filesystem::path{},
                    .status_line = log_status_enabled()};
   ctx.save_recovery = [&](int64_t epoch, int64_t update_idx, EpochPosition position) {
-    std::vector<at::Tensor> rng_states = cpu_rng_states(dist);
+    RngStates states = rng_states(dist);
     position.rank_buffers = other_ranks_buffers(*setup.model, setup.tools.ema.get(), dist);
-    if (dist.is_primary()) save_recovery(setup, output, epoch, update_idx, std::move(rng_states), std::move(position));
+    if (dist.is_primary()) save_recovery(setup, output, epoch, update_idx, std::move(states), std::move(position));
   };
   EpochHistory history;
   const int64_t val_interval = std::max<int64_t>(1, args.val_interval);
@@ -505,7 +505,7 @@ TrainResult train_epochs(const TrainArgs& args, TrainSetup& setup, RunOutput& ou
     }
     const EpochRecord record{epoch, train_loss, evaluate(ctx, setup)};
     const double metric = record.eval ? metric_of(*record.eval, setup.eval_metric) : train_loss;
-    report_epoch(record, metric, cpu_rng_states(dist), setup, output, dist, history);
+    report_epoch(record, metric, rng_states(dist), setup, output, dist, history);
     setup.scheduler->step(epoch + 1, metric);
   }
   report_run_end(history, setup, output, dist);

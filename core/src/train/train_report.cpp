@@ -112,13 +112,13 @@ double metric_of(const EvalMetrics& metrics, const std::string& name) {
   throw UsageError("--eval-metric '" + name + "': expected top1, top5 or loss");
 }
 
-CheckpointParts checkpoint_parts(const TrainSetup& setup, std::vector<at::Tensor> rng_states) {
+CheckpointParts checkpoint_parts(const TrainSetup& setup, RngStates rng_states) {
   return CheckpointParts{*setup.model,          *setup.optimizer,
                          setup.tools.ema.get(), setup.tools.scaler.get(),
                          std::move(rng_states), setup.task->task_state()};
 }
 
-void report_epoch(const EpochRecord& record, double metric, std::vector<at::Tensor> rng_states, const TrainSetup& setup,
+void report_epoch(const EpochRecord& record, double metric, RngStates rng_states, const TrainSetup& setup,
                   RunOutput& output, const Distributed& dist, EpochHistory& history) {
   if (dist.is_primary()) {
     write_summary_row(record, setup, output);
@@ -136,7 +136,7 @@ void report_epoch(const EpochRecord& record, double metric, std::vector<at::Tens
 }
 
 void save_recovery(const TrainSetup& setup, RunOutput& output, int64_t epoch, int64_t update_idx,
-                   std::vector<at::Tensor> rng_states, EpochPosition position) {
+                   RngStates rng_states, EpochPosition position) {
   const TrainingState state{epoch, std::nullopt, setup.eval_metric, output.config_toml, std::move(position)};
   output.saver->save_recovery(checkpoint_parts(setup, std::move(rng_states)), state, update_idx);
 }

@@ -706,6 +706,7 @@ int64_t start_epoch_of(const TrainArgs& args, const std::filesystem::path& outpu
     ResumeTargets targets{*setup.model};
     targets.rank = dist.world.rank;
     targets.world_size = dist.size();
+    targets.device = dist.device;
     if (!args.no_resume_opt) {
       targets.optimizer = setup.optimizer.get();
       targets.scaler = setup.tools.scaler.get();

@@ -80,10 +80,11 @@ std::optional<dist::DistBnMode> dist_bn_mode(const TrainArgs& args, const Distri
 void distribute_bn_statistics(torch::nn::Module& model, const ModelEma* ema, const Distributed& dist,
                               dist::DistBnMode mode);
 
-// Every rank's torch CPU RNG state in rank order, for the checkpoint the
-// primary rank writes; this process's alone for a single process. Collective
-// in a distributed run: every rank calls it at the same point.
-std::vector<at::Tensor> cpu_rng_states(const Distributed& dist);
+// Every rank's torch RNG states in rank order (the CPU generator's, and the
+// CUDA device's on a CUDA device), for the checkpoint the primary rank
+// writes; this process's alone for a single process. Collective in a
+// distributed run: every rank calls it at the same point.
+RngStates rng_states(const Distributed& dist);
 
 // A recovery checkpoint's EpochPosition::rank_buffers: ranks 1 and up's
 // buffers of the model and the EMA (collective in a distributed run; the
@@ -229,19 +230,19 @@ struct EpochHistory {
 // The --eval-metric of an evaluation: top1, top5 or loss; UsageError else.
 double metric_of(const EvalMetrics& metrics, const std::string& name);
 
-// `rng_states`: cpu_rng_states(), every rank's.
-CheckpointParts checkpoint_parts(const TrainSetup& setup, std::vector<at::Tensor> rng_states);
+// `rng_states`: rng_states(), every rank's.
+CheckpointParts checkpoint_parts(const TrainSetup& setup, RngStates rng_states);
 
 // An evaluated epoch: its summary.csv row (and the same scalars in the
 // TensorBoard file, flushed) and checkpoints (primary rank, with every
 // rank's `rng_states`), and the best metric so far.
-void report_epoch(const EpochRecord& record, double metric, std::vector<at::Tensor> rng_states, const TrainSetup& setup,
+void report_epoch(const EpochRecord& record, double metric, RngStates rng_states, const TrainSetup& setup,
                   RunOutput& output, const Distributed& dist, EpochHistory& history);
 
 // recovery-<epoch>-<update_idx> (--recovery-interval) with its `position` in
 // the epoch, primary rank only.
 void save_recovery(const TrainSetup& setup, RunOutput& output, int64_t epoch, int64_t update_idx,
-                   std::vector<at::Tensor> rng_states, EpochPosition position);
+                   RngStates rng_states, EpochPosition position);
 
 // The closing lines and files: the best metric, the --result JSON, the plot.
 void report_run_end(const EpochHistory& history, const TrainSetup& setup, const RunOutput& output,

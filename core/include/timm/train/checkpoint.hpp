@@ -72,22 +72,34 @@ struct TrainingState {
   std::optional<EpochPosition> position{};
 };
 
+// Every rank's torch RNG states in rank order (a distributed run gathers
+// them to the rank that saves). Dropout and drop path draw from the
+// generator of the device they run on, so a CUDA run resumes exactly only
+// with its CUDA generator's state too.
+struct RngStates {
+  // The CPU generator's; empty: this process's, as rank 0 of a world of one.
+  std::vector<at::Tensor> cpu{};
+  // Each rank's CUDA device's generator's; empty for a run on the CPU.
+  std::vector<at::Tensor> cuda{};
+};
+
 // What a checkpoint holds besides the TrainingState; ema and scaler optional.
-// `rng_states`: every rank's torch CPU RNG state in rank order (a
-// distributed run gathers them to the rank that saves); empty: this
-// process's state, as rank 0 of a world of one.
 struct CheckpointParts {
   const torch::nn::Module& model;
   const Optimizer& optimizer;
   const ModelEma* ema = nullptr;
   const GradScaler* scaler = nullptr;
-  std::vector<at::Tensor> rng_states{};
+  RngStates rng_states{};
   NamedTensors task_state{};  // TrainingTask::task_state(); empty: none
 };
 
 // This process's torch CPU RNG state (a byte tensor, the same size on every
-// rank), for CheckpointParts::rng_states.
+// rank), for RngStates::cpu.
 at::Tensor cpu_rng_state();
+
+// The RNG state of CUDA device `device`'s default generator (a byte tensor,
+// the same size on every rank), for RngStates::cuda.
+at::Tensor cuda_rng_state(const torch::Device& device);
 
 // Writes <dir>/<stem>.state.pt, then <dir>/<stem>.safetensors.
 void save_checkpoint(const std::filesystem::path& dir, const std::string& stem, const CheckpointParts& parts,
@@ -140,11 +152,14 @@ struct ResumeTargets {
   std::function<void(const NamedTensors&)> load_task_state{};
   int rank = 0;
   int world_size = 1;
+  // A CUDA device: its generator's state is restored too, where the
+  // checkpoint holds this rank's.
+  torch::Device device = torch::kCPU;
 };
 
 // --resume: restores a checkpoint written by save_checkpoint, given either of
 // its two files (or its path without extension), strictly; restores this
-// rank's torch CPU RNG state. A checkpoint written by another world size (or
+// rank's torch CPU RNG state (and its CUDA generator's, on a CUDA device). A checkpoint written by another world size (or
 // one that holds rank 0's state only) restores the states it holds: ranks
 // without one keep theirs, and rank 0 warns that the random draws (drop
 // path, dropout) will differ from an uninterrupted run's. Returns the epoch
