@@ -32,6 +32,14 @@
 //   strided convs), conv_blur_medium (aa_layer 'blurpc': BlurPool2d, zero
 //   padded), hybrid_medium / hybrid_large and their _075 widths (Mobile MQA
 //   attention blocks, layer scale 1e-5 in the UIR and attention blocks).
+// - efficientnet_lite0 .. lite4 and tf_ ports (relu6, no SE, fixed stem and
+//   first / last stages); EfficientNet-EdgeTPU efficientnet_es / em / el and
+//   tf_ ports (EdgeResidual stages); efficientnet_l2 / tf_efficientnet_l2;
+//   efficientnet_blur_b0 (aa_layer blurpc); efficientnet_b0_g16_evos
+//   (grouped convs of 16, BatchNorm as timm 1.0.31); tinynet_a .. e;
+//   mobilenetv1_100 / 100h / 125 (dsa blocks; without head_conv no conv_head
+//   / bn2); mobilenet_edgetpu_100 and _v2_xs / s / m / l (stem kernel 3, 5 or
+//   7, grouped EdgeResidual); test_efficientnet.
 //
 // Every model has timm's feature_info (the stem when the first block strides,
 // then each block stack that ends a resolution) and forward_intermediates.
@@ -42,6 +50,7 @@
 // bn_momentum (every BatchNorm, as timm's resolve_bn_args; over the tf_
 // models' eps 1e-3 as over timm's kwargs.setdefault).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -146,7 +155,30 @@ const std::map<std::string, std::string> kDefaultTags = {{"efficientnet_b0", "ra
                                                          {"mobilenetv4_hybrid_medium", "e200_r256_in12k_ft_in1k"},
                                                          {"mobilenetv4_hybrid_large", "ix_e600_r384_in1k"},
                                                          {"mobilenetv4_conv_blur_medium", "e500_r224_in1k"},
-                                                         {"mobilenetv4_conv_aa_large", "e230_r448_in12k_ft_in1k"}};
+                                                         {"mobilenetv4_conv_aa_large", "e230_r448_in12k_ft_in1k"},
+                                                         {"efficientnet_lite0", "ra_in1k"},
+                                                         {"tf_efficientnet_lite0", "in1k"},
+                                                         {"tf_efficientnet_lite1", "in1k"},
+                                                         {"tf_efficientnet_lite2", "in1k"},
+                                                         {"tf_efficientnet_lite3", "in1k"},
+                                                         {"tf_efficientnet_lite4", "in1k"},
+                                                         {"efficientnet_es", "ra_in1k"},
+                                                         {"efficientnet_em", "ra2_in1k"},
+                                                         {"efficientnet_el", "ra_in1k"},
+                                                         {"tf_efficientnet_es", "in1k"},
+                                                         {"tf_efficientnet_em", "in1k"},
+                                                         {"tf_efficientnet_el", "in1k"},
+                                                         {"tf_efficientnet_l2", "ns_jft_in1k_475"},
+                                                         {"tinynet_a", "in1k"},
+                                                         {"tinynet_b", "in1k"},
+                                                         {"tinynet_c", "in1k"},
+                                                         {"tinynet_d", "in1k"},
+                                                         {"tinynet_e", "in1k"},
+                                                         {"mobilenetv1_100", "ra4_e3600_r224_in1k"},
+                                                         {"mobilenetv1_100h", "ra4_e3600_r224_in1k"},
+                                                         {"mobilenetv1_125", "ra4_e3600_r224_in1k"},
+                                                         {"mobilenet_edgetpu_v2_m", "ra4_e3600_r224_in1k"},
+                                                         {"test_efficientnet", "r160_in1k"}};
 
 enum class Family { kEfficientNet, kMobileNetV3 };
 
@@ -160,11 +192,16 @@ struct Spec {
   double depth_multiplier = 1.0;
   std::vector<double> stage_depth_multipliers;  // timm's tuple depth_multiplier (one per stage) when not empty
   double round_limit = 0.9;                     // round_channels' round_limit in round_chs_fn
+  int64_t channel_divisor = 8;                  // round_channels' divisor in round_chs_fn
+  std::optional<int64_t> group_size;            // decode_arch_def(group_size): every block's default
   bool fix_first_last = false;                  // decode_arch_def(fix_first_last)
   DepthTrunc depth_trunc = DepthTrunc::kCeil;   // decode_arch_def(depth_trunc)
   bool fix_stem = false;                        // stem channels not rounded
   int64_t stem_size = 32;
-  int64_t num_features = 1280;  // already resolved (rounded where timm rounds it)
+  int64_t stem_kernel_size = 3;  // timm's stem_kernel_size (MobileNet-EdgeTPU-v2: 5, 7)
+  // Already resolved (rounded where timm rounds it); 0 (EfficientNet class only): no conv_head / bn2, the
+  // classifier sees the last block's channels (timm's nn.Identity head, MobileNet-V1 without head_conv).
+  int64_t num_features = 1280;
   std::string act_layer;
   SeConfig se;
   PretrainedCfg cfg;
@@ -214,24 +251,25 @@ class EfficientNetImpl : public ClassifierImpl {
     const NormArgs norm = norm_args(spec.name, args, spec.norm);
     const double multiplier = spec.channel_multiplier;
     const double round_limit = spec.round_limit;
-    RoundChsFn round_chs = [multiplier, round_limit](int64_t chs) {
-      return round_channels(static_cast<double>(chs), multiplier, 8, round_limit);
+    const int64_t divisor = spec.channel_divisor;
+    RoundChsFn round_chs = [multiplier, round_limit, divisor](int64_t chs) {
+      return round_channels(static_cast<double>(chs), multiplier, divisor, round_limit);
     };
     const int64_t stem_size = spec.fix_stem ? spec.stem_size : round_chs(spec.stem_size);
     layers::Conv2dArgs stem_args;
     stem_args.stride = 2;
-    conv_stem = layers::create_conv2d_pad(args.in_chans, stem_size, 3, stem_args, spec.pad_type);
+    conv_stem = layers::create_conv2d_pad(args.in_chans, stem_size, spec.stem_kernel_size, stem_args, spec.pad_type);
     register_module("conv_stem", conv_stem.ptr());
     bn1 = register_module("bn1", norm_act(stem_size, spec.act_layer, norm));
 
     BuilderConfig builder{round_chs, spec.act_layer, spec.se,       args.drop_path_rate.value_or(0.0),
                           norm,      spec.pad_type,  spec.aa_layer, spec.layer_scale_init_value};
     int64_t head_chs = 0;
-    const auto arch =
-        spec.stage_depth_multipliers.empty()
-            ? decode_arch_def(spec.arch_def, spec.depth_multiplier, spec.fix_first_last, std::nullopt, spec.depth_trunc)
-            : decode_arch_def(spec.arch_def, spec.stage_depth_multipliers, spec.fix_first_last, std::nullopt,
-                              spec.depth_trunc);
+    const auto arch = spec.stage_depth_multipliers.empty()
+                          ? decode_arch_def(spec.arch_def, spec.depth_multiplier, spec.fix_first_last, spec.group_size,
+                                            spec.depth_trunc)
+                          : decode_arch_def(spec.arch_def, spec.stage_depth_multipliers, spec.fix_first_last,
+                                            spec.group_size, spec.depth_trunc);
     // A ModuleList of Sequentials: keys blocks.<stage>.<block>, as timm's Sequential of Sequentials.
     stages_ = build_stages(builder, stem_size, arch, head_chs);
     for (const auto& feature : stage_features(builder, stem_size, arch)) {
@@ -261,8 +299,7 @@ class EfficientNetImpl : public ClassifierImpl {
     } else {
       for (auto& stage : stages_) x = stage->forward(x);
     }
-    if (family_ == Family::kEfficientNet) x = bn2(conv_head.forward(x));
-    return x;
+    return efficientnet_head_conv(x);
   }
 
   // timm's feature_info: bn1 (only when the first block strides), then the
@@ -297,7 +334,7 @@ class EfficientNetImpl : public ClassifierImpl {
       if (take[i + 1]) out.intermediates.push_back(x);
     }
     if (options.intermediates_only()) return out;
-    if (family_ == Family::kEfficientNet && stacks_run == stages_.size()) x = bn2(conv_head.forward(x));
+    if (stacks_run == stages_.size()) x = efficientnet_head_conv(x);
     out.final = x;
     return out;
   }
@@ -332,19 +369,30 @@ class EfficientNetImpl : public ClassifierImpl {
   nn::AnyModule conv_stem;  // Conv2d, or Conv2dSame for 'same' padding
   layers::BatchNormAct2d bn1{nullptr};
   nn::ModuleList blocks;
-  nn::AnyModule conv_head;
-  layers::BatchNormAct2d bn2{nullptr};  // EfficientNet only
+  nn::AnyModule conv_head;              // empty: EfficientNet with num_features 0
+  layers::BatchNormAct2d bn2{nullptr};  // EfficientNet with num_features > 0 only
   layers::SelectAdaptivePool2d global_pool{nullptr};
   layers::BatchNormAct2d norm_head{nullptr};  // MobileNetV3 class with head_norm (MobileNetV4) only
   layers::Activation act2{nullptr};           // MobileNetV3 class without head_norm only
   nn::AnyModule classifier;
 
  private:
+  // EfficientNet's conv_head + bn2 at the end of forward_features; none for MobileNetV3 or without head features.
+  at::Tensor efficientnet_head_conv(const at::Tensor& x) {
+    if (family_ != Family::kEfficientNet || !bn2) return x;
+    return bn2(conv_head.forward(x));
+  }
+
+  // With num_features 0 timm's conv_head and bn2 are nn.Identity (no keys) and the pool sees head_chs.
   void make_efficientnet_head(const Spec& spec, int64_t head_chs, const std::string& pool_type, const NormArgs& norm) {
-    conv_head = layers::create_conv2d_pad(head_chs, spec.num_features, 1, layers::Conv2dArgs{}, spec.pad_type);
-    register_module("conv_head", conv_head.ptr());
-    bn2 = register_module("bn2", norm_act(spec.num_features, spec.act_layer, norm));
-    auto head = layers::create_classifier(spec.num_features, num_classes_, pool_type);
+    int64_t num_features = head_chs;
+    if (spec.num_features > 0) {
+      num_features = spec.num_features;
+      conv_head = layers::create_conv2d_pad(head_chs, num_features, 1, layers::Conv2dArgs{}, spec.pad_type);
+      register_module("conv_head", conv_head.ptr());
+      bn2 = register_module("bn2", norm_act(num_features, spec.act_layer, norm));
+    }
+    auto head = layers::create_classifier(num_features, num_classes_, pool_type);
     global_pool = register_module("global_pool", head.global_pool);
     classifier = head.fc;
     register_module("classifier", classifier.ptr());
@@ -887,6 +935,252 @@ std::vector<Spec> mobilenetv4_specs() {
   return specs;
 }
 
+// timm's _gen_efficientnet_lite (relu6, no SE, stem and the first and last
+// stages not scaled: fix_stem, fix_first_last; 1280 head features at every
+// width). Default tags ra_in1k (lite0), untrained (lite1 .. lite4); the TF
+// ports in1k (mean = std = 0.5; lite3, lite4 bilinear).
+std::vector<Spec> efficientnet_lite_specs() {
+  const std::vector<std::vector<std::string>> arch = {
+      {"ds_r1_k3_s1_e1_c16"},  {"ir_r2_k3_s2_e6_c24"},  {"ir_r2_k5_s2_e6_c40"}, {"ir_r3_k3_s2_e6_c80"},
+      {"ir_r3_k5_s1_e6_c112"}, {"ir_r4_k5_s2_e6_c192"}, {"ir_r1_k3_s1_e6_c320"}};
+  struct Size {
+    double channel, depth;
+    PretrainedCfg cfg, tf_cfg;
+  };
+  const std::vector<Size> sizes = {{1.0, 1.0, make_cfg(224, 0.875), make_cfg(224, 0.875, "bicubic", "center", true)},
+                                   {1.0, 1.1, make_cfg(240, 0.882), make_cfg(240, 0.882, "bicubic", "center", true)},
+                                   {1.1, 1.2, make_cfg(260, 0.89), make_cfg(260, 0.89, "bicubic", "center", true)},
+                                   {1.2, 1.4, make_cfg(300, 0.904), make_cfg(300, 0.904, "bilinear", "center", true)},
+                                   {1.4, 1.8, make_cfg(380, 0.922), make_cfg(380, 0.92, "bilinear", "center", true)}};
+  std::vector<Spec> specs;
+  std::vector<Spec> tf_specs;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    Spec s;
+    s.name = "efficientnet_lite" + std::to_string(i);
+    s.description = "EfficientNet-Lite" + std::to_string(i) + " (channels x" + timm::format("%g", sizes[i].channel) +
+                    ", depth x" + timm::format("%g", sizes[i].depth) + ")";
+    s.arch_def = arch;
+    s.channel_multiplier = sizes[i].channel;
+    s.depth_multiplier = sizes[i].depth;
+    s.fix_first_last = true;
+    s.fix_stem = true;
+    s.num_features = 1280;
+    s.act_layer = "relu6";
+    s.cfg = sizes[i].cfg;
+    specs.push_back(s);
+    s.cfg = sizes[i].tf_cfg;
+    tf_specs.push_back(tf_port(s));
+  }
+  specs.insert(specs.end(), tf_specs.begin(), tf_specs.end());
+  return specs;
+}
+
+// timm's _gen_efficientnet_edge (EfficientNet-EdgeTPU S / M / L): three
+// EdgeResidual stages (the first sized from 24 forced input channels, 'fc24',
+// without skip), then IR stages without SE; relu, head features scaled with
+// the channels. Default tags ra_in1k (es, el), ra2_in1k (em); TF ports in1k.
+std::vector<Spec> efficientnet_edge_specs() {
+  const std::vector<std::vector<std::string>> arch = {{"er_r1_k3_s1_e4_c24_fc24_noskip"},
+                                                      {"er_r2_k3_s2_e8_c32"},
+                                                      {"er_r4_k3_s2_e8_c48"},
+                                                      {"ir_r5_k5_s2_e8_c96"},
+                                                      {"ir_r4_k5_s1_e8_c144"},
+                                                      {"ir_r2_k5_s2_e8_c192"}};
+  struct Size {
+    std::string suffix, label;
+    double channel, depth;
+    PretrainedCfg cfg;
+  };
+  const std::vector<Size> sizes = {{"es", "Small", 1.0, 1.0, make_cfg(224, 0.875)},
+                                   {"em", "Medium", 1.0, 1.1, make_cfg(240, 0.882)},
+                                   {"el", "Large", 1.2, 1.4, make_cfg(300, 0.904)}};
+  std::vector<Spec> specs;
+  std::vector<Spec> tf_specs;
+  for (const auto& size : sizes) {
+    Spec s;
+    s.name = "efficientnet_" + size.suffix;
+    s.description = "EfficientNet-EdgeTPU-" + size.label + " (channels x" + timm::format("%g", size.channel) +
+                    ", depth x" + timm::format("%g", size.depth) + ")";
+    s.arch_def = arch;
+    s.channel_multiplier = size.channel;
+    s.depth_multiplier = size.depth;
+    s.num_features = round_channels(1280, size.channel);
+    s.act_layer = "relu";
+    s.cfg = size.cfg;
+    specs.push_back(s);
+    PretrainedCfg tf_cfg = size.cfg;
+    tf_cfg.mean = tf_cfg.std = {0.5, 0.5, 0.5};
+    s.cfg = tf_cfg;
+    tf_specs.push_back(tf_port(s));
+  }
+  specs.insert(specs.end(), tf_specs.begin(), tf_specs.end());
+  return specs;
+}
+
+// The other users of timm's EfficientNet builder in efficientnet.py:
+// - efficientnet_l2 / tf_efficientnet_l2 (_gen_efficientnet at channels x4.3,
+//   depth x5.3); efficientnet_blur_b0 (B0 with aa_layer 'blurpc');
+// - efficientnet_b0_g16_evos (B0 with group size 16 and channel divisor 16;
+//   timm 1.0.31 builds it with BatchNorm, its EvoNorm left commented out);
+// - tinynet_a .. e (_gen_tinynet: B0's blocks, repeats rounded to the
+//   nearest, fixed stem, head max(1280, rounded));
+// - mobilenetv1_100 / _125 (_gen_mobilenet_v1: 'dsa' blocks, relu6, no
+//   conv_head: the classifier sees the last block) and mobilenetv1_100h
+//   (with a 1024-feature conv_head);
+// - mobilenet_edgetpu_100 and _v2_xs / s / m / l (_gen_mobilenet_edgetpu:
+//   ConvBnAct 1x1, EdgeResidual (grouped in v2: gs64, gs128 for l) and IR
+//   stages, relu, stem 32 / 64 with a 3, 5 or 7 kernel);
+// - test_efficientnet (_gen_test_efficientnet: a tiny ConvBnAct / ER / IR
+//   net, channels rounded with round_limit 0, silu).
+std::vector<Spec> efficientnet_other_specs() {
+  using ArchDef = std::vector<std::vector<std::string>>;
+  std::vector<Spec> specs;
+  // L2 and blur B0: B0's blocks.
+  const ArchDef b0 = {{"ds_r1_k3_s1_e1_c16_se0.25"}, {"ir_r2_k3_s2_e6_c24_se0.25"},  {"ir_r2_k5_s2_e6_c40_se0.25"},
+                      {"ir_r3_k3_s2_e6_c80_se0.25"}, {"ir_r3_k5_s1_e6_c112_se0.25"}, {"ir_r4_k5_s2_e6_c192_se0.25"},
+                      {"ir_r1_k3_s1_e6_c320_se0.25"}};
+  Spec l2;
+  l2.name = "efficientnet_l2";
+  l2.description = "EfficientNet-L2 (channels x4.3, depth x5.3)";
+  l2.arch_def = b0;
+  l2.channel_multiplier = 4.3;
+  l2.depth_multiplier = 5.3;
+  l2.num_features = round_channels(1280, 4.3);
+  l2.act_layer = "swish";
+  l2.cfg = make_cfg(800, 0.961);
+  specs.push_back(l2);
+  l2.cfg = make_cfg(475, 0.936);
+  specs.push_back(tf_port(l2));
+  Spec blur;
+  blur.name = "efficientnet_blur_b0";
+  blur.description = "EfficientNet-B0 with BlurPool anti-aliasing (aa_layer blurpc)";
+  blur.arch_def = b0;
+  blur.num_features = 1280;
+  blur.act_layer = "swish";
+  blur.aa_layer = "blurpc";
+  blur.cfg = make_cfg(224, 0.875);
+  specs.push_back(blur);
+  // timm 1.0.31 leaves its EvoNorm norm_layer commented out: BatchNorm, grouped convs of 16, channels divisible by 16.
+  Spec g16;
+  g16.name = "efficientnet_b0_g16_evos";
+  g16.description = "EfficientNet-B0 with grouped convs (group size 16, channels rounded to 16)";
+  g16.arch_def = b0;
+  g16.channel_divisor = 16;
+  g16.group_size = 16;
+  g16.num_features = round_channels(1280, 1.0, 16);
+  g16.act_layer = "swish";
+  g16.cfg = make_cfg(224, 0.875);
+  specs.push_back(g16);
+
+  struct TinyNet {
+    std::string suffix;
+    double width, depth;
+    int64_t size;
+  };
+  for (const auto& t : std::vector<TinyNet>{{"a", 1.0, 1.2, 192},
+                                            {"b", 0.75, 1.1, 188},
+                                            {"c", 0.54, 0.85, 184},
+                                            {"d", 0.54, 0.695, 152},
+                                            {"e", 0.51, 0.6, 106}}) {
+    Spec s;
+    s.name = "tinynet_" + t.suffix;
+    s.description = "TinyNet-" + std::string(1, static_cast<char>(std::toupper(t.suffix[0]))) + " (channels x" +
+                    timm::format("%g", t.width) + ", depth x" + timm::format("%g", t.depth) + ")";
+    s.arch_def = b0;
+    s.channel_multiplier = t.width;
+    s.depth_multiplier = t.depth;
+    s.depth_trunc = DepthTrunc::kRound;
+    s.fix_stem = true;
+    s.num_features = std::max<int64_t>(1280, round_channels(1280, t.width));
+    s.act_layer = "swish";
+    s.cfg = make_cfg(t.size, 0.875);
+    specs.push_back(s);
+  }
+
+  const ArchDef v1 = {{"dsa_r1_k3_s1_c64"},
+                      {"dsa_r2_k3_s2_c128"},
+                      {"dsa_r2_k3_s2_c256"},
+                      {"dsa_r6_k3_s2_c512"},
+                      {"dsa_r2_k3_s2_c1024"}};
+  struct V1 {
+    std::string suffix;
+    double channel;
+    bool head_conv;
+    double crop_pct;
+  };
+  for (const auto& v :
+       std::vector<V1>{{"100", 1.0, false, 0.875}, {"100h", 1.0, true, 0.875}, {"125", 1.25, false, 0.9}}) {
+    Spec s;
+    s.name = "mobilenetv1_" + v.suffix;
+    s.description = "MobileNet-V1 (channels x" + timm::format("%g", v.channel) + (v.head_conv ? ", conv_head)" : ")");
+    s.arch_def = v1;
+    s.channel_multiplier = v.channel;
+    s.num_features = v.head_conv ? std::max<int64_t>(1024, round_channels(1024, v.channel)) : 0;
+    s.act_layer = "relu6";
+    s.cfg = make_cfg(224, v.crop_pct, "bicubic", "center", true);
+    specs.push_back(s);
+  }
+
+  const ArchDef edgetpu_v1 = {{"cn_r1_k1_s1_c16"},
+                              {"er_r1_k3_s2_e8_c32", "er_r3_k3_s1_e4_c32"},
+                              {"er_r1_k3_s2_e8_c48", "er_r3_k3_s1_e4_c48"},
+                              {"ir_r1_k3_s2_e8_c96", "ir_r3_k3_s1_e4_c96"},
+                              {"ir_r1_k3_s1_e8_c96_noskip", "ir_r3_k3_s1_e4_c96"},
+                              {"ir_r1_k5_s2_e8_c160", "ir_r3_k5_s1_e4_c160"},
+                              {"ir_r1_k3_s1_e8_c192"}};
+  auto edgetpu_v2 = [](const std::vector<int64_t>& chs, int64_t group_size) -> ArchDef {
+    const std::string gs = "_gs" + std::to_string(group_size);
+    auto c = [&](size_t i) { return "_c" + std::to_string(chs[i]); };
+    return {
+        {"cn_r1_k1_s1" + c(0)},
+        {"er_r1_k3_s2_e8" + c(1), "er_r1_k3_s1_e4" + gs + c(1)},
+        {"er_r1_k3_s2_e8" + c(2), "er_r1_k3_s1_e4" + gs + c(2), "er_r1_k3_s1_e4" + c(2), "er_r1_k3_s1_e4" + gs + c(2)},
+        {"er_r1_k3_s2_e8" + c(3), "ir_r3_k3_s1_e4" + c(3)},
+        {"ir_r1_k3_s1_e8" + c(4), "ir_r3_k3_s1_e4" + c(4)},
+        {"ir_r1_k3_s2_e8" + c(5), "ir_r3_k3_s1_e4" + c(5)},
+        {"ir_r1_k3_s1_e8" + c(6)}};
+  };
+  struct EdgeTpu {
+    std::string suffix, label;
+    ArchDef arch;
+    int64_t stem_size, stem_kernel_size, num_features;
+  };
+  const std::vector<EdgeTpu> edgetpus = {
+      {"100", "v1", edgetpu_v1, 32, 3, 1280},
+      {"v2_xs", "v2 XS", edgetpu_v2({16, 32, 48, 96, 144, 160, 192}, 64), 32, 3, 1280},
+      {"v2_s", "v2 S", edgetpu_v2({24, 48, 64, 128, 160, 192, 256}, 64), 64, 5, 1280},
+      {"v2_m", "v2 M", edgetpu_v2({32, 64, 80, 160, 192, 240, 320}, 64), 64, 5, 1344},
+      {"v2_l", "v2 L", edgetpu_v2({32, 64, 96, 192, 240, 256, 384}, 128), 64, 7, 1408}};
+  for (const auto& e : edgetpus) {
+    Spec s;
+    s.name = "mobilenet_edgetpu_" + e.suffix;
+    s.description = "MobileNet-EdgeTPU-" + e.label;
+    s.arch_def = e.arch;
+    s.stem_size = e.stem_size;
+    s.stem_kernel_size = e.stem_kernel_size;
+    s.num_features = e.num_features;
+    s.act_layer = "relu";
+    s.cfg = make_cfg(224, 0.9, "bicubic", "center", kDefaultTags.count(s.name) > 0);
+    specs.push_back(s);
+  }
+
+  Spec test;
+  test.name = "test_efficientnet";
+  test.description = "tiny test EfficientNet (ConvBnAct, EdgeResidual, IR with SE)";
+  test.arch_def = {{"cn_r1_k3_s1_e1_c16_skip"},
+                   {"er_r1_k3_s2_e4_c24"},
+                   {"er_r1_k3_s2_e4_c32"},
+                   {"ir_r1_k3_s2_e4_c48_se0.25"},
+                   {"ir_r1_k3_s2_e4_c64_se0.25"}};
+  test.round_limit = 0.0;
+  test.stem_size = 24;
+  test.num_features = 256;  // round_channels(256, 1.0, round_limit=0)
+  test.act_layer = "silu";
+  test.cfg = make_cfg(160, 0.95);
+  specs.push_back(test);
+  return specs;
+}
+
 std::vector<Spec> all_specs() {
   std::vector<Spec> specs = efficientnet_specs();
   for (auto& s : efficientnetv2_specs()) specs.push_back(s);
@@ -896,6 +1190,9 @@ std::vector<Spec> all_specs() {
   for (auto& s : mixnet_specs()) specs.push_back(s);
   for (auto& s : lcnet_specs()) specs.push_back(s);
   for (auto& s : mobilenetv4_specs()) specs.push_back(s);
+  for (auto& s : efficientnet_lite_specs()) specs.push_back(s);
+  for (auto& s : efficientnet_edge_specs()) specs.push_back(s);
+  for (auto& s : efficientnet_other_specs()) specs.push_back(s);
   return specs;
 }
 

@@ -138,12 +138,66 @@ const std::vector<std::string> kNames = {"efficientnet_b0",
                                          "mobilenetv4_conv_blur_medium",
                                          "mobilenetv4_conv_aa_large",
                                          "mobilenetv4_hybrid_medium_075",
-                                         "mobilenetv4_hybrid_large_075"};
-const std::vector<std::string> kPatterns = {
-    "efficientnet_b*", "tf_efficientnet_b*", "efficientnetv2_*", "tf_efficientnetv2_*", "gc_efficientnetv2_*",
-    "mobilenetv2_*",   "mobilenetv3_*",      "tf_mobilenetv3_*", "mnasnet_*",           "semnasnet_*",
-    "spnasnet_*",      "fbnetc_*",           "mixnet_*",         "tf_mixnet_*",         "lcnet_*",
-    "mobilenetv4_*"};
+                                         "mobilenetv4_hybrid_large_075",
+                                         "efficientnet_lite0",
+                                         "efficientnet_lite1",
+                                         "efficientnet_lite2",
+                                         "efficientnet_lite3",
+                                         "efficientnet_lite4",
+                                         "tf_efficientnet_lite0",
+                                         "tf_efficientnet_lite1",
+                                         "tf_efficientnet_lite2",
+                                         "tf_efficientnet_lite3",
+                                         "tf_efficientnet_lite4",
+                                         "efficientnet_es",
+                                         "efficientnet_em",
+                                         "efficientnet_el",
+                                         "tf_efficientnet_es",
+                                         "tf_efficientnet_em",
+                                         "tf_efficientnet_el",
+                                         "efficientnet_blur_b0",
+                                         "efficientnet_b0_g16_evos",
+                                         "tinynet_a",
+                                         "tinynet_b",
+                                         "tinynet_c",
+                                         "tinynet_d",
+                                         "tinynet_e",
+                                         "mobilenetv1_100",
+                                         "mobilenetv1_100h",
+                                         "mobilenetv1_125",
+                                         "mobilenet_edgetpu_100",
+                                         "mobilenet_edgetpu_v2_xs",
+                                         "mobilenet_edgetpu_v2_s",
+                                         "mobilenet_edgetpu_v2_m",
+                                         "mobilenet_edgetpu_v2_l",
+                                         "test_efficientnet"};
+// EfficientNet-L2 (about 480M parameters, 1.9 GB of float32): compared in a test case of its own.
+const std::vector<std::string> kL2Names = {"efficientnet_l2", "tf_efficientnet_l2"};
+const std::vector<std::string> kPatterns = {"efficientnet_b*",
+                                            "tf_efficientnet_b*",
+                                            "efficientnetv2_*",
+                                            "tf_efficientnetv2_*",
+                                            "gc_efficientnetv2_*",
+                                            "mobilenetv2_*",
+                                            "mobilenetv3_*",
+                                            "tf_mobilenetv3_*",
+                                            "mnasnet_*",
+                                            "semnasnet_*",
+                                            "spnasnet_*",
+                                            "fbnetc_*",
+                                            "mixnet_*",
+                                            "tf_mixnet_*",
+                                            "lcnet_*",
+                                            "mobilenetv4_*",
+                                            "efficientnet_lite*",
+                                            "tf_efficientnet_lite*",
+                                            "efficientnet_e*",
+                                            "tf_efficientnet_e*",
+                                            "tinynet_*",
+                                            "mobilenetv1_*",
+                                            "mobilenet_edgetpu_*",
+                                            "test_efficientnet"};
+const std::vector<std::string> kL2Patterns = {"efficientnet_l2", "tf_efficientnet_l2"};
 
 // Smallest and largest EfficientNet (DS + IR with swish SE), MobileNetV3
 // large (DS without SE, relu / hard_swish IR, hard_sigmoid SE, ConvBnAct,
@@ -183,6 +237,31 @@ const std::vector<ParityCase> kCases = {
     {"lcnet_050", "lcnet_050", 3, 64, 2},
     {"mixnet_s", "mixnet_s", 3, 64, 2},
     {"tf_mixnet_s", "tf_mixnet_s", 3, 64, 2},
+};
+
+// The other generators of efficientnet.py: efficientnet_lite0 (relu6, no SE,
+// fixed stem / first / last stage) and tf_efficientnet_lite0 at 68 px ('same'
+// padding asymmetric at 68 and 34); efficientnet_es (EdgeResidual with forced
+// input channels fc24 and noskip, relu) and tf_efficientnet_es at 68 px;
+// tinynet_e (repeats rounded to the nearest, fixed stem, odd widths x0.51);
+// mobilenetv1_100 ('dsa' blocks, relu6, no conv_head / bn2: the classifier
+// on the last block's 1024 channels); mobilenet_edgetpu_v2_s (5x5 stem of 64,
+// ConvBnAct 1x1, grouped EdgeResidual gs64); test_efficientnet (round_limit
+// 0, stem 24, 256 head features); efficientnet_blur_b0 (BlurPool2d after the
+// strided depthwise convs of DS / IR blocks); efficientnet_b0_g16_evos
+// (grouped depthwise convs of 16 channels per group, channels rounded to 16).
+// 64x64 unless said, batch 2.
+const std::vector<ParityCase> kMoreCases = {
+    {"efficientnet_lite0", "efficientnet_lite0", 3, 64, 2},
+    {"tf_efficientnet_lite0_68px", "tf_efficientnet_lite0", 3, 68, 2},
+    {"efficientnet_es", "efficientnet_es", 3, 64, 2},
+    {"tf_efficientnet_es_68px", "tf_efficientnet_es", 3, 68, 2},
+    {"tinynet_e", "tinynet_e", 3, 64, 2},
+    {"mobilenetv1_100", "mobilenetv1_100", 3, 64, 2},
+    {"mobilenet_edgetpu_v2_s", "mobilenet_edgetpu_v2_s", 3, 64, 2},
+    {"test_efficientnet", "test_efficientnet", 3, 64, 2},
+    {"efficientnet_blur_b0", "efficientnet_blur_b0", 3, 64, 2},
+    {"efficientnet_b0_g16_evos", "efficientnet_b0_g16_evos", 3, 64, 2},
 };
 
 // MobileNetV4 (the MobileNetV3 class with norm_head): conv_small (ConvBnAct
@@ -238,6 +317,29 @@ TEST_CASE("every registered EfficientNet / MobileNet: keys, shapes, parameter co
   }
 }
 
+TEST_CASE("efficientnet_l2 / tf_efficientnet_l2: keys, shapes, parameter count, cfg, group_matcher as timm") {
+  const ThreadCount one_thread(1);  // 2 cores shared: OpenMP's spinning threads only slow it down
+  timm::test::check_registered("efficientnet_oracle.py", kL2Names, kL2Patterns, kParity);
+}
+
+TEST_CASE("efficientnet lite / edge / tinynet / mobilenetv1 / edgetpu / test / blur match timm both ways") {
+  timm::test::run_parity("efficientnet_oracle.py", kMoreCases, kParity);
+}
+
+TEST_CASE("efficientnet lite / edge / mobilenetv1 / edgetpu / test: init statistics as timm's _init_weight_goog") {
+  const ThreadCount one_thread(1);  // 2 cores shared: OpenMP's spinning threads only slow it down
+  timm::test::check_init_stats("efficientnet_oracle.py", {"efficientnet_lite0", "efficientnet_es", "mobilenetv1_100",
+                                                          "mobilenet_edgetpu_v2_s", "test_efficientnet"});
+  // mobilenetv1_100 has no conv_head / bn2 (timm's nn.Identity): the classifier sees the last block's 1024 channels.
+  timm::ModelPtr v1 = make_model("mobilenetv1_100");
+  const auto params = v1->named_parameters();
+  CHECK_FALSE(params.contains("conv_head.weight"));
+  CHECK_FALSE(params.contains("bn2.weight"));
+  CHECK((params["classifier.weight"].sizes() == at::IntArrayRef{kNumClasses, 1024}));
+  CHECK((make_model("mobilenetv1_100h")->named_parameters()["conv_head.weight"].sizes() ==
+         at::IntArrayRef{1024, 1024, 1, 1}));
+}
+
 TEST_CASE("efficientnet / mobilenet match timm both ways: logits, gradients, BN statistics, weights") {
   timm::test::run_parity("efficientnet_oracle.py", kCases, kParity);
 }
@@ -284,6 +386,7 @@ TEST_CASE("efficientnet forward_head without a classifier is the pre-logits feat
   timm::test::check_head_split("efficientnet_b0", 64);
   timm::test::check_head_split("mobilenetv3_small_050", 64);
   timm::test::check_head_split("mobilenetv4_conv_small", 64);
+  timm::test::check_head_split("mobilenetv1_100", 64);
 }
 
 TEST_CASE("efficientnet init follows timm's _init_weight_goog") {
