@@ -4,6 +4,7 @@
 // and give our logits. Tolerance for every float comparison:
 // |ours - timm| <= 1e-4 + 1e-4 * |timm| (one thread, float32).
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,23 @@ const std::vector<std::string> kDepth1Names = {"vit_huge_patch14_gap_224",
                                                "vit_giant_patch14_224",
                                                "vit_gigantic_patch14_224",
                                                "vit_giant_patch16_gap_224"};
+// The SigLIP image towers timm registers in vision_transformer.py
+// (list_models('vit_*siglip*'), 34): the ViT-B ones built here in full,
+// ViT-L (~300M), SO400M (~400M) and giantopt (~1.1B) at depth 1.
+const std::vector<std::string> kSiglipNames = {"vit_base_patch32_siglip_256",     "vit_base_patch16_siglip_224",
+                                               "vit_base_patch16_siglip_256",     "vit_base_patch16_siglip_384",
+                                               "vit_base_patch16_siglip_512",     "vit_base_patch32_siglip_gap_256",
+                                               "vit_base_patch16_siglip_gap_224", "vit_base_patch16_siglip_gap_256",
+                                               "vit_base_patch16_siglip_gap_384", "vit_base_patch16_siglip_gap_512"};
+const std::vector<std::string> kSiglipDepth1Names = {
+    "vit_large_patch16_siglip_256",      "vit_large_patch16_siglip_384",        "vit_large_patch16_siglip_512",
+    "vit_so400m_patch14_siglip_224",     "vit_so400m_patch14_siglip_378",       "vit_so400m_patch14_siglip_384",
+    "vit_so400m_patch16_siglip_256",     "vit_so400m_patch16_siglip_384",       "vit_so400m_patch16_siglip_512",
+    "vit_giantopt_patch16_siglip_256",   "vit_giantopt_patch16_siglip_384",     "vit_large_patch16_siglip_gap_256",
+    "vit_large_patch16_siglip_gap_384",  "vit_large_patch16_siglip_gap_512",    "vit_so400m_patch14_siglip_gap_224",
+    "vit_so400m_patch14_siglip_gap_378", "vit_so400m_patch14_siglip_gap_384",   "vit_so400m_patch14_siglip_gap_448",
+    "vit_so400m_patch14_siglip_gap_896", "vit_so400m_patch16_siglip_gap_256",   "vit_so400m_patch16_siglip_gap_384",
+    "vit_so400m_patch16_siglip_gap_512", "vit_giantopt_patch16_siglip_gap_256", "vit_giantopt_patch16_siglip_gap_384"};
 const std::vector<std::string> kHugeNames = {"vit_huge_patch14_224",
                                              "deit3_huge_patch14_224",
                                              "vit_so150m_patch16_reg4_gap_256",
@@ -179,6 +197,36 @@ const std::vector<ParityCase> kClipDinoCases = {
      56,
      2,
      {{"img_size", 56}, {"embed_dim", 192}, {"num_heads", 3}, {"depth", 2}}},
+};
+
+// SigLIP, reduced through timm's keywords: average pool with the final norm
+// before it (fc_norm off); the 'map' attention pool (attn_pool: latent query,
+// q / kv, proj, norm, residual MLP) with a classifier after it; a 'map' model
+// given global_pool 'avg' (built without attn_pool, fc_norm on); SO400M's
+// block shape (mlp_ratio 3.7362, GELU tanh) with 'map', and the patch-14 384
+// px model at img_size 60 (4 x 4 patches over 56 px: timm's conv leaves the
+// rest out).
+const std::vector<ParityCase> kSiglipCases = {
+    {"siglip_gap_b16_depth2", "vit_base_patch16_siglip_gap_224", 3, 64, 2, {{"img_size", 64}, {"depth", 2}}},
+    {"siglip_map_b16_depth2", "vit_base_patch16_siglip_224", 3, 64, 2, {{"img_size", 64}, {"depth", 2}}},
+    {"siglip_map_as_avg_b32",
+     "vit_base_patch32_siglip_256",
+     3,
+     64,
+     2,
+     {{"global_pool", "avg"}, {"img_size", 64}, {"depth", 1}}},
+    {"siglip_so400m16_map_reduced",
+     "vit_so400m_patch16_siglip_256",
+     3,
+     64,
+     2,
+     {{"img_size", 64}, {"embed_dim", 192}, {"num_heads", 3}, {"depth", 2}}},
+    {"siglip_so400m14_384_gap_crop_reduced",
+     "vit_so400m_patch14_siglip_gap_384",
+     3,
+     60,
+     2,
+     {{"img_size", 60}, {"embed_dim", 192}, {"num_heads", 3}, {"depth", 2}}},
 };
 
 std::vector<double> block_drop_path_rates(torch::nn::Module& model) {
@@ -265,6 +313,10 @@ TEST_CASE("vit CLIP towers and DINOv2 match timm both ways: eval and train logit
   timm::test::run_parity("vit_oracle.py", kClipDinoCases, kParity);
 }
 
+TEST_CASE("vit SigLIP (gap and map) matches timm both ways: eval and train logits, gradients, weights, intermediates") {
+  timm::test::run_parity("vit_oracle.py", kSiglipCases, kParity);
+}
+
 TEST_CASE(
     "vit forward_head without a classifier is the pre-logits features (token, avg + fc_norm, distilled, registers)") {
   timm::test::check_head_split("vit_tiny_patch16_224", 224);
@@ -273,6 +325,8 @@ TEST_CASE(
   timm::test::check_head_split("vit_wee_patch16_reg1_gap_256", 256);
   timm::test::check_head_split("vit_xsmall_patch16_clip_224", 224);
   timm::test::check_head_split("vit_small_patch14_reg4_dinov2", 56, {{"img_size", 56}, {"depth", 2}});
+  timm::test::check_head_split("vit_base_patch16_siglip_224", 64, {{"img_size", 64}, {"depth", 1}});
+  timm::test::check_head_split("vit_base_patch16_siglip_gap_224", 64, {{"img_size", 64}, {"depth", 1}});
 }
 
 TEST_CASE("every registered vit/deit has timm's state_dict, parameter count, pretrained cfg, no_weight_decay, groups") {
@@ -323,6 +377,74 @@ TEST_CASE("every CLIP tower and DINOv2 timm lists is registered, in timm's order
   }
   CHECK(info.at("list").at("vit_*clip*").size() == 26);
   CHECK(info.at("list").at("vit_*dinov2").size() == 8);
+}
+
+TEST_CASE("every SigLIP timm lists is registered, in timm's order, with timm's state_dict, count and cfg") {
+  const auto info = timm::test::check_registered("vit_oracle.py", kSiglipNames, {"vit_*siglip*"}, kParity);
+  const auto listed = info.at("list").at("vit_*siglip*").get<std::vector<std::string>>();
+  CHECK(timm::Registry::global().list(timm::PluginKind::kModel, "vit_*siglip*") == listed);
+  CHECK(listed.size() == 34);
+  std::vector<std::string> ours = kSiglipNames;
+  ours.insert(ours.end(), kSiglipDepth1Names.begin(), kSiglipDepth1Names.end());
+  std::sort(ours.begin(), ours.end());
+  std::vector<std::string> sorted_listed = listed;
+  std::sort(sorted_listed.begin(), sorted_listed.end());
+  CHECK(ours == sorted_listed);
+}
+
+// ViT-L, SO400M and giantopt SigLIP towers (~300M to ~1.1B parameters).
+TEST_CASE("the large, so400m and giantopt SigLIPs have timm's blocks, attn_pool, parameter count, cfg (depth 1)") {
+  check_registered_depth1(kSiglipDepth1Names);
+}
+
+TEST_CASE("SigLIP 'map' starts as timm's: latent trunc_normal_tf_(dim^-0.5), attn_pool Linears trunc_normal(.02)") {
+  timm::ModelArgs args;
+  args.kwargs = {{"img_size", "32"}, {"depth", "1"}};
+  at::manual_seed(0);
+  const auto params = make("vit_so400m_patch14_siglip_224", args)->named_parameters();
+  const at::Tensor latent = params["attn_pool.latent"];
+  REQUIRE((latent.sizes() == at::IntArrayRef{1, 1, 1152}));
+  const double std = 1.0 / std::sqrt(1152.0);
+  // N(0, 1) truncated to +-2 has std 0.8796.
+  CHECK(latent.std().item<double>() == doctest::Approx(0.8796 * std).epsilon(0.08));
+  CHECK(latent.abs().max().item<double>() <= 2.0 * std + 1e-7);
+  CHECK(params["attn_pool.q.weight"].std().item<double>() == doctest::Approx(0.02).epsilon(0.05));
+  CHECK(params["attn_pool.kv.bias"].abs().max().item<double>() == 0.0);
+  CHECK(params["attn_pool.mlp.fc1.weight"].size(0) == 4304);  // int(1152 * 3.7362)
+  CHECK(params["attn_pool.mlp.fc2.weight"].std().item<double>() == doctest::Approx(0.02).epsilon(0.05));
+  CHECK(params["attn_pool.norm.weight"].eq(1.0).all().item<bool>());
+}
+
+TEST_CASE("SigLIP global_pool: 'map' for the map models only, no class token to pool, 384 px at patch 14") {
+  c10::NoGradGuard no_grad;
+  timm::ModelArgs args;
+  args.global_pool = "map";
+  args.num_classes = 0;
+  args.kwargs = {{"img_size", "32"}, {"depth", "1"}};
+  timm::ModelPtr model = make("vit_base_patch16_siglip_224", args);
+  model->eval();
+  CHECK((model->forward(at::randn({2, 3, 32, 32})).sizes() == at::IntArrayRef{2, 768}));
+  CHECK_THROWS_WITH_AS(make("vit_base_patch16_siglip_gap_224", args), doctest::Contains("no attention pool"),
+                       timm::UsageError);
+  args.global_pool = "token";
+  CHECK_THROWS_WITH_AS(make("vit_base_patch16_siglip_224", args), doctest::Contains("no class token"),
+                       timm::UsageError);
+  // A 'map' model given '' keeps the tokens and has no attn_pool, as timm's constructor.
+  args.global_pool = "";
+  model = make("vit_base_patch16_siglip_224", args);
+  model->eval();
+  CHECK((model->forward(at::randn({1, 3, 32, 32})).sizes() == at::IntArrayRef{1, 4, 768}));
+  for (const auto& [key, tensor] : timm::state_dict(*model)) CHECK(key.rfind("attn_pool.", 0) != 0);
+  // 384 px with 14 px patches: 27 x 27 patches, the 384 px input required (timm's strict size).
+  args = {};
+  args.num_classes = 0;
+  args.global_pool = "";
+  args.kwargs = {{"depth", "1"}, {"embed_dim", "64"}, {"num_heads", "1"}};
+  model = make("vit_so400m_patch14_siglip_384", args);
+  model->eval();
+  CHECK((model->named_parameters()["pos_embed"].sizes() == at::IntArrayRef{1, 27 * 27, 64}));
+  CHECK((model->forward(at::randn({1, 3, 384, 384})).sizes() == at::IntArrayRef{1, 27 * 27, 64}));
+  CHECK_THROWS_WITH_AS(model->forward(at::zeros({1, 3, 378, 378})), doctest::Contains("384x384"), timm::Error);
 }
 
 TEST_CASE("DINOv2-g starts as timm's: GluMlp.init_weights (gate half of fc1 near zero, bias one), LayerScale 1e-5") {

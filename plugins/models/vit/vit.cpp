@@ -30,16 +30,25 @@
 //   names, whose hf_hub_id is the plain name's, as timm);
 // - DINOv2 vit_{small,base,large,giant}_patch14_[reg4_]dinov2 (LayerScale
 //   1e-5, 518 px; reg4: four register tokens beside the class token,
-//   no_embed_class; giant: SwiGLUPacked MLP, timm's GluMlp with SiLU).
+//   no_embed_class; giant: SwiGLUPacked MLP, timm's GluMlp with SiLU);
+// - the SigLIP image towers vit_{base,large,so400m,giantopt}_patch*_siglip_*
+//   (no class token; global_pool 'map': timm's AttentionPoolLatent head,
+//   attn_pool, the SDK's layers::AttentionPoolLatent) and
+//   vit_*_siglip_gap_* (average pool, fc_norm off); GELU (tanh) MLPs where
+//   timm sets it; vit_so400m_patch14_siglip[_gap]_384 take 384 px images and
+//   read the 378 px that the 27 x 27 patches cover, as timm's conv.
 // Not here: blocks or attention of other kinds (rope, diff attention,
-// parallel blocks, attention pooling 'map'), SigLIP / TIPS / RADIO / EVA-02
-// variants (timm's eva.py: the eva plugin).
+// parallel blocks), the 'prr' pool, TIPS / RADIO / NaFlex / EVA-02 variants
+// (timm's eva.py: the eva plugin).
 //
 // Supported: num_classes (0: pooled features come out), in_chans, drop_rate
 // (head dropout), drop_path_rate (timm's linear per-block rule), global_pool
 // 'token' (the default with a class token), 'avg', 'avgmax', 'max' (these
 // three move the final norm after the pool, timm's fc_norm, unless the model
-// sets fc_norm off) or '' (no pooling, tokens come out).
+// sets fc_norm off), '' (no pooling, tokens come out) or 'map' (the attention
+// pool, for the models built with it only: timm cannot add one to another
+// model; a 'map' model given another pool is built without attn_pool, as
+// timm's constructor).
 // --model-kwargs: init_values=<float> (LayerScale ls1/ls2 in every block; 0
 // removes it), qk_norm=true (LayerNorm q_norm/k_norm in attention, the
 // model's eps), img_size / embed_dim / depth / num_heads=<int> (timm's
@@ -71,6 +80,7 @@
 
 #include "timm/base/error.hpp"
 #include "timm/layers/attention.hpp"
+#include "timm/layers/attention_pool_latent.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/layer_scale.hpp"
 #include "timm/layers/mlp.hpp"
@@ -116,6 +126,14 @@ const std::map<std::string, std::string> kDefaultTags = {
     {"vit_base_patch16_clip_384", "laion2b_ft_in12k_in1k"},
     {"vit_base_patch16_clip_quickgelu_224", "metaclip_2pt5b"},
     {"vit_base_patch16_plus_clip_240", "laion400m_e32"},
+    {"vit_base_patch16_siglip_224", "v2_webli"},
+    {"vit_base_patch16_siglip_256", "v2_webli"},
+    {"vit_base_patch16_siglip_384", "v2_webli"},
+    {"vit_base_patch16_siglip_512", "v2_webli"},
+    {"vit_base_patch16_siglip_gap_224", "v2_webli"},
+    {"vit_base_patch16_siglip_gap_256", "v2_webli"},
+    {"vit_base_patch16_siglip_gap_384", "v2_webli"},
+    {"vit_base_patch16_siglip_gap_512", "v2_webli"},
     {"vit_base_patch32_224", "augreg_in21k_ft_in1k"},
     {"vit_base_patch32_384", "augreg_in21k_ft_in1k"},
     {"vit_base_patch32_clip_224", "laion2b_ft_in12k_in1k"},
@@ -123,6 +141,8 @@ const std::map<std::string, std::string> kDefaultTags = {
     {"vit_base_patch32_clip_384", "laion2b_ft_in12k_in1k"},
     {"vit_base_patch32_clip_448", "laion2b_ft_in12k_in1k"},
     {"vit_base_patch32_clip_quickgelu_224", "laion400m_e32"},
+    {"vit_base_patch32_siglip_256", "v2_webli"},
+    {"vit_base_patch32_siglip_gap_256", "v2_webli"},
     {"vit_base_patch8_224", "augreg2_in21k_ft_in1k"},
     {"vit_betwixt_patch16_reg1_gap_256", "sbb_in1k"},
     {"vit_betwixt_patch16_reg4_gap_256", "sbb2_e200_in12k_ft_in1k"},
@@ -131,6 +151,10 @@ const std::map<std::string, std::string> kDefaultTags = {
     {"vit_giant_patch14_clip_224", "laion2b"},
     {"vit_giant_patch14_dinov2", "lvd142m"},
     {"vit_giant_patch14_reg4_dinov2", "lvd142m"},
+    {"vit_giantopt_patch16_siglip_256", "v2_webli"},
+    {"vit_giantopt_patch16_siglip_384", "v2_webli"},
+    {"vit_giantopt_patch16_siglip_gap_256", "v2_webli"},
+    {"vit_giantopt_patch16_siglip_gap_384", "v2_webli"},
     {"vit_gigantic_patch14_clip_224", "laion2b"},
     {"vit_gigantic_patch14_clip_378", "metaclip2_worldwide"},
     {"vit_gigantic_patch14_clip_quickgelu_224", "metaclip_2pt5b"},
@@ -148,6 +172,12 @@ const std::map<std::string, std::string> kDefaultTags = {
     {"vit_large_patch14_reg4_dinov2", "lvd142m"},
     {"vit_large_patch16_224", "augreg_in21k_ft_in1k"},
     {"vit_large_patch16_384", "augreg_in21k_ft_in1k"},
+    {"vit_large_patch16_siglip_256", "v2_webli"},
+    {"vit_large_patch16_siglip_384", "v2_webli"},
+    {"vit_large_patch16_siglip_512", "v2_webli"},
+    {"vit_large_patch16_siglip_gap_256", "v2_webli"},
+    {"vit_large_patch16_siglip_gap_384", "v2_webli"},
+    {"vit_large_patch16_siglip_gap_512", "v2_webli"},
     {"vit_large_patch32_224", "orig_in21k"},
     {"vit_large_patch32_384", "orig_in21k_ft_in1k"},
     {"vit_little_patch16_reg1_gap_256", "sbb_in12k_ft_in1k"},
@@ -173,6 +203,20 @@ const std::map<std::string, std::string> kDefaultTags = {
     {"vit_so150m2_patch16_reg1_gap_448", "sbb_e200_in12k_ft_in1k"},
     {"vit_so150m_patch16_reg4_gap_256", "sbb_e250_in12k_ft_in1k"},
     {"vit_so150m_patch16_reg4_gap_384", "sbb_e250_in12k_ft_in1k"},
+    {"vit_so400m_patch14_siglip_224", "v2_webli"},
+    {"vit_so400m_patch14_siglip_378", "v2_webli"},
+    {"vit_so400m_patch14_siglip_384", "webli"},
+    {"vit_so400m_patch14_siglip_gap_224", "v2_webli"},
+    {"vit_so400m_patch14_siglip_gap_378", "v2_webli"},
+    {"vit_so400m_patch14_siglip_gap_384", "webli"},
+    {"vit_so400m_patch14_siglip_gap_448", "pali_mix"},
+    {"vit_so400m_patch14_siglip_gap_896", "pali_pt"},
+    {"vit_so400m_patch16_siglip_256", "v2_webli"},
+    {"vit_so400m_patch16_siglip_384", "v2_webli"},
+    {"vit_so400m_patch16_siglip_512", "v2_webli"},
+    {"vit_so400m_patch16_siglip_gap_256", "v2_webli"},
+    {"vit_so400m_patch16_siglip_gap_384", "v2_webli"},
+    {"vit_so400m_patch16_siglip_gap_512", "v2_webli"},
     {"vit_tiny_patch16_224", "augreg_in21k_ft_in1k"},
     {"vit_tiny_patch16_384", "augreg_in21k_ft_in1k"},
     {"vit_wee_patch16_reg1_gap_256", "sbb_in1k"},
@@ -280,7 +324,7 @@ struct VitSpec {
   bool swiglu_packed = false;  // DINOv2-g's SwiGLUPacked MLP
 };
 
-const std::vector<std::string> kPoolTypes = {"token", "avg", "avgmax", "max", ""};
+const std::vector<std::string> kPoolTypes = {"token", "avg", "avgmax", "max", "", "map"};
 
 bool is_reducing_pool(const std::string& pool) { return pool == "avg" || pool == "avgmax" || pool == "max"; }
 
@@ -300,19 +344,27 @@ class VisionTransformerImpl : public ClassifierImpl {
     const int64_t dim = model_kwarg_positive_int(spec.name, args, "embed_dim").value_or(spec.embed_dim);
     const int64_t depth = model_kwarg_positive_int(spec.name, args, "depth").value_or(spec.depth);
     const int64_t num_heads = model_kwarg_positive_int(spec.name, args, "num_heads").value_or(spec.num_heads);
-    if (img_size % spec.patch_size != 0) {
-      throw UsageError(spec.name + ": img_size=" + std::to_string(img_size) +
-                       ": expected a multiple of the patch size " + std::to_string(spec.patch_size));
+    const bool dynamic_img_pad = model_kwarg_bool(spec.name, args, "dynamic_img_pad").value_or(false);
+    // timm's PatchEmbed takes any img_size: the grid is img_size // patch and
+    // the conv leaves the rest of the image out (vit_so400m_patch14_siglip_384:
+    // 27 x 27 patches over 378 of the 384 pixels); padding would add a patch.
+    if (img_size < spec.patch_size || (dynamic_img_pad && img_size % spec.patch_size != 0)) {
+      throw UsageError(spec.name + ": img_size=" + std::to_string(img_size) + ": expected " +
+                       (dynamic_img_pad ? "a multiple of" : "at least") + " the patch size " +
+                       std::to_string(spec.patch_size));
     }
+    img_size_ = img_size;
     if (dim % num_heads != 0) {
       throw UsageError(spec.name + ": num_heads=" + std::to_string(num_heads) +
                        " must divide embed_dim=" + std::to_string(dim));
     }
     num_prefix_tokens_ = (spec.class_token ? 1 : 0) + spec.reg_tokens + (distilled_ ? 1 : 0);
     dynamic_img_size_ = model_kwarg_bool(spec.name, args, "dynamic_img_size").value_or(false);
-    auto embed = layers::PatchEmbedOptions(img_size, spec.patch_size, args.in_chans, dim)
-                     .bias(!spec.pre_norm)  // timm: no patch bias before a pre-norm (CLIP)
-                     .dynamic_img_pad(model_kwarg_bool(spec.name, args, "dynamic_img_pad").value_or(false));
+    // The PatchEmbed sees the part of the image the patches cover (embed() crops to it).
+    auto embed =
+        layers::PatchEmbedOptions(img_size / spec.patch_size * spec.patch_size, spec.patch_size, args.in_chans, dim)
+            .bias(!spec.pre_norm)  // timm: no patch bias before a pre-norm (CLIP)
+            .dynamic_img_pad(dynamic_img_pad);
     // timm: the tokens stay a grid (NHWC) until pos_embed is resampled to it.
     if (dynamic_img_size_) embed.strict_img_size(false).output_fmt("NHWC");
     patch_embed = register_module("patch_embed", layers::PatchEmbed(embed));
@@ -345,12 +397,20 @@ class VisionTransformerImpl : public ClassifierImpl {
       blocks->push_back(Block(block));
     }
     // timm's fc_norm: with a reducing pool the final norm comes after it,
-    // unless the model turns that off.
-    if (spec.fc_norm.value_or(is_reducing_pool(global_pool_))) {
-      fc_norm = register_module("fc_norm", layers::LayerNorm(norm_options));
-    } else {
-      norm = register_module("norm", layers::LayerNorm(norm_options));
+    // unless the model turns that off. timm's order: norm, attn_pool, fc_norm, head.
+    const bool use_fc_norm = spec.fc_norm.value_or(is_reducing_pool(global_pool_));
+    if (!use_fc_norm) norm = register_module("norm", layers::LayerNorm(norm_options));
+    // 'map': timm's AttentionPoolLatent over the patch tokens, with the
+    // model's heads, mlp_ratio, norm (eps) and MLP activation.
+    if (global_pool_ == "map") {
+      attn_pool = register_module("attn_pool", layers::AttentionPoolLatent(layers::AttentionPoolLatentOptions(dim)
+                                                                               .num_heads(num_heads)
+                                                                               .mlp_ratio(spec.mlp_ratio)
+                                                                               .norm_layer("layernorm")
+                                                                               .norm_eps(spec.norm_eps)
+                                                                               .act_layer(spec.act_layer)));
     }
+    if (use_fc_norm) fc_norm = register_module("fc_norm", layers::LayerNorm(norm_options));
     if (num_classes_ > 0) {
       head = register_module("head", nn::Linear(dim, num_classes_));
       if (distilled_) head_dist = register_module("head_dist", nn::Linear(dim, num_classes_));
@@ -456,9 +516,10 @@ class VisionTransformerImpl : public ClassifierImpl {
   layers::LayerNorm norm_pre{nullptr};                     // null without pre_norm
   at::Tensor cls_token, reg_token, pos_embed, dist_token;  // undefined when the model has none
   nn::Sequential blocks{nullptr};
-  layers::LayerNorm norm{nullptr};     // null with fc_norm
-  layers::LayerNorm fc_norm{nullptr};  // null unless an avg/max pool
-  nn::Linear head{nullptr};            // null when num_classes is 0
+  layers::LayerNorm norm{nullptr};                 // null with fc_norm
+  layers::AttentionPoolLatent attn_pool{nullptr};  // global_pool 'map' only
+  layers::LayerNorm fc_norm{nullptr};              // null unless an avg/max pool
+  nn::Linear head{nullptr};                        // null when num_classes is 0
   nn::Linear head_dist{nullptr};
 
  private:
@@ -469,7 +530,14 @@ class VisionTransformerImpl : public ClassifierImpl {
                          "depth", "num_heads"});
     if (std::find(kPoolTypes.begin(), kPoolTypes.end(), global_pool_) == kPoolTypes.end()) {
       throw UsageError("global_pool " + in_quotes(global_pool_) + ": " + name +
-                       " supports 'token', 'avg', 'avgmax', 'max' or '' (none)");
+                       " supports 'token', 'avg', 'avgmax', 'max', '' (none)" +
+                       (spec.global_pool == "map" ? " or 'map'" : ""));
+    }
+    // timm's reset_classifier cannot add an attention pool to a model built
+    // without one: 'map' only for the models timm registers with it.
+    if (global_pool_ == "map" && spec.global_pool != "map") {
+      throw UsageError("global_pool 'map': " + name +
+                       " has no attention pool (attn_pool); use 'token', 'avg', 'avgmax', 'max' or '' (none)");
     }
     if (distilled_ && global_pool_ != "token") {
       throw UsageError("global_pool " + in_quotes(global_pool_) + ": " + name +
@@ -483,8 +551,22 @@ class VisionTransformerImpl : public ClassifierImpl {
   // timm's patch_embed, _pos_embed, then norm_pre (an Identity without
   // pre_norm; patch_drop is one here): the token sequence the blocks take.
   at::Tensor embed(const at::Tensor& input) {
-    at::Tensor x = add_pos_embed(patch_embed(input));
+    at::Tensor x = add_pos_embed(patch_embed(crop_to_patches(input)));
     return norm_pre ? norm_pre(x) : x;
+  }
+
+  // An input of an img_size that is no multiple of the patch size: checked
+  // against img_size (timm's strict_img_size), then cropped to the pixels
+  // the patches cover, which is what timm's strided conv reads.
+  at::Tensor crop_to_patches(const at::Tensor& input) const {
+    const int64_t covered = patch_embed->options.img_size();
+    if (dynamic_img_size_ || covered == img_size_) return input;
+    if (input.dim() != 4 || input.size(2) != img_size_ || input.size(3) != img_size_) {
+      throw Error("PatchEmbed: input of shape " + std::string(c10::str(input.sizes())) +
+                  " does not match the model's " + std::to_string(img_size_) + "x" + std::to_string(img_size_) +
+                  " (N, C, H, W) image size");
+    }
+    return input.slice(2, 0, covered).slice(3, 0, covered);
   }
 
   // timm's self.norm, an Identity with fc_norm.
@@ -527,8 +609,10 @@ class VisionTransformerImpl : public ClassifierImpl {
     return at::cat(tokens, 1) + pos;
   }
 
-  // timm's global_pool_nlc: the class token, or a reduction over the patch tokens.
-  at::Tensor pool(const at::Tensor& x) const {
+  // timm's pool: the attention pool over the patch tokens ('map'), else
+  // global_pool_nlc: the class token, or a reduction over the patch tokens.
+  at::Tensor pool(const at::Tensor& x) {
+    if (attn_pool) return attn_pool(x.slice(1, num_prefix_tokens_));
     if (global_pool_.empty()) return x;
     if (global_pool_ == "token") return x.select(1, 0);
     const at::Tensor patches = x.slice(1, num_prefix_tokens_);
@@ -567,6 +651,9 @@ class VisionTransformerImpl : public ClassifierImpl {
         glu->fc1->weight.slice(0, half).normal_(0.0, 1e-6);
       }
     }
+    // timm's AttentionPoolLatent.init_weights, called after its children's
+    // Linears: latent trunc_normal_tf_(std dim^-0.5).
+    if (attn_pool) attn_pool->init_weights();
   }
 
   PretrainedCfg cfg_;
@@ -576,6 +663,7 @@ class VisionTransformerImpl : public ClassifierImpl {
   bool distilled_;
   bool no_embed_class_;
   bool dynamic_img_size_ = false;
+  int64_t img_size_ = 224;
   int64_t num_prefix_tokens_ = 1;
   bool grad_checkpointing_ = false;
 };
@@ -615,7 +703,8 @@ const Width kTiny{"tiny", 192, 12, 3}, kSmall{"small", 384, 12, 6}, kMedium{"med
     kLittle{"little", 320, 14, 5, 5.6}, kSo150m{"so150m", 896, 18, 14, 2.572},
     kSo150m2{"so150m2", 832, 21, 13, 34.0 / 13.0}, kGiant{"giant", 1408, 40, 16, 48.0 / 11.0},
     kGigantic{"gigantic", 1664, 48, 16, 64.0 / 13.0}, kXSmall{"xsmall", 256, 10, 4}, kBasePlus{"base", 896, 12, 14},
-    kGiantDinov2{"giant", 1536, 40, 24, 2.66667 * 2};
+    kGiantDinov2{"giant", 1536, 40, 24, 2.66667 * 2}, kSo400m{"so400m", 1152, 27, 16, 3.7362},
+    kGiantOpt{"giantopt", 1536, 40, 16};
 
 VitSpec make_spec(std::string name, const Width& w, int64_t patch, int64_t img, PretrainedCfg cfg) {
   VitSpec spec;
@@ -772,6 +861,65 @@ VitSpec dinov2(const Width& w, bool reg4) {
   return spec;
 }
 
+// vit_<width>_patch<p>_siglip_[gap_]<img>: the SigLIP image towers, no
+// class token: global_pool 'map' (timm's AttentionPoolLatent, attn_pool,
+// after the final norm) or, for the _gap_ names, an average pool with the
+// final norm before it (fc_norm off). GELU (tanh) in the MLPs where timm sets
+// act_layer 'gelu_tanh'. Default tags without a classifier, mean/std 0.5,
+// crop_pct 0.9 unless given.
+struct SiglipArgs {
+  Width width;
+  int64_t patch;
+  int64_t img;
+  bool gelu_tanh = false;
+  double crop_pct = 0.9;
+};
+
+VitSpec siglip_vit(const SiglipArgs& a, bool gap) {
+  VitSpec spec = make_spec("vit_" + std::string(a.width.name) + "_patch" + std::to_string(a.patch) + "_siglip_" +
+                               (gap ? "gap_" : "") + std::to_string(a.img),
+                           a.width, a.patch, a.img, vit_cfg(a.img, /*imagenet_norm=*/false, a.crop_pct, 0));
+  spec.class_token = false;
+  spec.global_pool = gap ? "avg" : "map";
+  if (gap) spec.fc_norm = false;
+  if (a.gelu_tanh) spec.act_layer = "gelu_tanh";
+  return spec;
+}
+
+// timm's registration order: the 'map' names, then the _gap_ names (these
+// add vit_so400m_patch14_siglip_gap_448 / _896 and differ in some default
+// tags' crop_pct).
+void add_siglip_specs(std::vector<VitSpec>& specs) {
+  const std::vector<SiglipArgs> map_args = {
+      {kBase, 32, 256, true},   {kBase, 16, 224},         {kBase, 16, 256},           {kBase, 16, 384},
+      {kBase, 16, 512},         {kLarge, 16, 256},        {kLarge, 16, 384},          {kLarge, 16, 512, true},
+      {kSo400m, 14, 224},       {kSo400m, 14, 378},       {kSo400m, 14, 384},         {kSo400m, 16, 256, true},
+      {kSo400m, 16, 384, true}, {kSo400m, 16, 512, true}, {kGiantOpt, 16, 256, true}, {kGiantOpt, 16, 384, true},
+  };
+  for (const auto& a : map_args) specs.push_back(siglip_vit(a, /*gap=*/false));
+  const std::vector<SiglipArgs> gap_args = {
+      {kBase, 32, 256, true},
+      {kBase, 16, 224},
+      {kBase, 16, 256},
+      {kBase, 16, 384},
+      {kBase, 16, 512},
+      {kLarge, 16, 256},
+      {kLarge, 16, 384},
+      {kLarge, 16, 512, true},
+      {kSo400m, 14, 224},
+      {kSo400m, 14, 378},
+      {kSo400m, 14, 384, false, 1.0},
+      {kSo400m, 14, 448, false, 1.0},
+      {kSo400m, 14, 896, false, 1.0},
+      {kSo400m, 16, 256, true},
+      {kSo400m, 16, 384, true},
+      {kSo400m, 16, 512, true},
+      {kGiantOpt, 16, 256, true},
+      {kGiantOpt, 16, 384, true},
+  };
+  for (const auto& a : gap_args) specs.push_back(siglip_vit(a, /*gap=*/true));
+}
+
 std::vector<VitSpec> vit_specs() {
   std::vector<VitSpec> specs = {
       plain_vit(kTiny, 16, 224),  plain_vit(kTiny, 16, 384),     plain_vit(kSmall, 32, 224),
@@ -862,6 +1010,7 @@ std::vector<VitSpec> vit_specs() {
   for (const Width& w : {kSmall, kBase, kLarge, kGiantDinov2}) {
     for (bool reg4 : {false, true}) specs.push_back(dinov2(w, reg4));
   }
+  add_siglip_specs(specs);
   return specs;
 }
 
@@ -871,10 +1020,14 @@ std::string describe(const VitSpec& spec) {
                      : spec.name.rfind("eva_large_", 0) == 0          ? "EVA-L ViT"
                      : spec.pre_norm                                  ? "CLIP image tower ViT"
                      : spec.name.find("_dinov2") != std::string::npos ? "DINOv2 ViT"
+                     : spec.name.find("_siglip") != std::string::npos ? "SigLIP image tower ViT"
                                                                       : "ViT";
   if (spec.act_layer == "quick_gelu") kind += " with QuickGELU";
   if (spec.swiglu_packed) kind += " with SwiGLU MLP";
+  if (spec.act_layer == "gelu_tanh") kind += " with GELU (tanh)";
   if (spec.reg_tokens > 0) kind += " with " + std::to_string(spec.reg_tokens) + " register token(s)";
+  if (spec.global_pool == "map") kind += ", attention pool (map)";
+  if (spec.name.find("_siglip_gap_") != std::string::npos) kind += ", average pool";
   return kind + " (dim " + std::to_string(spec.embed_dim) + ", depth " + std::to_string(spec.depth) + ", heads " +
          std::to_string(spec.num_heads) + ", patch " + std::to_string(spec.patch_size) + ", " +
          std::to_string(spec.img_size) + "x" + std::to_string(spec.img_size) + ")";
