@@ -14,14 +14,16 @@ GRAD_KEYS_BY_BLOCK = {"BasicBlock": "bn2", "Bottleneck": "bn3"}
 
 def grad_keys(model):
     # The stem (plain or deep), the stem pool's conv (ResNet-RS), the first
-    # conv, the last block's last BN, its SE or ECA, the avg-down BN and the
-    # head.
+    # conv, the last block's last norm (BatchNorm or GroupNorm), its SE or
+    # ECA, the avg-down norm and the head.
     last_block = model.layer4[-1]
     last = f"layer4.{len(model.layer4) - 1}"
     last_bn = GRAD_KEYS_BY_BLOCK[type(last_block).__name__]
     stem_conv = "conv1.0.weight" if isinstance(model.conv1, torch.nn.Sequential) else "conv1.weight"
     keys = [stem_conv, "bn1.weight"]
-    if isinstance(model.maxpool, torch.nn.Sequential):
+    # The ResNet-RS's stem-pool conv (the blur models' stem pool, a max-pool
+    # and a BlurPool2d, has no parameters).
+    if isinstance(model.maxpool, torch.nn.Sequential) and isinstance(model.maxpool[0], torch.nn.Conv2d):
         keys += ["maxpool.0.weight", "maxpool.1.weight"]
     keys += ["layer1.0.conv1.weight", f"{last}.{last_bn}.weight"]
     if isinstance(last_block.se, EcaModule):

@@ -14,7 +14,23 @@
 //   ecaresnet*: attn_layer='eca', timm's EcaModule (timm/layers/eca.hpp), both
 //   named "se"; ecaresnetlight has the 7x7 stem with avg-pool downsample;
 // - resnetrs50 .. resnetrs420: "d" with SE at rd_ratio 0.25 and the stem's
-//   max-pool replaced by a stride-2 3x3 conv, BN, ReLU (keys maxpool.0/.1).
+//   max-pool replaced by a stride-2 3x3 conv, BN, ReLU (keys maxpool.0/.1);
+// - the other ResNeXts / SE-ResNeXts / ECA-ResNeXts (resnext50d_32x4d,
+//   resnext101_*, seresnext26t_32x4d, seresnext101*, ecaresnext*t_32x4d):
+//   combinations of the above; senet154: the 64-wide deep stem, 64x4d, SE,
+//   the first conv at half the width (block_reduce_first 2) and 3x3 strided
+//   shortcut convs (down_kernel_size 3);
+// - resnetaa*, seresnetaa50d, seresnextaa*: timm's aa_layer=nn.AvgPool2d, so
+//   the strided 3x3 conv runs at stride 1 followed by AvgPool2d(2) ("aa"), and
+//   the stem's max-pool is an AvgPool2d(2); resnetblur*: aa_layer=BlurPool2d
+//   (timm/layers/blur_pool.hpp), the stem pool a stride-1 max-pool and a
+//   BlurPool2d (maxpool.0/.1, no state);
+// - resnet50_gn: timm's GroupNorm (32 groups) in place of every BatchNorm;
+// - ecaresnet50d_pruned / 101d_pruned: ecaresnet50d / 101d at the widths of
+//   timm's _pruned files (pruned_widths.hpp), with torch's default init as
+//   timm's adapt_model_from_file leaves them;
+// - test_resnet: timm's tiny test model (deep stem 16, stages of 32-48-48-96
+//   planes, basic-basic-bottleneck-basic blocks).
 //
 // Supported: num_classes (0: no fc, the pooled features come out), in_chans,
 // drop_rate (dropout before fc), drop_path_rate (per-block linear schedule),
@@ -27,6 +43,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -42,10 +59,12 @@
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
 #include <torch/nn/modules/pooling.h>
 
 #include "timm/base/error.hpp"
 #include "timm/layers/batch_norm.hpp"
+#include "timm/layers/blur_pool.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/eca.hpp"
@@ -55,6 +74,8 @@
 #include "timm/models/model.hpp"
 #include "timm/plugin/plugin.hpp"
 
+#include "pruned_widths.hpp"
+
 namespace timm::resnet {
 namespace {
 
@@ -63,30 +84,73 @@ namespace nn = torch::nn;
 // timm 1.0.31's default pretrained tag of each model (the first tag of its
 // default_cfgs); a model without one has no pretrained weights in timm
 // (seresnet18/34, resnet50t, resnet200, seresnet50t/101/152/200d/269d,
-// ecaresnet200d: timm's "untrained").
+// ecaresnet200d, ecaresnext26t/50t_32x4d, resnetaa34d, seresnetaa50d,
+// resnetblur18/50d/101d: timm's "untrained").
 const std::map<std::string, std::string> kDefaultTags = {
-    {"resnet18", "a1_in1k"},           {"resnet18d", "ra2_in1k"},
-    {"resnet26", "bt_in1k"},           {"resnet34", "a1_in1k"},
-    {"resnet34d", "ra2_in1k"},         {"resnet50", "a1_in1k"},
-    {"resnet50d", "ra2_in1k"},         {"resnet101", "a1h_in1k"},
-    {"resnet101d", "ra2_in1k"},        {"resnet152", "a1h_in1k"},
-    {"resnet152d", "ra2_in1k"},        {"resnext50_32x4d", "a1h_in1k"},
-    {"resnext101_32x8d", "tv_in1k"},   {"seresnet50", "a1_in1k"},
-    {"seresnext26d_32x4d", "bt_in1k"}, {"seresnext50_32x4d", "racm_in1k"},
-    {"wide_resnet50_2", "racm_in1k"},  {"wide_resnet101_2", "tv_in1k"},
-    {"resnet50c", "gluon_in1k"},       {"resnet101c", "gluon_in1k"},
-    {"resnet152c", "gluon_in1k"},      {"resnet50s", "gluon_in1k"},
-    {"resnet101s", "gluon_in1k"},      {"resnet152s", "gluon_in1k"},
-    {"resnet10t", "c3_in1k"},          {"resnet14t", "c3_in1k"},
-    {"resnet26t", "ra2_in1k"},         {"resnet26d", "bt_in1k"},
-    {"resnet200d", "ra2_in1k"},        {"seresnet152d", "ra2_in1k"},
-    {"ecaresnet26t", "ra2_in1k"},      {"ecaresnet50d", "miil_in1k"},
-    {"ecaresnet50t", "ra2_in1k"},      {"ecaresnet101d", "miil_in1k"},
-    {"ecaresnet269d", "ra2_in1k"},     {"ecaresnetlight", "miil_in1k"},
-    {"resnetrs50", "tf_in1k"},         {"resnetrs101", "tf_in1k"},
-    {"resnetrs152", "tf_in1k"},        {"resnetrs200", "tf_in1k"},
-    {"resnetrs270", "tf_in1k"},        {"resnetrs350", "tf_in1k"},
+    {"resnet18", "a1_in1k"},
+    {"resnet18d", "ra2_in1k"},
+    {"resnet26", "bt_in1k"},
+    {"resnet34", "a1_in1k"},
+    {"resnet34d", "ra2_in1k"},
+    {"resnet50", "a1_in1k"},
+    {"resnet50d", "ra2_in1k"},
+    {"resnet101", "a1h_in1k"},
+    {"resnet101d", "ra2_in1k"},
+    {"resnet152", "a1h_in1k"},
+    {"resnet152d", "ra2_in1k"},
+    {"resnext50_32x4d", "a1h_in1k"},
+    {"resnext101_32x8d", "tv_in1k"},
+    {"seresnet50", "a1_in1k"},
+    {"seresnext26d_32x4d", "bt_in1k"},
+    {"seresnext50_32x4d", "racm_in1k"},
+    {"wide_resnet50_2", "racm_in1k"},
+    {"wide_resnet101_2", "tv_in1k"},
+    {"resnet50c", "gluon_in1k"},
+    {"resnet101c", "gluon_in1k"},
+    {"resnet152c", "gluon_in1k"},
+    {"resnet50s", "gluon_in1k"},
+    {"resnet101s", "gluon_in1k"},
+    {"resnet152s", "gluon_in1k"},
+    {"resnet10t", "c3_in1k"},
+    {"resnet14t", "c3_in1k"},
+    {"resnet26t", "ra2_in1k"},
+    {"resnet26d", "bt_in1k"},
+    {"resnet200d", "ra2_in1k"},
+    {"seresnet152d", "ra2_in1k"},
+    {"ecaresnet26t", "ra2_in1k"},
+    {"ecaresnet50d", "miil_in1k"},
+    {"ecaresnet50t", "ra2_in1k"},
+    {"ecaresnet101d", "miil_in1k"},
+    {"ecaresnet269d", "ra2_in1k"},
+    {"ecaresnetlight", "miil_in1k"},
+    {"resnetrs50", "tf_in1k"},
+    {"resnetrs101", "tf_in1k"},
+    {"resnetrs152", "tf_in1k"},
+    {"resnetrs200", "tf_in1k"},
+    {"resnetrs270", "tf_in1k"},
+    {"resnetrs350", "tf_in1k"},
     {"resnetrs420", "tf_in1k"},
+    {"resnext50d_32x4d", "bt_in1k"},
+    {"resnext101_32x4d", "fb_ssl_yfcc100m_ft_in1k"},
+    {"resnext101_32x16d", "fb_wsl_ig1b_ft_in1k"},
+    {"resnext101_32x32d", "fb_wsl_ig1b_ft_in1k"},
+    {"resnext101_64x4d", "c1_in1k"},
+    {"seresnext26t_32x4d", "bt_in1k"},
+    {"seresnext101_32x4d", "gluon_in1k"},
+    {"seresnext101_32x8d", "ah_in1k"},
+    {"seresnext101_64x4d", "gluon_in1k"},
+    {"seresnext101d_32x8d", "ah_in1k"},
+    {"senet154", "gluon_in1k"},
+    {"test_resnet", "r160_in1k"},
+    {"resnetaa50", "a1h_in1k"},
+    {"resnetaa50d", "sw_in12k_ft_in1k"},
+    {"resnetaa101d", "sw_in12k_ft_in1k"},
+    {"seresnextaa101d_32x8d", "sw_in12k_ft_in1k_288"},
+    {"seresnextaa201d_32x8d", "sw_in12k_ft_in1k_384"},
+    {"resnetblur50", "bt_in1k"},
+    {"resnet50_gn", "a1h_in1k"},
+    {"ecaresnet50d_pruned", "miil_in1k"},
+    {"ecaresnet101d_pruned", "miil_in1k"},
 };
 
 nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t groups = 1) {
@@ -162,6 +226,27 @@ std::optional<DropBlockOptions> stage_drop_block(size_t stage, double drop_block
 // either one after the block's last BN, named "se".
 enum class Attn { kNone, kSe, kEca };
 
+// timm's norm_layer: BatchNorm2d, or 'groupnorm' (timm's GroupNorm: 32
+// groups, eps 1e-5, resnet50_gn) everywhere a BatchNorm would be.
+enum class Norm { kBatch, kGroup };
+
+nn::AnyModule make_norm(Norm norm, int64_t channels) {
+  if (norm == Norm::kGroup) return nn::AnyModule(nn::GroupNorm(nn::GroupNormOptions(32, channels).eps(1e-5)));
+  return nn::AnyModule(layers::BatchNorm2d(channels));
+}
+
+void zero_weight(const nn::AnyModule& norm) { nn::init::zeros_(norm.ptr()->named_parameters(false)["weight"]); }
+
+// timm's aa_layer: none, nn.AvgPool2d (the "aa" models: create_aa falls back
+// to AvgPool2d(2), stride 2, no padding) or BlurPool2d (the "blur" models:
+// binomial 3x3, reflect padding, stride 2). Neither holds state.
+enum class Aa { kNone, kAvgPool, kBlur };
+
+nn::AnyModule make_aa(Aa aa, int64_t channels) {
+  if (aa == Aa::kBlur) return nn::AnyModule(layers::BlurPool2d(layers::BlurPool2dOptions(channels).stride(2)));
+  return nn::AnyModule(nn::AvgPool2d(nn::AvgPool2dOptions(2)));
+}
+
 // What both block kinds are built from.
 struct BlockArgs {
   int64_t inplanes = 0;
@@ -174,14 +259,26 @@ struct BlockArgs {
   Attn attn = Attn::kNone;
   double se_rd_ratio = 1.0 / 16.0;  // the SE's reduction (0.25 in the ResNet-RS)
   std::optional<DropBlockOptions> drop_block;
+  bool downsample = false;   // a shortcut projection (the stage's first block, where the shape changes)
+  int64_t reduce_first = 1;  // the first conv's output is its width / reduce_first (senet154: 2)
+  int64_t down_kernel = 1;   // the strided shortcut conv's kernel (senet154: 3)
+  Aa aa = Aa::kNone;         // with a stride of 2, the strided conv runs at stride 1 and aa downsamples
+  Norm norm = Norm::kBatch;
+  const PrunedBlock* pruned = nullptr;  // the pruned models' widths and ECA kernel
 };
 
 // The shortcut projection, needed where the shape changes. timm's
-// downsample_conv: "0" a 1x1 strided conv, "1" its BatchNorm. With avg_down,
-// timm's downsample_avg: "0" AvgPool2d(2, stride, ceil_mode, no padding in the
-// count) or Identity at stride 1, "1" a 1x1 conv, "2" its BatchNorm.
-nn::Sequential make_downsample(int64_t inplanes, int64_t outplanes, int64_t stride, bool avg_down) {
-  if (!avg_down) return nn::Sequential(conv(inplanes, outplanes, 1, stride), layers::BatchNorm2d(outplanes));
+// downsample_conv: "0" a 1x1 strided conv (down_kernel x down_kernel where
+// strided: senet154's 3x3), "1" its norm. With avg_down, timm's
+// downsample_avg: "0" AvgPool2d(2, stride, ceil_mode, no padding in the count)
+// or Identity at stride 1, "1" a 1x1 conv, "2" its norm.
+nn::Sequential make_downsample(int64_t inplanes, int64_t outplanes, const BlockArgs& a) {
+  const int64_t stride = a.stride;
+  if (!a.avg_down) {
+    nn::Sequential seq(conv(inplanes, outplanes, stride == 1 ? 1 : a.down_kernel, stride));
+    seq->push_back(make_norm(a.norm, outplanes));
+    return seq;
+  }
   nn::Sequential seq;
   if (stride == 1) {
     seq->push_back(nn::Identity());
@@ -189,7 +286,7 @@ nn::Sequential make_downsample(int64_t inplanes, int64_t outplanes, int64_t stri
     seq->push_back(nn::AvgPool2d(nn::AvgPool2dOptions(2).stride(stride).ceil_mode(true).count_include_pad(false)));
   }
   seq->push_back(conv(inplanes, outplanes, 1));
-  seq->push_back(layers::BatchNorm2d(outplanes));
+  seq->push_back(make_norm(a.norm, outplanes));
   return seq;
 }
 
@@ -199,6 +296,10 @@ template <typename Block>
 void register_attn(Block& block, const BlockArgs& a, int64_t channels) {
   if (a.attn == Attn::kSe) {
     block.se = block.register_module("se", layers::SEModule(layers::SEModuleOptions(channels).rd_ratio(a.se_rd_ratio)));
+  } else if (a.attn == Attn::kEca && a.pruned) {
+    // timm's pruning keeps the ECA of the unpruned width, so its kernel.
+    block.eca =
+        block.register_module("se", layers::EcaModule(layers::EcaModuleOptions().kernel_size(a.pruned->eca_kernel)));
   } else if (a.attn == Attn::kEca) {
     block.eca = block.register_module("se", layers::EcaModule(channels));
   }
@@ -219,36 +320,45 @@ class BasicBlockImpl : public nn::Module {
 
   explicit BasicBlockImpl(const BlockArgs& a) {
     const int64_t outplanes = a.planes * kExpansion;
-    conv1 = register_module("conv1", conv(a.inplanes, a.planes, 3, a.stride));
-    bn1 = register_module("bn1", layers::BatchNorm2d(a.planes));
+    const int64_t first_planes = a.planes / a.reduce_first;
+    const bool use_aa = a.aa != Aa::kNone && a.stride == 2;
+    conv1 = register_module("conv1", conv(a.inplanes, first_planes, 3, use_aa ? 1 : a.stride));
+    bn1 = make_norm(a.norm, first_planes);
+    register_module("bn1", bn1.ptr());
     if (a.drop_block) drop_block = register_module("drop_block", DropBlock(*a.drop_block));
     act1 = register_module("act1", nn::ReLU());
-    conv2 = register_module("conv2", conv(a.planes, outplanes, 3));
-    bn2 = register_module("bn2", layers::BatchNorm2d(outplanes));
+    if (use_aa) {
+      aa = make_aa(a.aa, first_planes);
+      register_module("aa", aa.ptr());
+    }
+    conv2 = register_module("conv2", conv(first_planes, outplanes, 3));
+    bn2 = make_norm(a.norm, outplanes);
+    register_module("bn2", bn2.ptr());
     register_attn(*this, a, outplanes);
     act2 = register_module("act2", nn::ReLU());
-    if (a.stride != 1 || a.inplanes != outplanes) {
-      downsample = register_module("downsample", make_downsample(a.inplanes, outplanes, a.stride, a.avg_down));
-    }
+    if (a.downsample) downsample = register_module("downsample", make_downsample(a.inplanes, outplanes, a));
     if (a.drop_path_rate > 0.0) drop_path = register_module("drop_path", layers::DropPath(a.drop_path_rate));
   }
 
   at::Tensor forward(const at::Tensor& input) {
-    at::Tensor x = bn1(conv1(input));
+    at::Tensor x = bn1.forward(conv1(input));
     if (drop_block) x = drop_block(x);
-    x = bn2(conv2(act1(x)));
+    x = act1(x);
+    if (!aa.is_empty()) x = aa.forward(x);
+    x = bn2.forward(conv2(x));
     x = apply_attn(*this, x);
     if (drop_path) x = drop_path(x);
     return act2(x + (downsample ? downsample->forward(input) : input));
   }
 
   // timm's zero_init_last: each residual branch starts as zero.
-  void zero_init_last() { nn::init::zeros_(bn2->weight); }
+  void zero_init_last() { zero_weight(bn2); }
 
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
-  layers::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  nn::AnyModule bn1, bn2;  // BatchNorm2d or GroupNorm
   DropBlock drop_block{nullptr};
   nn::ReLU act1{nullptr}, act2{nullptr};
+  nn::AnyModule aa;                // empty without anti-aliasing
   layers::SEModule se{nullptr};    // attn 'se', or
   layers::EcaModule eca{nullptr};  // attn 'eca', also named "se"
   nn::Sequential downsample{nullptr};
@@ -263,41 +373,56 @@ class BottleneckImpl : public nn::Module {
   // width = planes for the plain ResNets (cardinality 1, base_width 64); the
   // stride sits on the 3x3 conv ("v1.5"), which has `cardinality` groups.
   explicit BottleneckImpl(const BlockArgs& a) {
-    const int64_t width = a.planes * a.base_width / 64 * a.cardinality;
-    const int64_t outplanes = a.planes * kExpansion;
-    conv1 = register_module("conv1", conv(a.inplanes, width, 1));
-    bn1 = register_module("bn1", layers::BatchNorm2d(width));
+    int64_t width = a.planes * a.base_width / 64 * a.cardinality;
+    int64_t first_planes = width / a.reduce_first;
+    int64_t outplanes = a.planes * kExpansion;
+    if (a.pruned) {
+      first_planes = a.pruned->conv1;
+      width = a.pruned->conv2;
+      outplanes = a.pruned->conv3;
+    }
+    const bool use_aa = a.aa != Aa::kNone && a.stride == 2;
+    conv1 = register_module("conv1", conv(a.inplanes, first_planes, 1));
+    bn1 = make_norm(a.norm, first_planes);
+    register_module("bn1", bn1.ptr());
     act1 = register_module("act1", nn::ReLU());
-    conv2 = register_module("conv2", conv(width, width, 3, a.stride, a.cardinality));
-    bn2 = register_module("bn2", layers::BatchNorm2d(width));
+    conv2 = register_module("conv2", conv(first_planes, width, 3, use_aa ? 1 : a.stride, a.cardinality));
+    bn2 = make_norm(a.norm, width);
+    register_module("bn2", bn2.ptr());
     if (a.drop_block) drop_block = register_module("drop_block", DropBlock(*a.drop_block));
     act2 = register_module("act2", nn::ReLU());
+    if (use_aa) {
+      aa = make_aa(a.aa, width);
+      register_module("aa", aa.ptr());
+    }
     conv3 = register_module("conv3", conv(width, outplanes, 1));
-    bn3 = register_module("bn3", layers::BatchNorm2d(outplanes));
+    bn3 = make_norm(a.norm, outplanes);
+    register_module("bn3", bn3.ptr());
     register_attn(*this, a, outplanes);
     act3 = register_module("act3", nn::ReLU());
-    if (a.stride != 1 || a.inplanes != outplanes) {
-      downsample = register_module("downsample", make_downsample(a.inplanes, outplanes, a.stride, a.avg_down));
-    }
+    if (a.downsample) downsample = register_module("downsample", make_downsample(a.inplanes, outplanes, a));
     if (a.drop_path_rate > 0.0) drop_path = register_module("drop_path", layers::DropPath(a.drop_path_rate));
   }
 
   at::Tensor forward(const at::Tensor& input) {
-    at::Tensor x = act1(bn1(conv1(input)));
-    x = bn2(conv2(x));
+    at::Tensor x = act1(bn1.forward(conv1(input)));
+    x = bn2.forward(conv2(x));
     if (drop_block) x = drop_block(x);
-    x = bn3(conv3(act2(x)));
+    x = act2(x);
+    if (!aa.is_empty()) x = aa.forward(x);
+    x = bn3.forward(conv3(x));
     x = apply_attn(*this, x);
     if (drop_path) x = drop_path(x);
     return act3(x + (downsample ? downsample->forward(input) : input));
   }
 
-  void zero_init_last() { nn::init::zeros_(bn3->weight); }
+  void zero_init_last() { zero_weight(bn3); }
 
   nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
-  layers::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};
+  nn::AnyModule bn1, bn2, bn3;  // BatchNorm2d or GroupNorm
   DropBlock drop_block{nullptr};
   nn::ReLU act1{nullptr}, act2{nullptr}, act3{nullptr};
+  nn::AnyModule aa;                // empty without anti-aliasing
   layers::SEModule se{nullptr};    // attn 'se', or
   layers::EcaModule eca{nullptr};  // attn 'eca', also named "se"
   nn::Sequential downsample{nullptr};
@@ -323,6 +448,7 @@ const Variant kC{StemType::kDeep, 32, false};        // deep stem 32, 32, 64
 const Variant kD{StemType::kDeep, 32, true};         // deep stem 32, 32, 64, avg-down
 const Variant kS{StemType::kDeep, 64, false};        // deep stem 64, 64, 128
 const Variant kT{StemType::kDeepTiered, 32, true};   // tiered deep stem 24, 32, 64, avg-down
+const Variant kE{StemType::kDeep, 64, true};         // deep stem 64, 64, 128, avg-down
 const Variant kAvgDown{StemType::kPlain, 64, true};  // 7x7 stem, avg-down (ecaresnetlight)
 
 // One registered architecture.
@@ -337,12 +463,19 @@ struct ResNetSpec {
   Attn attn = Attn::kNone;
   double se_rd_ratio = 1.0 / 16.0;
   bool replace_stem_pool = false;  // the stem's max-pool becomes a strided 3x3 conv, BN, ReLU (ResNet-RS)
+  std::vector<int64_t> channels = {64, 128, 256, 512};  // timm's channels: each stage's planes
+  std::vector<BlockKind> stage_blocks = {};             // a block kind per stage (test_resnet); empty: `block`
+  int64_t reduce_first = 1;                             // timm's block_reduce_first
+  int64_t down_kernel = 1;                              // timm's down_kernel_size
+  Aa aa = Aa::kNone;                                    // timm's aa_layer
+  Norm norm = Norm::kBatch;                             // timm's norm_layer
+  const PrunedWidths* pruned = nullptr;                 // timm's pruned=True: widths from its _pruned file
+
+  BlockKind block_of(size_t stage) const { return stage_blocks.empty() ? block : stage_blocks.at(stage); }
 };
 
 class ResNetImpl : public ClassifierImpl {
  public:
-  static constexpr int64_t kChannels[4] = {64, 128, 256, 512};
-
   ResNetImpl(const ResNetSpec& spec, const ModelArgs& args)
       : cfg_(spec.cfg), num_classes_(args.num_classes), drop_rate_(args.drop_rate) {
     validate_model_args(spec.name, args, {"drop_block_rate"});
@@ -352,32 +485,57 @@ class ResNetImpl : public ClassifierImpl {
     }
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
     const Variant& v = spec.variant;
-    const int64_t inplanes = v.stem == StemType::kPlain ? 64 : 2 * v.stem_width;
+    int64_t inplanes = v.stem == StemType::kPlain ? 64 : 2 * v.stem_width;
     if (v.stem == StemType::kPlain) {
       conv1 = register_module(
           "conv1", nn::Conv2d(nn::Conv2dOptions(args.in_chans, inplanes, 7).stride(2).padding(3).bias(false)));
     } else {
-      const int64_t c0 = v.stem == StemType::kDeepTiered ? 3 * (v.stem_width / 4) : v.stem_width;
-      const int64_t c1 = v.stem_width;
-      conv1_deep = register_module(
-          "conv1", nn::Sequential(conv(args.in_chans, c0, 3, 2), layers::BatchNorm2d(c0), nn::ReLU(), conv(c0, c1, 3),
-                                  layers::BatchNorm2d(c1), nn::ReLU(), conv(c1, inplanes, 3)));
+      int64_t c0 = v.stem == StemType::kDeepTiered ? 3 * (v.stem_width / 4) : v.stem_width;
+      int64_t c1 = v.stem_width;
+      if (spec.pruned) {
+        std::tie(c0, c1, inplanes) = std::tuple(spec.pruned->stem[0], spec.pruned->stem[1], spec.pruned->stem[2]);
+      }
+      conv1_deep = nn::Sequential(conv(args.in_chans, c0, 3, 2));
+      conv1_deep->push_back(make_norm(spec.norm, c0));
+      conv1_deep->push_back(nn::ReLU());
+      conv1_deep->push_back(conv(c0, c1, 3));
+      conv1_deep->push_back(make_norm(spec.norm, c1));
+      conv1_deep->push_back(nn::ReLU());
+      conv1_deep->push_back(conv(c1, inplanes, 3));
+      register_module("conv1", conv1_deep);
     }
     feature_info_.push_back({inplanes, 2, "act1"});
-    bn1 = register_module("bn1", layers::BatchNorm2d(inplanes));
+    bn1 = make_norm(spec.norm, inplanes);
+    register_module("bn1", bn1.ptr());
     act1 = register_module("act1", nn::ReLU());
+    // timm's stem pool (still named "maxpool"): the ResNet-RS's conv (stride 1
+    // and the aa layer after it with anti-aliasing), AvgPool2d(2) for
+    // aa_layer=AvgPool2d, a stride-1 max-pool and a BlurPool2d for the blur
+    // models, else the 3x3 stride-2 max-pool.
     if (spec.replace_stem_pool) {
-      maxpool_conv = register_module(
-          "maxpool", nn::Sequential(conv(inplanes, inplanes, 3, 2), layers::BatchNorm2d(inplanes), nn::ReLU()));
+      nn::Sequential seq(conv(inplanes, inplanes, 3, spec.aa == Aa::kNone ? 2 : 1));
+      if (spec.aa != Aa::kNone) seq->push_back(make_aa(spec.aa, inplanes));
+      seq->push_back(make_norm(spec.norm, inplanes));
+      seq->push_back(nn::ReLU());
+      maxpool_seq = seq;
+    } else if (spec.aa == Aa::kAvgPool) {
+      maxpool = make_aa(spec.aa, inplanes);
+    } else if (spec.aa == Aa::kBlur) {
+      nn::Sequential seq(nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(1).padding(1)));
+      seq->push_back(make_aa(spec.aa, inplanes));
+      maxpool_seq = seq;
     } else {
-      maxpool = register_module("maxpool", nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
+      maxpool = nn::AnyModule(nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1)));
     }
+    register_module("maxpool", maxpool_seq ? maxpool_seq.ptr() : maxpool.ptr());
     const int64_t num_features = make_stages(spec, inplanes, args.drop_path_rate.value_or(0.0), drop_block_rate);
     auto head = layers::create_classifier(num_features, num_classes_, args.global_pool.value_or("avg"));
     global_pool = register_module("global_pool", head.global_pool);
     fc = head.fc;
     register_module("fc", fc.ptr());
-    init_weights();
+    // timm's pruned models are rebuilt by adapt_model_from_file from fresh
+    // torch layers: torch's default init, no zero_init_last.
+    if (!spec.pruned) init_weights();
   }
 
   // timm's forward_features: stem, max-pool (or its conv), layer1..layer4,
@@ -434,31 +592,43 @@ class ResNetImpl : public ClassifierImpl {
 
   nn::Conv2d conv1{nullptr};           // the 7x7 stem, or
   nn::Sequential conv1_deep{nullptr};  // the deep stem, also named "conv1"
-  layers::BatchNorm2d bn1{nullptr};
+  nn::AnyModule bn1;                   // BatchNorm2d or GroupNorm
   nn::ReLU act1{nullptr};
-  nn::MaxPool2d maxpool{nullptr};        // the stem's max-pool, or
-  nn::Sequential maxpool_conv{nullptr};  // replace_stem_pool's conv, BN, ReLU, also named "maxpool"
+  nn::AnyModule maxpool;                // the stem pool: the max-pool or AvgPool2d(2), or
+  nn::Sequential maxpool_seq{nullptr};  // replace_stem_pool's conv, BN, ReLU or the blur pool, also named "maxpool"
   layers::SelectAdaptivePool2d global_pool{nullptr};
   nn::AnyModule fc;
 
  private:
-  at::Tensor stem(const at::Tensor& input) { return act1(bn1(conv1 ? conv1(input) : conv1_deep->forward(input))); }
-  at::Tensor stem_pool(const at::Tensor& x) { return maxpool ? maxpool(x) : maxpool_conv->forward(x); }
+  at::Tensor stem(const at::Tensor& input) {
+    return act1(bn1.forward(conv1 ? conv1(input) : conv1_deep->forward(input)));
+  }
+  at::Tensor stem_pool(const at::Tensor& x) { return maxpool_seq ? maxpool_seq->forward(x) : maxpool.forward(x); }
 
   // layer1..layer4; returns the channels of the last stage. Block k of K over
   // the whole net gets drop path rate * k / (K - 1), timm's make_blocks rule.
+  // The shortcut projections sit where timm's unpruned model has them (the
+  // pruned widths keep that structure).
   int64_t make_stages(const ResNetSpec& spec, int64_t inplanes, double drop_path_rate, double drop_block_rate) {
-    const int64_t expansion = spec.block == BlockKind::kBasic ? BasicBlockImpl::kExpansion : BottleneckImpl::kExpansion;
     int64_t total_blocks = 0;
     for (int64_t n : spec.layers) total_blocks += n;
     int64_t block_index = 0;
+    int64_t unpruned_inplanes = inplanes;
     for (size_t stage = 0; stage < spec.layers.size(); ++stage) {
+      const BlockKind kind = spec.block_of(stage);
+      const int64_t expansion = kind == BlockKind::kBasic ? BasicBlockImpl::kExpansion : BottleneckImpl::kExpansion;
       nn::Sequential blocks;
       for (int64_t i = 0; i < spec.layers[stage]; ++i, ++block_index) {
         BlockArgs a;
         a.inplanes = inplanes;
-        a.planes = kChannels[stage];
+        a.planes = spec.channels.at(stage);
         a.stride = (stage > 0 && i == 0) ? 2 : 1;
+        a.downsample = i == 0 && (a.stride != 1 || unpruned_inplanes != a.planes * expansion);
+        a.reduce_first = spec.reduce_first;
+        a.down_kernel = spec.down_kernel;
+        a.aa = spec.aa;
+        a.norm = spec.norm;
+        if (spec.pruned) a.pruned = &spec.pruned->stages.at(stage).at(static_cast<size_t>(i));
         a.cardinality = spec.cardinality;
         a.base_width = spec.base_width;
         a.avg_down = spec.variant.avg_down;
@@ -468,12 +638,13 @@ class ResNetImpl : public ClassifierImpl {
         a.drop_path_rate =
             total_blocks > 1 ? drop_path_rate * static_cast<double>(block_index) / static_cast<double>(total_blocks - 1)
                              : 0.0;
-        if (spec.block == BlockKind::kBasic) {
+        if (kind == BlockKind::kBasic) {
           blocks->push_back(BasicBlock(a));
         } else {
           blocks->push_back(Bottleneck(a));
         }
-        inplanes = a.planes * expansion;
+        unpruned_inplanes = a.planes * expansion;
+        inplanes = a.pruned ? a.pruned->conv3 : unpruned_inplanes;
       }
       stages_.push_back(register_module("layer" + std::to_string(stage + 1), blocks));
       feature_info_.push_back({inplanes, int64_t{4} << stage, "layer" + std::to_string(stage + 1)});
@@ -506,6 +677,16 @@ class ResNetImpl : public ClassifierImpl {
   bool grad_checkpointing_ = false;
 };
 
+ResNetSpec group_norm(ResNetSpec spec) {
+  spec.norm = Norm::kGroup;
+  return spec;
+}
+
+ResNetSpec pruned(ResNetSpec spec, const PrunedWidths& widths) {
+  spec.pruned = &widths;
+  return spec;
+}
+
 // timm's default cfg for each name (its first tag): ImageNet mean/std, crop
 // mode center, classifier "fc"; the stem conv is "conv1.0" for a deep stem.
 PretrainedCfg default_cfg(double crop_pct, int64_t size = 224, const std::string& interpolation = "bicubic",
@@ -537,6 +718,33 @@ ResNetSpec resnetrs(ResNetSpec spec) {
   return spec;
 }
 
+// Anti-aliased (aa_layer AvgPool2d) or blur-pool (BlurPool2d) models.
+ResNetSpec with_aa(ResNetSpec spec, Aa aa) {
+  spec.aa = aa;
+  return spec;
+}
+
+// senet154: the 64-wide deep stem, ResNeXt 64x4d with SE, the first conv of
+// each block at half the width, 3x3 strided shortcut convs.
+ResNetSpec senet(ResNetSpec spec) {
+  spec = with(std::move(spec), 64, 4, kS, Attn::kSe);
+  spec.reduce_first = 2;
+  spec.down_kernel = 3;
+  return spec;
+}
+
+// test_resnet: a deep stem 16-16-32 with avg-down, stages of 32, 48, 48, 96
+// planes with basic, basic, bottleneck, basic blocks; mean / std 0.5.
+ResNetSpec test_resnet(PretrainedCfg cfg) {
+  cfg.mean = {0.5, 0.5, 0.5};
+  cfg.std = {0.5, 0.5, 0.5};
+  ResNetSpec spec = with({"test_resnet", BlockKind::kBasic, {1, 1, 1, 1}, std::move(cfg)}, 1, 64,
+                         Variant{StemType::kDeep, 16, true}, Attn::kNone);
+  spec.channels = {32, 48, 48, 96};
+  spec.stage_blocks = {BlockKind::kBasic, BlockKind::kBasic, BlockKind::kBottleneck, BlockKind::kBasic};
+  return spec;
+}
+
 std::vector<ResNetSpec> resnet_specs() {
   const auto basic = BlockKind::kBasic;
   const auto bottleneck = BlockKind::kBottleneck;
@@ -544,6 +752,7 @@ std::vector<ResNetSpec> resnet_specs() {
       l200{3, 24, 36, 3}, l269{3, 30, 48, 8};
   const std::string deep = "conv1.0";
   const Attn none = Attn::kNone, se = Attn::kSe, eca = Attn::kEca;
+  const Aa aa = Aa::kAvgPool, blur = Aa::kBlur;
   // Default tags: kDefaultTags above; the cfgs are those of each model's default tag.
   return {
       {"resnet18", basic, l18, default_cfg(0.95)},
@@ -600,11 +809,47 @@ std::vector<ResNetSpec> resnet_specs() {
       resnetrs({"resnetrs270", bottleneck, {4, 29, 53, 4}, default_cfg(1.0, 256, "bicubic", deep)}),
       resnetrs({"resnetrs350", bottleneck, {4, 36, 72, 4}, default_cfg(1.0, 288, "bicubic", deep)}),
       resnetrs({"resnetrs420", bottleneck, {4, 44, 87, 4}, default_cfg(1.0, 320, "bicubic", deep)}),
+      with({"resnext50d_32x4d", bottleneck, l34, default_cfg(0.875, 224, "bicubic", deep)}, 32, 4, kD, none),
+      with({"resnext101_32x4d", bottleneck, l101, default_cfg(0.875, 224, "bilinear")}, 32, 4, kB, none),
+      with({"resnext101_32x16d", bottleneck, l101, default_cfg(0.875, 224, "bilinear")}, 32, 16, kB, none),
+      with({"resnext101_32x32d", bottleneck, l101, default_cfg(0.875, 224, "bilinear")}, 32, 32, kB, none),
+      with({"resnext101_64x4d", bottleneck, l101, default_cfg(0.95)}, 64, 4, kB, none),
+      with({"seresnext26t_32x4d", bottleneck, l18, default_cfg(0.875, 224, "bicubic", deep)}, 32, 4, kT, se),
+      with({"seresnext101_32x4d", bottleneck, l101, default_cfg(0.875)}, 32, 4, kB, se),
+      with({"seresnext101_32x8d", bottleneck, l101, default_cfg(0.95)}, 32, 8, kB, se),
+      with({"seresnext101_64x4d", bottleneck, l101, default_cfg(0.875)}, 64, 4, kB, se),
+      with({"seresnext101d_32x8d", bottleneck, l101, default_cfg(0.95, 224, "bicubic", deep)}, 32, 8, kD, se),
+      senet({"senet154", bottleneck, l152, default_cfg(0.875, 224, "bicubic", deep)}),
+      with({"ecaresnext26t_32x4d", bottleneck, l18, default_cfg(0.875, 224, "bicubic", deep)}, 32, 4, kT, eca),
+      with({"ecaresnext50t_32x4d", bottleneck, l34, default_cfg(0.875, 224, "bicubic", deep)}, 32, 4, kT, eca),
+      test_resnet(default_cfg(0.95, 160, "bilinear", deep)),
+      with_aa(with({"resnetaa34d", basic, l34, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kD, none), aa),
+      with_aa({"resnetaa50", bottleneck, l34, default_cfg(0.95)}, aa),
+      with_aa(with({"resnetaa50d", bottleneck, l34, default_cfg(0.95, 224, "bicubic", deep)}, 1, 64, kD, none), aa),
+      with_aa(with({"resnetaa101d", bottleneck, l101, default_cfg(0.95, 224, "bicubic", deep)}, 1, 64, kD, none), aa),
+      with_aa(with({"seresnetaa50d", bottleneck, l34, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kD, se), aa),
+      with_aa(with({"seresnextaa101d_32x8d", bottleneck, l101, default_cfg(0.95, 288, "bicubic", deep)}, 32, 8, kD, se),
+              aa),
+      with_aa(with({"seresnextaa201d_32x8d", bottleneck, {3, 24, 36, 4}, default_cfg(1.0, 384, "bicubic", deep)}, 32, 8,
+                   kE, se),
+              aa),
+      with_aa({"resnetblur18", basic, l18, default_cfg(0.875)}, blur),
+      with_aa({"resnetblur50", bottleneck, l34, default_cfg(0.875)}, blur),
+      with_aa(with({"resnetblur50d", bottleneck, l34, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kD, none),
+              blur),
+      with_aa(with({"resnetblur101d", bottleneck, l101, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kD, none),
+              blur),
+      group_norm({"resnet50_gn", bottleneck, l34, default_cfg(0.94)}),
+      pruned(with({"ecaresnet50d_pruned", bottleneck, l34, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kD, eca),
+             kEcaresnet50dPruned),
+      pruned(with({"ecaresnet101d_pruned", bottleneck, l101, default_cfg(0.875, 224, "bicubic", deep)}, 1, 64, kD, eca),
+             kEcaresnet101dPruned),
   };
 }
 
 std::string describe(const ResNetSpec& spec) {
-  std::string text = spec.attn == Attn::kSe ? "SE-" : spec.attn == Attn::kEca ? "ECA-" : "";
+  std::string text = spec.pruned ? "pruned " : "";
+  text += spec.attn == Attn::kSe ? "SE-" : spec.attn == Attn::kEca ? "ECA-" : "";
   if (spec.cardinality > 1) {
     text += "ResNeXt " + std::to_string(spec.cardinality) + "x" + std::to_string(spec.base_width) + "d";
   } else {
@@ -619,7 +864,18 @@ std::string describe(const ResNetSpec& spec) {
   }
   if (spec.replace_stem_pool) text += "conv stem pool, ";
   if (v.avg_down) text += "avg-down, ";
-  text += spec.block == BlockKind::kBasic ? "BasicBlock" : "Bottleneck";
+  if (spec.aa == Aa::kAvgPool) text += "anti-aliased (avg-pool), ";
+  if (spec.aa == Aa::kBlur) text += "blur-pool, ";
+  if (spec.norm == Norm::kGroup) text += "GroupNorm, ";
+  if (spec.reduce_first != 1) text += "first conv at 1/" + std::to_string(spec.reduce_first) + " width, ";
+  if (spec.down_kernel != 1) {
+    text += std::to_string(spec.down_kernel) + "x" + std::to_string(spec.down_kernel) + " shortcut conv, ";
+  }
+  if (!spec.stage_blocks.empty()) {
+    text += "mixed blocks";
+  } else {
+    text += spec.block == BlockKind::kBasic ? "BasicBlock" : "Bottleneck";
+  }
   text += ", layers ";
   for (size_t i = 0; i < spec.layers.size(); ++i) {
     if (i > 0) text += '-';

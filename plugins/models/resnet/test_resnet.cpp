@@ -15,6 +15,7 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -51,8 +52,14 @@ constexpr int64_t kNumClasses = timm::test::kParityNumClasses;
 // (wide_resnet50_2), the tiered stem with basic blocks (resnet10t, 1 channel),
 // the 64-wide deep stem without avg-down (resnet50s), ECA after the tiered
 // stem (ecaresnet26t) and after the 7x7 stem with avg-down (ecaresnetlight),
-// the ResNet-RS stem-pool conv and SE at rd_ratio 0.25 (resnetrs50). 64x64
-// inputs, batch 2.
+// the ResNet-RS stem-pool conv and SE at rd_ratio 0.25 (resnetrs50); the
+// anti-aliased blocks and AvgPool2d(2) stem pool with basic (resnetaa34d) and
+// bottleneck blocks (resnetaa50), the blur-pool blocks and stem
+// (resnetblur18, resnetblur50d), the tiered stem with grouped conv and SE
+// (seresnext26t_32x4d), mixed block kinds and stage widths (test_resnet), the
+// pruned widths (ecaresnet50d_pruned) and the half-width first conv with 3x3
+// strided shortcut convs (senet154). 64x64 inputs, batch 2. resnet50_gn
+// (GroupNorm, no running statistics) has its own case below.
 const std::vector<ParityCase> kCases = {
     {"resnet18", "resnet18", 3, 64, 2},
     {"resnet34_c1", "resnet34", 1, 64, 2},
@@ -67,13 +74,21 @@ const std::vector<ParityCase> kCases = {
     {"ecaresnet26t", "ecaresnet26t", 3, 64, 2},
     {"ecaresnetlight", "ecaresnetlight", 3, 64, 2},
     {"resnetrs50", "resnetrs50", 3, 64, 2},
+    {"resnetaa34d", "resnetaa34d", 3, 64, 2},
+    {"resnetaa50", "resnetaa50", 3, 64, 2},
+    {"resnetblur18", "resnetblur18", 3, 64, 2},
+    {"resnetblur50d_c1", "resnetblur50d", 1, 64, 2},
+    {"seresnext26t_32x4d", "seresnext26t_32x4d", 3, 64, 2},
+    {"test_resnet", "test_resnet", 3, 64, 2},
+    {"ecaresnet50d_pruned", "ecaresnet50d_pruned", 3, 64, 2},
+    {"senet154", "senet154", 3, 64, 2},
     // DropBlock in layer3 (5x5 blocks, 6x6 maps) and layer4 (3x3 of 3x3): the
     // same seeded masks as timm's in the train step.
     {"resnet18_dropblock", "resnet18", 3, 96, 2, {{"drop_block_rate", 0.3}}},
     {"resnet50_dropblock", "resnet50", 3, 96, 2, {{"drop_block_rate", 0.3}}},
 };
 
-// Every registered name.
+// Every registered name: these and kMoreVariants.
 const std::vector<std::string> kVariants = {
     "resnet18",        "resnet26",           "resnet34",          "resnet50",         "resnet101",    "resnet152",
     "resnet200",       "resnet10t",          "resnet14t",         "resnet18d",        "resnet26d",    "resnet26t",
@@ -84,6 +99,20 @@ const std::vector<std::string> kVariants = {
     "seresnet269d",    "seresnext26d_32x4d", "seresnext50_32x4d", "ecaresnetlight",   "ecaresnet26t", "ecaresnet50d",
     "ecaresnet50t",    "ecaresnet101d",      "ecaresnet200d",     "ecaresnet269d",    "resnetrs50",   "resnetrs101",
     "resnetrs152",     "resnetrs200",        "resnetrs270",       "resnetrs350",      "resnetrs420"};
+
+// The rest of timm's resnet.py: more ResNeXt / SE / ECA combinations,
+// senet154, test_resnet, the anti-aliased, blur-pool, GroupNorm and pruned
+// models.
+const std::vector<std::string> kMoreVariants = {
+    // ResNeXt / SE / ECA combinations, senet154, test_resnet
+    "resnext50d_32x4d", "resnext101_32x4d", "resnext101_32x16d", "resnext101_32x32d", "resnext101_64x4d",
+    "seresnext26t_32x4d", "seresnext101_32x4d", "seresnext101_32x8d", "seresnext101_64x4d", "seresnext101d_32x8d",
+    "senet154", "ecaresnext26t_32x4d", "ecaresnext50t_32x4d", "test_resnet",
+    // anti-aliased, blur-pool
+    "resnetaa34d", "resnetaa50", "resnetaa50d", "resnetaa101d", "seresnetaa50d", "seresnextaa101d_32x8d",
+    "seresnextaa201d_32x8d", "resnetblur18", "resnetblur50", "resnetblur50d", "resnetblur101d",
+    // GroupNorm, pruned
+    "resnet50_gn", "ecaresnet50d_pruned", "ecaresnet101d_pruned"};
 
 // The drop_prob of each block's drop_path (0 where it has none), in block order.
 std::vector<double> block_drop_path_rates(const torch::nn::Module& model) {
@@ -106,6 +135,38 @@ const timm::test::ParityOptions kParity = {
 
 TEST_CASE("resnet matches timm both ways: structure, logits, gradients, weights") {
   timm::test::run_parity("resnet_oracle.py", kCases, kParity);
+}
+
+TEST_CASE("resnet50_gn (GroupNorm everywhere) matches timm both ways") {
+  timm::test::ParityOptions gn = kParity;
+  gn.after_buffers = {};  // GroupNorm keeps no running statistics
+  timm::test::run_parity("resnet_oracle.py", {{"resnet50_gn", "resnet50_gn", 3, 64, 2}}, gn);
+}
+
+TEST_CASE("resnet init of the new block kinds follows timm: aa, blur, GroupNorm, pruned, mixed blocks") {
+  timm::test::check_init_stats("resnet_oracle.py",
+                               {"resnetaa34d", "resnetblur18", "resnet50_gn", "test_resnet", "seresnext26t_32x4d"});
+
+  // The pruned models keep torch's default init (timm's adapt_model_from_file
+  // rebuilds every conv, norm and the classifier after init_weights):
+  // kaiming_uniform(a = sqrt(5)), i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)), not
+  // kaiming-normal fan_out, and no zeroed last norm. (Not through
+  // check_init_stats: their ECA convs have 5 or 7 values, too few for its
+  // statistics.)
+  at::manual_seed(0);
+  timm::ModelPtr pruned = make_model("ecaresnet50d_pruned", 3, 1000);
+  const auto p = pruned->named_parameters();
+  for (const auto& [key, fan_in] : std::vector<std::pair<std::string, int64_t>>{
+           {"conv1.0.weight", 27}, {"layer3.0.conv2.weight", 198 * 9}, {"layer4.2.conv3.weight", 490}}) {
+    CAPTURE(key);
+    const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+    CHECK(p[key].abs().max().item<double>() <= bound);
+    CHECK(p[key].std().item<double>() == doctest::Approx(bound / std::sqrt(3.0)).epsilon(0.1));
+  }
+  CHECK((p["layer3.0.conv2.weight"].sizes() == at::IntArrayRef{126, 198, 3, 3}));
+  CHECK(p["layer3.0.bn3.weight"].min().item<double>() == 1.0);
+  CHECK(p["layer1.1.bn3.weight"].min().item<double>() == 1.0);
+  CHECK((p["fc.weight"].sizes() == at::IntArrayRef{1000, 2022}));
 }
 
 TEST_CASE("resnet forward_head without a classifier is the pre-logits features (plain and deep-stem SE bottleneck)") {
@@ -270,7 +331,9 @@ TEST_CASE("load_state_dict on a resnet names every missing, unexpected and mis-s
 TEST_CASE("every resnet: parameter counts, state_dict sizes, pretrained_cfg and --list-models 'se*' match timm") {
   // The state_dict's keys in order (so its size), shapes and dtypes, no_weight_decay, group_matcher and drop-path
   // rates too.
-  const auto info = timm::test::check_registered("resnet_oracle.py", kVariants, {"se*"}, kParity);
+  std::vector<std::string> names = kVariants;
+  names.insert(names.end(), kMoreVariants.begin(), kMoreVariants.end());
+  const auto info = timm::test::check_registered("resnet_oracle.py", names, {"se*"}, kParity);
   // --list-models 'se*' goes through Registry::list: ours are timm's SE-ResNets, in timm's order.
   std::vector<std::string> timm_se;
   for (const auto& name : info.at("list").at("se*").get<std::vector<std::string>>()) {
