@@ -66,6 +66,26 @@ TEST_CASE("PatchEmbed: strict size, multiples of the patch, dynamic_img_pad's ze
                        doctest::Contains("'NDHWC'"), timm::UsageError);
 }
 
+TEST_CASE("PatchEmbed: an img_size no multiple of the patch gives timm's img_size // patch grid, the rest left out") {
+  at::manual_seed(0);
+  c10::NoGradGuard no_grad;
+  layers::PatchEmbed embed(layers::PatchEmbedOptions(38, 16, 3, 8).output_fmt("NCHW"));
+  CHECK(embed->grid_size() == 2);
+  CHECK(embed->num_patches() == 4);
+  const at::Tensor x = at::randn({2, 3, 38, 38});
+  const at::Tensor y = embed(x);
+  CHECK((y.sizes() == at::IntArrayRef{2, 8, 2, 2}));
+  CHECK(at::allclose(y, embed->proj(x.slice(2, 0, 32).slice(3, 0, 32))));
+  // Still the model's size only (strict_img_size).
+  CHECK_THROWS_WITH_AS(embed(at::randn({2, 3, 32, 32})), doctest::Contains("38x38"), timm::Error);
+  // Padded, such an image would give one patch more than the grid; smaller
+  // than one patch, none.
+  CHECK_THROWS_WITH_AS(layers::PatchEmbed(layers::PatchEmbedOptions(38, 16, 3, 8).dynamic_img_pad(true)),
+                       doctest::Contains("img_size 38: expected a multiple of patch_size 16"), timm::UsageError);
+  CHECK_THROWS_WITH_AS(layers::PatchEmbed(layers::PatchEmbedOptions(8, 16, 3, 8)),
+                       doctest::Contains("img_size 8: expected at least patch_size 16"), timm::UsageError);
+}
+
 TEST_CASE(
     "PatchEmbed norm_layer: torch's LayerNorm (eps 1e-5) over embed_dim after the layout change, keys proj, norm") {
   at::manual_seed(0);

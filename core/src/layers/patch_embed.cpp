@@ -11,9 +11,15 @@ PatchEmbedImpl::PatchEmbedImpl(const PatchEmbedOptions& options_) : options(opti
   if (options.img_size() < 1 || options.patch_size() < 1 || options.in_chans() < 1 || options.embed_dim() < 1) {
     throw UsageError("PatchEmbed: img_size, patch_size, in_chans and embed_dim must be >= 1");
   }
-  if (options.img_size() % options.patch_size() != 0) {
-    throw UsageError("PatchEmbed: patch_size " + std::to_string(options.patch_size()) + " must divide img_size " +
-                     std::to_string(options.img_size()));
+  // timm's _init_img_size: the grid is img_size // patch_size, and the conv
+  // leaves the rest of the image out (vit_so400m_patch14_siglip_384: 27 x 27
+  // patches over 378 of the 384 pixels). Padded, such an image would give
+  // one patch more than the grid.
+  if (options.img_size() < options.patch_size() ||
+      (options.dynamic_img_pad() && options.img_size() % options.patch_size() != 0)) {
+    throw UsageError("PatchEmbed: img_size " + std::to_string(options.img_size()) + ": expected " +
+                     (options.dynamic_img_pad() ? "a multiple of" : "at least") + " patch_size " +
+                     std::to_string(options.patch_size()));
   }
   const std::string& fmt = options.output_fmt();
   if (!fmt.empty() && fmt != "NCHW" && fmt != "NHWC" && fmt != "NCL" && fmt != "NLC") {

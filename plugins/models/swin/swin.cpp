@@ -138,6 +138,12 @@ class SwinTransformerImpl : public ClassifierImpl {
     cfg_.num_classes = spec.num_classes;
 
     const int64_t img_size = model_kwarg_positive_int(spec.name, args, "img_size").value_or(spec.img_size);
+    // Refused as before PatchEmbed took any img_size (timm's: the pixels past
+    // the last whole patch left out).
+    if (img_size % kPatchSize != 0) {
+      throw UsageError(spec.name + ": img_size=" + std::to_string(img_size) +
+                       ": expected a multiple of the patch size " + std::to_string(kPatchSize));
+    }
     const auto window_override = model_kwarg_positive_int(spec.name, args, "window_size");
     const int64_t num_stages = static_cast<int64_t>(spec.depths.size());
     patch_embed = register_module(

@@ -345,26 +345,21 @@ class VisionTransformerImpl : public ClassifierImpl {
     const int64_t depth = model_kwarg_positive_int(spec.name, args, "depth").value_or(spec.depth);
     const int64_t num_heads = model_kwarg_positive_int(spec.name, args, "num_heads").value_or(spec.num_heads);
     const bool dynamic_img_pad = model_kwarg_bool(spec.name, args, "dynamic_img_pad").value_or(false);
-    // timm's PatchEmbed takes any img_size: the grid is img_size // patch and
-    // the conv leaves the rest of the image out (vit_so400m_patch14_siglip_384:
-    // 27 x 27 patches over 378 of the 384 pixels); padding would add a patch.
+    // PatchEmbed's rule, checked here too to name the model.
     if (img_size < spec.patch_size || (dynamic_img_pad && img_size % spec.patch_size != 0)) {
       throw UsageError(spec.name + ": img_size=" + std::to_string(img_size) + ": expected " +
                        (dynamic_img_pad ? "a multiple of" : "at least") + " the patch size " +
                        std::to_string(spec.patch_size));
     }
-    img_size_ = img_size;
     if (dim % num_heads != 0) {
       throw UsageError(spec.name + ": num_heads=" + std::to_string(num_heads) +
                        " must divide embed_dim=" + std::to_string(dim));
     }
     num_prefix_tokens_ = (spec.class_token ? 1 : 0) + spec.reg_tokens + (distilled_ ? 1 : 0);
     dynamic_img_size_ = model_kwarg_bool(spec.name, args, "dynamic_img_size").value_or(false);
-    // The PatchEmbed sees the part of the image the patches cover (embed() crops to it).
-    auto embed =
-        layers::PatchEmbedOptions(img_size / spec.patch_size * spec.patch_size, spec.patch_size, args.in_chans, dim)
-            .bias(!spec.pre_norm)  // timm: no patch bias before a pre-norm (CLIP)
-            .dynamic_img_pad(dynamic_img_pad);
+    auto embed = layers::PatchEmbedOptions(img_size, spec.patch_size, args.in_chans, dim)
+                     .bias(!spec.pre_norm)  // timm: no patch bias before a pre-norm (CLIP)
+                     .dynamic_img_pad(dynamic_img_pad);
     // timm: the tokens stay a grid (NHWC) until pos_embed is resampled to it.
     if (dynamic_img_size_) embed.strict_img_size(false).output_fmt("NHWC");
     patch_embed = register_module("patch_embed", layers::PatchEmbed(embed));
@@ -551,22 +546,8 @@ class VisionTransformerImpl : public ClassifierImpl {
   // timm's patch_embed, _pos_embed, then norm_pre (an Identity without
   // pre_norm; patch_drop is one here): the token sequence the blocks take.
   at::Tensor embed(const at::Tensor& input) {
-    at::Tensor x = add_pos_embed(patch_embed(crop_to_patches(input)));
+    at::Tensor x = add_pos_embed(patch_embed(input));
     return norm_pre ? norm_pre(x) : x;
-  }
-
-  // An input of an img_size that is no multiple of the patch size: checked
-  // against img_size (timm's strict_img_size), then cropped to the pixels
-  // the patches cover, which is what timm's strided conv reads.
-  at::Tensor crop_to_patches(const at::Tensor& input) const {
-    const int64_t covered = patch_embed->options.img_size();
-    if (dynamic_img_size_ || covered == img_size_) return input;
-    if (input.dim() != 4 || input.size(2) != img_size_ || input.size(3) != img_size_) {
-      throw Error("PatchEmbed: input of shape " + std::string(c10::str(input.sizes())) +
-                  " does not match the model's " + std::to_string(img_size_) + "x" + std::to_string(img_size_) +
-                  " (N, C, H, W) image size");
-    }
-    return input.slice(2, 0, covered).slice(3, 0, covered);
   }
 
   // timm's self.norm, an Identity with fc_norm.
@@ -663,7 +644,6 @@ class VisionTransformerImpl : public ClassifierImpl {
   bool distilled_;
   bool no_embed_class_;
   bool dynamic_img_size_ = false;
-  int64_t img_size_ = 224;
   int64_t num_prefix_tokens_ = 1;
   bool grad_checkpointing_ = false;
 };

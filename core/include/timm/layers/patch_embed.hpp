@@ -1,6 +1,8 @@
 // Image to patch embedding, as timm's layers/patch_embed.py PatchEmbed:
 // a Conv2d "proj" with kernel and stride patch_size, then (flatten) NCHW ->
-// NLC tokens, or the layout output_fmt names. With strict_img_size the
+// NLC tokens, or the layout output_fmt names. The token grid is img_size //
+// patch_size (as timm, img_size need not be a multiple: the conv leaves the
+// rest out). With strict_img_size the
 // input must be img_size x img_size; without it any size a multiple of
 // patch_size, or any size with dynamic_img_pad (zeros padded at the bottom
 // and right up to the next multiple, as timm). A wrong size throws
@@ -45,8 +47,9 @@ struct PatchEmbedOptions {
 
 class PatchEmbedImpl : public torch::nn::Cloneable<PatchEmbedImpl> {
  public:
-  // Throws UsageError unless patch_size divides img_size, sizes are positive,
-  // output_fmt and norm_layer are known and a norm has a channels-last output.
+  // Throws UsageError unless sizes are positive, img_size is at least
+  // patch_size (a multiple of it with dynamic_img_pad), output_fmt and
+  // norm_layer are known and a norm has a channels-last output.
   explicit PatchEmbedImpl(const PatchEmbedOptions& options);
   void reset() override;
   void pretty_print(std::ostream& stream) const override;
