@@ -604,6 +604,56 @@ inline nlohmann::json check_registered(const std::string& oracle, const std::vec
   return info;
 }
 
+// Names too large to build here in full (ViT-g, EVA-g, ...), ours built with
+// one block (the `depth` keyword) against timm's full model on the meta
+// device: timm's state_dict keys, shapes and dtypes but those of blocks.1
+// and later; timm's parameter count as ours plus (depth - 1) times blocks.0's,
+// the depth being timm's number of feature levels (one per block); the
+// first feature level; the pretrained cfg, no_weight_decay and groups.
+inline void check_registered_depth1(const std::string& oracle, const std::vector<std::string>& names) {
+  load_builtin_plugins();
+  const auto info = nlohmann::json::parse(run_oracle(oracle, {"info", "--names", join(names), "--patterns", ""}));
+  auto is_later_block = [](const std::string& key) {
+    return key.rfind("blocks.", 0) == 0 && key.rfind("blocks.0.", 0) != 0;
+  };
+  for (const auto& name : names) {
+    CAPTURE(name);
+    const auto& e = info.at("models").at(name);
+    ModelArgs args;
+    args.num_classes = e.at("pretrained_num_classes").get<int64_t>();
+    args.kwargs["depth"] = "1";
+    ModelPtr model = create_model(name, args);
+    const auto timm_keys = e.at("keys").get<std::vector<std::string>>();
+    const auto timm_shapes = e.at("shapes").get<std::vector<std::vector<int64_t>>>();
+    const auto timm_dtypes = e.at("dtypes").get<std::vector<std::string>>();
+    std::vector<std::string> want_keys, keys, want_dtypes, dtypes;
+    std::vector<std::vector<int64_t>> want_shapes, shapes;
+    for (size_t i = 0; i < timm_keys.size(); ++i) {
+      if (is_later_block(timm_keys[i])) continue;
+      want_keys.push_back(timm_keys[i]);
+      want_shapes.push_back(timm_shapes[i]);
+      want_dtypes.push_back(timm_dtypes[i]);
+    }
+    for (const auto& [key, tensor] : state_dict(*model)) {
+      keys.push_back(key);
+      shapes.emplace_back(tensor.sizes().begin(), tensor.sizes().end());
+      dtypes.push_back(timm::dtype_name(tensor.scalar_type()));
+    }
+    CHECK(keys == want_keys);
+    CHECK(shapes == want_shapes);
+    CHECK(dtypes == want_dtypes);
+    int64_t block0 = 0;
+    for (const auto& item : model->named_parameters()) {
+      if (item.key().rfind("blocks.0.", 0) == 0) block0 += item.value().numel();
+    }
+    const auto depth = static_cast<int64_t>(e.at("feature_info").size());
+    CHECK(count_parameters(*model) + (depth - 1) * block0 == e.at("param_count").get<int64_t>());
+    REQUIRE(model->feature_info().size() == 1);
+    CHECK(feature_info_json(model->feature_info())[0] == e.at("feature_info")[0]);
+    check_cfg_and_groups(*model, e);
+  }
+}
+
 // Fresh init statistics per state_dict entry against timm's (different RNG
 // streams, so distributions, not values): constant tensors equal exactly;
 // others have std within `std_rtol` of timm's (3x that for tensors under 1000

@@ -154,47 +154,9 @@ TEST_CASE("every registered eva02 large has timm's state_dict, parameter count, 
 }
 
 // EVA-g (1.0B) and EVA-02-CLIP-E (4.4B) are built here with one block
-// (timm's depth kwarg): timm's state_dict (from the meta device) without
-// blocks 1.. has our keys and shapes, timm's parameter count is ours plus
-// depth - 1 times our block's, and the cfg, no_weight_decay and groups are timm's.
+// (timm's depth kwarg) against timm's full model on the meta device.
 TEST_CASE("the giant evas have timm's structure (built with one block), cfg and groups") {
-  timm::test::load_builtin_plugins();
-  const auto info = nlohmann::json::parse(
-      timm::test::run_oracle(kOracle, {"info", "--names", timm::test::join(kGiantNames), "--patterns", ""}));
-  for (const auto& name : kGiantNames) {
-    CAPTURE(name);
-    const auto& e = info.at("models").at(name);
-    timm::ModelArgs args;
-    args.num_classes = e.at("pretrained_num_classes").get<int64_t>();
-    args.kwargs["depth"] = "1";
-    timm::ModelPtr model = timm::create_model(name, args);
-    std::vector<std::string> keys;
-    std::vector<std::vector<int64_t>> shapes;
-    int64_t block_params = 0;
-    for (const auto& [key, tensor] : timm::state_dict(*model)) {
-      keys.push_back(key);
-      shapes.emplace_back(tensor.sizes().begin(), tensor.sizes().end());
-    }
-    for (const auto& item : model->named_parameters()) {
-      if (item.key().rfind("blocks.0.", 0) == 0) block_params += item.value().numel();
-    }
-    std::vector<std::string> timm_keys;
-    std::vector<std::vector<int64_t>> timm_shapes;
-    const auto all_keys = e.at("keys").get<std::vector<std::string>>();
-    const auto all_shapes = e.at("shapes").get<std::vector<std::vector<int64_t>>>();
-    for (size_t i = 0; i < all_keys.size(); ++i) {
-      if (all_keys[i].rfind("blocks.", 0) == 0 && all_keys[i].rfind("blocks.0.", 0) != 0) continue;
-      timm_keys.push_back(all_keys[i]);
-      timm_shapes.push_back(all_shapes[i]);
-    }
-    CHECK(keys == timm_keys);
-    CHECK(shapes == timm_shapes);
-    const auto depth = static_cast<int64_t>(e.at("feature_info").size());
-    CHECK(timm::count_parameters(*model) + (depth - 1) * block_params == e.at("param_count").get<int64_t>());
-    REQUIRE(model->feature_info().size() == 1);
-    CHECK(timm::test::feature_info_json(model->feature_info())[0] == e.at("feature_info")[0]);
-    timm::test::check_cfg_and_groups(*model, e);
-  }
+  timm::test::check_registered_depth1(kOracle, kGiantNames);
 }
 
 TEST_CASE("eva init follows timm's statistics: trunc_normal(.02), depth-rescaled proj / fc2, head scaled by 1e-3") {
@@ -251,7 +213,8 @@ TEST_CASE("eva rejects what it does not support") {
   CHECK_THROWS_WITH_AS(make("eva02_tiny_patch14_224", args), doctest::Contains("multiple of the patch size 14"),
                        timm::UsageError);
   args.kwargs = {{"img_size", "-14"}};
-  CHECK_THROWS_WITH_AS(make("eva02_tiny_patch14_224", args), doctest::Contains("expected an integer in [1, 65536]"), timm::UsageError);
+  CHECK_THROWS_WITH_AS(make("eva02_tiny_patch14_224", args), doctest::Contains("expected an integer in [1, 65536]"),
+                       timm::UsageError);
   args.kwargs = {{"num_heads", "5"}};
   CHECK_THROWS_WITH_AS(make("eva02_tiny_patch14_224", args), doctest::Contains("must divide embed_dim"),
                        timm::UsageError);

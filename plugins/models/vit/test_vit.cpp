@@ -106,7 +106,7 @@ const std::vector<std::string> kLargeNames = {"vit_large_patch32_224",
 // timm's EVA-L (ViT-L/14, ~304M parameters, average pool with fc_norm, OpenAI
 // CLIP mean/std): VisionTransformers in vision_transformer.py, registered here.
 const std::vector<std::string> kEvaLargeNames = {"eva_large_patch14_196", "eva_large_patch14_336"};
-// 630M to 1.8B parameters: built here at depth 1 only (check_registered_depth1).
+// 630M to 1.8B parameters: built here at depth 1 only (timm::test::check_registered_depth1).
 const std::vector<std::string> kDepth1Names = {"vit_huge_patch14_gap_224",
                                                "vit_huge_patch16_gap_448",
                                                "vit_huge_patch14_clip_224",
@@ -256,53 +256,6 @@ timm::ModelPtr make(const std::string& name, timm::ModelArgs args = {}) {
   return timm::create_model(name, args);
 }
 
-bool is_later_block(const std::string& key) { return key.rfind("blocks.", 0) == 0 && key.rfind("blocks.0.", 0) != 0; }
-
-// Names too large to build here in full, checked against timm's full model
-// (built on the meta device there) with ours at depth=1: timm's state_dict
-// keys, shapes and dtypes but those of blocks.1 and later, timm's parameter
-// count as ours plus (depth - 1) times blocks.0's, and the pretrained cfg,
-// no_weight_decay and group_matcher.
-void check_registered_depth1(const std::vector<std::string>& names) {
-  timm::test::load_builtin_plugins();
-  const auto info = nlohmann::json::parse(
-      timm::test::run_oracle("vit_oracle.py", {"info", "--names", timm::test::join(names), "--patterns", ""}));
-  for (const auto& name : names) {
-    CAPTURE(name);
-    const auto& e = info.at("models").at(name);
-    timm::ModelArgs args;
-    args.num_classes = e.at("pretrained_num_classes").get<int64_t>();
-    args.kwargs["depth"] = "1";
-    timm::ModelPtr model = timm::create_model(name, args);
-    const auto timm_keys = e.at("keys").get<std::vector<std::string>>();
-    const auto timm_shapes = e.at("shapes").get<std::vector<std::vector<int64_t>>>();
-    const auto timm_dtypes = e.at("dtypes").get<std::vector<std::string>>();
-    std::vector<std::string> want_keys, keys, want_dtypes, dtypes;
-    std::vector<std::vector<int64_t>> want_shapes, shapes;
-    for (size_t i = 0; i < timm_keys.size(); ++i) {
-      if (is_later_block(timm_keys[i])) continue;
-      want_keys.push_back(timm_keys[i]);
-      want_shapes.push_back(timm_shapes[i]);
-      want_dtypes.push_back(timm_dtypes[i]);
-    }
-    for (const auto& [key, tensor] : timm::state_dict(*model)) {
-      keys.push_back(key);
-      shapes.emplace_back(tensor.sizes().begin(), tensor.sizes().end());
-      dtypes.push_back(timm::dtype_name(tensor.scalar_type()));
-    }
-    CHECK(keys == want_keys);
-    CHECK(shapes == want_shapes);
-    CHECK(dtypes == want_dtypes);
-    int64_t block0 = 0;
-    for (const auto& item : model->named_parameters()) {
-      if (item.key().rfind("blocks.0.", 0) == 0) block0 += item.value().numel();
-    }
-    const auto depth = static_cast<int64_t>(e.at("drop_path_rates").size());
-    CHECK(timm::count_parameters(*model) + (depth - 1) * block0 == e.at("param_count").get<int64_t>());
-    timm::test::check_cfg_and_groups(*model, e);
-  }
-}
-
 }  // namespace
 
 TEST_CASE("vit matches timm both ways: structure, eval and train logits, gradients, weights") {
@@ -364,7 +317,7 @@ TEST_CASE("every registered huge and so150m vit / deit3 has timm's state_dict, p
 // ViT-G/14, ViT-g/16 gap (0.6B to 1.8B parameters, up to 7 GB in float32 on
 // each side) are too big to build against timm here in full: built at depth 1.
 TEST_CASE("the huge and giant vits have timm's blocks, parameter count and pretrained cfg (built at depth 1)") {
-  check_registered_depth1(kDepth1Names);
+  timm::test::check_registered_depth1("vit_oracle.py", kDepth1Names);
 }
 
 TEST_CASE("every CLIP tower and DINOv2 timm lists is registered, in timm's order (vit_*clip*, vit_*dinov2)") {
@@ -394,7 +347,7 @@ TEST_CASE("every SigLIP timm lists is registered, in timm's order, with timm's s
 
 // ViT-L, SO400M and giantopt SigLIP towers (~300M to ~1.1B parameters).
 TEST_CASE("the large, so400m and giantopt SigLIPs have timm's blocks, attn_pool, parameter count, cfg (depth 1)") {
-  check_registered_depth1(kSiglipDepth1Names);
+  timm::test::check_registered_depth1("vit_oracle.py", kSiglipDepth1Names);
 }
 
 TEST_CASE("SigLIP 'map' starts as timm's: latent trunc_normal_tf_(dim^-0.5), attn_pool Linears trunc_normal(.02)") {
