@@ -159,12 +159,13 @@ struct ResumeTargets {
 
 // --resume: restores a checkpoint written by save_checkpoint, given either of
 // its two files (or its path without extension), strictly; restores this
-// rank's torch CPU RNG state (and its CUDA generator's, on a CUDA device). A checkpoint written by another world size (or
-// one that holds rank 0's state only) restores the states it holds: ranks
-// without one keep theirs, and rank 0 warns that the random draws (drop
-// path, dropout) will differ from an uninterrupted run's. Returns the epoch
-// to start at (the saved epoch + 1), as timm's resume_checkpoint. Throws
-// Error naming the file on any mismatch.
+// rank's torch CPU RNG state (and its CUDA generator's, on a CUDA device). A
+// checkpoint written by another world size (or one that holds rank 0's state
+// only) restores the states it holds: ranks without one keep theirs, and
+// rank 0 warns that the random draws (drop path, dropout) will differ from
+// an uninterrupted run's. Returns the epoch to start at (the saved epoch +
+// 1), as timm's resume_checkpoint. Throws Error naming the file on any
+// mismatch.
 int64_t resume_checkpoint(const std::filesystem::path& path, const ResumeTargets& targets);
 
 // Where a resumed run continues.
