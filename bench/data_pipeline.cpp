@@ -76,8 +76,7 @@ int bench_train(const fs::path& folder, const TrainBench& bench) {
     const timm::Stopwatch watch;
     int64_t images = 0;
     while (auto batch = loader.next()) {
-      at::Tensor x = batch->images.to(at::kFloat);
-      pipeline.apply(x, rng);
+      const at::Tensor x = timm::prepare_input(batch->images, pipeline, rng, {});  // as timm-run on the CPU
       images += x.size(0);
     }
     const double seconds = watch.seconds();

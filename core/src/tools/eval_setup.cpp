@@ -166,11 +166,8 @@ std::shared_ptr<Loader> make_eval_loader(std::shared_ptr<const Dataset> dataset,
 
 at::Tensor prepare_eval_images(const Batch& batch, const TransformPipeline& transform, bool channels_last,
                                c10::ScalarType dtype) {
-  at::Tensor images = batch.images.to(dtype);
   Rng rng(0);  // eval batch transforms are deterministic
-  transform.apply(images, rng);
-  if (channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
-  return images;
+  return prepare_input(batch.images, transform, rng, {.dtype = dtype, .channels_last = channels_last});
 }
 
 }  // namespace timm

@@ -54,17 +54,10 @@ struct TrainContext {
   double train_seconds = 0;
 };
 
-// Moves a uint8 batch to the device as `dtype` (--model-dtype) and applies
-// the batch transforms there, as timm's prefetcher normalises on the device
-// in its img_dtype (x.to(img_dtype).sub_(mean).div_(std), the constants in
-// that dtype); --channels-last re-lays the result out as train.py does with
-// input.contiguous(memory_format=...).
-at::Tensor prepare_images(const Batch& batch, const TransformPipeline& transform, const torch::Device& device, Rng& rng,
-                          bool channels_last, c10::ScalarType dtype) {
-  at::Tensor images = batch.images.to(device, /*non_blocking=*/true).to(dtype);
-  transform.apply(images, rng);
-  if (channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
-  return images;
+// Where prepare_input puts each batch: the device, --model-dtype (timm's
+// img_dtype) and --channels-last.
+InputOptions input_options(const TrainContext& ctx) {
+  return {.device = ctx.device, .dtype = ctx.tools.model_dtype, .channels_last = ctx.args.channels_last};
 }
 
 // The task's forward and loss, under autocast when --amp.
@@ -339,8 +332,8 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch, const EpochPosition* re
     const bool need_update = last_batch || (batch_idx + 1) % accum_steps == 0;
     const int64_t update_idx = batch_idx / accum_steps;
     if (batch_idx >= last_batch_idx_to_accum) accum = last_accum_steps;
-    at::Tensor input = prepare_images(*batch, ctx.loader.transform(batch->choice), ctx.device, p.batch_rng,
-                                      ctx.args.channels_last, ctx.tools.model_dtype);
+    at::Tensor input =
+        prepare_input(batch->images, ctx.loader.transform(batch->choice), p.batch_rng, input_options(ctx));
     at::Tensor target = batch->targets.to(ctx.device);
     if (ctx.tools.mixup) target = ctx.tools.mixup->apply(input, target, p.mixup_rng).targets;
     p.data_time.update(static_cast<double>(accum) * p.data_watch.seconds());
@@ -416,8 +409,7 @@ EvalMetrics validate(const TrainContext& ctx, const ModelPtr& model, Loader& loa
   Stopwatch batch_watch;
   int64_t batch_idx = 0;
   while (auto batch = loader.next()) {
-    const at::Tensor input =
-        prepare_images(*batch, loader.transform(), ctx.device, rng, ctx.args.channels_last, ctx.tools.model_dtype);
+    const at::Tensor input = prepare_input(batch->images, loader.transform(), rng, input_options(ctx));
     const at::Tensor target = batch->targets.to(ctx.device);
     const EvalBatch result = eval_batch(ctx, model, input, target);
     sums.loss_sum += result.loss * static_cast<double>(result.size);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <unordered_set>
@@ -288,6 +289,49 @@ TEST_CASE("normalize equals torch's sub_ then div_ bit for bit, contiguous (one 
   at::Tensor channels_last = pixels.contiguous(at::MemoryFormat::ChannelsLast);
   norm->apply(channels_last, rng);
   CHECK(at::equal(channels_last, want));
+}
+
+namespace {
+
+// A batch stage that records the intra-op threads it ran with.
+class ThreadsSeen final : public BatchTransform {
+ public:
+  explicit ThreadsSeen(int& seen) : seen_(seen) {}
+  void apply(at::Tensor&, Rng&) const override { seen_ = at::get_num_threads(); }
+  std::string repr() const override { return "ThreadsSeen()"; }
+
+ private:
+  int& seen_;
+};
+
+}  // namespace
+
+TEST_CASE("prepare_input: the batch as the dtype with the batch stages applied, on the calling thread alone") {
+  test::load_builtin_plugins();
+  TransformArgs args;
+  TransformPipeline pipeline;
+  pipeline.batch.push_back(
+      Registry::global().factory<AugmentationFactory>(PluginKind::kAugmentation, "normalize")(args).batch);
+  int seen = 0;
+  pipeline.batch.push_back(std::make_shared<ThreadsSeen>(seen));
+  const at::Tensor images = at::randint(0, 256, {2, 3, 5, 7}, at::kByte);
+  at::Tensor want = images.to(at::kFloat);
+  Rng rng(0);
+  pipeline.batch.front()->apply(want, rng);
+
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);  // one thread would show nothing
+  const at::Tensor input = prepare_input(images, pipeline, rng, {});
+  CHECK(seen == 1);
+  CHECK(at::get_num_threads() == 2);  // restored
+  CHECK((input.scalar_type() == at::kFloat));
+  CHECK(at::equal(input, want));
+
+  const at::Tensor last = prepare_input(images, pipeline, rng, {.dtype = at::kBFloat16, .channels_last = true});
+  CHECK((last.scalar_type() == at::kBFloat16));
+  CHECK(last.is_contiguous(at::MemoryFormat::ChannelsLast));
+  CHECK(at::allclose(last.to(at::kFloat), want, /*rtol=*/1e-2, /*atol=*/1e-2));
+  at::set_num_threads(threads);
 }
 
 TEST_CASE("unknown crop modes are usage errors") {

@@ -190,6 +190,25 @@ struct TransformPipeline {
   std::string repr() const;
 };
 
+// Where and how prepare_input puts a batch: the training device, the model's
+// input dtype (float32, or --model-dtype's: timm's img_dtype) and
+// --channels-last.
+struct InputOptions {
+  c10::Device device = c10::kCPU;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  bool channels_last = false;
+};
+
+// The model's input from a loader batch, as timm's PrefetchLoader makes it:
+// the uint8 (N, C, H, W) `images` moved to the device as the dtype, the
+// pipeline's batch stages applied there in that dtype
+// (x.to(img_dtype).sub_(mean).div_(std), then random erasing), then
+// channels_last when asked (train.py's input.contiguous(memory_format=...)).
+// On the CPU it runs on the calling thread alone, leaving the cores to the
+// loader's workers (see transform.cpp).
+at::Tensor prepare_input(const at::Tensor& images, const TransformPipeline& transform, Rng& rng,
+                         const InputOptions& options);
+
 // timm's create_transform: the registered augmentations whose traits apply
 // to `args`, by stage and order. The pipeline's secondary stages begin after
 // the crop and primary ones. No crop that applies (an unknown crop mode)
