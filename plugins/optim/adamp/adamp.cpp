@@ -5,6 +5,7 @@
 // weight decay then scaled by wd_ratio (scale-invariant weights, arXiv
 // 2006.08217). The moments are updated over the whole group with foreach
 // ops; the projection decides per tensor, as timm.
+#include <array>
 #include <cmath>
 
 #include "timm/base/error.hpp"
@@ -35,15 +36,35 @@ at::Tensor view_as(const at::Tensor& x, bool channel) {
   return channel ? x.reshape({x.size(0), -1}) : x.reshape({1, -1});
 }
 
+// |F.cosine_similarity(grad_view, param_view, dim=1, eps)| of timm's two
+// views: per output channel, and over the whole tensor. Each call makes six
+// passes over the tensor (two norms, two divisions, a product, a sum); here
+// one product and sum and two norms per channel serve both, as the whole
+// tensor's dot product and squared norms are the sums of the channels'.
+// The same cosines up to float32 rounding, which can only move a weight whose
+// cosine lies within a few ulps of timm's threshold to the other branch.
+std::array<at::Tensor, 2> abs_cosines(const at::Tensor& p, const at::Tensor& grad, double eps) {
+  const at::Tensor param_rows = view_as(p, /*channel=*/true);
+  const at::Tensor grad_rows = view_as(grad, /*channel=*/true);
+  const at::Tensor dots = grad_rows.mul(param_rows).sum(1);
+  const at::Tensor grad_norms = at::linalg_vector_norm(grad_rows, 2, {1});
+  const at::Tensor param_norms = at::linalg_vector_norm(param_rows, 2, {1});
+  auto cosine = [eps](const at::Tensor& dot, const at::Tensor& grad_norm, const at::Tensor& param_norm) {
+    return dot.div(grad_norm.clamp_min(eps).mul(param_norm.clamp_min(eps))).abs_();
+  };
+  return {cosine(dots, grad_norms, param_norms),
+          cosine(dots.sum(), grad_norms.square().sum().sqrt(), param_norms.square().sum().sqrt())};
+}
+
 // timm.optim.adamp.projection: projects `perturb` in place where the weight
 // is nearly orthogonal to its gradient; returns the weight-decay ratio.
 double project_(const at::Tensor& p, const at::Tensor& grad, at::Tensor& perturb, const ProjectionConfig& c) {
   std::vector<int64_t> expand_size(static_cast<std::size_t>(p.dim()), 1);
   expand_size[0] = -1;
+  const std::array<at::Tensor, 2> cosines = abs_cosines(p, grad, c.eps);
   for (bool channel : {true, false}) {
     const at::Tensor param_view = view_as(p, channel);
-    const at::Tensor grad_view = view_as(grad, channel);
-    const at::Tensor cosine = at::cosine_similarity(grad_view, param_view, 1, c.eps).abs_();
+    const at::Tensor& cosine = cosines[channel ? 0 : 1];
     if (!cosine.max().lt(c.delta / std::sqrt(static_cast<double>(param_view.size(1)))).item<bool>()) continue;
     const at::Tensor p_n = p / param_view.norm(2, {1}).add_(c.eps).reshape(expand_size);
     perturb -= p_n * view_as(p_n * perturb, channel).sum(1).reshape(expand_size);
