@@ -3,6 +3,7 @@
 #include <torch/nn/modules/pooling.h>
 
 #include "timm/base/error.hpp"
+#include "timm/layers/any_module.hpp"
 #include "timm/layers/blur_pool.hpp"
 #include "timm/layers/conv2d_same.hpp"
 #include "timm/layers/mixed_conv2d.hpp"
@@ -12,6 +13,7 @@ namespace timm::efficientnet {
 namespace {
 
 namespace nn = torch::nn;
+using layers::register_any;
 
 // timm's create_conv2d(in, out, kernel, stride, groups, padding=pad_type).
 nn::AnyModule conv(const BlockConfig& c, int64_t in, int64_t out, const KernelSizes& kernel, int64_t stride = 1,
@@ -20,11 +22,6 @@ nn::AnyModule conv(const BlockConfig& c, int64_t in, int64_t out, const KernelSi
   args.stride = stride;
   args.groups = groups;
   return layers::create_mixed_conv2d(in, out, kernel, args, c.pad_type);
-}
-
-nn::AnyModule register_any(nn::Module& block, const std::string& name, nn::AnyModule module) {
-  block.register_module(name, module.ptr());
-  return module;
 }
 
 // timm: DropPath(rate) if rate else nn.Identity(); the Identity adds no keys.

@@ -63,6 +63,7 @@
 #include <torch/nn/modules/pooling.h>
 
 #include "timm/base/error.hpp"
+#include "timm/layers/any_module.hpp"
 #include "timm/layers/batch_norm.hpp"
 #include "timm/layers/blur_pool.hpp"
 #include "timm/layers/classifier.hpp"
@@ -323,17 +324,14 @@ class BasicBlockImpl : public nn::Module {
     const int64_t first_planes = a.planes / a.reduce_first;
     const bool use_aa = a.aa != Aa::kNone && a.stride == 2;
     conv1 = register_module("conv1", conv(a.inplanes, first_planes, 3, use_aa ? 1 : a.stride));
-    bn1 = make_norm(a.norm, first_planes);
-    register_module("bn1", bn1.ptr());
+    bn1 = layers::register_any(*this, "bn1", make_norm(a.norm, first_planes));
     if (a.drop_block) drop_block = register_module("drop_block", DropBlock(*a.drop_block));
     act1 = register_module("act1", nn::ReLU());
     if (use_aa) {
-      aa = make_aa(a.aa, first_planes);
-      register_module("aa", aa.ptr());
+      aa = layers::register_any(*this, "aa", make_aa(a.aa, first_planes));
     }
     conv2 = register_module("conv2", conv(first_planes, outplanes, 3));
-    bn2 = make_norm(a.norm, outplanes);
-    register_module("bn2", bn2.ptr());
+    bn2 = layers::register_any(*this, "bn2", make_norm(a.norm, outplanes));
     register_attn(*this, a, outplanes);
     act2 = register_module("act2", nn::ReLU());
     if (a.downsample) downsample = register_module("downsample", make_downsample(a.inplanes, outplanes, a));
@@ -383,21 +381,17 @@ class BottleneckImpl : public nn::Module {
     }
     const bool use_aa = a.aa != Aa::kNone && a.stride == 2;
     conv1 = register_module("conv1", conv(a.inplanes, first_planes, 1));
-    bn1 = make_norm(a.norm, first_planes);
-    register_module("bn1", bn1.ptr());
+    bn1 = layers::register_any(*this, "bn1", make_norm(a.norm, first_planes));
     act1 = register_module("act1", nn::ReLU());
     conv2 = register_module("conv2", conv(first_planes, width, 3, use_aa ? 1 : a.stride, a.cardinality));
-    bn2 = make_norm(a.norm, width);
-    register_module("bn2", bn2.ptr());
+    bn2 = layers::register_any(*this, "bn2", make_norm(a.norm, width));
     if (a.drop_block) drop_block = register_module("drop_block", DropBlock(*a.drop_block));
     act2 = register_module("act2", nn::ReLU());
     if (use_aa) {
-      aa = make_aa(a.aa, width);
-      register_module("aa", aa.ptr());
+      aa = layers::register_any(*this, "aa", make_aa(a.aa, width));
     }
     conv3 = register_module("conv3", conv(width, outplanes, 1));
-    bn3 = make_norm(a.norm, outplanes);
-    register_module("bn3", bn3.ptr());
+    bn3 = layers::register_any(*this, "bn3", make_norm(a.norm, outplanes));
     register_attn(*this, a, outplanes);
     act3 = register_module("act3", nn::ReLU());
     if (a.downsample) downsample = register_module("downsample", make_downsample(a.inplanes, outplanes, a));
@@ -505,8 +499,7 @@ class ResNetImpl : public ClassifierImpl {
       register_module("conv1", conv1_deep);
     }
     feature_info_.push_back({inplanes, 2, "act1"});
-    bn1 = make_norm(spec.norm, inplanes);
-    register_module("bn1", bn1.ptr());
+    bn1 = layers::register_any(*this, "bn1", make_norm(spec.norm, inplanes));
     act1 = register_module("act1", nn::ReLU());
     // timm's stem pool (still named "maxpool"): the ResNet-RS's conv (stride 1
     // and the aa layer after it with anti-aliasing), AvgPool2d(2) for
