@@ -3,8 +3,14 @@
 // feeds a momentum that carries the lr; the first moment's bias correction is
 // an average of the past lrs (exp_avg_lr_1), so that lr changes are
 // corrected too. Decoupled weight decay after the update (lr, or lr² / max_lr
-// corrected), optional caution.
+// corrected), optional caution. On the CPU in one pass per parameter (two
+// with caution) instead of timm's ten ops; foreach=False runs the ops.
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 
@@ -23,7 +29,85 @@ struct LapropConfig {
   double eps = 1e-15;
   bool caution = false;
   std::optional<double> max_lr;  // set with corrected_weight_decay
+  bool one_pass = true;          // --opt-kwargs foreach=False: timm's ops one by one
 };
+
+// The float32 scalars of one parameter's update, as the per-tensor ops cast
+// them.
+struct OnePassScalars {
+  float beta1;
+  float beta2;
+  float one_minus_beta2;
+  float bias_correction2;
+  float eps;
+  float lr_one_minus_beta1;
+  float step_size;
+  float decay;  // wd_scale * weight_decay, 0 without decay
+};
+
+// One element's moments as timm's ops compute them.
+struct Moments {
+  float exp_avg;
+  float exp_avg_sq;
+};
+inline Moments update_moments(float g, float exp_avg, float exp_avg_sq, const OnePassScalars& s) {
+  const float v = exp_avg_sq * s.beta2 + s.one_minus_beta2 * g * g;
+  const float denom = std::sqrt(v / s.bias_correction2) + s.eps;
+  return {exp_avg * s.beta1 + s.lr_one_minus_beta1 * (g / denom), v};
+}
+
+inline float decayed(float p, const OnePassScalars& s) { return s.decay != 0 ? p - s.decay * p : p; }
+
+// The loops below make timm's update one element after another, each value
+// read and written once where the ten per-tensor ops read or write about 25
+// values per element. They vectorise (the plugin builds with -fno-math-errno
+// for sqrt), with an AVX2 clone where the CPU has it.
+#if defined(__x86_64__)
+#define TIMM_LAPROP_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TIMM_LAPROP_CLONES
+#endif
+
+// The whole update without caution.
+TIMM_LAPROP_CLONES
+void laprop_one_pass(float* __restrict param, const float* __restrict grad, float* __restrict exp_avg,
+                     float* __restrict exp_avg_sq, int64_t n, const OnePassScalars s) {
+  for (int64_t i = 0; i < n; ++i) {
+    const Moments m = update_moments(grad[i], exp_avg[i], exp_avg_sq[i], s);
+    exp_avg[i] = m.exp_avg;
+    exp_avg_sq[i] = m.exp_avg_sq;
+    param[i] = decayed(param[i] - s.step_size * m.exp_avg, s);
+  }
+}
+
+// Caution's first pass: the moments, and how many new exp_avg values agree
+// in sign with their gradient (timm's mask, exp_avg * grad > 0).
+TIMM_LAPROP_CLONES
+int64_t laprop_moments(const float* __restrict grad, float* __restrict exp_avg, float* __restrict exp_avg_sq, int64_t n,
+                       const OnePassScalars s) {
+  int64_t agreeing = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const Moments m = update_moments(grad[i], exp_avg[i], exp_avg_sq[i], s);
+    exp_avg[i] = m.exp_avg;
+    exp_avg_sq[i] = m.exp_avg_sq;
+    agreeing += m.exp_avg * grad[i] > 0;
+  }
+  return agreeing;
+}
+
+// Caution's second pass: the step along exp_avg where it agrees with the
+// gradient, times `mask_value` (timm's mask over its mean), 0 elsewhere.
+TIMM_LAPROP_CLONES
+void laprop_cautious_step(float* __restrict param, const float* __restrict grad, const float* __restrict exp_avg,
+                          int64_t n, float mask_value, const OnePassScalars s) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float m = exp_avg[i];
+    const float update = m * grad[i] > 0 ? m * mask_value : m * 0.0f;
+    param[i] = decayed(param[i] - s.step_size * update, s);
+  }
+}
+
+#undef TIMM_LAPROP_CLONES
 
 class Laprop : public ForeachOptimizer {
  public:
@@ -55,20 +139,36 @@ class Laprop : public ForeachOptimizer {
     update(g);
   }
 
-  // timm's _single_tensor_laprop (its CPU path), op by op over the tensors.
+  // timm's _single_tensor_laprop (its CPU path): in one pass over each
+  // contiguous float32 parameter on the CPU, two with caution (within float32
+  // rounding of the ops, as torch's fused Adam), else op by op over the
+  // tensors.
   void update(const GroupStep& a) {
     const double lr = a.lr;
     std::vector<c10::Scalar> bias_corrections2;
+    std::vector<double> step_sizes;
     std::map<double, std::vector<std::size_t>> by_step_size;  // usually one: the same steps and lr
     for (std::size_t i = 0; i < a.params.size(); ++i) {
       const State& state = *a.states[i];
       bias_corrections2.emplace_back(state.at("exp_avg_lr_2").item<double>());
       // 1 / bias_correction1 with bias_correction1 = exp_avg_lr_1 / lr; 0 when lr is.
       const double exp_avg_lr_1 = state.at("exp_avg_lr_1").item<double>();
-      by_step_size[exp_avg_lr_1 != 0 ? lr / exp_avg_lr_1 : 0.0].push_back(i);
+      step_sizes.push_back(exp_avg_lr_1 != 0 ? lr / exp_avg_lr_1 : 0.0);
+      by_step_size[step_sizes.back()].push_back(i);
     }
     const Tensors exp_avgs = state_list(a, "exp_avg");
     const Tensors exp_avg_sqs = state_list(a, "exp_avg_sq");
+    const double decay = a.weight_decay == 0 ? 0.0 : wd_scale(lr) * a.weight_decay;
+    if (c_.one_pass && fused_cpu_kernels_apply({a.params, a.grads, exp_avgs, exp_avg_sqs})) {
+      for (std::size_t i = 0; i < a.params.size(); ++i) {
+        const OnePassScalars s{static_cast<float>(c_.beta1),      static_cast<float>(c_.beta2),
+                               static_cast<float>(1 - c_.beta2),  static_cast<float>(bias_corrections2[i].toDouble()),
+                               static_cast<float>(c_.eps),        static_cast<float>(lr * (1 - c_.beta1)),
+                               static_cast<float>(step_sizes[i]), static_cast<float>(decay)};
+        update_in_passes(a.params[i], a.grads[i], exp_avgs[i], exp_avg_sqs[i], s);
+      }
+      return;
+    }
 
     at::_foreach_mul_(exp_avg_sqs, c_.beta2);
     at::_foreach_addcmul_(exp_avg_sqs, a.grads, a.grads, 1 - c_.beta2);
@@ -84,10 +184,41 @@ class Laprop : public ForeachOptimizer {
     for (const auto& [step_size, indices] : by_step_size) {
       at::_foreach_add_(select(a.params, indices), select(updates, indices), -step_size);
     }
-    if (a.weight_decay != 0) {
-      const double wd_scale = c_.max_lr ? std::pow(lr, 2) / *c_.max_lr : lr;
-      at::_foreach_add_(a.params, a.params, -wd_scale * a.weight_decay);
+    if (decay != 0) at::_foreach_add_(a.params, a.params, -decay);
+  }
+
+  // The decoupled decay's lr: lr, or lr² / max_lr with corrected decay.
+  double wd_scale(double lr) const { return c_.max_lr ? std::pow(lr, 2) / *c_.max_lr : lr; }
+
+  // The loops over one contiguous float32 parameter, in ranges across the
+  // intra-op threads. The writes bypass the dispatcher, so the versions are
+  // bumped here as the in-place ops would.
+  void update_in_passes(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& exp_avg,
+                        const at::Tensor& exp_avg_sq, const OnePassScalars& s) const {
+    float* p = param.data_ptr<float>();
+    const float* g = grad.data_ptr<float>();
+    float* m = exp_avg.data_ptr<float>();
+    float* v = exp_avg_sq.data_ptr<float>();
+    const int64_t n = param.numel();
+    if (!c_.caution) {
+      at::parallel_for(0, n, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+        laprop_one_pass(p + begin, g + begin, m + begin, v + begin, end - begin, s);
+      });
+    } else {
+      const int64_t agreeing = at::parallel_reduce(
+          0, n, at::internal::GRAIN_SIZE, int64_t{0},
+          [&](int64_t begin, int64_t end, int64_t sum) {
+            return sum + laprop_moments(g + begin, m + begin, v + begin, end - begin, s);
+          },
+          std::plus<int64_t>());
+      // timm: mask.div_(mask.mean().clamp_(min=1e-3)), the mean in float32.
+      const float mean = static_cast<float>(static_cast<double>(agreeing) / static_cast<double>(n));
+      const float mask_value = 1.0f / std::max(mean, 1e-3f);
+      at::parallel_for(0, n, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+        laprop_cautious_step(p + begin, g + begin, m + begin, end - begin, mask_value, s);
+      });
     }
+    for (const at::Tensor* t : {&param, &exp_avg, &exp_avg_sq}) torch::autograd::impl::bump_version(*t);
   }
 
   LapropConfig c_;
@@ -105,6 +236,7 @@ OptimizerPtr make_laprop(std::vector<ParamGroup> groups, const OptimizerArgs& ar
   c.eps = eps.value;
   c.caution = kwargs.get_bool("caution", false);
   if (corrected) c.max_lr = args.lr;
+  c.one_pass = kwargs.repr("foreach", "None") != "False";
   const std::string description =
       describe_optimizer("LaProp", args.opt,
                          {{"lr", python_float_repr(args.lr)},

@@ -17,10 +17,11 @@ namespace {
 using timm::test::optim_case;
 using timm::test::OptimCase;
 
-// timm's CPU path (_single_tensor_laprop) op by op with the same ATen
-// kernels, the scalar state in timm's dtypes: expected equal to the last bit;
-// 1e-6 (parameters are O(1)) and 1e-5 relative on the state leave room for
-// float32 rounding on other builds.
+// timm's CPU path (_single_tensor_laprop) in one pass per parameter (by
+// default) or op by op with the same ATen kernels (foreach=False), the scalar
+// state in timm's dtypes. The ops agree to the last bit, the one pass to a few
+// float32 ulps; 1e-6 (parameters are O(1)) and 1e-5 relative on the state
+// leave room for float32 rounding on other builds.
 constexpr double kTolerance = timm::test::kSameKernelsTolerance;
 constexpr double kStateTolerance = 1e-5;
 
@@ -39,6 +40,10 @@ std::vector<OptimCase> make_cases() {
       {{"betas", "(0.85,0.99)"}, {"eps", "1e-10"}, {"caution", "True"}, {"corrected_weight_decay", "True"}}));
   cases.push_back(optim_case("laprop layer-decay", "laprop", 1e-3, 0.05));
   cases.back().layer_decay = 0.8;
+  // timm's ops one by one instead of the one-pass update.
+  cases.push_back(optim_case("laprop foreach=False", "laprop", 1e-3, 0.05, {{"foreach", "False"}}));
+  cases.push_back(optim_case("lapropc foreach=False", "lapropc", 1e-3, 0.5, {{"foreach", "False"}}));
+  cases.push_back(optim_case("claprop foreach=False", "claprop", 1e-3, 0.05, {{"foreach", "False"}}));
   return cases;
 }
 
@@ -49,6 +54,11 @@ timm::test::OptimOracle oracle(make_cases());  // runs timm on first use
 TEST_CASE("laprop and its variants match timm's LaProp") {
   oracle.expect_parity_each({"laprop", "lapropc", "claprop", "laprop eps+betas", "laprop kwargs", "laprop layer-decay"},
                             kTolerance, kStateTolerance);
+}
+
+TEST_CASE("laprop with foreach=False runs timm's ops one by one") {
+  oracle.expect_parity_each({"laprop foreach=False", "lapropc foreach=False", "claprop foreach=False"}, kTolerance,
+                            kStateTolerance);
 }
 
 TEST_CASE("laprop state survives save and load") { oracle.expect_round_trips({"laprop", "laprop kwargs"}); }
