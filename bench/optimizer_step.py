@@ -12,6 +12,13 @@ figures are medians, each ratio with its spread.
 foreach ops whole (ForeachOptimizer's runs of ~1M elements off), the step
 before 2026-12-05 17:00 for the optimizers that now run in runs.
 
+--confirm-above R --confirm-repeats K: after the repeats of every name, the
+names whose median time ratio is above R (close to the target of 1.0, on
+either side of it) run K more interleaved repeats, and their figures are the
+medians of all their repeats. bench/run_all.sh times each name once and
+confirms those above 0.9: one sample of 2 steps moved a ratio by up to 2x on
+this shared machine (cmars 1.04 in run_all, 0.34 over 3 repeats right after).
+
 --opts all times every optimizer name both timm's list_optimizers() and
 timm-cpp's registry hold, less those whose step cannot run here on either
 side (bitsandbytes and apex/DeepSpeed wrappers need their packages and CUDA;
@@ -19,7 +26,8 @@ adahessian needs gradients with a graph); each left out is printed with why.
 
 Usage: bench/optimizer_step.py [--threads 1] [--steps 10] [--warmup 2]
            [--models resnet50 vit_base_patch16_224] [--opts sgd adamw lamb rmsproptf ... | all]
-           [--exclude NAME ...] [--whole-groups] [--repeats 3] [--summary FILE] [--timm-bench-optim build/bin/timm-bench-optim]
+           [--exclude NAME ...] [--whole-groups] [--repeats 3] [--confirm-above 0.9 --confirm-repeats 2]
+           [--summary FILE] [--timm-bench-optim build/bin/timm-bench-optim]
 """
 import argparse
 import json
@@ -149,9 +157,14 @@ def main():
     parser.add_argument('--whole-groups', action='store_true',
                         help='also time timm-cpp with each group in one run of the foreach ops')
     parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--confirm-above', type=float, default=None,
+                        help='run --confirm-repeats more repeats of the names whose time ratio is above this')
+    parser.add_argument('--confirm-repeats', type=int, default=2)
     parser.add_argument('--summary', help='append each row (a time ratio) to this JSON-lines file (bench/run_all.sh)')
     parser.add_argument('--timm-bench-optim', default=os.path.join(here, '..', 'build', 'bin', 'timm-bench-optim'))
     args = parser.parse_args()
+    if args.whole_groups and args.confirm_above is not None:
+        parser.error('--whole-groups and --confirm-above: the confirming repeats time no whole groups')
 
     torch.set_num_threads(args.threads)
     if args.opts == ['all']:
@@ -166,8 +179,8 @@ def main():
 
         failed = {}  # optimizer -> 'side failed: why'; not timed again on either side
 
-        def cpp_all(extra=()):  # one timm-bench-optim run times every optimizer
-            opts = [opt for opt in args.opts if opt not in failed]
+        def cpp_all(names, extra=()):  # one timm-bench-optim run times every optimizer
+            opts = [opt for opt in names if opt not in failed]
             times = time_cpp(args.timm_bench_optim, params, opts, args.threads, args.warmup, args.steps, extra)
             for opt, t in times.items():
                 if isinstance(t, str):
@@ -176,11 +189,11 @@ def main():
 
         start = None
 
-        def py_all():
+        def py_all(names):
             nonlocal start
             start = start or StartingPoint(params)
             times = {}
-            for opt in args.opts:
+            for opt in names:
                 if opt in failed:
                     continue
                 try:
@@ -189,21 +202,35 @@ def main():
                     failed[opt] = f'timm failed: {type(e).__name__}: {str(e).splitlines()[0][:160]}'
             return times
 
-        sides = [('timm-cpp', cpp_all), ('timm', py_all)]
+        sides = [('timm-cpp', lambda: cpp_all(args.opts)), ('timm', lambda: py_all(args.opts))]
         if args.whole_groups:
-            sides.insert(1, ('timm-cpp whole groups', lambda: cpp_all(['--whole-groups'])))
+            sides.insert(1, ('timm-cpp whole groups', lambda: cpp_all(args.opts, ['--whole-groups'])))
         runs = interleave(sides, args.repeats)
+
+        def samples(opt, side, i):  # i: 0 wall, 1 cpu
+            return [run[opt][i] for run in runs[side] if opt in run]
+
+        if args.confirm_above is not None:
+            close = [opt for opt in args.opts if opt not in failed and
+                     Ratio.of(samples(opt, 'timm-cpp', 0), samples(opt, 'timm', 0)).median > args.confirm_above]
+            if close:
+                print(f'{name}: {len(close)} names above {args.confirm_above}, {args.confirm_repeats} more repeats: '
+                      f'{" ".join(close)}', flush=True)
+                more = interleave([('timm-cpp', lambda: cpp_all(close)), ('timm', lambda: py_all(close))],
+                                  args.confirm_repeats)
+                for side, results in more.items():
+                    runs[side].extend(results)
         for opt in args.opts:
             if opt in failed:
                 print(f'{name:<22} {opt:<14} {failed[opt]}', flush=True)
                 continue
-            cpp_wall, cpp_cpu = ([run[opt][i] for run in runs['timm-cpp']] for i in (0, 1))
-            py_wall, py_cpu = ([run[opt][i] for run in runs['timm']] for i in (0, 1))
+            cpp_wall, cpp_cpu = (samples(opt, 'timm-cpp', i) for i in (0, 1))
+            py_wall, py_cpu = (samples(opt, 'timm', i) for i in (0, 1))
             wall, cpu = Ratio.of(cpp_wall, py_wall), Ratio.of(cpp_cpu, py_cpu)
             print(f'{name:<22} {opt:<14} {median(py_wall):10.1f} {median(cpp_wall):10.1f} {str(wall):>24}'
                   f' {median(py_cpu):10.1f} {median(cpp_cpu):10.1f} {str(cpu):>24}', flush=True)
             if args.whole_groups:
-                whole = [run[opt][0] for run in runs['timm-cpp whole groups']]
+                whole = samples(opt, 'timm-cpp whole groups', 0)
                 print(f'{"":<22} {"":<14} {"whole groups":>10} {median(whole):10.1f} '
                       f'{str(Ratio.of(whole, py_wall)):>24}   runs / whole groups: {Ratio.of(cpp_wall, whole)}',
                       flush=True)

@@ -55,10 +55,11 @@ end_section() { printf '```\n'; }
     --summary "$summary"
   end_section
   section "optimizer step, every registered name (bench/optimizer_step.py --opts all)"
-  # One repeat of 2 steps per name (164 comparisons, about 10 minutes);
-  # Kron fails on timm's side (docs/optimizers.md). --quick: 4 names.
+  # One repeat of 2 steps per name (164 comparisons, about 5 minutes), then
+  # 2 more of the names above 0.9, whose single sample could land on either
+  # side of 1.0; Kron fails on timm's side (docs/optimizers.md). --quick: 4 names.
   "$py" "$bench/optimizer_step.py" --threads 1 --warmup 1 --steps 2 --repeats 1 "${optimizers[@]}" \
-    --summary "$summary"
+    --confirm-above 0.9 --confirm-repeats 2 --summary "$summary"
   end_section
   section "input pipeline (bench/data_pipeline.py)"
   "$py" "$bench/data_pipeline.py" --threads "$threads" --repeats "$repeats" --summary "$summary"
