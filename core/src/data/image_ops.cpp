@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "timm/base/error.hpp"
+#include "timm/base/simd.hpp"
 
 namespace timm {
 namespace {
@@ -161,8 +162,7 @@ void resample_horizontal(const View& in, const AxisCoeffs& c, Image& out) {
 // channels (a 32-bit lane each; the fourth lane takes the next pixel's first
 // byte and is dropped): the same 32-bit integer sums, bit for bit. A tap on
 // the row's last pixel is added on its own, so that no load passes the row.
-__attribute__((target("sse4.1"))) void resample_horizontal_rgb_sse41(const View& in, const AxisCoeffs& c,
-                                                                     Image& out) {
+__attribute__((target("sse4.1"))) void resample_horizontal_rgb_sse41(const View& in, const AxisCoeffs& c, Image& out) {
   const int out_w = static_cast<int>(out.width);
   for (int y = 0; y < in.rows; ++y) {
     const std::uint8_t* src = in.data + y * in.stride;
@@ -198,9 +198,7 @@ bool has_sse41() {
 // Rows outer, taps inner over a whole row: the same integer sums as Pillow's
 // loop order (integer addition commutes), but contiguous and vectorisable
 // (an AVX2 clone where the CPU has it: 32-bit multiplies in one instruction).
-#if defined(__x86_64__)
-__attribute__((target_clones("avx2", "default")))
-#endif
+TIMM_AVX2_CLONES
 void resample_vertical(const View& in, int channels, const AxisCoeffs& c, Image& out) {
   const int n = in.cols * channels;
   std::vector<int> acc(n);

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "timm/base/error.hpp"
+#include "timm/base/simd.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
 #include "timm/plugin/plugin.hpp"
 
@@ -62,14 +63,9 @@ inline float decayed(float p, const OnePassScalars& s) { return s.decay != 0 ? p
 // read and written once where the ten per-tensor ops read or write about 25
 // values per element. They vectorise (the plugin builds with -fno-math-errno
 // for sqrt), with an AVX2 clone where the CPU has it.
-#if defined(__x86_64__)
-#define TIMM_LAPROP_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define TIMM_LAPROP_CLONES
-#endif
 
 // The whole update without caution.
-TIMM_LAPROP_CLONES
+TIMM_AVX2_CLONES
 void laprop_one_pass(float* __restrict param, const float* __restrict grad, float* __restrict exp_avg,
                      float* __restrict exp_avg_sq, int64_t n, const OnePassScalars s) {
   for (int64_t i = 0; i < n; ++i) {
@@ -82,7 +78,7 @@ void laprop_one_pass(float* __restrict param, const float* __restrict grad, floa
 
 // Caution's first pass: the moments, and how many new exp_avg values agree
 // in sign with their gradient (timm's mask, exp_avg * grad > 0).
-TIMM_LAPROP_CLONES
+TIMM_AVX2_CLONES
 int64_t laprop_moments(const float* __restrict grad, float* __restrict exp_avg, float* __restrict exp_avg_sq, int64_t n,
                        const OnePassScalars s) {
   int64_t agreeing = 0;
@@ -97,7 +93,7 @@ int64_t laprop_moments(const float* __restrict grad, float* __restrict exp_avg, 
 
 // Caution's second pass: the step along exp_avg where it agrees with the
 // gradient, times `mask_value` (timm's mask over its mean), 0 elsewhere.
-TIMM_LAPROP_CLONES
+TIMM_AVX2_CLONES
 void laprop_cautious_step(float* __restrict param, const float* __restrict grad, const float* __restrict exp_avg,
                           int64_t n, float mask_value, const OnePassScalars s) {
   for (int64_t i = 0; i < n; ++i) {
@@ -106,8 +102,6 @@ void laprop_cautious_step(float* __restrict param, const float* __restrict grad,
     param[i] = decayed(param[i] - s.step_size * update, s);
   }
 }
-
-#undef TIMM_LAPROP_CLONES
 
 class Laprop : public ForeachOptimizer {
  public:

@@ -2,9 +2,16 @@
 // groups with weight decay (always with always_adapt) the gradient plus decay
 // is scaled by trust_coeff |p| / (|g| + wd |p| + eps); LARC clips that ratio
 // over lr at one; then torch SGD's momentum (Nesterov for nlars / nlarc).
+// On the CPU the update after the norms runs in one pass per parameter;
+// foreach=False runs timm's ops.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <optional>
 
 #include "timm/base/error.hpp"
+#include "timm/base/simd.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/plugin/plugin.hpp"
@@ -22,7 +29,40 @@ struct LarsSettings {
   double eps = 1e-8;
   bool trust_clip = false;
   bool always_adapt = false;
+  bool one_pass = true;  // --opt-kwargs foreach=False: timm's ops one by one
 };
+
+// The float32 scalars of one parameter's update, as the per-tensor ops cast
+// them.
+struct OnePassScalars {
+  float lr;
+  float momentum;
+  float one_minus_dampening;
+  float weight_decay;
+  float trust_ratio;
+  bool adapt;  // the trust ratio and decay apply
+  bool nesterov;
+  bool new_buffer;  // the first step: the buffer is the gradient itself
+};
+
+// timm's update after the norms, one element after another: p, grad and the
+// buffer read once, p and the buffer written once, where the ops make about
+// 16 accesses per element. `buffer` is null without momentum.
+TIMM_AVX2_CLONES
+void lars_one_pass(float* __restrict param, const float* __restrict grad, float* __restrict buffer, int64_t n,
+                   const OnePassScalars s) {
+  for (int64_t i = 0; i < n; ++i) {
+    // timm: grad.add(p, alpha=weight_decay).mul_(trust_ratio)
+    const float g = s.adapt ? (grad[i] + s.weight_decay * param[i]) * s.trust_ratio : grad[i];
+    float update = g;
+    if (buffer != nullptr) {
+      const float b = s.new_buffer ? g : buffer[i] * s.momentum + s.one_minus_dampening * g;
+      buffer[i] = b;
+      update = s.nesterov ? g + s.momentum * b : b;
+    }
+    param[i] = param[i] - s.lr * update;
+  }
+}
 
 class Lars : public ForeachOptimizer {
  public:
@@ -44,9 +84,18 @@ class Lars : public ForeachOptimizer {
   void step_group(GroupStep& a) override {
     const double wd = a.weight_decay;
     const double lr = a.lr;
+    const bool adapt = wd != 0 || s_.always_adapt;
+    const Tensors ratios = adapt ? trust_ratios(a.params, a.grads, wd, lr) : Tensors{};
+    const Tensors buffers = existing_buffers(a);
+    if (s_.one_pass && fused_cpu_kernels_apply({a.params, a.grads, buffers})) {
+      for (std::size_t i = 0; i < a.params.size(); ++i) {
+        step_in_one_pass(a.params[i], a.grads[i], *a.states[i], wd, lr,
+                         adapt ? std::optional<float>(ratios[i].item<float>()) : std::nullopt);
+      }
+      return;
+    }
     Tensors grads = a.grads;
-    if (wd != 0 || s_.always_adapt) {
-      const Tensors ratios = trust_ratios(a.params, a.grads, wd, lr);
+    if (adapt) {
       grads = at::_foreach_add(a.grads, a.params, wd);  // p.grad left unmodified
       at::_foreach_mul_(grads, ratios);
     }
@@ -73,6 +122,45 @@ class Lars : public ForeachOptimizer {
     at::_foreach_add_(a.params, grads, -lr);
   }
 
+  static Tensors existing_buffers(const GroupStep& a) {
+    Tensors buffers;
+    for (State* state : a.states) {
+      if (auto it = state->find("momentum_buffer"); it != state->end()) buffers.push_back(it->second);
+    }
+    return buffers;
+  }
+
+  // lars_one_pass over one contiguous float32 parameter, in ranges across the
+  // intra-op threads. The writes bypass the dispatcher, so the versions are
+  // bumped here as the in-place ops would. `trust_ratio`: none where the
+  // group neither decays nor always adapts.
+  void step_in_one_pass(const at::Tensor& param, const at::Tensor& grad, State& state, double wd, double lr,
+                        std::optional<float> trust_ratio) const {
+    at::Tensor buffer;
+    bool new_buffer = false;
+    if (s_.momentum != 0) {
+      auto it = state.find("momentum_buffer");
+      new_buffer = it == state.end();
+      buffer = new_buffer ? (state["momentum_buffer"] = at::empty_like(param)) : it->second;
+    }
+    const OnePassScalars s{static_cast<float>(lr),
+                           static_cast<float>(s_.momentum),
+                           static_cast<float>(1. - s_.dampening),
+                           static_cast<float>(wd),
+                           trust_ratio.value_or(1.0f),
+                           trust_ratio.has_value(),
+                           s_.nesterov,
+                           new_buffer};
+    float* p = param.data_ptr<float>();
+    const float* g = grad.data_ptr<float>();
+    float* b = buffer.defined() ? buffer.data_ptr<float>() : nullptr;
+    at::parallel_for(0, param.numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+      lars_one_pass(p + begin, g + begin, b ? b + begin : nullptr, end - begin, s);
+    });
+    torch::autograd::impl::bump_version(param);
+    if (buffer.defined()) torch::autograd::impl::bump_version(buffer);
+  }
+
   LarsSettings s_;
 };
 
@@ -89,6 +177,7 @@ OptimizerPtr make_lars(std::vector<ParamGroup> groups, const OptimizerArgs& args
   s.eps = args.eps ? *args.eps : kwargs.get_double("eps", 1e-8);
   s.trust_clip = kwargs.get_bool("trust_clip", trust_clip_default);
   s.always_adapt = kwargs.get_bool("always_adapt", false);
+  s.one_pass = kwargs.repr("foreach", "None") != "False";
   check_lr(args);
   if (s.momentum < 0) throw UsageError("optimizer " + opt + ": invalid --momentum " + python_float_repr(s.momentum));
   if (args.weight_decay < 0) {
