@@ -2,7 +2,7 @@
 # Every benchmark of issue 15 in one go, each side against Python timm from
 # the same venv, interleaved and repeated (bench/interleave.py), then one
 # table of medians, spreads and targets (bench/summary.py). About 30 minutes
-# on the 2-core build machine (29 min 47 s on 2026-12-05); the table goes to
+# on the 2-core build machine (27.6 min on 2026-12-06); the table goes to
 # stdout and, with its details, to bench/results/run_all-DATE.md.
 #
 # Usage: bench/run_all.sh [--quick]   --quick: 1 repeat, fewer models (a smoke run of the pipeline)
