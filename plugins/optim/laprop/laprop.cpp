@@ -139,16 +139,13 @@ class Laprop : public ForeachOptimizer {
   // tensors.
   void update(const GroupStep& a) {
     const double lr = a.lr;
-    std::vector<c10::Scalar> bias_corrections2;
+    std::vector<double> bias_corrections2;
     std::vector<double> step_sizes;
-    std::map<double, std::vector<std::size_t>> by_step_size;  // usually one: the same steps and lr
-    for (std::size_t i = 0; i < a.params.size(); ++i) {
-      const State& state = *a.states[i];
-      bias_corrections2.emplace_back(state.at("exp_avg_lr_2").item<double>());
+    for (const State* state : a.states) {
+      bias_corrections2.push_back(state->at("exp_avg_lr_2").item<double>());
       // 1 / bias_correction1 with bias_correction1 = exp_avg_lr_1 / lr; 0 when lr is.
-      const double exp_avg_lr_1 = state.at("exp_avg_lr_1").item<double>();
+      const double exp_avg_lr_1 = state->at("exp_avg_lr_1").item<double>();
       step_sizes.push_back(exp_avg_lr_1 != 0 ? lr / exp_avg_lr_1 : 0.0);
-      by_step_size[step_sizes.back()].push_back(i);
     }
     const Tensors exp_avgs = state_list(a, "exp_avg");
     const Tensors exp_avg_sqs = state_list(a, "exp_avg_sq");
@@ -156,7 +153,7 @@ class Laprop : public ForeachOptimizer {
     if (c_.one_pass && fused_cpu_kernels_apply({a.params, a.grads, exp_avgs, exp_avg_sqs})) {
       for (std::size_t i = 0; i < a.params.size(); ++i) {
         const OnePassScalars s{static_cast<float>(c_.beta1),      static_cast<float>(c_.beta2),
-                               static_cast<float>(1 - c_.beta2),  static_cast<float>(bias_corrections2[i].toDouble()),
+                               static_cast<float>(1 - c_.beta2),  static_cast<float>(bias_corrections2[i]),
                                static_cast<float>(c_.eps),        static_cast<float>(lr * (1 - c_.beta1)),
                                static_cast<float>(step_sizes[i]), static_cast<float>(decay)};
         update_in_passes(a.params[i], a.grads[i], exp_avgs[i], exp_avg_sqs[i], s);
@@ -166,7 +163,7 @@ class Laprop : public ForeachOptimizer {
 
     at::_foreach_mul_(exp_avg_sqs, c_.beta2);
     at::_foreach_addcmul_(exp_avg_sqs, a.grads, a.grads, 1 - c_.beta2);
-    Tensors denom = at::_foreach_div(exp_avg_sqs, bias_corrections2);
+    Tensors denom = at::_foreach_div(exp_avg_sqs, to_scalars(bias_corrections2));
     at::_foreach_sqrt_(denom);
     at::_foreach_add_(denom, c_.eps);
     const Tensors step_of_this_grad = at::_foreach_div(a.grads, denom);
@@ -175,6 +172,8 @@ class Laprop : public ForeachOptimizer {
 
     // Caution masks a copy: the state keeps the unmasked moment.
     const Tensors updates = c_.caution ? cautioned(exp_avgs, a.grads) : exp_avgs;
+    std::map<double, std::vector<std::size_t>> by_step_size;  // usually one: the same steps and lr
+    for (std::size_t i = 0; i < step_sizes.size(); ++i) by_step_size[step_sizes[i]].push_back(i);
     for (const auto& [step_size, indices] : by_step_size) {
       at::_foreach_add_(select(a.params, indices), select(updates, indices), -step_size);
     }
