@@ -391,6 +391,11 @@ std::vector<at::Tensor> cautioned(const std::vector<at::Tensor>& updates, const 
   return at::_foreach_mul(updates, masks);
 }
 
+float caution_mask_value(int64_t agreeing, int64_t numel) {
+  const float mean = static_cast<float>(static_cast<double>(agreeing) / static_cast<double>(numel));
+  return 1.0f / std::max(mean, 1e-3f);
+}
+
 void rms_clip_denominators(const std::vector<at::Tensor>& denoms, const std::vector<at::Tensor>& grads,
                            double threshold) {
   for (std::size_t i = 0; i < denoms.size(); ++i) {
@@ -419,6 +424,8 @@ bool fused_cpu_kernels_apply(std::initializer_list<std::reference_wrapper<const 
 }
 
 bool fused_requested(const OptimizerKwargs& kwargs) { return kwargs.repr("fused", "None") != "False"; }
+
+bool one_pass_requested(const OptimizerKwargs& kwargs) { return kwargs.repr("foreach", "None") != "False"; }
 
 void check_lr(const OptimizerArgs& args) {
   if (args.lr < 0) {

@@ -21,7 +21,8 @@ using timm::test::OptimCase;
 
 // The same ATen ops in the same order as timm / torch on CPU: the runs agree
 // to a few float32 ulps of the parameters (|p| ~ 1), the states to a few ulps
-// relative to their largest value.
+// relative to their largest value. Adopt's one-pass loop (timm-cpp's, on the
+// CPU by default) is within float32 rounding of the same ops.
 constexpr double kTolerance = 1e-6;
 constexpr double kStateTolerance = 1e-5;
 
@@ -91,6 +92,11 @@ std::vector<OptimCase> make_cases() {
   cases.back().betas = std::vector<double>{0.9, 0.999};
   cases.push_back(make("adopt layer-decay", "adopt", 1e-2, 0.05));
   cases.back().layer_decay = 0.5;
+  // Caution with the coupled decay; timm's ops one by one instead of the
+  // one-pass update (by default on the CPU).
+  cases.push_back(make("cadopt", "cadopt", 1e-2, 0.05));
+  cases.push_back(make("adopt foreach=False", "adopt", 1e-2, 0.05, {{"foreach", "False"}}));
+  cases.push_back(make("cadoptw foreach=False", "cadoptw", 1e-2, 0.05, {{"foreach", "False"}}));
   // timm NAdamLegacy
   cases.push_back(make("nadamlegacy", "nadamlegacy", 2e-3, 0.05));
   cases.push_back(make("nadamlegacy flags+schedule_decay", "nadamlegacy", 1e-2, 0.01, {{"schedule_decay", "0.01"}}));
@@ -183,8 +189,13 @@ TEST_CASE("adabelief and radabelief match timm's AdaBelief") {
 }
 
 TEST_CASE("adopt and its variants match timm's Adopt") {
-  oracle.expect_parity_each({"adopt", "adoptw", "cadoptw", "adoptc", "adopt clip_exp=None", "adopt layer-decay"},
-                            kTolerance, kStateTolerance);
+  oracle.expect_parity_each(
+      {"adopt", "adoptw", "cadoptw", "adoptc", "adopt clip_exp=None", "adopt layer-decay", "cadopt"}, kTolerance,
+      kStateTolerance);
+}
+
+TEST_CASE("adopt with foreach=False runs timm's ops one by one") {
+  oracle.expect_parity_each({"adopt foreach=False", "cadoptw foreach=False"}, kTolerance, kStateTolerance);
 }
 
 TEST_CASE("nadamlegacy and radamlegacy match timm's NAdamLegacy and RAdamLegacy") {

@@ -8,7 +8,6 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/variable.h>
 
-#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -204,9 +203,7 @@ class Laprop : public ForeachOptimizer {
             return sum + laprop_moments(g + begin, m + begin, v + begin, end - begin, s);
           },
           std::plus<int64_t>());
-      // timm: mask.div_(mask.mean().clamp_(min=1e-3)), the mean in float32.
-      const float mean = static_cast<float>(static_cast<double>(agreeing) / static_cast<double>(n));
-      const float mask_value = 1.0f / std::max(mean, 1e-3f);
+      const float mask_value = caution_mask_value(agreeing, n);
       at::parallel_for(0, n, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
         laprop_cautious_step(p + begin, g + begin, m + begin, end - begin, mask_value, s);
       });
@@ -229,7 +226,7 @@ OptimizerPtr make_laprop(std::vector<ParamGroup> groups, const OptimizerArgs& ar
   c.eps = eps.value;
   c.caution = kwargs.get_bool("caution", false);
   if (corrected) c.max_lr = args.lr;
-  c.one_pass = kwargs.repr("foreach", "None") != "False";
+  c.one_pass = one_pass_requested(kwargs);
   const std::string description =
       describe_optimizer("LaProp", args.opt,
                          {{"lr", python_float_repr(args.lr)},

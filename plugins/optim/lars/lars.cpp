@@ -177,7 +177,7 @@ OptimizerPtr make_lars(std::vector<ParamGroup> groups, const OptimizerArgs& args
   s.eps = args.eps ? *args.eps : kwargs.get_double("eps", 1e-8);
   s.trust_clip = kwargs.get_bool("trust_clip", trust_clip_default);
   s.always_adapt = kwargs.get_bool("always_adapt", false);
-  s.one_pass = kwargs.repr("foreach", "None") != "False";
+  s.one_pass = one_pass_requested(kwargs);
   check_lr(args);
   if (s.momentum < 0) throw UsageError("optimizer " + opt + ": invalid --momentum " + python_float_repr(s.momentum));
   if (args.weight_decay < 0) {

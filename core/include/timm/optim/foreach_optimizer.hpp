@@ -156,6 +156,11 @@ class ForeachOptimizer : public Optimizer {
 // left as they were.
 std::vector<at::Tensor> cautioned(const std::vector<at::Tensor>& updates, const std::vector<at::Tensor>& grads);
 
+// cautioned()'s scale of one tensor's mask from the count of its elements
+// that agree in sign (`agreeing` of `numel`), for one-pass loops that count
+// them: 1 / max(mean(mask), 1e-3) in float32, as timm computes it.
+float caution_mask_value(int64_t agreeing, int64_t numel);
+
 // timm's _rms_clip_denom_ (AdamW's and NAdamW's clipping_threshold): each
 // denominator multiplied in place by max(1, rms(grad / denom) / threshold).
 void rms_clip_denominators(const std::vector<at::Tensor>& denoms, const std::vector<at::Tensor>& grads,
@@ -176,6 +181,11 @@ bool fused_cpu_kernels_apply(std::initializer_list<std::reference_wrapper<const 
 // --opt-kwargs fused: torch's fused kernels unless it is False (timm-cpp's
 // default is None, read as True: torch picks the per-tensor path on CPU).
 bool fused_requested(const OptimizerKwargs& kwargs);
+
+// --opt-kwargs foreach, for optimizers with a one-pass CPU loop of
+// timm-cpp's own whose timm class takes `foreach` but not `fused`: the loop
+// unless it is False (timm's ops one by one).
+bool one_pass_requested(const OptimizerKwargs& kwargs);
 
 // The betas an optimizer receives: --opt-betas, else --opt-kwargs betas=...,
 // else `fallback`. Throws UsageError unless there are `count` values in
