@@ -7,7 +7,6 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <cmath>
-#include <functional>
 #include <limits>
 
 #include "adam_family.hpp"
@@ -220,16 +219,14 @@ class Adopt : public ForeachOptimizer {
         adopt_one_pass(p + begin, gr + begin, m + begin, v + begin, end - begin, s);
       });
     } else {
-      const int64_t agreeing = at::parallel_reduce(
-          0, n, at::internal::GRAIN_SIZE, int64_t{0},
-          [&](int64_t begin, int64_t end, int64_t sum) {
-            return sum + adopt_moments(p + begin, gr + begin, m + begin, v + begin, end - begin, s);
+      cautious_two_passes(
+          n,
+          [&](int64_t begin, int64_t end) {
+            return adopt_moments(p + begin, gr + begin, m + begin, v + begin, end - begin, s);
           },
-          std::plus<int64_t>());
-      const float mask_value = caution_mask_value(agreeing, n);
-      at::parallel_for(0, n, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
-        adopt_cautious_step(p + begin, gr + begin, m + begin, end - begin, mask_value, s);
-      });
+          [&](int64_t begin, int64_t end, float mask_value) {
+            adopt_cautious_step(p + begin, gr + begin, m + begin, end - begin, mask_value, s);
+          });
     }
     for (const at::Tensor* t : {&param, &exp_avg, &exp_avg_sq}) torch::autograd::impl::bump_version(*t);
   }

@@ -9,7 +9,6 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <cmath>
-#include <functional>
 #include <map>
 #include <optional>
 
@@ -197,16 +196,12 @@ class Laprop : public ForeachOptimizer {
         laprop_one_pass(p + begin, g + begin, m + begin, v + begin, end - begin, s);
       });
     } else {
-      const int64_t agreeing = at::parallel_reduce(
-          0, n, at::internal::GRAIN_SIZE, int64_t{0},
-          [&](int64_t begin, int64_t end, int64_t sum) {
-            return sum + laprop_moments(g + begin, m + begin, v + begin, end - begin, s);
-          },
-          std::plus<int64_t>());
-      const float mask_value = caution_mask_value(agreeing, n);
-      at::parallel_for(0, n, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
-        laprop_cautious_step(p + begin, g + begin, m + begin, end - begin, mask_value, s);
-      });
+      cautious_two_passes(
+          n,
+          [&](int64_t begin, int64_t end) { return laprop_moments(g + begin, m + begin, v + begin, end - begin, s); },
+          [&](int64_t begin, int64_t end, float mask_value) {
+            laprop_cautious_step(p + begin, g + begin, m + begin, end - begin, mask_value, s);
+          });
     }
     for (const at::Tensor* t : {&param, &exp_avg, &exp_avg_sq}) torch::autograd::impl::bump_version(*t);
   }

@@ -34,8 +34,7 @@ struct ChunkScalars {
   float lamb;  // lr * sqrt(step)
   float eps;
   float grad_decay;   // coupled weight decay, added to the gradient; 0 otherwise
-  bool decays_param;  // decoupled weight decay: p *= param_scale first
-  float param_scale;  // 1 - lr * weight_decay
+  float param_scale;  // decoupled: p *= 1 - lr * weight_decay first; 1 otherwise
   float keep;         // momentum: p = p * keep + ck * z
   float ck;
 };
@@ -63,7 +62,7 @@ void momentum_step(float* __restrict param, const float* __restrict x0, const fl
                    const float* __restrict cube_root, int64_t n, const ChunkScalars c) {
   for (int64_t i = 0; i < n; ++i) {
     const float z = x0[i] - s[i] / (cube_root[i] + c.eps);
-    const float p = c.decays_param ? param[i] * c.param_scale : param[i];
+    const float p = c.param_scale != 1 ? param[i] * c.param_scale : param[i];
     param[i] = p * c.keep + c.ck * z;
   }
 }
@@ -74,7 +73,7 @@ TIMM_AVX2_CLONES
 void dual_anchor(const float* __restrict param, const float* __restrict s, const float* __restrict cube_root,
                  float* __restrict x0, int64_t n, const ChunkScalars c) {
   for (int64_t i = 0; i < n; ++i) {
-    const float p = c.decays_param ? param[i] * c.param_scale : param[i];
+    const float p = c.param_scale != 1 ? param[i] * c.param_scale : param[i];
     x0[i] = p + s[i] / (cube_root[i] + c.eps);
   }
 }
@@ -142,8 +141,7 @@ class Madgrad : public ForeachOptimizer {
     return {static_cast<float>(lr * std::sqrt(static_cast<double>(step))),
             static_cast<float>(s_.eps),
             static_cast<float>(wd != 0 && !s_.decoupled_decay ? wd : 0.0),
-            wd != 0 && s_.decoupled_decay,
-            static_cast<float>(1.0 - group.lr * wd),
+            static_cast<float>(s_.decoupled_decay ? 1.0 - group.lr * wd : 1.0),
             static_cast<float>(1 - ck),
             static_cast<float>(ck)};
   }

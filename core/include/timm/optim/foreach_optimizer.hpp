@@ -33,6 +33,7 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include "timm/base/python_repr.hpp"
 #include "timm/optim/optimizer.hpp"
@@ -160,6 +161,21 @@ std::vector<at::Tensor> cautioned(const std::vector<at::Tensor>& updates, const 
 // that agree in sign (`agreeing` of `numel`), for one-pass loops that count
 // them: 1 / max(mean(mask), 1e-3) in float32, as timm computes it.
 float caution_mask_value(int64_t agreeing, int64_t numel);
+
+// timm's caution in a one-pass CPU loop, as two passes over `numel`
+// elements in ranges across the intra-op threads: `moments(begin, end)`
+// updates its range's moments and returns how many of them agree in sign
+// with the gradient; then `step(begin, end, mask_value)` moves its range's
+// parameters, with the caution_mask_value of the whole count.
+template <class Moments, class Step>
+void cautious_two_passes(int64_t numel, const Moments& moments, const Step& step) {
+  const int64_t agreeing = at::parallel_reduce(
+      0, numel, at::internal::GRAIN_SIZE, int64_t{0},
+      [&](int64_t begin, int64_t end, int64_t sum) { return sum + moments(begin, end); }, std::plus<int64_t>());
+  const float mask_value = caution_mask_value(agreeing, numel);
+  at::parallel_for(0, numel, at::internal::GRAIN_SIZE,
+                   [&](int64_t begin, int64_t end) { step(begin, end, mask_value); });
+}
 
 // timm's _rms_clip_denom_ (AdamW's and NAdamW's clipping_threshold): each
 // denominator multiplied in place by max(1, rms(grad / denom) / threshold).
