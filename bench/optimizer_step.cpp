@@ -4,7 +4,7 @@
 // optimizer named.
 //
 //   timm-bench-optim PARAMS.json --opts OPT [OPT ...] [--threads 1] [--warmup 2] [--steps 10]
-//                    [--whole-groups]
+//                    [--whole-groups] [--one-step-above SECONDS]
 //     PARAMS.json: [{"name": "layer1.0.conv1.weight", "shape": [64, 64, 1, 1]}, ...]
 //     prints one line per optimizer: "<opt> <wall ms per step> <process CPU ms per step>",
 //     or "<opt> failed: <error>" when it cannot step these parameters (the
@@ -79,8 +79,25 @@ struct StepTime {
   double cpu_ms;  // process CPU time: steadier than wall time on a shared machine
 };
 
-StepTime time_steps(torch::nn::Module& model, const std::string& opt, int64_t warmup, int64_t steps,
-                    bool whole_groups) {
+// Wall and process CPU time per step of `steps` calls of optimizer.step().
+StepTime time_per_step(timm::Optimizer& optimizer, int64_t steps) {
+  const timm::Stopwatch wall;
+  const std::clock_t cpu_start = std::clock();
+  for (int64_t i = 0; i < steps; ++i) optimizer.step();
+  const double cpu_ms = 1000.0 * static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+  const double wall_ms = 1000.0 * wall.seconds();
+  return {wall_ms / static_cast<double>(steps), cpu_ms / static_cast<double>(steps)};
+}
+
+// The time per step of `steps` steps after `warmup` untimed ones; but an
+// optimizer whose first step takes longer than one_step_above_s seconds (when
+// > 0) is timed on one step: at seconds per step one is a steady figure, and
+// more would take minutes (the Muon family's bf16 GEMMs). The first step
+// itself is not the figure: it also creates the state (timm's first Muon step
+// took 0.7 s longer than its second on resnet50). As bench/optimizer_step.py's
+// Python side.
+StepTime time_steps(torch::nn::Module& model, const std::string& opt, int64_t warmup, int64_t steps, bool whole_groups,
+                    double one_step_above_s) {
   timm::OptimizerArgs args;
   args.opt = opt;
   args.lr = 1e-3;
@@ -89,13 +106,11 @@ StepTime time_steps(torch::nn::Module& model, const std::string& opt, int64_t wa
   // Each group in one run of the foreach ops, as before runs of ~1M elements.
   auto* foreach_optimizer = dynamic_cast<timm::ForeachOptimizer*>(optimizer.get());
   if (whole_groups && foreach_optimizer) foreach_optimizer->set_chunk_numel(std::numeric_limits<int64_t>::max());
-  for (int64_t i = 0; i < warmup; ++i) optimizer->step();
-  const timm::Stopwatch wall;
-  const std::clock_t cpu_start = std::clock();
-  for (int64_t i = 0; i < steps; ++i) optimizer->step();
-  const double cpu_ms = 1000.0 * static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
-  const double wall_ms = 1000.0 * wall.seconds();
-  return {wall_ms / static_cast<double>(steps), cpu_ms / static_cast<double>(steps)};
+  if (warmup == 0) return time_per_step(*optimizer, steps);
+  const double first_ms = time_per_step(*optimizer, 1).wall_ms;
+  const bool slow = one_step_above_s > 0 && first_ms > 1000.0 * one_step_above_s;
+  for (int64_t i = 1; i < warmup; ++i) optimizer->step();
+  return time_per_step(*optimizer, slow ? 1 : steps);
 }
 
 int run(int argc, char** argv) {
@@ -107,7 +122,11 @@ int run(int argc, char** argv) {
   args.add("threads", "", "1", "intra-op threads");
   args.add("warmup", "", "2", "untimed steps");
   args.add("steps", "", "10", "timed steps");
-  args.add_switch("whole-groups", "", "hand each optimizer's groups to its foreach ops whole (no runs of ~1M elements)");
+  args.add_switch("whole-groups", "",
+                  "hand each optimizer's groups to its foreach ops whole (no runs of ~1M elements)");
+  args.add("one-step-above", "", "0",
+           "time an optimizer whose first warm-up step takes longer than this many seconds on one step, "
+           "not --steps (0: never)");
   args.add_list("plugin-dir", "", "extra folders to load plugins from (repeatable)", /*accumulate=*/true);
   if (!args.parse_or_print_help(argc, argv)) return 0;
   const std::vector<std::string> opts = args.get_list("opts");
@@ -115,6 +134,10 @@ int run(int argc, char** argv) {
   at::set_num_threads(static_cast<int>(args.get_int_at_least("threads", 1)));
   const int64_t warmup = args.get_int_at_least("warmup", 0);
   const int64_t steps = args.get_int_at_least("steps", 1);
+  const double one_step_above_s = args.get_double("one-step-above");
+  if (!(one_step_above_s >= 0)) {
+    throw timm::UsageError("--one-step-above: expected seconds >= 0, got " + args.get("one-step-above"));
+  }
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
   const std::string params_file = args.get("PARAMS.json");
   std::ifstream in(params_file);
@@ -127,7 +150,7 @@ int run(int argc, char** argv) {
   for (const std::string& opt : opts) {
     start.restore(model);  // each optimizer from the same values, as the Python side
     try {
-      const StepTime t = time_steps(model, opt, warmup, steps, args.get_switch("whole-groups"));
+      const StepTime t = time_steps(model, opt, warmup, steps, args.get_switch("whole-groups"), one_step_above_s);
       std::printf("%s %.4f %.4f\n", opt.c_str(), t.wall_ms, t.cpu_ms);
     } catch (const std::exception& e) {  // e.g. an allocation beyond this machine
       std::string first_line(e.what());

@@ -19,6 +19,15 @@ medians of all their repeats. bench/run_all.sh times each name once and
 confirms those above 0.9: one sample of 2 steps moved a ratio by up to 2x on
 this shared machine (cmars 1.04 in run_all, 0.34 over 3 repeats right after).
 
+--one-step-above S: a name whose first warm-up step takes longer than S
+seconds (on either side, each deciding for itself) is timed on one step
+after its warm-up, not --steps, and gets no confirming repeats. The Muon
+family's bf16 Newton-Schulz GEMMs take 3.8 s (resnet50) and 20 s (vit_base)
+per step on an Intel host without AMX: timed as the rest, they took 29 of
+run_all's 64 minutes. At seconds per step one step is a steady figure; the
+first (warm-up) step is not, as it also creates the state (timm's first Muon
+step on resnet50 took 0.7 s longer than its second).
+
 --opts all times every optimizer name both timm's list_optimizers() and
 timm-cpp's registry hold, less those whose step cannot run here on either
 side (bitsandbytes and apex/DeepSpeed wrappers need their packages and CUDA;
@@ -27,6 +36,7 @@ adahessian needs gradients with a graph); each left out is printed with why.
 Usage: bench/optimizer_step.py [--threads 1] [--steps 10] [--warmup 2]
            [--models resnet50 vit_base_patch16_224] [--opts sgd adamw lamb rmsproptf ... | all]
            [--exclude NAME ...] [--whole-groups] [--repeats 3] [--confirm-above 0.9 --confirm-repeats 2]
+           [--one-step-above SECONDS]
            [--summary FILE] [--timm-bench-optim build/bin/timm-bench-optim]
 """
 import argparse
@@ -84,15 +94,25 @@ class StartingPoint:
         return self.model
 
 
-def time_python(start, opt, warmup, steps):
-    model = start.restore()
-    optimizer = create_optimizer_v2(model, opt=opt, lr=1e-3, weight_decay=0.05)
-    for _ in range(warmup):
-        optimizer.step()
+def time_per_step(optimizer, steps):
+    """(wall ms, process CPU ms) per step of `steps` calls of optimizer.step()."""
     start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(steps):
         optimizer.step()
     return (time.perf_counter() - start) * 1000 / steps, (time.process_time() - cpu_start) * 1000 / steps
+
+
+def time_python(start, opt, warmup, steps, one_step_above=0):
+    """Time per step of `steps` steps after `warmup` untimed ones; but an optimizer whose first step takes
+    longer than one_step_above seconds (when > 0) is timed on one step, as timm-bench-optim --one-step-above."""
+    model = start.restore()
+    optimizer = create_optimizer_v2(model, opt=opt, lr=1e-3, weight_decay=0.05)
+    if warmup == 0:
+        return time_per_step(optimizer, steps)
+    slow = one_step_above > 0 and time_per_step(optimizer, 1)[0] > 1000 * one_step_above
+    for _ in range(warmup - 1):
+        optimizer.step()
+    return time_per_step(optimizer, 1 if slow else steps)
 
 
 def cpp_optimizer_names(exe):
@@ -130,13 +150,14 @@ def all_optimizers(exe):
     return names
 
 
-def time_cpp(exe, params, opts, threads, warmup, steps, extra=()):
+def time_cpp(exe, params, opts, threads, warmup, steps, one_step_above, extra=()):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, 'params.json')
         with open(path, 'w') as f:
             json.dump(params, f)
         out = subprocess.run([exe, path, '--threads', str(threads), '--warmup', str(warmup), '--steps', str(steps),
-                              *extra, '--opts', *opts], check=True, capture_output=True, text=True).stdout
+                              '--one-step-above', str(one_step_above), *extra, '--opts', *opts],
+                             check=True, capture_output=True, text=True).stdout
     times = {}
     for line in out.splitlines():
         opt, _, rest = line.partition(' ')
@@ -160,11 +181,16 @@ def main():
     parser.add_argument('--confirm-above', type=float, default=None,
                         help='run --confirm-repeats more repeats of the names whose time ratio is above this')
     parser.add_argument('--confirm-repeats', type=int, default=2)
+    parser.add_argument('--one-step-above', type=float, default=0, metavar='SECONDS',
+                        help='time a name whose first warm-up step takes longer than this on one step, not --steps, '
+                             'and give it no confirming repeats (0: never)')
     parser.add_argument('--summary', help='append each row (a time ratio) to this JSON-lines file (bench/run_all.sh)')
     parser.add_argument('--timm-bench-optim', default=os.path.join(here, '..', 'build', 'bin', 'timm-bench-optim'))
     args = parser.parse_args()
     if args.whole_groups and args.confirm_above is not None:
         parser.error('--whole-groups and --confirm-above: the confirming repeats time no whole groups')
+    if args.one_step_above < 0:
+        parser.error(f'--one-step-above: expected seconds >= 0, got {args.one_step_above}')
 
     torch.set_num_threads(args.threads)
     if args.opts == ['all']:
@@ -181,7 +207,8 @@ def main():
 
         def cpp_all(names, extra=()):  # one timm-bench-optim run times every optimizer
             opts = [opt for opt in names if opt not in failed]
-            times = time_cpp(args.timm_bench_optim, params, opts, args.threads, args.warmup, args.steps, extra)
+            times = time_cpp(args.timm_bench_optim, params, opts, args.threads, args.warmup, args.steps,
+                             args.one_step_above, extra)
             for opt, t in times.items():
                 if isinstance(t, str):
                     failed[opt] = f'timm-cpp {t}'
@@ -197,7 +224,7 @@ def main():
                 if opt in failed:
                     continue
                 try:
-                    times[opt] = time_python(start, opt, args.warmup, args.steps)
+                    times[opt] = time_python(start, opt, args.warmup, args.steps, args.one_step_above)
                 except Exception as e:  # e.g. an allocation beyond this machine
                     failed[opt] = f'timm failed: {type(e).__name__}: {str(e).splitlines()[0][:160]}'
             return times
@@ -211,7 +238,11 @@ def main():
             return [run[opt][i] for run in runs[side] if opt in run]
 
         if args.confirm_above is not None:
-            close = [opt for opt in args.opts if opt not in failed and
+            def one_step(opt):  # timed on one step, seconds long: a confirming repeat would take minutes
+                return args.one_step_above > 0 and max(samples(opt, side, 0)[0] for side in ('timm-cpp', 'timm')) \
+                    > 1000 * args.one_step_above
+
+            close = [opt for opt in args.opts if opt not in failed and not one_step(opt) and
                      Ratio.of(samples(opt, 'timm-cpp', 0), samples(opt, 'timm', 0)).median > args.confirm_above]
             if close:
                 print(f'{name}: {len(close)} names above {args.confirm_above}, {args.confirm_repeats} more repeats: '
