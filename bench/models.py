@@ -5,12 +5,11 @@ draw a random batch (default 32 x 3 x 224 x 224) and time iterations of
 zero_grad, forward, cross-entropy, backward (no optimizer step) on CPU with
 the same torch thread count, one after the other in this run:
 `timm-benchmark --bench fwd-bwd` for timm-cpp, timm.create_model for Python,
-each side in a fresh process per model, which builds the model and warms up
-once (its first run) and then times one run of --iters iterations per
-request. Both count images/s as benchmark.py does: batch x iterations / wall
-time of the timed iterations. The two sides' runs alternate --repeats times
-(bench/interleave.py); prints the median images/s of each and the median
-ratio timm-cpp / timm with its spread (target >= 1.0).
+each side in a fresh process per measurement. Both count images/s as
+benchmark.py does: batch x iterations / wall time of the timed iterations,
+after the untimed warm-up ones. The two sides run
+alternately --repeats times (bench/interleave.py); prints the median images/s
+of each and the median ratio timm-cpp / timm with its spread (target >= 1.0).
 With --amp both sides run under bfloat16 autocast (timm-benchmark --amp
 --amp-dtype bfloat16; torch.autocast('cpu', dtype=torch.bfloat16)); with
 --grad-checkpointing both checkpoint their blocks (set_grad_checkpointing).
@@ -33,9 +32,10 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
-from interleave import Interleaved, Ratio, interleave, median
+from interleave import Ratio, interleave, median
 from summary import append_summary
 
 DEFAULT_MODELS = ["resnet50", "efficientnet_b2", "vit_small_patch16_224", "convnext_tiny"]
@@ -46,17 +46,23 @@ def registered_in_cpp(timm_run, name):
     return proc.returncode == 0 and any(line.split("\t")[0] == name for line in proc.stdout.splitlines())
 
 
-def cpp_side(args, name):
-    cmd = [args.timm_benchmark, "--model", name, "--bench", "fwd-bwd", "--batch-size", str(args.batch_size),
-           "--img-size", str(args.img_size), "--num-classes", "1000", "--num-warm-iter", str(args.warmup),
-           "--num-bench-iter", str(args.iters), "--threads", str(args.threads), "--interleave"]
-    if args.channels_last:
-        cmd.append("--channels-last")
-    if args.amp:
-        cmd += ["--amp", "--amp-dtype", "bfloat16"]
-    if args.grad_checkpointing:
-        cmd.append("--grad-checkpointing")
-    return Interleaved(f"timm-benchmark ({name})", cmd)
+def bench_cpp(args, name):
+    with tempfile.TemporaryDirectory() as tmp:
+        results = os.path.join(tmp, "bench.json")
+        cmd = [args.timm_benchmark, "--model", name, "--bench", "fwd-bwd", "--batch-size", str(args.batch_size),
+               "--img-size", str(args.img_size), "--num-classes", "1000", "--num-warm-iter", str(args.warmup),
+               "--num-bench-iter", str(args.iters), "--threads", str(args.threads), "--results-file", results]
+        if args.channels_last:
+            cmd.append("--channels-last")
+        if args.amp:
+            cmd += ["--amp", "--amp-dtype", "bfloat16"]
+        if args.grad_checkpointing:
+            cmd.append("--grad-checkpointing")
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"timm-benchmark failed for {name}: {proc.stderr.strip()}")
+        with open(results) as f:
+            return json.load(f)["fwd_bwd_samples_per_sec"]
 
 
 def python_step(args, name):
@@ -85,24 +91,21 @@ def python_step(args, name):
     return step
 
 
-def serve_python(args, name):
-    """Python timm's side of Interleaved, in this process: "--ready", then a run per line of stdin."""
+def python_rate(args, name):
+    """Python timm's images/s for one model, measured in this process."""
     step = python_step(args, name)
-    print("--ready", flush=True)
-    for i, _ in enumerate(sys.stdin):
-        if i == 0:
-            for _ in range(args.warmup):
-                step()
-        start = time.perf_counter()
-        for _ in range(args.iters):
-            step()
-        print(f"--run {args.batch_size * args.iters / (time.perf_counter() - start)}", flush=True)
+    for _ in range(args.warmup):
+        step()
+    start = time.perf_counter()
+    for _ in range(args.iters):
+        step()
+    return args.batch_size * args.iters / (time.perf_counter() - start)
 
 
-def python_side(args, name):
-    """serve_python in a fresh interpreter, as timm-benchmark is a fresh process.
+def bench_python(args, name):
+    """python_rate in a fresh interpreter, as each timm-benchmark run is a fresh process.
 
-    Measured in one process, the Python side of the later models ran on a heap and
+    Measured in this process, the Python side of the later models ran on a heap and
     allocator caches grown by the earlier ones (mobilenetv3_large_100 fp32 measured
     0.89-0.95x after five larger models and 1.23x alone).
     """
@@ -111,17 +114,10 @@ def python_side(args, name):
            "--iters", str(args.iters)]
     cmd += [flag for flag, on in (("--amp", args.amp), ("--channels-last", args.channels_last),
                                   ("--grad-checkpointing", args.grad_checkpointing)) if on]
-    return Interleaved(f"Python timm ({name})", cmd)
-
-
-def compare(args, name):
-    """{side: [images/s per repeat]}: each side's process started, then the two alternated."""
-    # One after the other: neither starts up while the other is timed.
-    with cpp_side(args, name) as cpp, python_side(args, name) as python:
-        rates = interleave([("timm-cpp", cpp.run), ("timm", python.run)], args.repeats)
-        cpp.close()
-        python.close()
-    return rates
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"Python timm failed for {name}: {proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])["samples_per_sec"]
 
 
 def fwd_bwd_flops_per_image(args, name):
@@ -161,7 +157,7 @@ def main():
     parser.add_argument("--python-side", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.python_side:
-        serve_python(args, args.models[0])
+        print(json.dumps({"samples_per_sec": python_rate(args, args.models[0])}))
         return 0
 
     import timm
@@ -184,7 +180,8 @@ def main():
         if not timm.is_model(name):
             print(f"{name:28s} skipped: not a Python timm model")
             continue
-        rates = compare(args, name)
+        rates = interleave([("timm-cpp", lambda: bench_cpp(args, name)), ("timm", lambda: bench_python(args, name))],
+                           args.repeats)
         ratio = Ratio.of(rates["timm-cpp"], rates["timm"])
         ratios.append(ratio.median)
         cpp, py = median(rates["timm-cpp"]), median(rates["timm"])

@@ -35,12 +35,10 @@ def child(args):
                                    warmup=0, iters=1, amp=False, channels_last=False,
                                    grad_checkpointing=args.grad_checkpointing, timm_benchmark=args.timm_benchmark)
     if args.child == "timm-cpp":
-        with models.cpp_side(step_args, args.model) as cpp:
-            cpp.run()
-            cpp.close()
+        models.bench_cpp(step_args, args.model)
         peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # timm-benchmark, the only child
     else:
-        models.python_step(step_args, args.model)()
+        models.python_rate(step_args, args.model)
         peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"peak_mib": peak_kib / 1024}))
 

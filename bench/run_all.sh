@@ -18,7 +18,7 @@ py="$TIMM_CPP_VENV/bin/python"
 bench="$TIMM_CPP_ROOT/bench"
 threads=2
 repeats=3
-model_repeats=3
+model_repeats=2
 models=(resnet50 efficientnet_b2 vit_small_patch16_224 convnext_tiny regnety_032 mobilenetv3_large_100 resnet18)
 optimizers=(--opts all --exclude kron kronc kronw)
 if [ "$quick" = 1 ]; then
@@ -44,19 +44,16 @@ end_section() { printf '```\n'; }
   section "peak matmul (bench/peak.py)"
   "$py" "$bench/peak.py" --threads "$threads" --json "$work/peak.json"
   end_section
-  # Each side's process builds the model and warms up once (2 iterations: Python's
-  # second step was still slow after one, mobilenetv3_large_100 at half speed),
-  # then the two sides' timed runs alternate.
   section "forward+backward, fp32 (bench/models.py)"
-  "$py" "$bench/models.py" "${models[@]}" --threads "$threads" --warmup 2 --iters 1 --repeats "$model_repeats" \
+  "$py" "$bench/models.py" "${models[@]}" --threads "$threads" --warmup 1 --iters 2 --repeats "$model_repeats" \
     --peak "$work/peak.json" --summary "$summary"
   end_section
   section "forward+backward, bf16 autocast (bench/models.py --amp)"
-  "$py" "$bench/models.py" "${models[@]}" --amp --threads "$threads" --warmup 2 --iters 1 --repeats "$model_repeats" \
+  "$py" "$bench/models.py" "${models[@]}" --amp --threads "$threads" --warmup 1 --iters 2 --repeats "$model_repeats" \
     --peak "$work/peak.json" --summary "$summary"
   end_section
   section "timm-benchmark (bench/tools_benchmark.py)"
-  "$py" "$bench/tools_benchmark.py" --threads "$threads" --num-warm-iter 2 --num-bench-iter 2 --repeats "$repeats" \
+  "$py" "$bench/tools_benchmark.py" --threads "$threads" --num-warm-iter 1 --num-bench-iter 3 --repeats "$repeats" \
     --summary "$summary"
   end_section
   section "optimizer step, every registered name (bench/optimizer_step.py --opts all)"

@@ -8,9 +8,8 @@ is rebuilt from timm's components as benchmark.py does it: create_model,
 eval + no_grad forwards for inference; create_optimizer_v2('sgd', lr 1e-4,
 momentum 0.9, weight decay 1e-4) and cross-entropy on random targets for
 training (zero_grad, forward, loss, backward, step); samples/s = samples /
-wall time of the timed steps. Each side builds its model and warms up once
-(timm-benchmark --interleave in its own process, Python timm in this one),
-then their timed runs alternate --repeats times (bench/interleave.py).
+wall time of the timed steps. The two sides run alternately --repeats times
+(bench/interleave.py).
 
 Usage: bench/tools_benchmark.py [--models resnet18 resnet50] [-b 32] [--threads 2]
          [--num-warm-iter 3] [--num-bench-iter 10] [--repeats 3] [--summary FILE]
@@ -19,19 +18,21 @@ Prints the median images/s of each and the median ratio timm-benchmark / timm
 with its spread.
 """
 import argparse
+import json
 import os
+import subprocess
+import tempfile
 import time
 
 import timm
 import timm.optim
 import torch
 
-from interleave import Interleaved, Ratio, interleave, median
+from interleave import Ratio, interleave, median
 from summary import append_summary
 
 
-def python_step(model_name, batch, mode):
-    """One step of benchmark.py's inference or train measurement, built from timm's components."""
+def python_bench(model_name, batch, warm, iters, mode):
     model = timm.create_model(model_name)
     x = torch.randn(batch, 3, 224, 224)
     if mode == 'inference':
@@ -51,32 +52,24 @@ def python_step(model_name, batch, mode):
             loss = loss_fn(model(x), target)
             loss.backward()
             opt.step()
-    return step
+    for _ in range(warm):
+        step()
+    start = time.perf_counter()
+    for _ in range(iters):
+        step()
+    return batch * iters / (time.perf_counter() - start)
 
 
-def python_runs(model_name, batch, warm, iters, mode):
-    """A function timing one run of `iters` steps (images/s) per call, after `warm` steps on the first: in
-    this process, as timm-benchmark --interleave times its runs in one."""
-    step = python_step(model_name, batch, mode)
-    warmed = False
-
-    def run():
-        nonlocal warmed
-        for _ in range(0 if warmed else warm):
-            step()
-        warmed = True
-        start = time.perf_counter()
-        for _ in range(iters):
-            step()
-        return batch * iters / (time.perf_counter() - start)
-
-    return run
-
-
-def cpp_side(exe, model_name, batch, threads, warm, iters, mode):
-    cmd = [exe, '--model', model_name, '-b', str(batch), '--bench', mode, '--threads', str(threads),
-           '--num-warm-iter', str(warm), '--num-bench-iter', str(iters), '--interleave']
-    return Interleaved(f'timm-benchmark ({model_name} {mode})', cmd)
+def cpp_bench(exe, model_name, batch, threads, warm, iters, mode):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, 'bench.json')
+        subprocess.run([exe, '--model', model_name, '-b', str(batch), '--bench', mode, '--threads', str(threads),
+                        '--num-warm-iter', str(warm), '--num-bench-iter', str(iters), '--results-file', out],
+                       check=True, capture_output=True, text=True)
+        with open(out) as f:
+            result = json.load(f)
+    key = 'infer_samples_per_sec' if mode == 'inference' else 'train_samples_per_sec'
+    return result[key]
 
 
 def main():
@@ -97,12 +90,14 @@ def main():
     print(f'{"model":<10} {"mode":<10} {"timm-benchmark img/s":>21} {"timm img/s":>11} {"ratio (median, spread)":>24}')
     for model_name in args.models:
         for mode in ('inference', 'train'):
-            # Each side built and warmed up once, then its timed runs alternate with the other's.
-            with cpp_side(args.timm_benchmark, model_name, args.batch_size, args.threads, args.num_warm_iter,
-                          args.num_bench_iter, mode) as cpp:
-                python = python_runs(model_name, args.batch_size, args.num_warm_iter, args.num_bench_iter, mode)
-                rates = interleave([('timm-cpp', cpp.run), ('timm', python)], args.repeats)
-                cpp.close()
+            def cpp():
+                return cpp_bench(args.timm_benchmark, model_name, args.batch_size, args.threads, args.num_warm_iter,
+                                 args.num_bench_iter, mode)
+
+            def py():
+                return python_bench(model_name, args.batch_size, args.num_warm_iter, args.num_bench_iter, mode)
+
+            rates = interleave([('timm-cpp', cpp), ('timm', py)], args.repeats)
             ratio = Ratio.of(rates['timm-cpp'], rates['timm'])
             cpp_rate, py_rate = median(rates['timm-cpp']), median(rates['timm'])
             print(f'{model_name:<10} {mode:<10} {cpp_rate:>21.2f} {py_rate:>11.2f} {str(ratio):>24}', flush=True)

@@ -19,9 +19,7 @@
 #include <iostream>
 #include <memory>
 #include <set>
-#include <string>
 #include <system_error>
-#include <utility>
 
 #include "timm/base/app_main.hpp"
 #include "timm/base/cpu_allocator.hpp"
@@ -63,10 +61,6 @@ timm::ToolArgs make_args() {
            "after the timed steps, run --profile-steps more under torch's profiler (CPU ops) and write its Chrome "
            "trace to this file (bench/profile_ops.py compares it op by op with Python timm's)");
   args.add("profile-steps", "", "2", "number of steps --profile records");
-  args.add_switch("interleave", "",
-                  "wait for a line on stdin before the warm-up and each timed run, print each run's samples/s as "
-                  "'--run RATE' on stdout, and stop at the end of input: a driver alternates this process with "
-                  "another benchmark without either starting or warming up again (bench/models.py)");
   args.add("results-file", "", "", "output CSV or JSON file for the results");
   args.add("results-format", "", "", "csv or json (default: from the file's extension)");
   args.add_list("plugin-dir", "", "extra folders to load plugins from (repeatable)", /*accumulate=*/true);
@@ -118,10 +112,10 @@ void profile_steps(const timm::ToolArgs& args, Step step) {
       timm::format("Profiled %lld steps; trace written to %s", static_cast<long long>(steps), path.string().c_str()));
 }
 
-// One timed run of `iters` steps: (samples/s, ms/step); logs benchmark.py's
-// progress lines.
+// Warm-up, then timed steps; logs benchmark.py's progress lines.
 template <class Step>
-std::pair<double, double> time_run(const char* label, int64_t iters, int64_t batch, Step step) {
+std::pair<double, double> time_steps(const char* label, int64_t warm, int64_t iters, int64_t batch, Step step) {
+  for (int64_t i = 0; i < warm; ++i) step();
   const timm::Stopwatch total_watch;
   double step_sum = 0.0;
   const int64_t log_every = std::max<int64_t>(1, iters / 5);
@@ -140,29 +134,6 @@ std::pair<double, double> time_run(const char* label, int64_t iters, int64_t bat
   return {batch * iters / total, ms_per_step(step_sum, iters)};
 }
 
-// Warm-up, then a timed run; with --interleave, "--ready" once set up, then a
-// line on stdin before the warm-up and before each timed run, whose samples/s
-// goes to stdout as "--run RATE", until the end of input. Returns the last run.
-template <class Step>
-std::pair<double, double> time_steps(const timm::ToolArgs& args, const char* label, int64_t batch, Step step) {
-  const int64_t warm = args.get_int("num-warm-iter");
-  const int64_t iters = args.get_int("num-bench-iter");
-  const bool interleave = args.get_switch("interleave");
-  std::string request;
-  if (interleave) {
-    std::cout << "--ready" << std::endl;
-    if (!std::getline(std::cin, request)) throw timm::Error("--interleave: stdin ended before the first run");
-  }
-  for (int64_t i = 0; i < warm; ++i) step();
-  std::pair<double, double> result = time_run(label, iters, batch, step);
-  while (interleave) {
-    std::cout << timm::format("--run %.6g", result.first) << std::endl;
-    if (!std::getline(std::cin, request)) break;
-    result = time_run(label, iters, batch, step);
-  }
-  return result;
-}
-
 void bench_inference(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarType dtype, timm::ResultRow& row) {
   setup.model->eval();
   torch::NoGradGuard no_grad;
@@ -171,7 +142,8 @@ void bench_inference(const timm::ToolArgs& args, Setup& setup, bool amp, at::Sca
                               args.get("model").c_str(), static_cast<long long>(args.get_int("num-bench-iter")),
                               c10::str(setup.input_shape).c_str(), static_cast<long long>(setup.input_shape[0])));
   timm::AutocastGuard autocast(at::kCPU, dtype, amp);
-  const auto [rate, step_ms] = time_steps(args, "Infer", setup.input_shape[0], [&] { setup.model->forward(x); });
+  const auto [rate, step_ms] = time_steps("Infer", args.get_int("num-warm-iter"), args.get_int("num-bench-iter"),
+                                          setup.input_shape[0], [&] { setup.model->forward(x); });
   profile_steps(args, [&] { setup.model->forward(x); });
   timm::log_info(timm::format("Inference benchmark of %s done. %.2f samples/sec, %.2f ms/step",
                               args.get("model").c_str(), rate, step_ms));
@@ -222,7 +194,8 @@ void bench_train(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarT
     loss.backward();
     if (optimizer) optimizer->step();
   };
-  const auto [rate, step_ms] = time_steps(args, label, setup.input_shape[0], step);
+  const auto [rate, step_ms] =
+      time_steps(label, args.get_int("num-warm-iter"), args.get_int("num-bench-iter"), setup.input_shape[0], step);
   profile_steps(args, step);
   timm::log_info(timm::format("%s benchmark of %s done. %.2f samples/sec, %.2f ms/sample", label,
                               args.get("model").c_str(), rate, 1000.0 / rate));
@@ -280,9 +253,6 @@ int run(int argc, char** argv) {
       throw timm::UsageError("--profile " + timm::in_quotes(args.get("profile")) + ": folder " +
                              timm::in_quotes(folder.string()) + " does not exist");
     }
-  }
-  if (args.get_switch("interleave") && bench == "both") {
-    throw timm::UsageError("--interleave times one mode: pass --bench inference, train or fwd-bwd");
   }
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
   const bool amp = args.get_switch("amp");

@@ -341,32 +341,6 @@ TEST_CASE("timm-benchmark --bench fwd-bwd times forward + backward alone; bad ar
   CHECK(unknown.output.find("unrecognized argument '--iters'") != std::string::npos);
 }
 
-TEST_CASE("timm-benchmark --interleave times one run per line of stdin, each printed as it ends") {
-  // What bench/models.py alternates with Python timm: "--ready" once the model
-  // is built, then the warm-up and a run per line, until the end of input.
-  const std::string command = "printf 'run\\nrun\\n' | '" + tool("timm-benchmark") +
-                              "' --model resnet18 -b 2 --img-size 64 --num-warm-iter 1 --num-bench-iter 1"
-                              " --bench fwd-bwd --interleave";
-  const auto result = run_command({"/bin/sh", "-c", command});
-  REQUIRE_MESSAGE(result.exit_code == 0, result.output);
-  const std::size_t ready = result.output.find("--ready\n");
-  const std::size_t first = result.output.find("\n--run ");
-  const std::size_t second = result.output.find("\n--run ", first + 1);
-  REQUIRE(ready != std::string::npos);
-  REQUIRE(first != std::string::npos);
-  REQUIRE(second != std::string::npos);
-  CHECK(ready < first);
-  CHECK(result.output.find("\n--run ", second + 1) == std::string::npos);  // two lines, two runs
-  CHECK(std::stod(result.output.substr(second + 7)) > 0.0);
-
-  const auto no_input = run_command({"/bin/sh", "-c", command.substr(command.find("| ") + 2) + " </dev/null"});
-  CHECK(no_input.exit_code == 1);
-  CHECK(no_input.output.find("--interleave: stdin ended before the first run") != std::string::npos);
-  const auto both = run_command({tool("timm-benchmark"), "--interleave"});
-  CHECK(both.exit_code == 2);
-  CHECK(both.output.find("--interleave times one mode") != std::string::npos);
-}
-
 TEST_CASE("timm-plot renders summary.csv into a well-formed SVG with the CSV's points") {
   const TrainedRun& run = trained_run();
   timm::test::TempDir tmp;
