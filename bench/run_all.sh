@@ -2,10 +2,10 @@
 # Every benchmark of issue 15 in one go, each side against Python timm from
 # the same venv, interleaved and repeated (bench/interleave.py), then one
 # table of medians, spreads and targets (bench/summary.py). About 30 minutes
-# on the 2-core AMD build host (27.6 min on 2026-12-06), 63.6 on an Intel one
-# whose bf16 matmul is slower than its fp32 (the Muon family's Newton-Schulz
-# GEMMs, docs/performance.md); the table goes to stdout and, with its
-# details, to bench/results/run_all-DATE.md.
+# on the 2-core AMD build host (27.6 min on 2026-12-06), 41.9 on an Intel one
+# without AMX, whose bf16 matmul is slower than its fp32 (63.6 before the
+# Muon family's names were timed on one step; docs/performance.md); the
+# table goes to stdout and, with its details, to bench/results/run_all-DATE.md.
 #
 # Usage: bench/run_all.sh [--quick]   --quick: 1 repeat, fewer models (a smoke run of the pipeline)
 set -euo pipefail
