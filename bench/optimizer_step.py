@@ -21,7 +21,8 @@ this shared machine (cmars 1.04 in run_all, 0.34 over 3 repeats right after).
 
 --one-step-above S: a name whose first warm-up step takes longer than S
 seconds (on either side, each deciding for itself) is timed on one step
-after its warm-up, not --steps, and gets no confirming repeats. The Muon
+after its warm-up, not --steps; one whose timed step took longer than S on
+either side gets no confirming repeats. The Muon
 family's bf16 Newton-Schulz GEMMs take 3.8 s (resnet50) and 20 s (vit_base)
 per step on an Intel host without AMX: timed as the rest, they took 29 of
 run_all's 64 minutes. At seconds per step one step is a steady figure; the
@@ -182,8 +183,8 @@ def main():
                         help='run --confirm-repeats more repeats of the names whose time ratio is above this')
     parser.add_argument('--confirm-repeats', type=int, default=2)
     parser.add_argument('--one-step-above', type=float, default=0, metavar='SECONDS',
-                        help='time a name whose first warm-up step takes longer than this on one step, not --steps, '
-                             'and give it no confirming repeats (0: never)')
+                        help='time a name whose first warm-up step takes longer than this on one step, not --steps; '
+                             'give one whose timed step took longer no confirming repeats (0: never)')
     parser.add_argument('--summary', help='append each row (a time ratio) to this JSON-lines file (bench/run_all.sh)')
     parser.add_argument('--timm-bench-optim', default=os.path.join(here, '..', 'build', 'bin', 'timm-bench-optim'))
     args = parser.parse_args()
