@@ -80,6 +80,8 @@ struct OptimCase {
   std::optional<double> eps;
   std::optional<std::vector<double>> betas;
   std::map<std::string, std::string> kwargs;
+  // --opt-kwargs timm-cpp takes and timm does not: ours only, not the oracle's.
+  std::map<std::string, std::string> cpp_kwargs;
   std::optional<double> layer_decay;
   double layer_decay_min_scale = 0.0;
   std::optional<double> layer_decay_no_opt_scale;
@@ -95,6 +97,7 @@ struct OptimCase {
     a.eps = eps;
     a.betas = betas;
     a.kwargs = kwargs;
+    a.kwargs.insert(cpp_kwargs.begin(), cpp_kwargs.end());
     a.layer_decay = layer_decay;
     a.layer_decay_min_scale = layer_decay_min_scale;
     a.layer_decay_no_opt_scale = layer_decay_no_opt_scale;

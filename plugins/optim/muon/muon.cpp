@@ -8,9 +8,13 @@
 // norms, position embeddings, small matrices) take timm's AdamW step
 // (NAdamW with nesterov) with lr * fallback_lr_scale. Tensor by tensor in
 // timm's order of ATen ops (its single-tensor path, the one it runs on the
-// CPU), so that the bfloat16 matrix products see the same inputs.
+// CPU), so that the bfloat16 matrix products see the same inputs. Where
+// this CPU multiplies float32 matrices faster than bfloat16 ones (no AMX),
+// the products run in float32 on the same bfloat16 values, rounded to
+// bfloat16 (--opt-kwargs ns_matmul_dtype, timm-cpp's; docs/optimizers.md).
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -254,10 +258,69 @@ at::Tensor reshape_for_muon(const at::Tensor& tensor, bool batched) {
   return tensor.reshape({out_ch, in_ch, -1}).permute({2, 0, 1});
 }
 
+// The dtype Newton-Schulz multiplies its bfloat16 matrices in
+// (--opt-kwargs ns_matmul_dtype, a timm-cpp argument).
+enum class NsMatmul {
+  kAuto,      // bfloat16 on CUDA; on the CPU, whichever is_float32_matmul_faster() picks
+  kBFloat16,  // timm's products: bfloat16 GEMMs, bit for bit
+  kFloat32,   // float32 GEMMs of the bfloat16 values, each result rounded to bfloat16
+};
+
+double seconds_of_matmul(at::ScalarType dtype) {
+  constexpr int64_t kSize = 512;
+  // Not randn: the benchmark leaves the global generator as it was.
+  const at::Tensor x = at::linspace(-1.0, 1.0, kSize * kSize).reshape({kSize, kSize}).to(dtype);
+  at::Tensor out = at::empty_like(x);
+  at::mm_out(out, x, x.t());  // warm-up: packing buffers, oneDNN primitives
+  double best = 1e30;
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    const auto start = std::chrono::steady_clock::now();
+    at::mm_out(out, x, x.t());
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return best;
+}
+
+// Whether this CPU multiplies float32 matrices at least 1.25x faster than
+// bfloat16 ones (torch's bfloat16 GEMM without AMX: 162 against 309
+// GFLOP/s on the Intel build host; on AMX or AMD hosts bfloat16 is faster).
+// Timed once per process, as cudnn.benchmark picks convolution algorithms;
+// the 1.25 margin keeps a near tie on timm's products.
+bool is_float32_matmul_faster() {
+  static const bool faster = [] {
+    const double bf16 = seconds_of_matmul(at::kBFloat16);
+    const double fp32 = seconds_of_matmul(at::kFloat);
+    const bool pick = fp32 * 1.25 < bf16;
+    log_info(
+        format("Muon: Newton-Schulz products in %s on this CPU (512x512 matmul: bfloat16 %.2f ms, float32 "
+               "%.2f ms; --opt-kwargs ns_matmul_dtype chooses)",
+               pick ? "float32" : "bfloat16", bf16 * 1e3, fp32 * 1e3));
+    return pick;
+  }();
+  return faster;
+}
+
+at::ScalarType ns_matmul_dtype(NsMatmul choice, const at::Tensor& G) {
+  if (choice == NsMatmul::kFloat32) return at::kFloat;
+  if (choice == NsMatmul::kBFloat16 || !G.is_cpu()) return at::kBFloat16;
+  return is_float32_matmul_faster() ? at::kFloat : at::kBFloat16;
+}
+
+// Rounds `t` to bfloat16 values through `scratch`, a bfloat16 tensor of its
+// shape: the result a bfloat16 GEMM would store.
+void round_to_bfloat16(at::Tensor& t, at::Tensor& scratch) {
+  scratch.copy_(t);
+  t.copy_(scratch);
+}
+
 // zeropower_via_newtonschulz in bfloat16 (timm's default dtype), its
-// preallocated addmm / baddbmm path.
+// preallocated addmm / baddbmm path. With float32 products, each product's
+// inputs are bfloat16 values (exact in float32) and its result is rounded
+// to bfloat16, as timm's; only the order of the float32 accumulation
+// differs, so entries may differ from timm's in the last bfloat16 bit (as
+// they do between timm on two CPUs), at timm's accuracy against float64.
 at::Tensor zeropower_via_newtonschulz(const at::Tensor& G, int64_t steps, const std::vector<Coefficient>& coefficients,
-                                      double eps, double safety_factor, bool scale_eps) {
+                                      double eps, double safety_factor, bool scale_eps, NsMatmul matmul) {
   std::vector<Coefficient> sequence(coefficients.begin(),
                                     coefficients.begin() + std::min<int64_t>(steps, coefficients.size()));
   while (static_cast<int64_t>(sequence.size()) < steps) sequence.push_back(coefficients.back());
@@ -278,24 +341,37 @@ at::Tensor zeropower_via_newtonschulz(const at::Tensor& G, int64_t steps, const 
     X.div_(norm.clamp_(c10::Scalar(eps), std::nullopt));
   }
   const bool batched = X.dim() > 2;
-  X = X.contiguous();
+  const bool rounds = ns_matmul_dtype(matmul, G) != at::kBFloat16;
+  X = rounds ? X.to(at::kFloat).contiguous() : X.contiguous();
   std::vector<int64_t> a_shape = X.sizes().vec();
   a_shape.back() = X.size(-2);
   at::Tensor A = at::empty(a_shape, X.options());
   at::Tensor B = at::empty_like(A);
   at::Tensor C = at::empty_like(X);
-  for (const auto& [a, b, c] : sequence) {
+  at::Tensor a_scratch;
+  at::Tensor x_scratch;
+  if (rounds) {
+    a_scratch = at::empty_like(A, A.options().dtype(at::kBFloat16));
+    x_scratch = at::empty_like(X, X.options().dtype(at::kBFloat16));
+  }
+  // out = beta * input + alpha * (m1 @ m2), rounded to bfloat16 when the
+  // product ran in float32.
+  auto gemm = [&](at::Tensor& out, const at::Tensor& input, const at::Tensor& m1, const at::Tensor& m2, double beta,
+                  double alpha, at::Tensor& scratch) {
     if (batched) {
-      at::baddbmm_out(A, A, X, X.mT(), 0.0, 1.0);  // A = X @ X.mT
-      at::baddbmm_out(B, A, A, A, b, c);           // B = b * A + c * A @ A
-      at::baddbmm_out(C, X, B, X, a, 1.0);         // C = a * X + B @ X
+      at::baddbmm_out(out, input, m1, m2, beta, alpha);
     } else {
-      at::addmm_out(A, A, X, X.mT(), 0.0, 1.0);
-      at::addmm_out(B, A, A, A, b, c);
-      at::addmm_out(C, X, B, X, a, 1.0);
+      at::addmm_out(out, input, m1, m2, beta, alpha);
     }
+    if (rounds) round_to_bfloat16(out, scratch);
+  };
+  for (const auto& [a, b, c] : sequence) {
+    gemm(A, A, X, X.mT(), 0.0, 1.0, a_scratch);  // A = X @ X.mT
+    gemm(B, A, A, A, b, c, a_scratch);           // B = b * A + c * A @ A
+    gemm(C, X, B, X, a, 1.0, x_scratch);         // C = a * X + B @ X
     std::swap(X, C);
   }
+  if (rounds) X = X.to(at::kBFloat16);
   if (transposed) X = X.mT();
   return X;
 }
@@ -340,6 +416,7 @@ struct MuonConfig {
   bool adamuon = false;  // algo 'adamuon'
   bool scale_eps = false;
   bool verbose = false;
+  NsMatmul ns_matmul = NsMatmul::kAuto;
 };
 
 class Muon : public ForeachOptimizer {
@@ -416,8 +493,8 @@ class Muon : public ForeachOptimizer {
     momentum_buf.lerp_(grad, c10::Scalar(1. - c_.momentum));
     const at::Tensor update = c_.nesterov ? grad.lerp(momentum_buf, c10::Scalar(c_.momentum)) : momentum_buf.clone();
     const at::Tensor reshaped = update.dim() >= 3 ? reshape_for_muon(update, c_.batched) : update;
-    return zeropower_via_newtonschulz(reshaped, c_.ns_steps, c_.ns_coefficients, c_.eps, c_.safety_factor,
-                                      c_.scale_eps);
+    return zeropower_via_newtonschulz(reshaped, c_.ns_steps, c_.ns_coefficients, c_.eps, c_.safety_factor, c_.scale_eps,
+                                      c_.ns_matmul);
   }
 
   // _single_tensor_muon
@@ -515,11 +592,22 @@ class Muon : public ForeachOptimizer {
   std::map<std::string, std::vector<std::string>> routing_reasons_;  // shape -> reasons, verbose only
 };
 
+// ns_matmul_dtype: timm-cpp's, not timm's (so not in the log line, which
+// stays timm's).
+NsMatmul resolve_ns_matmul(const OptimizerArgs& args) {
+  const std::optional<std::string> name = string_kwarg(args, "ns_matmul_dtype", std::string("auto"));
+  if (name == "auto") return NsMatmul::kAuto;
+  if (name == "bfloat16") return NsMatmul::kBFloat16;
+  if (name == "float32") return NsMatmul::kFloat32;
+  throw UsageError("optimizer " + in_quotes(args.opt) + ": invalid ns_matmul_dtype " +
+                   (name ? in_quotes(*name) : "None") + " (expected 'auto', 'bfloat16' or 'float32')");
+}
+
 OptimizerPtr make_muon(std::vector<ParamGroup> groups, const OptimizerArgs& args) {
   const OptimizerKwargs kwargs(
       args, {"nesterov", "ns_steps", "ns_coefficients", "eps", "safety_factor", "adjust_lr_fn", "conv_mode",
              "normalize_spatial", "adamw_lr", "fallback_lr_scale", "betas", "algo", "scale_eps", "capturable",
-             "verbose", "foreach", "fallback_list", "fallback_no_weight_decay"});
+             "verbose", "foreach", "fallback_list", "fallback_no_weight_decay", "ns_matmul_dtype"});
   const std::string opt = in_quotes(args.opt);
   // create_optimizer_v2's hybrid-optimizer grouping: timm-cpp builds timm's
   // weight-decay and layer-decay groups only, without the use_fallback flags.
@@ -608,6 +696,7 @@ OptimizerPtr make_muon(std::vector<ParamGroup> groups, const OptimizerArgs& args
   c.beta2 = betas[1];
   c.scale_eps = kwargs.get_bool("scale_eps", false);
   c.verbose = kwargs.get_bool("verbose", false);
+  c.ns_matmul = resolve_ns_matmul(args);
 
   std::string adjust_repr = "None";
   if (c.adjust_lr_fn) adjust_repr = *c.adjust_lr_fn;
