@@ -2,9 +2,10 @@
 # Every benchmark of issue 15 in one go, each side against Python timm from
 # the same venv, interleaved and repeated (bench/interleave.py), then one
 # table of medians, spreads and targets (bench/summary.py). About 30 minutes
-# on the 2-core AMD build host (27.6 min on 2026-12-06), 41.9 on an Intel one
-# without AMX, whose bf16 matmul is slower than its fp32 (63.6 before the
-# Muon family's names were timed on one step; docs/performance.md); the
+# on the 2-core AMD build host (27.6 min on 2026-12-06), 42 on an Intel one
+# without AMX, whose bf16 matmul is slower than its fp32 (41.9 and 42.1 on
+# 2026-12-06; 63.6 before the Muon family's names were timed on one step;
+# docs/performance.md); the
 # table goes to stdout and, with its details, to bench/results/run_all-DATE.md.
 #
 # Usage: bench/run_all.sh [--quick]   --quick: 1 repeat, fewer models (a smoke run of the pipeline)
@@ -60,8 +61,9 @@ end_section() { printf '```\n'; }
   # One repeat of 2 steps per name (164 comparisons, about 5 minutes), then
   # 2 more of the names above 0.9, whose single sample could land on either
   # side of 1.0; Kron fails on timm's side (docs/optimizers.md). A name whose
-  # step takes seconds (the Muon family's bf16 GEMMs: 20 s on vit_base
-  # without AMX) is timed on one step, unconfirmed. --quick: 4 names.
+  # step takes seconds (the Muon family's Newton-Schulz GEMMs without AMX:
+  # 20 s on vit_base for timm, 11-13 s for timm-cpp's float32 products) is
+  # timed on one step, unconfirmed. --quick: 4 names.
   "$py" "$bench/optimizer_step.py" --threads 1 --warmup 1 --steps 2 --repeats 1 "${optimizers[@]}" \
     --confirm-above 0.9 --confirm-repeats 2 --one-step-above 2 --summary "$summary"
   end_section
