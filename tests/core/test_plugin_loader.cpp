@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "env_var.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
 #include "timm/models/model.hpp"
@@ -147,28 +148,6 @@ class InFolder {
 
  private:
   fs::path previous_;
-};
-
-// Sets an environment variable until destroyed, then restores it.
-class EnvVar {
- public:
-  EnvVar(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) previous_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~EnvVar() {
-    if (previous_) {
-      ::setenv(name_, previous_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  EnvVar(const EnvVar&) = delete;
-  EnvVar& operator=(const EnvVar&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> previous_;
 };
 
 }  // namespace
@@ -565,7 +544,7 @@ TEST_CASE("relative plugin folders are resolved once, against the start-up folde
   std::string log;
   timm::PluginSearchPath path;
   {
-    const EnvVar plugin_path("TIMM_PLUGIN_PATH", "./envrel");
+    const timm::test::EnvVar plugin_path("TIMM_PLUGIN_PATH", "./envrel");
     const InFolder in_root(root);
     CaptureStdout capture(root / "log.txt");
     path = timm::plugin_search_path({"rel", (root / "rel").string()});

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "timm/base/error.hpp"
+#include "timm/dist/world.hpp"
 #include "timm/log/log.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
 #include "timm/plugin/plugin.hpp"
@@ -593,10 +594,17 @@ class Muon : public ForeachOptimizer {
 };
 
 // ns_matmul_dtype: timm-cpp's, not timm's (so not in the log line, which
-// stays timm's).
+// stays timm's). In a distributed job, 'auto' is timm's bfloat16: a timed
+// choice could differ between ranks, whose replicas must take the same step.
 NsMatmul resolve_ns_matmul(const OptimizerArgs& args) {
   const std::optional<std::string> name = string_kwarg(args, "ns_matmul_dtype", std::string("auto"));
-  if (name == "auto") return NsMatmul::kAuto;
+  if (name == "auto") {
+    if (!dist::world_from_env(dist::current_env()).distributed()) return NsMatmul::kAuto;
+    log_info(
+        "Muon: Newton-Schulz products in bfloat16 in a distributed job (the same on every rank; "
+        "--opt-kwargs ns_matmul_dtype=float32 for float32 ones)");
+    return NsMatmul::kBFloat16;
+  }
   if (name == "bfloat16") return NsMatmul::kBFloat16;
   if (name == "float32") return NsMatmul::kFloat32;
   throw UsageError("optimizer " + in_quotes(args.opt) + ": invalid ns_matmul_dtype " +

@@ -9,6 +9,7 @@
 // cached routing, use_muon), groups and the log line compared: exactly with
 // timm's bfloat16 products (ns_matmul_dtype='bfloat16'), within a stated
 // tolerance with float32 ones and with the CPU's choice ('auto').
+#include "env_var.hpp"
 #include "optim_parity.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
@@ -158,6 +159,29 @@ TEST_CASE("muon with float32 Newton-Schulz products stays within a bfloat16 bit'
   big_oracle.expect_parity_each(
       {"muon big float32 products", "adamuon big float32 products batched", "nmuon big auto products"},
       kFloat32ProductsTolerance);
+}
+
+TEST_CASE("muon's auto products are timm's bfloat16 ones in a distributed job") {
+  timm::test::load_builtin_plugins();
+  // A product timed into float32 on one rank and not on another would make
+  // the replicas drift apart.
+  const timm::test::EnvVar world_size("WORLD_SIZE", "2");
+  const timm::test::EnvVar rank("RANK", "0");
+  auto step_once = [](const char* dtype) {
+    torch::manual_seed(0);
+    torch::nn::Linear layer(torch::nn::LinearOptions(384, 256).bias(false));
+    timm::OptimizerArgs args;
+    args.opt = "muon";
+    args.lr = 0.02;
+    if (dtype != nullptr) args.kwargs["ns_matmul_dtype"] = dtype;
+    timm::OptimizerPtr optimizer = timm::create_optimizer(*layer, {}, args);
+    layer->weight.mutable_grad() = torch::randn({256, 384});
+    optimizer->step();
+    return layer->weight.detach().clone();
+  };
+  CHECK(at::equal(step_once(nullptr), step_once("bfloat16")));
+  // On a matrix this size the two products differ, so the check above can fail.
+  CHECK_FALSE(at::equal(step_once("float32"), step_once("bfloat16")));
 }
 
 TEST_CASE("muon state survives save and load") {
