@@ -14,7 +14,6 @@
 // bfloat16 (--opt-kwargs ns_matmul_dtype, timm-cpp's; docs/optimizers.md).
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -26,6 +25,7 @@
 #include <vector>
 
 #include "timm/base/error.hpp"
+#include "timm/base/stopwatch.hpp"
 #include "timm/dist/world.hpp"
 #include "timm/log/log.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
@@ -275,9 +275,9 @@ double seconds_of_matmul(at::ScalarType dtype) {
   at::mm_out(out, x, x.t());  // warm-up: packing buffers, oneDNN primitives
   double best = 1e30;
   for (int repeat = 0; repeat < 3; ++repeat) {
-    const auto start = std::chrono::steady_clock::now();
+    const Stopwatch watch;
     at::mm_out(out, x, x.t());
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    best = std::min(best, watch.seconds());
   }
   return best;
 }
