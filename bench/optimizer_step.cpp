@@ -89,14 +89,13 @@ StepTime time_per_step(timm::Optimizer& optimizer, int64_t steps) {
   return {wall_ms / static_cast<double>(steps), cpu_ms / static_cast<double>(steps)};
 }
 
-// The time per step of `steps` steps after `warmup` untimed ones; but for an
+// The time per step of `steps` steps after `warmup` untimed ones; but an
 // optimizer whose first step takes longer than one_step_above_s seconds (when
-// > 0), that first step is the figure: at seconds per step one is a steady
-// figure, and more would take minutes (the Muon family's bf16 GEMMs without
-// AMX: 20 s per step for timm on vit_base). It also creates the state, on
-// both sides (timm's first Muon step took 0.7 s longer than its second on
-// resnet50), which moves a ratio towards 1.0, against the faster side. As
-// bench/optimizer_step.py's Python side.
+// > 0) is timed on one step: at seconds per step one is a steady figure, and
+// more would take minutes (the Muon family's bf16 GEMMs). The first step
+// itself is not the figure: it also creates the state (timm's first Muon step
+// took 0.7 s longer than its second on resnet50). As bench/optimizer_step.py's
+// Python side.
 StepTime time_steps(torch::nn::Module& model, const std::string& opt, int64_t warmup, int64_t steps, bool whole_groups,
                     double one_step_above_s) {
   timm::OptimizerArgs args;
@@ -108,10 +107,10 @@ StepTime time_steps(torch::nn::Module& model, const std::string& opt, int64_t wa
   auto* foreach_optimizer = dynamic_cast<timm::ForeachOptimizer*>(optimizer.get());
   if (whole_groups && foreach_optimizer) foreach_optimizer->set_chunk_numel(std::numeric_limits<int64_t>::max());
   if (warmup == 0) return time_per_step(*optimizer, steps);
-  const StepTime first = time_per_step(*optimizer, 1);
-  if (one_step_above_s > 0 && first.wall_ms > 1000.0 * one_step_above_s) return first;
+  const double first_ms = time_per_step(*optimizer, 1).wall_ms;
+  const bool slow = one_step_above_s > 0 && first_ms > 1000.0 * one_step_above_s;
   for (int64_t i = 1; i < warmup; ++i) optimizer->step();
-  return time_per_step(*optimizer, steps);
+  return time_per_step(*optimizer, slow ? 1 : steps);
 }
 
 int run(int argc, char** argv) {
@@ -126,8 +125,8 @@ int run(int argc, char** argv) {
   args.add_switch("whole-groups", "",
                   "hand each optimizer's groups to its foreach ops whole (no runs of ~1M elements)");
   args.add("one-step-above", "", "0",
-           "time an optimizer whose first warm-up step takes longer than this many seconds on that step alone "
-           "(0: never)");
+           "time an optimizer whose first warm-up step takes longer than this many seconds on one step, "
+           "not --steps (0: never)");
   args.add_list("plugin-dir", "", "extra folders to load plugins from (repeatable)", /*accumulate=*/true);
   if (!args.parse_or_print_help(argc, argv)) return 0;
   const std::vector<std::string> opts = args.get_list("opts");

@@ -20,14 +20,14 @@ confirms those above 0.9: one sample of 2 steps moved a ratio by up to 2x on
 this shared machine (cmars 1.04 in run_all, 0.34 over 3 repeats right after).
 
 --one-step-above S: a name whose first warm-up step takes longer than S
-seconds (on either side, each deciding for itself) is timed on that first
-step alone: no more warm-up, no --steps, and no confirming repeats. The
-Muon family's bf16 Newton-Schulz GEMMs take 3.8 s (resnet50) and 20 s
-(vit_base) per step for timm on an Intel host without AMX: timed as the
-rest, they took 29 of run_all's 64 minutes. At seconds per step one step is
-a steady figure. The first step also creates the state on both sides
-(timm's first Muon step on resnet50 took 0.7 s longer than its second): a
-cost both pay, which moves the ratio towards 1.0, against the faster side.
+seconds (on either side, each deciding for itself) is timed on one step
+after its warm-up, not --steps; one whose timed step took longer than S on
+either side gets no confirming repeats. The Muon
+family's bf16 Newton-Schulz GEMMs take 3.8 s (resnet50) and 20 s (vit_base)
+per step on an Intel host without AMX: timed as the rest, they took 29 of
+run_all's 64 minutes. At seconds per step one step is a steady figure; the
+first (warm-up) step is not, as it also creates the state (timm's first Muon
+step on resnet50 took 0.7 s longer than its second).
 
 --opts all times every optimizer name both timm's list_optimizers() and
 timm-cpp's registry hold, less those whose step cannot run here on either
@@ -104,18 +104,16 @@ def time_per_step(optimizer, steps):
 
 
 def time_python(start, opt, warmup, steps, one_step_above=0):
-    """Time per step of `steps` steps after `warmup` untimed ones; but for an optimizer whose first step takes
-    longer than one_step_above seconds (when > 0), that first step's, as timm-bench-optim --one-step-above."""
+    """Time per step of `steps` steps after `warmup` untimed ones; but an optimizer whose first step takes
+    longer than one_step_above seconds (when > 0) is timed on one step, as timm-bench-optim --one-step-above."""
     model = start.restore()
     optimizer = create_optimizer_v2(model, opt=opt, lr=1e-3, weight_decay=0.05)
     if warmup == 0:
         return time_per_step(optimizer, steps)
-    first = time_per_step(optimizer, 1)
-    if one_step_above > 0 and first[0] > 1000 * one_step_above:
-        return first
+    slow = one_step_above > 0 and time_per_step(optimizer, 1)[0] > 1000 * one_step_above
     for _ in range(warmup - 1):
         optimizer.step()
-    return time_per_step(optimizer, steps)
+    return time_per_step(optimizer, 1 if slow else steps)
 
 
 def cpp_optimizer_names(exe):
@@ -185,8 +183,8 @@ def main():
                         help='run --confirm-repeats more repeats of the names whose time ratio is above this')
     parser.add_argument('--confirm-repeats', type=int, default=2)
     parser.add_argument('--one-step-above', type=float, default=0, metavar='SECONDS',
-                        help='time a name whose first warm-up step takes longer than this on that step alone, '
-                             'with no confirming repeats (0: never)')
+                        help='time a name whose first warm-up step takes longer than this on one step, not --steps; '
+                             'give one whose timed step took longer no confirming repeats (0: never)')
     parser.add_argument('--summary', help='append each row (a time ratio) to this JSON-lines file (bench/run_all.sh)')
     parser.add_argument('--timm-bench-optim', default=os.path.join(here, '..', 'build', 'bin', 'timm-bench-optim'))
     args = parser.parse_args()

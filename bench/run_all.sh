@@ -63,7 +63,7 @@ end_section() { printf '```\n'; }
   # side of 1.0; Kron fails on timm's side (docs/optimizers.md). A name whose
   # step takes seconds (the Muon family's Newton-Schulz GEMMs without AMX:
   # 20 s on vit_base for timm, 11-13 s for timm-cpp's float32 products) is
-  # timed on its first step alone, unconfirmed. --quick: 4 names.
+  # timed on one step, unconfirmed. --quick: 4 names.
   "$py" "$bench/optimizer_step.py" --threads 1 --warmup 1 --steps 2 --repeats 1 "${optimizers[@]}" \
     --confirm-above 0.9 --confirm-repeats 2 --one-step-above 2 --summary "$summary"
   end_section
