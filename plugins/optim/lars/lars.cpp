@@ -70,14 +70,15 @@ class Lars : public ForeachOptimizer {
       : ForeachOptimizer(std::move(groups), lr, std::move(description)), s_(settings) {}
 
  private:
-  // timm's _lars_trust_ratio per tensor, in one stacked op.
-  Tensors trust_ratios(const Tensors& params, const Tensors& grads, double wd, double lr) const {
+  // timm's _lars_trust_ratio per tensor, in one stacked op: element i is
+  // parameter i's ratio.
+  at::Tensor trust_ratios(const Tensors& params, const Tensors& grads, double wd, double lr) const {
     const at::Tensor w = at::stack(at::_foreach_norm(params));
     const at::Tensor g = at::stack(at::_foreach_norm(grads));
     const at::Tensor raw = s_.trust_coeff * w / (g + w * wd + s_.eps);
     at::Tensor ratio = at::where(w > 0, at::where(g > 0, raw, 1.0), 1.0);
     if (s_.trust_clip) ratio = at::clamp_max(ratio / lr, 1.0);
-    return ratio.unbind(0);
+    return ratio;
   }
 
   bool updates_parameters_independently() const override { return true; }
@@ -85,19 +86,21 @@ class Lars : public ForeachOptimizer {
     const double wd = a.weight_decay;
     const double lr = a.lr;
     const bool adapt = wd != 0 || s_.always_adapt;
-    const Tensors ratios = adapt ? trust_ratios(a.params, a.grads, wd, lr) : Tensors{};
+    const at::Tensor ratios = adapt ? trust_ratios(a.params, a.grads, wd, lr) : at::Tensor();
     const Tensors buffers = existing_buffers(a);
     if (s_.one_pass && fused_cpu_kernels_apply({a.params, a.grads, buffers})) {
+      // float32 on the CPU here: read in place, not one item() per parameter.
+      const float* ratio = adapt ? ratios.data_ptr<float>() : nullptr;
       for (std::size_t i = 0; i < a.params.size(); ++i) {
         step_in_one_pass(a.params[i], a.grads[i], *a.states[i], wd, lr,
-                         adapt ? std::optional<float>(ratios[i].item<float>()) : std::nullopt);
+                         adapt ? std::optional<float>(ratio[i]) : std::nullopt);
       }
       return;
     }
     Tensors grads = a.grads;
     if (adapt) {
       grads = at::_foreach_add(a.grads, a.params, wd);  // p.grad left unmodified
-      at::_foreach_mul_(grads, ratios);
+      at::_foreach_mul_(grads, ratios.unbind(0));
     }
     if (s_.momentum != 0) {
       Tensors existing;
