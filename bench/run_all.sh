@@ -2,9 +2,9 @@
 # Every benchmark of issue 15 in one go, each side against Python timm from
 # the same venv, interleaved and repeated (bench/interleave.py), then one
 # table of medians, spreads and targets (bench/summary.py). About 30 minutes
-# on the 2-core AMD build host (27.6 min on 2026-12-06), 42 on an Intel one
-# without AMX, whose bf16 matmul is slower than its fp32 (41.9 and 42.1 on
-# 2026-12-06; 63.6 before the Muon family's names were timed on one step;
+# on the 2-core AMD build host (27.6 min on 2026-12-06), 39-42 on an Intel
+# one without AMX, whose bf16 matmul is slower than its fp32 (41.9 and 42.1
+# on 2026-12-06; 63.6 before the Muon family's names were timed on one step;
 # docs/performance.md); the
 # table goes to stdout and, with its details, to bench/results/run_all-DATE.md.
 #
