@@ -131,7 +131,10 @@ class Madgrad : public ForeachOptimizer {
     for (std::size_t i = 0; i < group.params.size(); ++i) {
       by_step[group.states[i]->at("step").item<int64_t>()].push_back(i);
     }
-    for (const auto& [step, indices] : by_step) update(group.subset(indices), step);
+    for (const auto& [step, indices] : by_step) {
+      update(group.subset(indices), step, select(grad_sum_sq, indices), select(s, indices),
+             s_.momentum != 0 ? select(x0, indices) : Tensors{});
+    }
   }
 
   ChunkScalars scalars(const GroupStep& group, int64_t step) const {
@@ -183,7 +186,10 @@ class Madgrad : public ForeachOptimizer {
     for (const at::Tensor* t : {&param, &grad_sum_sq, &s}) torch::autograd::impl::bump_version(*t);
   }
 
-  void update(const GroupStep& group, int64_t step) {
+  // The op path over parameters that share a step count, on their state
+  // lists; `anchor` is x0 with momentum, empty without.
+  void update(const GroupStep& group, int64_t step, const Tensors& grad_sum_sq, const Tensors& s,
+              const Tensors& anchor) {
     const Tensors& params = group.params;
     Tensors grads = group.grads;
     const double eps = s_.eps;
@@ -198,16 +204,12 @@ class Madgrad : public ForeachOptimizer {
         grads = at::_foreach_add(grads, params, wd);  // p.grad left unmodified
       }
     }
-    const Tensors grad_sum_sq = state_list(group, "grad_sum_sq");
-    const Tensors s = state_list(group, "s");
-    Tensors x0;
+    Tensors x0 = anchor;
     if (s_.momentum == 0) {
       // x0 from the other known quantities.
       Tensors rms = at::_foreach_pow(grad_sum_sq, 1.0 / 3);
       at::_foreach_add_(rms, eps);
       x0 = at::_foreach_addcdiv(params, s, rms, 1);
-    } else {
-      x0 = state_list(group, "x0");
     }
     at::_foreach_addcmul_(grad_sum_sq, grads, grads, lamb);
     Tensors rms = at::_foreach_pow(grad_sum_sq, 1.0 / 3);
