@@ -7,9 +7,13 @@ the same torch thread count, one after the other in this run:
 `timm-benchmark --bench fwd-bwd` for timm-cpp, timm.create_model for Python,
 each side in a fresh process per measurement. Both count images/s as
 benchmark.py does: batch x iterations / wall time of the timed iterations,
-after the untimed warm-up ones. The two sides run
-alternately --repeats times (bench/interleave.py); prints the median images/s
-of each and the median ratio timm-cpp / timm with its spread (target >= 1.0).
+after the untimed warm-up ones; with --min-time S both time more iterations
+than --iters until S seconds have passed (timm-benchmark --min-bench-time),
+so a model of 1 s steps gets as long a timed window as one of 6 s steps. The two sides run
+alternately --repeats times (bench/interleave.py), fewer for a model whose
+ratios all lie more than --settle-margin beyond 1.0 (interleave's
+settled_beyond); prints the median images/s of each and the median ratio
+timm-cpp / timm with its spread (target >= 1.0).
 With --amp both sides run under bfloat16 autocast (timm-benchmark --amp
 --amp-dtype bfloat16; torch.autocast('cpu', dtype=torch.bfloat16)); with
 --grad-checkpointing both checkpoint their blocks (set_grad_checkpointing).
@@ -22,7 +26,8 @@ A name timm-cpp does not register (its plugin not merged yet, say) is
 skipped with a note; so is a name Python timm does not know.
 
 Usage: bench/models.py [MODEL ...] [-b 32] [--img-size 224] [--threads N]
-         [--warmup 2] [--iters 5] [--repeats 3] [--amp] [--channels-last] [--grad-checkpointing]
+         [--warmup 2] [--iters 5] [--min-time 0] [--repeats 3] [--settle-margin 0.3]
+         [--amp] [--channels-last] [--grad-checkpointing]
          [--peak FILE] [--summary FILE] [--timm-benchmark PATH] [--timm-run PATH]
 Default models: resnet50 efficientnet_b2 vit_small_patch16_224 convnext_tiny.
 """
@@ -35,7 +40,7 @@ import sys
 import tempfile
 import time
 
-from interleave import Ratio, interleave, median
+from interleave import Ratio, interleave, median, settled_beyond
 from summary import append_summary
 
 DEFAULT_MODELS = ["resnet50", "efficientnet_b2", "vit_small_patch16_224", "convnext_tiny"]
@@ -51,7 +56,8 @@ def bench_cpp(args, name):
         results = os.path.join(tmp, "bench.json")
         cmd = [args.timm_benchmark, "--model", name, "--bench", "fwd-bwd", "--batch-size", str(args.batch_size),
                "--img-size", str(args.img_size), "--num-classes", "1000", "--num-warm-iter", str(args.warmup),
-               "--num-bench-iter", str(args.iters), "--threads", str(args.threads), "--results-file", results]
+               "--num-bench-iter", str(args.iters), "--min-bench-time", str(args.min_time),
+               "--threads", str(args.threads), "--results-file", results]
         if args.channels_last:
             cmd.append("--channels-last")
         if args.amp:
@@ -97,9 +103,11 @@ def python_rate(args, name):
     for _ in range(args.warmup):
         step()
     start = time.perf_counter()
-    for _ in range(args.iters):
+    done = 0
+    while done < args.iters or time.perf_counter() - start < args.min_time:
         step()
-    return args.batch_size * args.iters / (time.perf_counter() - start)
+        done += 1
+    return args.batch_size * done / (time.perf_counter() - start)
 
 
 def bench_python(args, name):
@@ -111,7 +119,7 @@ def bench_python(args, name):
     """
     cmd = [sys.executable, os.path.abspath(__file__), name, "--python-side", "-b", str(args.batch_size),
            "--img-size", str(args.img_size), "--threads", str(args.threads), "--warmup", str(args.warmup),
-           "--iters", str(args.iters)]
+           "--iters", str(args.iters), "--min-time", str(args.min_time)]
     cmd += [flag for flag, on in (("--amp", args.amp), ("--channels-last", args.channels_last),
                                   ("--grad-checkpointing", args.grad_checkpointing)) if on]
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -146,7 +154,11 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--iters", type=int, default=5)
+    parser.add_argument("--min-time", type=float, default=0,
+                        help="time more iterations than --iters until this many seconds have passed, both sides")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--settle-margin", type=float, default=0,
+                        help="stop a model's repeats once its ratios all lie this far beyond 1.0 (0: run them all)")
     parser.add_argument("--amp", action="store_true", help="bfloat16 autocast on both sides")
     parser.add_argument("--channels-last", action="store_true")
     parser.add_argument("--grad-checkpointing", action="store_true", help="set_grad_checkpointing on both sides")
@@ -156,13 +168,17 @@ def main():
     parser.add_argument("--timm-run", default=os.path.join(here, "..", "build", "bin", "timm-run"))
     parser.add_argument("--python-side", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if not args.min_time >= 0:
+        parser.error(f"--min-time: expected seconds >= 0, got {args.min_time}")
     if args.python_side:
         print(json.dumps({"samples_per_sec": python_rate(args, args.models[0])}))
         return 0
 
     import timm
     print(f"forward+backward, batch {args.batch_size}, {args.img_size} px, {args.threads} threads, "
-          f"{args.iters} timed iterations after {args.warmup} warm-up, {args.repeats} interleaved repeat(s)"
+          f"{args.iters} timed iterations{f' (more until {args.min_time:g} s passed)' if args.min_time else ''} after "
+          f"{args.warmup} warm-up, {args.repeats} interleaved repeat(s)"
+          f"{f' (fewer past {args.settle_margin:.0%} beyond 1.0)' if args.settle_margin else ''}"
           f"{', bfloat16 autocast' if args.amp else ''}{', channels_last' if args.channels_last else ''}"
           f"{', grad checkpointing' if args.grad_checkpointing else ''}")
     peak = None
@@ -181,7 +197,7 @@ def main():
             print(f"{name:28s} skipped: not a Python timm model")
             continue
         rates = interleave([("timm-cpp", lambda: bench_cpp(args, name)), ("timm", lambda: bench_python(args, name))],
-                           args.repeats)
+                           args.repeats, settled=settled_beyond("timm-cpp", "timm", 1.0, args.settle_margin))
         ratio = Ratio.of(rates["timm-cpp"], rates["timm"])
         ratios.append(ratio.median)
         cpp, py = median(rates["timm-cpp"]), median(rates["timm"])

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Every benchmark of issue 15 in one go, each side against Python timm from
 # the same venv, interleaved and repeated (bench/interleave.py), then one
-# table of medians, spreads and targets (bench/summary.py). About 30 minutes
-# on the 2-core AMD build host (27.6 min on 2026-12-06), 39-42 on an Intel
-# one without AMX, whose bf16 matmul is slower than its fp32 (41.9 and 42.1
-# on 2026-12-06; 63.6 before the Muon family's names were timed on one step;
-# docs/performance.md); the
+# table of medians, spreads and targets (bench/summary.py). 29.0 minutes on
+# the 2-core Intel host without AMX (2026-12-06 18:24 UTC; 36.7-42.1 before
+# the models were timed on a 3 s window, repeats stopped once a ratio is 30%
+# clear of its target and the optimizers run on 2 threads; docs/performance.md);
+# the AMD and AMX build hosts took 24-30 with the old settings. The
 # table goes to stdout and, with its details, to bench/results/run_all-DATE.md.
 #
 # Usage: bench/run_all.sh [--quick]   --quick: 1 repeat, fewer models (a smoke run of the pipeline)
@@ -19,12 +19,17 @@ py="$TIMM_CPP_VENV/bin/python"
 bench="$TIMM_CPP_ROOT/bench"
 threads=2
 repeats=3
-model_repeats=2
+# A model's forward+backward: 1 warm-up step, then steps until 3 s have
+# passed (one 6 s step of resnet50, three of mobilenetv3's 1.3 s ones), 2
+# repeats, or 1 when its first ratio lies 30% beyond 1.0
+# (bench/interleave.py's settled_beyond; efficientnet_b2 fp32 at 2.07x).
+settle=0.3
+model_steps=(--warmup 1 --iters 1 --min-time 3 --repeats 2 --settle-margin "$settle")
 models=(resnet50 efficientnet_b2 vit_small_patch16_224 convnext_tiny regnety_032 mobilenetv3_large_100 resnet18)
 optimizers=(--opts all --exclude kron kronc kronw)
 if [ "$quick" = 1 ]; then
   repeats=1
-  model_repeats=1
+  model_steps=(--warmup 1 --iters 1 --repeats 1)
   models=(resnet18)
   optimizers=(--opts sgd adamw lamb rmsproptf)
 fi
@@ -46,25 +51,27 @@ end_section() { printf '```\n'; }
   "$py" "$bench/peak.py" --threads "$threads" --json "$work/peak.json"
   end_section
   section "forward+backward, fp32 (bench/models.py)"
-  "$py" "$bench/models.py" "${models[@]}" --threads "$threads" --warmup 1 --iters 2 --repeats "$model_repeats" \
+  "$py" "$bench/models.py" "${models[@]}" --threads "$threads" "${model_steps[@]}" \
     --peak "$work/peak.json" --summary "$summary"
   end_section
   section "forward+backward, bf16 autocast (bench/models.py --amp)"
-  "$py" "$bench/models.py" "${models[@]}" --amp --threads "$threads" --warmup 1 --iters 2 --repeats "$model_repeats" \
+  "$py" "$bench/models.py" "${models[@]}" --amp --threads "$threads" "${model_steps[@]}" \
     --peak "$work/peak.json" --summary "$summary"
   end_section
   section "timm-benchmark (bench/tools_benchmark.py)"
-  "$py" "$bench/tools_benchmark.py" --threads "$threads" --num-warm-iter 1 --num-bench-iter 3 --repeats "$repeats" \
-    --summary "$summary"
+  "$py" "$bench/tools_benchmark.py" --threads "$threads" --num-warm-iter 1 --num-bench-iter 1 --min-bench-time 3 \
+    --repeats "$repeats" --settle-margin "$settle" --summary "$summary"
   end_section
   section "optimizer step, every registered name (bench/optimizer_step.py --opts all)"
-  # One repeat of 2 steps per name (164 comparisons, about 5 minutes), then
-  # 2 more of the names above 0.9, whose single sample could land on either
-  # side of 1.0; Kron fails on timm's side (docs/optimizers.md). A name whose
-  # step takes seconds (the Muon family's Newton-Schulz GEMMs without AMX:
-  # 20 s on vit_base for timm, 11-13 s for timm-cpp's float32 products) is
-  # timed on one step, unconfirmed. --quick: 4 names.
-  "$py" "$bench/optimizer_step.py" --threads 1 --warmup 1 --steps 2 --repeats 1 "${optimizers[@]}" \
+  # One repeat of 2 steps per name (164 comparisons), then 2 more of the
+  # names above 0.9, whose single sample could land on either side of 1.0;
+  # Kron fails on timm's side (docs/optimizers.md). A name whose step takes
+  # seconds (the Muon family's Newton-Schulz GEMMs without AMX: 10 s on
+  # vit_base for timm at 2 threads, 6 s for timm-cpp's float32 products) is
+  # timed on one step, unconfirmed. 2 threads as every other section (1
+  # thread until 2026-12-06: the Muon family's steps took twice as long,
+  # 5 of the run's minutes). --quick: 4 names.
+  "$py" "$bench/optimizer_step.py" --threads "$threads" --warmup 1 --steps 2 --repeats 1 "${optimizers[@]}" \
     --confirm-above 0.9 --confirm-repeats 2 --one-step-above 2 --summary "$summary"
   end_section
   section "input pipeline (bench/data_pipeline.py)"

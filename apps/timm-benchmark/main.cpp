@@ -45,6 +45,9 @@ timm::ToolArgs make_args() {
            "benchmark mode: inference, train, both, or fwd-bwd (forward + backward in train mode, no optimizer step)");
   args.add("num-warm-iter", "", "10", "number of warmup iterations");
   args.add("num-bench-iter", "", "40", "number of benchmark iterations");
+  args.add("min-bench-time", "", "0",
+           "keep timing iterations past --num-bench-iter until this many seconds have passed (0: exactly "
+           "--num-bench-iter; bench/models.py gives a fast model as long a timed window as a slow one)");
   args.add_switch("amp", "", "use automatic mixed precision (autocast)");
   args.add("amp-dtype", "", "bfloat16", "autocast dtype: bfloat16 (CPU) or float16");
   args.add_switch("channels-last", "", "use channels_last memory layout");
@@ -112,26 +115,44 @@ void profile_steps(const timm::ToolArgs& args, Step step) {
       timm::format("Profiled %lld steps; trace written to %s", static_cast<long long>(steps), path.string().c_str()));
 }
 
+// How many steps to time: at least `iters`, and more until `min_seconds`
+// have passed (--min-bench-time).
+struct TimedSteps {
+  int64_t iters = 1;
+  double min_seconds = 0.0;
+};
+
+TimedSteps timed_steps(const timm::ToolArgs& args) {
+  const double min_seconds = args.get_double("min-bench-time");
+  if (!(min_seconds >= 0.0)) {  // also catches NaN
+    throw timm::UsageError("--min-bench-time " + timm::in_quotes(args.get("min-bench-time")) +
+                           ": expected seconds >= 0");
+  }
+  return {args.get_int_at_least("num-bench-iter", 1), min_seconds};
+}
+
 // Warm-up, then timed steps; logs benchmark.py's progress lines.
 template <class Step>
-std::pair<double, double> time_steps(const char* label, int64_t warm, int64_t iters, int64_t batch, Step step) {
+std::pair<double, double> time_steps(const char* label, int64_t warm, TimedSteps timed, int64_t batch, Step step) {
   for (int64_t i = 0; i < warm; ++i) step();
   const timm::Stopwatch total_watch;
   double step_sum = 0.0;
-  const int64_t log_every = std::max<int64_t>(1, iters / 5);
-  for (int64_t i = 0; i < iters; ++i) {
+  const int64_t log_every = std::max<int64_t>(1, timed.iters / 5);
+  int64_t done = 0;
+  while (done < timed.iters || total_watch.seconds() < timed.min_seconds) {
     const timm::Stopwatch step_watch;
     step();
     step_sum += step_watch.seconds();
-    if ((i + 1) % log_every == 0) {
+    ++done;
+    if (done % log_every == 0) {
       const double total = total_watch.seconds();
       timm::log_info(timm::format("%s [%lld/%lld]. %0.2f samples/sec. %0.3f ms/step.", label,
-                                  static_cast<long long>(i + 1), static_cast<long long>(iters), batch * (i + 1) / total,
-                                  ms_per_step(total, i + 1)));
+                                  static_cast<long long>(done), static_cast<long long>(std::max(done, timed.iters)),
+                                  batch * done / total, ms_per_step(total, done)));
     }
   }
   const double total = total_watch.seconds();
-  return {batch * iters / total, ms_per_step(step_sum, iters)};
+  return {batch * done / total, ms_per_step(step_sum, done)};
 }
 
 void bench_inference(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarType dtype, timm::ResultRow& row) {
@@ -142,7 +163,7 @@ void bench_inference(const timm::ToolArgs& args, Setup& setup, bool amp, at::Sca
                               args.get("model").c_str(), static_cast<long long>(args.get_int("num-bench-iter")),
                               c10::str(setup.input_shape).c_str(), static_cast<long long>(setup.input_shape[0])));
   timm::AutocastGuard autocast(at::kCPU, dtype, amp);
-  const auto [rate, step_ms] = time_steps("Infer", args.get_int("num-warm-iter"), args.get_int("num-bench-iter"),
+  const auto [rate, step_ms] = time_steps("Infer", args.get_int("num-warm-iter"), timed_steps(args),
                                           setup.input_shape[0], [&] { setup.model->forward(x); });
   profile_steps(args, [&] { setup.model->forward(x); });
   timm::log_info(timm::format("Inference benchmark of %s done. %.2f samples/sec, %.2f ms/step",
@@ -195,7 +216,7 @@ void bench_train(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarT
     if (optimizer) optimizer->step();
   };
   const auto [rate, step_ms] =
-      time_steps(label, args.get_int("num-warm-iter"), args.get_int("num-bench-iter"), setup.input_shape[0], step);
+      time_steps(label, args.get_int("num-warm-iter"), timed_steps(args), setup.input_shape[0], step);
   profile_steps(args, step);
   timm::log_info(timm::format("%s benchmark of %s done. %.2f samples/sec, %.2f ms/sample", label,
                               args.get("model").c_str(), rate, 1000.0 / rate));
@@ -242,7 +263,7 @@ int run(int argc, char** argv) {
     throw timm::UsageError("--bench " + timm::in_quotes(bench) + ": expected inference, train, both or fwd-bwd");
   }
   // Checked before the model is built.
-  args.get_int_at_least("num-bench-iter", 1);
+  timed_steps(args);
   args.get_int_at_least("batch-size", 1);
   args.get_int_at_least("num-warm-iter", 0);
   args.get_int_at_least("profile-steps", 1);

@@ -341,6 +341,32 @@ TEST_CASE("timm-benchmark --bench fwd-bwd times forward + backward alone; bad ar
   CHECK(unknown.output.find("unrecognized argument '--iters'") != std::string::npos);
 }
 
+TEST_CASE("timm-benchmark --min-bench-time times steps past --num-bench-iter until the time has passed") {
+  timm::test::TempDir tmp;
+  const double min_seconds = 0.5;
+  const auto result = run_command({tool("timm-benchmark"), "--model", "resnet18", "-b", "2", "--img-size", "64",
+                                   "--num-warm-iter", "1", "--num-bench-iter", "1", "--min-bench-time", "0.5",
+                                   "--bench", "fwd-bwd", "--results-file", (tmp / "fb.json").string()});
+  REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+  // One progress line per timed step ("FwdBwd [k/k]."); the last names how many were timed.
+  int64_t timed = 0;
+  for (size_t at = result.output.find("FwdBwd ["); at != std::string::npos;
+       at = result.output.find("FwdBwd [", at + 1)) {
+    timed = std::stoll(result.output.substr(at + 8));
+  }
+  CHECK(timed >= 2);
+  // The figure spans the whole timed window: steps x batch / rate >= the minimum time.
+  const double rate = parse_json_file(tmp / "fb.json")["fwd_bwd_samples_per_sec"].get<double>();
+  REQUIRE(std::isfinite(rate));
+  CHECK(timed * 2 / rate >= min_seconds * 0.99);  // the rate is rounded to 0.01
+
+  for (const std::string bad : {"-1", "nan"}) {
+    const auto rejected = run_command({tool("timm-benchmark"), "--min-bench-time", bad});
+    CHECK(rejected.exit_code == 2);
+    CHECK(rejected.output.find("--min-bench-time '" + bad + "': expected seconds >= 0") != std::string::npos);
+  }
+}
+
 TEST_CASE("timm-plot renders summary.csv into a well-formed SVG with the CSV's points") {
   const TrainedRun& run = trained_run();
   timm::test::TempDir tmp;
