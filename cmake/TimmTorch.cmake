@@ -76,6 +76,22 @@ if(NOT TARGET Timm::Torch)
     INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=1;USE_DISTRIBUTED;USE_C10D_GLOO;USE_RPC;USE_TENSORPIPE"
     INTERFACE_LINK_LIBRARIES "${TORCH_ROOT}/lib/libtorch.so;${TORCH_ROOT}/lib/libtorch_cpu.so;${TORCH_ROOT}/lib/libc10.so")
 endif()
+# ATen's at::parallel_for is an inline template whose loop runs on the
+# intra-op threads only when compiled with -fopenmp (ATen/ParallelOpenMP.h);
+# without it every at::parallel_for in our code, and in a plugin built
+# against the SDK, runs on one thread without a word (madgrad's one-pass step
+# took 116 ms on 1 and on 2 threads, timm's 114 and 92). The wheel's
+# libtorch_cpu brings its own libgomp.so.1; linking that one keeps a single
+# OpenMP runtime in the process, the one at::set_num_threads sets.
+file(STRINGS "${TORCH_ROOT}/include/ATen/Config.h" _timm_at_openmp REGEX "#define AT_PARALLEL_OPENMP 1")
+if(_timm_at_openmp)
+  if(NOT EXISTS "${TORCH_ROOT}/lib/libgomp.so.1")
+    message(FATAL_ERROR "${TORCH_ROOT} is an OpenMP build of torch (ATen/Config.h: AT_PARALLEL_OPENMP 1) "
+                        "but has no lib/libgomp.so.1 to link")
+  endif()
+  set_property(TARGET Timm::Torch APPEND PROPERTY INTERFACE_COMPILE_OPTIONS "$<$<COMPILE_LANGUAGE:CXX>:-fopenmp>")
+  set_property(TARGET Timm::Torch APPEND PROPERTY INTERFACE_LINK_LIBRARIES "${TORCH_ROOT}/lib/libgomp.so.1")
+endif()
 # /usr/include is searched anyway; naming it would break #include_next.
 if(NOT TIMM_GLOO_INCLUDE_DIR STREQUAL "/usr/include")
   set_property(TARGET Timm::Torch APPEND PROPERTY INTERFACE_INCLUDE_DIRECTORIES "${TIMM_GLOO_INCLUDE_DIR}")
