@@ -19,12 +19,15 @@ py="$TIMM_CPP_VENV/bin/python"
 bench="$TIMM_CPP_ROOT/bench"
 threads=2
 repeats=3
-# A model's forward+backward: 1 warm-up step, then steps until 3 s have
+# A model's forward+backward: 2 warm-up steps, then steps until 3 s have
 # passed (one 6 s step of resnet50, three of mobilenetv3's 1.3 s ones), 2
 # repeats, or 1 when its first ratio lies 30% beyond 1.0
 # (bench/interleave.py's settled_beyond; efficientnet_b2 fp32 at 2.07x).
+# After one warm-up step timm-cpp's next resnet50 fp32 step could still take
+# 6.4 s against 4.7-5.0 for the ones after it (timm's was steady): with one
+# warm-up and one timed step, resnet50 read 0.91x fp32 and 0.57x train.
 settle=0.3
-model_steps=(--warmup 1 --iters 1 --min-time 3 --repeats 2 --settle-margin "$settle")
+model_steps=(--warmup 2 --iters 1 --min-time 3 --repeats 2 --settle-margin "$settle")
 models=(resnet50 efficientnet_b2 vit_small_patch16_224 convnext_tiny regnety_032 mobilenetv3_large_100 resnet18)
 optimizers=(--opts all --exclude kron kronc kronw)
 if [ "$quick" = 1 ]; then
@@ -59,7 +62,7 @@ end_section() { printf '```\n'; }
     --peak "$work/peak.json" --summary "$summary"
   end_section
   section "timm-benchmark (bench/tools_benchmark.py)"
-  "$py" "$bench/tools_benchmark.py" --threads "$threads" --num-warm-iter 1 --num-bench-iter 1 --min-bench-time 3 \
+  "$py" "$bench/tools_benchmark.py" --threads "$threads" --num-warm-iter 1 --num-bench-iter 3 \
     --repeats "$repeats" --settle-margin "$settle" --summary "$summary"
   end_section
   section "optimizer step, every registered name (bench/optimizer_step.py --opts all)"
