@@ -15,7 +15,9 @@ the repeats once every ratio so far lies more than 30% beyond the target, on
 one side of it (bench/run_all.sh: efficientnet_b2 fp32 at 2.07x needs no
 second repeat to say it is above 1.0; resnet18 at 1.07x runs them all).
 """
+import argparse
 import statistics
+import time
 
 
 def interleave(sides, repeats, on_result=None, settled=None):
@@ -53,6 +55,25 @@ def settled_beyond(numerator, denominator, target, margin):
         return all(r > target * (1 + margin) for r in ratios) or all(r < target * (1 - margin) for r in ratios)
 
     return settled
+
+
+def timed_window(step, iters, min_seconds=0.0):
+    """Calls step() at least `iters` times and on until `min_seconds` have passed (timm-benchmark
+    --min-bench-time's rule); returns (calls, wall seconds)."""
+    start = time.perf_counter()
+    done = 0
+    while done < iters or time.perf_counter() - start < min_seconds:
+        step()
+        done += 1
+    return done, time.perf_counter() - start
+
+
+def seconds(text):
+    """argparse type of a duration flag: a number of seconds >= 0 (NaN refused)."""
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text}")
+    return value
 
 
 class Ratio:

@@ -38,9 +38,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-from interleave import Ratio, interleave, median, settled_beyond
+from interleave import Ratio, interleave, median, seconds, settled_beyond, timed_window
 from summary import append_summary
 
 DEFAULT_MODELS = ["resnet50", "efficientnet_b2", "vit_small_patch16_224", "convnext_tiny"]
@@ -102,12 +101,8 @@ def python_rate(args, name):
     step = python_step(args, name)
     for _ in range(args.warmup):
         step()
-    start = time.perf_counter()
-    done = 0
-    while done < args.iters or time.perf_counter() - start < args.min_time:
-        step()
-        done += 1
-    return args.batch_size * done / (time.perf_counter() - start)
+    done, elapsed = timed_window(step, args.iters, args.min_time)
+    return args.batch_size * done / elapsed
 
 
 def bench_python(args, name):
@@ -154,7 +149,7 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--iters", type=int, default=5)
-    parser.add_argument("--min-time", type=float, default=0,
+    parser.add_argument("--min-time", type=seconds, default=0,
                         help="time more iterations than --iters until this many seconds have passed, both sides")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--settle-margin", type=float, default=0,
@@ -168,8 +163,6 @@ def main():
     parser.add_argument("--timm-run", default=os.path.join(here, "..", "build", "bin", "timm-run"))
     parser.add_argument("--python-side", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if not args.min_time >= 0:
-        parser.error(f"--min-time: expected seconds >= 0, got {args.min_time}")
     if args.python_side:
         print(json.dumps({"samples_per_sec": python_rate(args, args.models[0])}))
         return 0

@@ -24,13 +24,12 @@ import json
 import os
 import subprocess
 import tempfile
-import time
 
 import timm
 import timm.optim
 import torch
 
-from interleave import Ratio, interleave, median, settled_beyond
+from interleave import Ratio, interleave, median, seconds, settled_beyond, timed_window
 from summary import append_summary
 
 
@@ -56,12 +55,8 @@ def python_bench(model_name, batch, warm, iters, min_seconds, mode):
             opt.step()
     for _ in range(warm):
         step()
-    start = time.perf_counter()
-    done = 0
-    while done < iters or time.perf_counter() - start < min_seconds:
-        step()
-        done += 1
-    return batch * done / (time.perf_counter() - start)
+    done, elapsed = timed_window(step, iters, min_seconds)
+    return batch * done / elapsed
 
 
 def cpp_bench(exe, model_name, batch, threads, warm, iters, min_seconds, mode):
@@ -85,7 +80,7 @@ def main():
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--num-warm-iter', type=int, default=3)
     p.add_argument('--num-bench-iter', type=int, default=10)
-    p.add_argument('--min-bench-time', type=float, default=0,
+    p.add_argument('--min-bench-time', type=seconds, default=0,
                    help='time more steps than --num-bench-iter until this many seconds have passed, both sides')
     p.add_argument('--repeats', type=int, default=3)
     p.add_argument('--settle-margin', type=float, default=0,
@@ -93,8 +88,6 @@ def main():
     p.add_argument('--summary', help="append each row to this JSON-lines file (bench/run_all.sh)")
     p.add_argument('--timm-benchmark', default=os.path.join(here, '..', 'build', 'bin', 'timm-benchmark'))
     args = p.parse_args()
-    if not args.min_bench_time >= 0:
-        p.error(f'--min-bench-time: expected seconds >= 0, got {args.min_bench_time}')
     torch.set_num_threads(args.threads)
     print(f'batch {args.batch_size}, {args.threads} threads, {args.num_warm_iter} warm-up + {args.num_bench_iter} '
           f'timed steps{f" (more until {args.min_bench_time:g} s passed)" if args.min_bench_time else ""}, 224x224, {args.repeats} interleaved repeat(s)'
