@@ -9,13 +9,14 @@ eval + no_grad forwards for inference; create_optimizer_v2('sgd', lr 1e-4,
 momentum 0.9, weight decay 1e-4) and cross-entropy on random targets for
 training (zero_grad, forward, loss, backward, step); samples/s = samples /
 wall time of the timed steps (with --min-bench-time S, more steps than
---num-bench-iter until S seconds have passed, both sides). The two sides run alternately --repeats times
-(bench/interleave.py), fewer for a row whose ratios all lie more than
---settle-margin beyond 1.0 (interleave's settled_beyond).
+--num-bench-iter until S seconds have passed, both sides). The two sides
+run alternately --repeats times (bench/interleave.py), fewer for a row
+whose ratios all lie more than --settle-margin beyond 1.0 (interleave's
+settled_beyond).
 
 Usage: bench/tools_benchmark.py [--models resnet18 resnet50] [-b 32] [--threads 2]
-         [--num-warm-iter 3] [--num-bench-iter 10] [--min-bench-time 0] [--repeats 3] [--settle-margin 0.3] [--summary FILE]
-         [--timm-benchmark PATH]
+         [--num-warm-iter 3] [--num-bench-iter 10] [--min-bench-time 0] [--repeats 3] [--settle-margin 0.3]
+         [--summary FILE] [--timm-benchmark PATH]
 Prints the median images/s of each and the median ratio timm-benchmark / timm
 with its spread.
 """
@@ -90,7 +91,8 @@ def main():
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     print(f'batch {args.batch_size}, {args.threads} threads, {args.num_warm_iter} warm-up + {args.num_bench_iter} '
-          f'timed steps{f" (more until {args.min_bench_time:g} s passed)" if args.min_bench_time else ""}, 224x224, {args.repeats} interleaved repeat(s)'
+          f'timed steps{f" (more until {args.min_bench_time:g} s passed)" if args.min_bench_time else ""}, '
+          f'224x224, {args.repeats} interleaved repeat(s)'
           f'{f" (fewer past {args.settle_margin:.0%} beyond 1.0)" if args.settle_margin else ""}, '
           f'load average before: {os.getloadavg()[0]:.1f}')
     print(f'{"model":<10} {"mode":<10} {"timm-benchmark img/s":>21} {"timm img/s":>11} {"ratio (median, spread)":>24}')
