@@ -42,6 +42,8 @@ import tempfile
 from interleave import Ratio, interleave, median, seconds, settled_beyond, timed_window
 from summary import append_summary
 
+FORKSERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "oracle", "forkserver.py")
+
 DEFAULT_MODELS = ["resnet50", "efficientnet_b2", "vit_small_patch16_224", "convnext_tiny"]
 
 
@@ -106,13 +108,17 @@ def python_rate(args, name):
 
 
 def bench_python(args, name):
-    """python_rate in a fresh interpreter, as each timm-benchmark run is a fresh process.
+    """python_rate in a process of its own, as each timm-benchmark run is.
 
     Measured in this process, the Python side of the later models ran on a heap and
     allocator caches grown by the earlier ones (mobilenetv3_large_100 fp32 measured
-    0.89-0.95x after five larger models and 1.23x alone).
+    0.89-0.95x after five larger models and 1.23x alone). The process is forked from
+    tests/oracle/forkserver.py's server, which has imported torch and timm and run
+    nothing: a fresh interpreter spent about 5 s of one core on those imports before each
+    sample (over 2 of bench/run_all.sh's minutes), and forked samples measured as fresh
+    ones did (docs/performance.md).
     """
-    cmd = [sys.executable, os.path.abspath(__file__), name, "--python-side", "-b", str(args.batch_size),
+    cmd = [sys.executable, FORKSERVER, os.path.abspath(__file__), name, "--python-side", "-b", str(args.batch_size),
            "--img-size", str(args.img_size), "--threads", str(args.threads), "--warmup", str(args.warmup),
            "--iters", str(args.iters), "--min-time", str(args.min_time)]
     cmd += [flag for flag, on in (("--amp", args.amp), ("--channels-last", args.channels_last),
