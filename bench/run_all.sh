@@ -20,20 +20,27 @@ py="$TIMM_CPP_VENV/bin/python"
 bench="$TIMM_CPP_ROOT/bench"
 threads=2
 repeats=3
-# A model's forward+backward: 2 warm-up steps, then steps until 3 s have
+# A model's forward+backward: warm-up steps, then steps until 3 s have
 # passed (one 6 s step of resnet50, three of mobilenetv3's 1.3 s ones), 2
 # repeats, or 1 when its first ratio lies 30% beyond 1.0
 # (bench/interleave.py's settled_beyond; efficientnet_b2 fp32 at 2.07x).
-# After one warm-up step timm-cpp's next resnet50 fp32 step could still take
-# 6.4 s against 4.7-5.0 for the ones after it (timm's was steady): with one
-# warm-up and one timed step, resnet50 read 0.91x fp32 and 0.57x train.
+# fp32 takes 2 warm-up steps: after one, timm-cpp's next resnet50 fp32 step
+# could still take 6.4 s against 4.7-5.0 for the ones after it (timm's was
+# steady); with one warm-up and one timed step, resnet50 read 0.91x fp32 and
+# 0.57x train. Under bf16 autocast both sides are steady from their second
+# step (resnet50 ms per step, timm-cpp 6675 6023 6013 6044 6181, timm 7331
+# 6693 6750 6562 6319; convnext_tiny 8677 8025 8050 7868 7936 and 9197 8429
+# 8605 8381 8260): one warm-up, 2 of the run's minutes fewer.
 settle=0.3
-model_steps=(--warmup 2 --iters 1 --min-time 3 --repeats 2 --settle-margin "$settle")
+model_steps=(--iters 1 --min-time 3 --repeats 2 --settle-margin "$settle")
+fp32_warmup=2
+bf16_warmup=1
 models=(resnet50 efficientnet_b2 vit_small_patch16_224 convnext_tiny regnety_032 mobilenetv3_large_100 resnet18)
 optimizers=(--opts all --exclude kron kronc kronw)
 if [ "$quick" = 1 ]; then
   repeats=1
-  model_steps=(--warmup 1 --iters 1 --repeats 1)
+  model_steps=(--iters 1 --repeats 1)
+  fp32_warmup=1
   models=(resnet18)
   optimizers=(--opts sgd adamw lamb rmsproptf)
 fi
@@ -55,16 +62,18 @@ end_section() { printf '```\n'; }
   "$py" "$bench/peak.py" --threads "$threads" --json "$work/peak.json"
   end_section
   section "forward+backward, fp32 (bench/models.py)"
-  "$py" "$bench/models.py" "${models[@]}" --threads "$threads" "${model_steps[@]}" \
+  "$py" "$bench/models.py" "${models[@]}" --threads "$threads" --warmup "$fp32_warmup" "${model_steps[@]}" \
     --peak "$work/peak.json" --summary "$summary"
   end_section
   section "forward+backward, bf16 autocast (bench/models.py --amp)"
-  "$py" "$bench/models.py" "${models[@]}" --amp --threads "$threads" "${model_steps[@]}" \
+  "$py" "$bench/models.py" "${models[@]}" --amp --threads "$threads" --warmup "$bf16_warmup" "${model_steps[@]}" \
     --peak "$work/peak.json" --summary "$summary"
   end_section
   section "timm-benchmark (bench/tools_benchmark.py)"
+  # 2 repeats, as the model sections (3 until 2026-12-06 21:50: 1.4 of the
+  # run's minutes); each sample times 3 steps after its warm-up.
   "$py" "$bench/tools_benchmark.py" --threads "$threads" --num-warm-iter 1 --num-bench-iter 3 \
-    --repeats "$repeats" --settle-margin "$settle" --summary "$summary"
+    --repeats "$((repeats > 2 ? 2 : repeats))" --settle-margin "$settle" --summary "$summary"
   end_section
   section "optimizer step, every registered name (bench/optimizer_step.py --opts all)"
   # One repeat of 2 steps per name (164 comparisons), then 2 more of the
