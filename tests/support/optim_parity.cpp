@@ -416,4 +416,26 @@ StateCase state_case(const std::string& name, const std::string& opt, double lr,
                      std::map<std::string, std::string> kwargs) {
   return StateCase{optim_case(name, opt, lr, weight_decay, std::move(kwargs))};
 }
+double one_pass_vs_float64_ops(const OptimizerArgs& args, int64_t numel, int steps) {
+  at::manual_seed(0);
+  const at::Tensor w32 = at::randn({numel}).requires_grad_();
+  const at::Tensor w64 = w32.detach().to(at::kDouble).requires_grad_();
+  auto make = [&](const at::Tensor& w) {
+    ParamGroup group;
+    group.params = {w};
+    group.weight_decay = args.weight_decay;
+    return create_optimizer(std::vector<ParamGroup>{group}, args);
+  };
+  const OptimizerPtr one_pass = make(w32);
+  const OptimizerPtr ops = make(w64);
+  for (int step = 0; step < steps; ++step) {
+    const at::Tensor grad = at::randn({numel});
+    w32.mutable_grad() = grad.clone();
+    w64.mutable_grad() = grad.to(at::kDouble);
+    one_pass->step();
+    ops->step();
+  }
+  return (w32.detach().to(at::kDouble) - w64.detach()).abs().max().item<double>();
+}
+
 }  // namespace timm::test

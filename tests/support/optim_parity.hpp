@@ -114,6 +114,13 @@ OptimCase optim_case(const std::string& name, const std::string& opt, double lr,
 // leaves room for float32 rounding on other builds; parameters are O(1).
 inline constexpr double kSameKernelsTolerance = 1e-6;
 
+// For optimizers with a one-pass CPU loop of their own (float32 CPU
+// parameters) beside their ops path (other dtypes): `steps` steps of one
+// parameter of `numel` elements (over several of the loops' chunks), float32
+// through the loop and float64 through the ops, the same random gradients;
+// returns max |float32 - float64| over the final parameter.
+double one_pass_vs_float64_ops(const OptimizerArgs& args, int64_t numel, int steps = 5);
+
 // The check of a save/load round trip: resumed equals uninterrupted exactly.
 void check_round_trip(const std::string& name, double diff);
 

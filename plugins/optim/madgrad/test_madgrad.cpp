@@ -56,30 +56,12 @@ TEST_CASE("madgrad's chunked one pass agrees with its foreach ops") {
   constexpr int64_t kSize = 2 * 32768 + 1001;
   for (const std::string opt : {"madgrad", "madgradw"}) {
     for (const double momentum : {0.9, 0.0}) {
-      at::manual_seed(0);
-      const at::Tensor w32 = at::randn({kSize}).requires_grad_();
-      const at::Tensor w64 = w32.detach().to(at::kDouble).requires_grad_();
       timm::OptimizerArgs args;
       args.opt = opt;
       args.lr = 1e-2;
       args.weight_decay = 0.05;
       args.momentum = momentum;
-      auto make = [&](const at::Tensor& w) {
-        timm::ParamGroup group;
-        group.params = {w};
-        group.weight_decay = args.weight_decay;
-        return timm::create_optimizer(std::vector<timm::ParamGroup>{group}, args);
-      };
-      const timm::OptimizerPtr one_pass = make(w32);
-      const timm::OptimizerPtr ops = make(w64);
-      for (int step = 0; step < 5; ++step) {
-        const at::Tensor grad = at::randn({kSize});
-        w32.mutable_grad() = grad.clone();
-        w64.mutable_grad() = grad.to(at::kDouble);
-        one_pass->step();
-        ops->step();
-      }
-      const double diff = (w32.detach().to(at::kDouble) - w64.detach()).abs().max().item<double>();
+      const double diff = timm::test::one_pass_vs_float64_ops(args, kSize);
       MESSAGE(opt << " momentum " << momentum << ": max |float32 one pass - float64 ops| = " << diff);
       CHECK(std::isfinite(diff));
       CHECK(diff <= 1e-5);
