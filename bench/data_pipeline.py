@@ -139,19 +139,27 @@ def main():
         return run_cpp(a.bench_exe, ['train', a.images, '--workers', str(a.threads), '--batch-size', str(a.batch_size)]
                        + aug + size + list(extra))
 
-    def cpp_rate_of(extra=()):
-        return float(re.findall(r'images/s ([\d.]+)', cpp_train(extra))[-1])
+    def checked(out, dct):
+        """The stages timm-bench-data ran, after checking it ran the ones asked for."""
+        stages = re.search(r'^stages (.*)$', out, re.M).group(1)
+        if with_aa and 'RandAugment' not in stages:
+            raise RuntimeError(f'timm-bench-data ran without RandAugment: {stages}')
+        path = re.search(r'^jpeg-dct-scale (.*)$', out, re.M).group(1)
+        if dct and path != 'on':
+            raise RuntimeError(f'timm-bench-data --jpeg-dct-scale did not take the DCT path: {path}')
+        return stages
 
-    stages = re.search(r'^stages (.*)$', cpp_train(), re.M).group(1)
-    if with_aa and 'RandAugment' not in stages:
-        raise RuntimeError(f'timm-bench-data ran without RandAugment: {stages}')
-    dct = re.search(r'^jpeg-dct-scale (.*)$', cpp_train(['--jpeg-dct-scale']), re.M).group(1)
-    if dct != 'on':
-        raise RuntimeError(f'timm-bench-data --jpeg-dct-scale did not take the DCT path: {dct}')
+    def cpp_rate_of(extra=()):  # (images/s, stages), each sample checked as it comes
+        out = cpp_train(extra)
+        return float(re.findall(r'images/s ([\d.]+)', out)[-1]), checked(out, '--jpeg-dct-scale' in extra)
+
     runs = interleave([('timm-cpp', cpp_rate_of),
                        ('timm-cpp --jpeg-dct-scale', lambda: cpp_rate_of(['--jpeg-dct-scale'])),
                        ('timm', lambda: python_loader_rate(a.images, a.threads, a.batch_size, with_aa, a.img_size))],
                       a.repeats)
+    stages = runs['timm-cpp'][0][1]
+    for side in ('timm-cpp', 'timm-cpp --jpeg-dct-scale'):
+        runs[side] = [rate for rate, _ in runs[side]]
     cpp_rate = median(runs['timm-cpp'])
     dct_rate = median(runs['timm-cpp --jpeg-dct-scale'])
     py_rates = [rate for rate, _ in runs['timm']]
