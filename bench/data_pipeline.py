@@ -25,9 +25,13 @@ it rarely helps; --img-size (both sides) or larger --images show its effect.
 
 The loaders run alternately --repeats times (bench/interleave.py): the
 figures are medians, the ratios with their spread (target >= 2.0).
+--no-decode leaves the decode-only rates out (an explanation, not a target:
+best of three passes over the images per decoder, about 30 s;
+bench/run_all.sh passes it).
 
 Usage: bench/data_pipeline.py [--images DIR | --synthetic] [--count 3000] [--threads 2] [--batch-size 64]
-       [--img-size 224] [--repeats 3] [--basic] [--summary FILE] [--bench-exe build/bin/timm-bench-data]
+       [--img-size 224] [--repeats 3] [--basic] [--no-decode] [--summary FILE]
+       [--bench-exe build/bin/timm-bench-data]
 """
 import argparse
 import io
@@ -115,6 +119,7 @@ def main():
     p.add_argument('--img-size', type=int, default=224, help='the crop output size, both sides (default 224)')
     p.add_argument('--repeats', type=int, default=3)
     p.add_argument('--basic', action='store_true', help='crop and flip only: no RandAugment, no random erasing')
+    p.add_argument('--no-decode', action='store_true', help='leave the decode-only rates out')
     p.add_argument('--summary', help='append the train pipeline row to this JSON-lines file (bench/run_all.sh)')
     p.add_argument('--bench-exe', default=os.path.join(HERE, '..', 'build', 'bin', 'timm-bench-data'))
     a = p.parse_args()
@@ -182,6 +187,8 @@ def main():
         append_summary(a.summary, f'{row} (img/s)', cpp_rate, py_rate, ratio, target=2.0)
         append_summary(a.summary, f'{row}, --jpeg-dct-scale (img/s)', dct_rate, py_rate, dct_ratio, target=2.0)
 
+    if a.no_decode:
+        return
     dec = run_cpp(a.bench_exe, ['decode', train])
     rates = dict(re.findall(r'^decode (\S+) images \d+ images/s ([\d.]+)', dec, re.M))
     pil = pil_decode_rate(files)
