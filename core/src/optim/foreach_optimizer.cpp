@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include <torch/csrc/autograd/variable.h>
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
@@ -394,6 +395,10 @@ std::vector<at::Tensor> cautioned(const std::vector<at::Tensor>& updates, const 
 float caution_mask_value(int64_t agreeing, int64_t numel) {
   const float mean = static_cast<float>(static_cast<double>(agreeing) / static_cast<double>(numel));
   return 1.0f / std::max(mean, 1e-3f);
+}
+
+void bump_versions(std::initializer_list<std::reference_wrapper<const at::Tensor>> tensors) {
+  for (const at::Tensor& t : tensors) torch::autograd::impl::bump_version(t);
 }
 
 void rms_clip_denominators(const std::vector<at::Tensor>& denoms, const std::vector<at::Tensor>& grads,

@@ -4,7 +4,6 @@
 // only initialises the second moment. On the CPU in one pass per parameter
 // (two with caution) instead of timm's eight ops; foreach=False runs the ops.
 #include <ATen/Parallel.h>
-#include <torch/csrc/autograd/variable.h>
 
 #include <cmath>
 #include <limits>
@@ -228,7 +227,7 @@ class Adopt : public ForeachOptimizer {
             adopt_cautious_step(p + begin, gr + begin, m + begin, end - begin, mask_value, s);
           });
     }
-    for (const at::Tensor* t : {&param, &exp_avg, &exp_avg_sq}) torch::autograd::impl::bump_version(*t);
+    bump_versions({param, exp_avg, exp_avg_sq});
   }
 
   AdoptConfig c_;

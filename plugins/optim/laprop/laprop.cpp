@@ -6,7 +6,6 @@
 // corrected), optional caution. On the CPU in one pass per parameter (two
 // with caution) instead of timm's ten ops; foreach=False runs the ops.
 #include <ATen/Parallel.h>
-#include <torch/csrc/autograd/variable.h>
 
 #include <cmath>
 #include <map>
@@ -203,7 +202,7 @@ class Laprop : public ForeachOptimizer {
             laprop_cautious_step(p + begin, g + begin, m + begin, end - begin, mask_value, s);
           });
     }
-    for (const at::Tensor* t : {&param, &exp_avg, &exp_avg_sq}) torch::autograd::impl::bump_version(*t);
+    bump_versions({param, exp_avg, exp_avg_sq});
   }
 
   LapropConfig c_;

@@ -6,7 +6,6 @@
 // foreach=False runs timm's ops.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <torch/csrc/autograd/variable.h>
 
 #include <optional>
 
@@ -160,8 +159,8 @@ class Lars : public ForeachOptimizer {
     at::parallel_for(0, param.numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
       lars_one_pass(p + begin, g + begin, b ? b + begin : nullptr, end - begin, s);
     });
-    torch::autograd::impl::bump_version(param);
-    if (buffer.defined()) torch::autograd::impl::bump_version(buffer);
+    bump_versions({param});
+    if (buffer.defined()) bump_versions({buffer});
   }
 
   LarsSettings s_;

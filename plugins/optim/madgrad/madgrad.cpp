@@ -5,7 +5,6 @@
 // instead of timm's seven ops; other tensors run the ops.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
 #include <cmath>
@@ -183,7 +182,7 @@ class Madgrad : public ForeachOptimizer {
         }
       }
     });
-    for (const at::Tensor* t : {&param, &grad_sum_sq, &s}) torch::autograd::impl::bump_version(*t);
+    bump_versions({param, grad_sum_sq, s});
   }
 
   // The op path over parameters that share a step count, on their state

@@ -12,7 +12,6 @@
 // step for timm, 119-162 ms for the same ops here before this loop).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
 #include <cmath>
@@ -103,8 +102,7 @@ void update_in_one_pass(const at::Tensor& param, const at::Tensor& grad, const a
       update_chunk(p + b, g + b, m + b, std::min(kChunk, n - b), c);
     }
   });
-  torch::autograd::impl::bump_version(param);
-  torch::autograd::impl::bump_version(exp_avg);
+  bump_versions({param, exp_avg});
 }
 
 class NvNovoGrad : public ForeachOptimizer {

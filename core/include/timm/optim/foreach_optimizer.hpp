@@ -177,6 +177,11 @@ void cautious_two_passes(int64_t numel, const Moments& moments, const Step& step
                    [&](int64_t begin, int64_t end) { step(begin, end, mask_value); });
 }
 
+// Bumps the autograd version of each of `tensors` as an in-place op would:
+// for one-pass loops, whose writes through data pointers bypass the
+// dispatcher.
+void bump_versions(std::initializer_list<std::reference_wrapper<const at::Tensor>> tensors);
+
 // timm's _rms_clip_denom_ (AdamW's and NAdamW's clipping_threshold): each
 // denominator multiplied in place by max(1, rms(grad / denom) / threshold).
 void rms_clip_denominators(const std::vector<at::Tensor>& denoms, const std::vector<at::Tensor>& grads,
