@@ -11,6 +11,7 @@
 #include "adam_family.hpp"
 #include "timm/base/error.hpp"
 #include "timm/base/simd.hpp"
+#include "timm/optim/elementwise.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
 
 namespace timm::adam {
@@ -57,8 +58,7 @@ inline float new_exp_avg(float g, float exp_avg, float exp_avg_sq, const OnePass
   const float root = std::sqrt(exp_avg_sq);
   const float normed = g / (root < s.eps ? s.eps : root);
   const float clipped = normed < -s.clip ? -s.clip : (normed > s.clip ? s.clip : normed);
-  return s.lerp_weight < 0.5f ? exp_avg + s.lerp_weight * (clipped - exp_avg)
-                              : clipped - (clipped - exp_avg) * (1 - s.lerp_weight);
+  return aten_lerp(exp_avg, clipped, s.lerp_weight);
 }
 
 inline float new_exp_avg_sq(float g, float exp_avg_sq, const OnePassScalars& s) {

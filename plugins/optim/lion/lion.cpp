@@ -9,6 +9,7 @@
 
 #include "timm/base/error.hpp"
 #include "timm/base/simd.hpp"
+#include "timm/optim/elementwise.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
 #include "timm/plugin/plugin.hpp"
 
@@ -33,15 +34,6 @@ struct OnePassScalars {
   float neg_lr;
 };
 
-// ATen's lerp: start + weight * (end - start) for |weight| < 0.5, else
-// end - (end - start) * (1 - weight), in float32.
-inline float lerp(float start, float end, float weight) {
-  return std::abs(weight) < 0.5f ? start + weight * (end - start) : end - (end - start) * (1.0f - weight);
-}
-
-// ATen's sign of a float: 1, -1 or 0 (0 for NaN too).
-inline float sign(float x) { return static_cast<float>((0.0f < x) - (x < 0.0f)); }
-
 // The loops below make timm's update one element after another, each value
 // read and written once where the five per-tensor ops read or write about 12
 // values per element. They vectorise, with an AVX2 clone where the CPU has it.
@@ -51,10 +43,10 @@ TIMM_AVX2_CLONES
 void lion_one_pass(float* __restrict param, const float* __restrict grad, float* __restrict exp_avg, int64_t n,
                    const OnePassScalars s) {
   for (int64_t i = 0; i < n; ++i) {
-    const float update = sign(lerp(exp_avg[i], grad[i], s.weight1));
+    const float update = aten_sign(aten_lerp(exp_avg[i], grad[i], s.weight1));
     const float decayed = param[i] * s.decay_factor;
     param[i] = decayed + s.neg_lr * update;
-    exp_avg[i] = lerp(exp_avg[i], grad[i], s.weight2);
+    exp_avg[i] = aten_lerp(exp_avg[i], grad[i], s.weight2);
   }
 }
 
@@ -64,7 +56,7 @@ TIMM_AVX2_CLONES
 int64_t lion_agreeing(const float* __restrict grad, const float* __restrict exp_avg, int64_t n,
                       const OnePassScalars s) {
   int64_t agreeing = 0;
-  for (int64_t i = 0; i < n; ++i) agreeing += sign(lerp(exp_avg[i], grad[i], s.weight1)) * grad[i] > 0.0f;
+  for (int64_t i = 0; i < n; ++i) agreeing += aten_sign(aten_lerp(exp_avg[i], grad[i], s.weight1)) * grad[i] > 0.0f;
   return agreeing;
 }
 
@@ -74,11 +66,11 @@ TIMM_AVX2_CLONES
 void lion_cautious_step(float* __restrict param, const float* __restrict grad, float* __restrict exp_avg, int64_t n,
                         float mask_value, const OnePassScalars s) {
   for (int64_t i = 0; i < n; ++i) {
-    const float update = sign(lerp(exp_avg[i], grad[i], s.weight1));
+    const float update = aten_sign(aten_lerp(exp_avg[i], grad[i], s.weight1));
     const float masked = update * (update * grad[i] > 0.0f ? mask_value : 0.0f);
     const float decayed = param[i] * s.decay_factor;
     param[i] = decayed + s.neg_lr * masked;
-    exp_avg[i] = lerp(exp_avg[i], grad[i], s.weight2);
+    exp_avg[i] = aten_lerp(exp_avg[i], grad[i], s.weight2);
   }
 }
 

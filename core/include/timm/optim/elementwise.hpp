@@ -1,0 +1,21 @@
+// One element of ATen's float32 kernels, for the one-pass CPU loops of
+// optimizer plugins (see fused_cpu_kernels_apply in foreach_optimizer.hpp):
+// each computes what the op computes for one element, so that a loop that
+// replaces a chain of ops stays within float32 rounding of it. Inline, so
+// that the loops vectorise.
+#pragma once
+
+#include <cmath>
+
+namespace timm {
+
+// ATen's lerp(start, end, weight): start + weight * (end - start) for
+// |weight| < 0.5, else end - (end - start) * (1 - weight).
+inline float aten_lerp(float start, float end, float weight) {
+  return std::abs(weight) < 0.5f ? start + weight * (end - start) : end - (end - start) * (1.0f - weight);
+}
+
+// ATen's sign of a float: 1, -1 or 0 (0 for NaN too).
+inline float aten_sign(float x) { return static_cast<float>((0.0f < x) - (x < 0.0f)); }
+
+}  // namespace timm
