@@ -23,9 +23,9 @@ using timm::test::OptimCase;
 
 // The same ATen ops in the same order as timm / torch on CPU: the runs agree
 // to a few float32 ulps of the parameters (|p| ~ 1), the states to a few ulps
-// relative to their largest value. Adopt's and AdaBelief's one-pass loops
-// (timm-cpp's, on the CPU by default) are within float32 rounding of the
-// same ops.
+// relative to their largest value. The one-pass loops of Adopt, AdaBelief,
+// NAdam and RAdam (timm-cpp's, on the CPU by default) are within float32
+// rounding of the same ops.
 constexpr double kTolerance = 1e-6;
 constexpr double kStateTolerance = 1e-5;
 
@@ -70,6 +70,9 @@ std::vector<OptimCase> make_cases() {
   cases.push_back(make("radam", "radam", 1e-2, 0.05, {}, 12));
   cases.push_back(make("radamw", "radamw", 1e-2, 0.05, {}, 12));
   cases.push_back(make("radam betas", "radam", 1e-2, 0.0, {{"betas", "[0.9,0.99]"}}, 12));
+  // NAdam's and RAdam's ops one by one instead of the one-pass loops.
+  cases.push_back(make("nadam foreach=False", "nadam", 2e-3, 0.05, {{"foreach", "False"}}));
+  cases.push_back(make("radamw foreach=False", "radamw", 1e-2, 0.05, {{"foreach", "False"}}, 12));
   // timm NAdamW
   cases.push_back(make("nadamw", "nadamw", 1e-2, 0.05));
   cases.push_back(make("cnadamw", "cnadamw", 1e-2, 0.05));
@@ -183,6 +186,10 @@ TEST_CASE("radam and radamw match torch.optim.RAdam") {
   oracle.expect_parity_each({"radam", "radamw", "radam betas"}, kTolerance, kStateTolerance);
 }
 
+TEST_CASE("nadam and radam with foreach=False run torch's ops one by one") {
+  oracle.expect_parity_each({"nadam foreach=False", "radamw foreach=False"}, kTolerance, kStateTolerance);
+}
+
 TEST_CASE("nadamw and its variants match timm's NAdamW") {
   oracle.expect_parity_each({"nadamw", "cnadamw", "nadamc", "nadamw clipping", "nadamw layer-decay"}, kTolerance,
                             kStateTolerance);
@@ -198,17 +205,18 @@ TEST_CASE("adabelief with foreach=False runs timm's ops one by one") {
   oracle.expect_parity_each({"adabelief foreach=False", "radabelief foreach=False"}, kTolerance, kStateTolerance);
 }
 
-// The parity cases' parameters fit in one of the loop's ranges; this one
-// spans several: the float32 loop against float64 ops, the same gradients,
-// 8 steps (radabelief's first 5 are SGD steps). Measured 6.9e-7 to 1.7e-6.
-TEST_CASE("adabelief's loop agrees with its ops over several ranges") {
+// The parity cases' parameters fit in one of the loops' ranges; this one
+// spans several: each float32 loop against float64 ops, the same gradients,
+// 8 steps (the rectified optimizers' first 5 or 6 are unrectified). Measured
+// 6.9e-7 to 1.8e-6.
+TEST_CASE("the Adam family's one-pass loops agree with their ops over several ranges") {
   timm::test::load_builtin_plugins();
   constexpr int64_t kSize = 4 * 32768 + 1001;
   const std::vector<std::pair<std::string, std::map<std::string, std::string>>> cases = {
-      {"adabelief", {}},
-      {"adabelief", {{"decoupled_decay", "False"}}},
-      {"radabelief", {}},
-      {"radabelief", {{"degenerated_to_sgd", "False"}}}};
+      {"adabelief", {}},  {"adabelief", {{"decoupled_decay", "False"}}},
+      {"radabelief", {}}, {"radabelief", {{"degenerated_to_sgd", "False"}}},
+      {"nadam", {}},      {"nadam", {{"decoupled_weight_decay", "True"}}},
+      {"radam", {}},      {"radamw", {}}};
   for (const auto& [opt, kwargs] : cases) {
     timm::OptimizerArgs args;
     args.opt = opt;

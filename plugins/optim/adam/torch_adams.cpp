@@ -2,11 +2,17 @@
 // ("adam", "adamw", "nadam", "radam", "radamw"): torch's update with its operations in its
 // order (the single-tensor path, which Python runs on CPU, and the
 // multi-tensor path, the same ops over lists), per-parameter float32 step
-// counts kept as torch keeps them.
+// counts kept as torch keeps them. On the CPU, Adam and AdamW run torch's
+// fused kernels, NAdam and RAdam loops of timm-cpp's own, one pass per
+// parameter (foreach=False: the ops).
+#include <ATen/Parallel.h>
+
 #include <cmath>
 
 #include "adam_family.hpp"
 #include "timm/base/error.hpp"
+#include "timm/base/simd.hpp"
+#include "timm/optim/elementwise.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
 
 namespace timm::adam {
@@ -20,6 +26,7 @@ struct MomentsConfig {
   double beta2 = 0.999;
   double eps = 1e-8;
   bool decoupled_weight_decay = false;
+  bool one_pass = true;  // NAdam, RAdam: --opt-kwargs foreach=False runs the ops
 };
 
 // Coupled L2 (grad + wd * p, new tensors) or decoupled decay (p *= 1 - lr * wd).
@@ -40,6 +47,105 @@ void update_moments(const Tensors& exp_avgs, const Tensors& exp_avg_sqs, const T
   at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - c.beta2);
 }
 
+// ---- One-pass loops -----------------------------------------------------------
+//
+// NAdam's and RAdam's updates one element after another, each value read and
+// written once where their eight to ten ops read or write about 25 values per
+// element; within float32 rounding of the ops (ATen's formulas per element:
+// addcmul self + v * t1 * t2, addcdiv self + v * t1 / t2). They vectorise
+// (the plugin builds with -fno-math-errno for sqrt), with an AVX2 clone
+// where the CPU has it.
+
+// The float32 scalars of the weight decay and the moments.
+struct MomentScalars {
+  float grad_decay;    // coupled: grad + grad_decay * param; 0 otherwise
+  float param_factor;  // decoupled: 1 - lr * wd; 1 otherwise
+  float lerp_weight;   // 1 - beta1
+  float beta2;
+  float one_minus_beta2;
+};
+
+MomentScalars moment_scalars(const MomentsConfig& c, double lr, double weight_decay) {
+  MomentScalars s{0.0f, 1.0f, static_cast<float>(1 - c.beta1), static_cast<float>(c.beta2),
+                  static_cast<float>(1 - c.beta2)};
+  if (weight_decay != 0 && c.decoupled_weight_decay) s.param_factor = static_cast<float>(1 - lr * weight_decay);
+  if (weight_decay != 0 && !c.decoupled_weight_decay) s.grad_decay = static_cast<float>(weight_decay);
+  return s;
+}
+
+// One element's decayed gradient and parameter and new moments.
+struct Element {
+  float grad;
+  float param;
+  float exp_avg;
+  float exp_avg_sq;
+};
+inline Element decay_and_moments(float grad, float param, float exp_avg, float exp_avg_sq, const MomentScalars& s) {
+  const float g = s.grad_decay != 0 ? grad + s.grad_decay * param : grad;
+  return {g, param * s.param_factor, aten_lerp(exp_avg, g, s.lerp_weight),
+          exp_avg_sq * s.beta2 + s.one_minus_beta2 * g * g};
+}
+
+struct NAdamScalars {
+  MomentScalars moments;
+  float bias_correction2;
+  float eps;
+  float grad_coef;
+  float exp_avg_coef;
+};
+
+TIMM_AVX2_CLONES
+void nadam_one_pass(float* __restrict param, const float* __restrict grad, float* __restrict exp_avg,
+                    float* __restrict exp_avg_sq, int64_t n, const NAdamScalars s) {
+  for (int64_t i = 0; i < n; ++i) {
+    const Element e = decay_and_moments(grad[i], param[i], exp_avg[i], exp_avg_sq[i], s.moments);
+    const float denom = std::sqrt(e.exp_avg_sq / s.bias_correction2) + s.eps;
+    const float p = e.param + s.grad_coef * e.grad / denom;
+    param[i] = p + s.exp_avg_coef * e.exp_avg / denom;
+    exp_avg[i] = e.exp_avg;
+    exp_avg_sq[i] = e.exp_avg_sq;
+  }
+}
+
+struct RAdamScalars {
+  MomentScalars moments;
+  float bias_correction1;
+  float lr;
+  bool rectified;  // rho_t > 5: the adaptive, rectified step
+  float eps;
+  float bias_correction2_sqrt;
+  float rect;
+};
+
+TIMM_AVX2_CLONES
+void radam_one_pass(float* __restrict param, const float* __restrict grad, float* __restrict exp_avg,
+                    float* __restrict exp_avg_sq, int64_t n, const RAdamScalars s) {
+  for (int64_t i = 0; i < n; ++i) {
+    const Element e = decay_and_moments(grad[i], param[i], exp_avg[i], exp_avg_sq[i], s.moments);
+    const float update = e.exp_avg / s.bias_correction1 * s.lr;
+    // torch's float / tensor: the reciprocal times the float.
+    const float adaptive = 1.0f / (std::sqrt(e.exp_avg_sq) + s.eps) * s.bias_correction2_sqrt;
+    param[i] = e.param - (s.rectified ? update * adaptive * s.rect : update);
+    exp_avg[i] = e.exp_avg;
+    exp_avg_sq[i] = e.exp_avg_sq;
+  }
+}
+
+// `loop(p, g, m, v, n, scalars)` over one contiguous float32 parameter and
+// its moments, in ranges across the intra-op threads.
+template <class Loop, class Scalars>
+void update_in_one_pass(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& exp_avg,
+                        const at::Tensor& exp_avg_sq, Loop loop, const Scalars& s) {
+  float* p = param.data_ptr<float>();
+  const float* g = grad.data_ptr<float>();
+  float* m = exp_avg.data_ptr<float>();
+  float* v = exp_avg_sq.data_ptr<float>();
+  at::parallel_for(0, param.numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+    loop(p + begin, g + begin, m + begin, v + begin, end - begin, s);
+  });
+  bump_versions({param, exp_avg, exp_avg_sq});
+}
+
 void init_moments(ForeachOptimizer::State& state, const at::Tensor& param) {
   state["exp_avg"] = at::zeros_like(param, at::MemoryFormat::Preserve);
   state["exp_avg_sq"] = at::zeros_like(param, at::MemoryFormat::Preserve);
@@ -51,10 +157,7 @@ class Adam : public ForeachOptimizer {
  public:
   Adam(std::vector<ParamGroup> groups, double lr, std::string description, MomentsConfig config, bool amsgrad,
        bool fused)
-      : ForeachOptimizer(std::move(groups), lr, std::move(description)),
-        c_(config),
-        amsgrad_(amsgrad),
-        fused_(fused) {}
+      : ForeachOptimizer(std::move(groups), lr, std::move(description)), c_(config), amsgrad_(amsgrad), fused_(fused) {}
 
  private:
   bool updates_parameters_independently() const override { return true; }
@@ -126,7 +229,9 @@ class NAdam : public ForeachOptimizer {
     const std::vector<double> steps = increment_steps(g);
     const Tensors exp_avgs = state_list(g, "exp_avg");
     const Tensors exp_avg_sqs = state_list(g, "exp_avg_sq");
-    const Tensors grads = apply_weight_decay(g.params, g.grads, g.lr, g.weight_decay, c_.decoupled_weight_decay);
+    const bool one_pass = c_.one_pass && fused_cpu_kernels_apply({g.params, g.grads, exp_avgs, exp_avg_sqs});
+    const Tensors grads =
+        one_pass ? g.grads : apply_weight_decay(g.params, g.grads, g.lr, g.weight_decay, c_.decoupled_weight_decay);
 
     std::vector<double> bias_corrections2;
     std::vector<double> grad_coefs;
@@ -142,6 +247,15 @@ class NAdam : public ForeachOptimizer {
       const double product_next = product * mu_next;
       grad_coefs.push_back(-g.lr * (1.0 - mu) / (1.0 - product));
       exp_avg_coefs.push_back((-g.lr * mu_next) / (1.0 - product_next));
+    }
+    if (one_pass) {
+      const MomentScalars moments = moment_scalars(c_, g.lr, g.weight_decay);
+      for (std::size_t i = 0; i < steps.size(); ++i) {
+        const NAdamScalars s{moments, static_cast<float>(bias_corrections2[i]), static_cast<float>(c_.eps),
+                             static_cast<float>(grad_coefs[i]), static_cast<float>(exp_avg_coefs[i])};
+        update_in_one_pass(g.params[i], g.grads[i], exp_avgs[i], exp_avg_sqs[i], nadam_one_pass, s);
+      }
+      return;
     }
     update_moments(exp_avgs, exp_avg_sqs, grads, c_);
     Tensors denom = at::_foreach_div(exp_avg_sqs, to_scalars(bias_corrections2));
@@ -171,6 +285,14 @@ class RAdam : public ForeachOptimizer {
     const std::vector<double> steps = increment_steps(g);
     const Tensors exp_avgs = state_list(g, "exp_avg");
     const Tensors exp_avg_sqs = state_list(g, "exp_avg_sq");
+    if (c_.one_pass && fused_cpu_kernels_apply({g.params, g.grads, exp_avgs, exp_avg_sqs})) {
+      const MomentScalars moments = moment_scalars(c_, g.lr, g.weight_decay);
+      for (std::size_t i = 0; i < steps.size(); ++i) {
+        update_in_one_pass(g.params[i], g.grads[i], exp_avgs[i], exp_avg_sqs[i], radam_one_pass,
+                           scalars(moments, g.lr, steps[i]));
+      }
+      return;
+    }
     const Tensors grads = apply_weight_decay(g.params, g.grads, g.lr, g.weight_decay, c_.decoupled_weight_decay);
     update_moments(exp_avgs, exp_avg_sqs, grads, c_);
 
@@ -180,16 +302,12 @@ class RAdam : public ForeachOptimizer {
     std::vector<double> bias_corrections1;
     std::vector<double> rect_bc2_sqrts;
     std::vector<double> rects;
-    const double rho_inf = 2 / (1 - c_.beta2) - 1;
     for (std::size_t i = 0; i < steps.size(); ++i) {
-      const double step = steps[i];
-      bias_corrections1.push_back(1 - std::pow(c_.beta1, step));
-      const double bias_correction2 = 1 - std::pow(c_.beta2, step);
-      const double rho_t = rho_inf - 2 * step * std::pow(c_.beta2, step) / bias_correction2;
-      if (rho_t > 5.0) {
+      bias_corrections1.push_back(1 - std::pow(c_.beta1, steps[i]));
+      if (const std::optional<Rectification> r = rectification(steps[i])) {
         rectified.push_back(i);
-        rect_bc2_sqrts.push_back(std::pow(bias_correction2, 0.5));
-        rects.push_back(std::pow((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t), 0.5));
+        rect_bc2_sqrts.push_back(r->bias_correction2_sqrt);
+        rects.push_back(r->rect);
       } else {
         plain.push_back(i);
       }
@@ -207,6 +325,37 @@ class RAdam : public ForeachOptimizer {
       at::_foreach_add_(select(g.params, rectified), scaled, -1.0);
     }
     if (!plain.empty()) at::_foreach_add_(select(g.params, plain), select(updates, plain), -1.0);
+  }
+
+  // torch's rectification at `step` where the variance is tractable
+  // (rho_t > 5), else none.
+  struct Rectification {
+    double bias_correction2_sqrt;
+    double rect;
+  };
+  std::optional<Rectification> rectification(double step) const {
+    const double rho_inf = 2 / (1 - c_.beta2) - 1;
+    const double bias_correction2 = 1 - std::pow(c_.beta2, step);
+    const double rho_t = rho_inf - 2 * step * std::pow(c_.beta2, step) / bias_correction2;
+    if (!(rho_t > 5.0)) return std::nullopt;
+    return Rectification{std::pow(bias_correction2, 0.5),
+                         std::pow((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t), 0.5)};
+  }
+
+  RAdamScalars scalars(const MomentScalars& moments, double lr, double step) const {
+    RAdamScalars s{moments,
+                   static_cast<float>(1 - std::pow(c_.beta1, step)),
+                   static_cast<float>(lr),
+                   false,
+                   static_cast<float>(c_.eps),
+                   1.0f,
+                   1.0f};
+    if (const std::optional<Rectification> r = rectification(step)) {
+      s.rectified = true;
+      s.bias_correction2_sqrt = static_cast<float>(r->bias_correction2_sqrt);
+      s.rect = static_cast<float>(r->rect);
+    }
+    return s;
   }
 
   MomentsConfig c_;
@@ -233,6 +382,7 @@ MomentsConfig moments_config(const OptimizerArgs& args, const OptimizerKwargs& k
   c.beta2 = betas[1];
   c.eps = eps.value;
   c.decoupled_weight_decay = kwargs.get_bool("decoupled_weight_decay", false);
+  c.one_pass = one_pass_requested(kwargs);
   return c;
 }
 
