@@ -1,10 +1,16 @@
 // "rmsprop": torch.optim.RMSprop with timm's alpha 0.9; "rmsproptf" and
 // "rmsproptfw": timm's RMSpropTF (timm/optim/rmsprop_tf.py), TensorFlow's
 // RMSprop: eps inside the square root, square_avg starting at one, lr folded
-// into the momentum buffer; rmsproptfw decouples the weight decay.
+// into the momentum buffer; rmsproptfw decouples the weight decay. Without
+// `centered`, on the CPU in one pass per parameter (two with caution)
+// instead of the eight to ten ops; foreach=False runs the ops.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <cmath>
 
 #include "timm/base/error.hpp"
+#include "timm/base/simd.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/plugin/plugin.hpp"
@@ -24,8 +30,167 @@ struct RmspropSettings {
   bool corrected_weight_decay = false;
   bool lr_in_momentum = true;
   bool caution = false;
-  double max_lr = 0.0;  // the lr at creation (timm's max_lr_snapshot)
+  double max_lr = 0.0;   // the lr at creation (timm's max_lr_snapshot)
+  bool one_pass = true;  // --opt-kwargs foreach=False: the ops one by one
 };
+
+// ---- One-pass loops -----------------------------------------------------------
+//
+// The updates without `centered` one element after another, each value read
+// and written once where the ops read or write about 20 values per element;
+// within float32 rounding of the ops (ATen's formulas per element: add
+// self + alpha * other, addcmul self + v * t1 * t2, addcdiv self + v * t1 /
+// t2). kMomentum: momentum > 0, a momentum buffer. They vectorise (the
+// plugin builds with -fno-math-errno for sqrt), with an AVX2 clone where the
+// CPU has it.
+
+// The float32 scalars of one group's update.
+struct OnePassScalars {
+  float grad_sign;     // torch's maximize: -1; else 1
+  float grad_decay;    // coupled: grad + grad_decay * param; 0 otherwise
+  float param_factor;  // decoupled: 1 - wd_scale * wd; 1 otherwise
+  float alpha;
+  float one_minus_alpha;
+  float eps;
+  float momentum;
+  float grad_scale;   // the buffer's addcdiv value: lr (RMSpropTF's lr_in_momentum) or 1
+  float buffer_step;  // the parameter's step along the buffer: -1 or -lr
+  float neg_lr;       // without momentum: param + neg_lr * grad / avg
+};
+
+inline float decayed_grad(float grad, float param, const OnePassScalars& s) {
+  const float g = grad * s.grad_sign;
+  return s.grad_decay != 0 ? g + s.grad_decay * param : g;
+}
+
+// torch's RMSprop: square_avg.mul_(alpha).addcmul_(g, g, 1 - alpha);
+// avg = sqrt(square_avg) + eps.
+struct TorchRule {
+  static float square_avg(float g, float square_avg, const OnePassScalars& s) {
+    return square_avg * s.alpha + s.one_minus_alpha * g * g;
+  }
+  static float avg(float square_avg, const OnePassScalars& s) { return std::sqrt(square_avg) + s.eps; }
+};
+
+// RMSpropTF: square_avg.add_(g² - square_avg, alpha=1 - alpha); avg =
+// sqrt(square_avg + eps).
+struct TfRule {
+  static float square_avg(float g, float square_avg, const OnePassScalars& s) {
+    return square_avg + s.one_minus_alpha * (g * g - square_avg);
+  }
+  static float avg(float square_avg, const OnePassScalars& s) { return std::sqrt(square_avg + s.eps); }
+};
+
+// One element's decayed parameter, new square_avg and new buffer (with
+// kMomentum; else the step without it applied to the parameter).
+template <class Rule, bool kMomentum>
+inline void moments(float grad, float& param, float& square_avg, float* buffer, const OnePassScalars& s) {
+  const float g = decayed_grad(grad, param, s);
+  param *= s.param_factor;
+  square_avg = Rule::square_avg(g, square_avg, s);
+  const float avg = Rule::avg(square_avg, s);
+  if constexpr (kMomentum) {
+    *buffer = *buffer * s.momentum + s.grad_scale * g / avg;
+  } else {
+    param = param + s.neg_lr * g / avg;
+  }
+}
+
+template <class Rule, bool kMomentum>
+TIMM_AVX2_CLONES void rmsprop_one_pass(float* __restrict param, const float* __restrict grad,
+                                       float* __restrict square_avg, float* __restrict buffer, int64_t n,
+                                       const OnePassScalars s) {
+  for (int64_t i = 0; i < n; ++i) {
+    float p = param[i];
+    float v = square_avg[i];
+    float b = kMomentum ? buffer[i] : 0.0f;
+    moments<Rule, kMomentum>(grad[i], p, v, &b, s);
+    if constexpr (kMomentum) {
+      p = p + s.buffer_step * b;
+      buffer[i] = b;
+    }
+    param[i] = p;
+    square_avg[i] = v;
+  }
+}
+
+// Caution's first pass (RMSpropTF with momentum): the square_avg and buffer,
+// and how many new buffer values agree in sign with their gradient.
+template <class Rule>
+TIMM_AVX2_CLONES int64_t rmsprop_moments(const float* __restrict param, const float* __restrict grad,
+                                         float* __restrict square_avg, float* __restrict buffer, int64_t n,
+                                         const OnePassScalars s) {
+  int64_t agreeing = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    float p = param[i];
+    float v = square_avg[i];
+    float b = buffer[i];
+    moments<Rule, true>(grad[i], p, v, &b, s);
+    square_avg[i] = v;
+    buffer[i] = b;
+    agreeing += b * decayed_grad(grad[i], param[i], s) > 0;
+  }
+  return agreeing;
+}
+
+// Caution's second pass: the step along the buffer where it agrees with the
+// gradient, times `mask_value`, 0 elsewhere.
+template <class Rule>
+TIMM_AVX2_CLONES void rmsprop_cautious_step(float* __restrict param, const float* __restrict grad,
+                                            const float* __restrict buffer, int64_t n, float mask_value,
+                                            const OnePassScalars s) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float b = buffer[i];
+    const float masked = b * (b * decayed_grad(grad[i], param[i], s) > 0 ? mask_value : 0.0f);
+    param[i] = param[i] * s.param_factor + s.buffer_step * masked;
+  }
+}
+
+// The loops over one contiguous float32 parameter (`buffer` undefined
+// without momentum), in ranges across the intra-op threads.
+template <class Rule>
+void update_in_passes(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& square_avg,
+                      const at::Tensor& buffer, bool caution, const OnePassScalars& s) {
+  float* p = param.data_ptr<float>();
+  const float* g = grad.data_ptr<float>();
+  float* v = square_avg.data_ptr<float>();
+  float* b = buffer.defined() ? buffer.data_ptr<float>() : nullptr;
+  if (caution && b) {
+    cautious_two_passes(
+        param.numel(),
+        [&](int64_t begin, int64_t end) {
+          return rmsprop_moments<Rule>(p + begin, g + begin, v + begin, b + begin, end - begin, s);
+        },
+        [&](int64_t begin, int64_t end, float mask_value) {
+          rmsprop_cautious_step<Rule>(p + begin, g + begin, b + begin, end - begin, mask_value, s);
+        });
+  } else {
+    at::parallel_for(0, param.numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+      if (b) {
+        rmsprop_one_pass<Rule, true>(p + begin, g + begin, v + begin, b + begin, end - begin, s);
+      } else {
+        rmsprop_one_pass<Rule, false>(p + begin, g + begin, v + begin, nullptr, end - begin, s);
+      }
+    });
+  }
+  bump_versions({param, square_avg});
+  if (b) bump_versions({buffer});
+}
+
+// One group's lists through the loops, if they take them (float32,
+// contiguous, on the CPU; not centered); returns whether they did.
+template <class Rule>
+bool try_one_pass(const Tensors& params, const Tensors& grads, const Tensors& square_avgs, const Tensors& buffers,
+                  const RmspropSettings& settings, const OnePassScalars& s) {
+  if (!settings.one_pass || settings.centered || !fused_cpu_kernels_apply({params, grads, square_avgs, buffers})) {
+    return false;
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    update_in_passes<Rule>(params[i], grads[i], square_avgs[i], buffers.empty() ? at::Tensor() : buffers[i],
+                           settings.caution, s);
+  }
+  return true;
+}
 
 void check_common(const OptimizerArgs& args, const RmspropSettings& s) {
   const std::string opt = timm::in_quotes(args.opt);
@@ -63,6 +228,8 @@ class RMSprop : public ForeachOptimizer {
 
   void update(const GroupStep& a) {
     at::_foreach_add_(state_list(a, "step"), 1);
+    const Tensors buffers = s_.momentum > 0 ? state_list(a, "momentum_buffer") : Tensors{};
+    if (try_one_pass<TorchRule>(a.params, a.grads, state_list(a, "square_avg"), buffers, s_, scalars(a))) return;
     Tensors grads = s_.maximize ? at::_foreach_neg(a.grads) : a.grads;
     if (a.weight_decay != 0) grads = at::_foreach_add(grads, a.params, a.weight_decay);
     const Tensors square_avgs = state_list(a, "square_avg");
@@ -88,6 +255,20 @@ class RMSprop : public ForeachOptimizer {
     }
   }
 
+  OnePassScalars scalars(const GroupStep& a) const {
+    const auto f = [](double x) { return static_cast<float>(x); };
+    return {s_.maximize ? -1.0f : 1.0f,
+            f(a.weight_decay),
+            1.0f,
+            f(s_.alpha),
+            f(1 - s_.alpha),
+            f(s_.eps),
+            f(s_.momentum),
+            1.0f,
+            f(-a.lr),
+            f(-a.lr)};
+  }
+
   RmspropSettings s_;
 };
 
@@ -106,6 +287,8 @@ class RMSpropTF : public ForeachOptimizer {
 
   void update(const GroupStep& a) {
     at::_foreach_add_(state_list(a, "step"), 1);
+    const Tensors buffers = s_.momentum > 0 ? state_list(a, "momentum_buffer") : Tensors{};
+    if (try_one_pass<TfRule>(a.params, a.grads, state_list(a, "square_avg"), buffers, s_, scalars(a))) return;
     const double lr = a.lr;
     Tensors grads = a.grads;
     if (a.weight_decay != 0) {
@@ -147,6 +330,23 @@ class RMSpropTF : public ForeachOptimizer {
     }
   }
 
+  OnePassScalars scalars(const GroupStep& a) const {
+    const auto f = [](double x) { return static_cast<float>(x); };
+    OnePassScalars s{1.0f,      0.0f,           1.0f, f(s_.alpha), f(1. - s_.alpha),
+                     f(s_.eps), f(s_.momentum), 1.0f, f(-a.lr),    f(-a.lr)};
+    if (a.weight_decay != 0 && s_.decoupled_decay) {
+      const double wd_scale = s_.corrected_weight_decay ? a.lr * a.lr / s_.max_lr : a.lr;
+      s.param_factor = f(1. - wd_scale * a.weight_decay);
+    } else if (a.weight_decay != 0) {
+      s.grad_decay = f(a.weight_decay);
+    }
+    if (s_.lr_in_momentum) {
+      s.grad_scale = f(a.lr);
+      s.buffer_step = -1.0f;
+    }
+    return s;
+  }
+
   RmspropSettings s_;
 };
 
@@ -159,6 +359,7 @@ OptimizerPtr make_rmsprop(std::vector<ParamGroup> groups, const OptimizerArgs& a
   s.momentum = args.momentum;
   s.centered = kwargs.get_bool("centered", false);
   s.maximize = kwargs.get_bool("maximize", false);
+  s.one_pass = one_pass_requested(kwargs);
   check_common(args, s);
   if (kwargs.get_bool("capturable", false) || kwargs.get_bool("differentiable", false)) {
     throw UsageError("optimizer " + timm::in_quotes(args.opt) + ": capturable and differentiable are not supported");
@@ -191,6 +392,7 @@ OptimizerPtr make_rmsproptf(std::vector<ParamGroup> groups, const OptimizerArgs&
   s.lr_in_momentum = kwargs.get_bool("lr_in_momentum", true);
   s.caution = kwargs.get_bool("caution", false);
   s.max_lr = args.lr;
+  s.one_pass = one_pass_requested(kwargs);
   check_common(args, s);
   const std::string description =
       describe_optimizer("RMSpropTF", args.opt,
