@@ -24,8 +24,8 @@ using timm::test::OptimCase;
 // The same ATen ops in the same order as timm / torch on CPU: the runs agree
 // to a few float32 ulps of the parameters (|p| ~ 1), the states to a few ulps
 // relative to their largest value. The one-pass loops of Adopt, AdaBelief,
-// NAdam and RAdam (timm-cpp's, on the CPU by default) are within float32
-// rounding of the same ops.
+// NAdam, RAdam and NAdamW (timm-cpp's, on the CPU by default) are within
+// float32 rounding of the same ops.
 constexpr double kTolerance = 1e-6;
 constexpr double kStateTolerance = 1e-5;
 
@@ -72,6 +72,7 @@ std::vector<OptimCase> make_cases() {
   cases.push_back(make("radam betas", "radam", 1e-2, 0.0, {{"betas", "[0.9,0.99]"}}, 12));
   // NAdam's and RAdam's ops one by one instead of the one-pass loops.
   cases.push_back(make("nadam foreach=False", "nadam", 2e-3, 0.05, {{"foreach", "False"}}));
+  cases.push_back(make("cnadamw foreach=False", "cnadamw", 1e-2, 0.05, {{"foreach", "False"}}));
   cases.push_back(make("radamw foreach=False", "radamw", 1e-2, 0.05, {{"foreach", "False"}}, 12));
   // timm NAdamW
   cases.push_back(make("nadamw", "nadamw", 1e-2, 0.05));
@@ -186,8 +187,9 @@ TEST_CASE("radam and radamw match torch.optim.RAdam") {
   oracle.expect_parity_each({"radam", "radamw", "radam betas"}, kTolerance, kStateTolerance);
 }
 
-TEST_CASE("nadam and radam with foreach=False run torch's ops one by one") {
-  oracle.expect_parity_each({"nadam foreach=False", "radamw foreach=False"}, kTolerance, kStateTolerance);
+TEST_CASE("nadam, radam and nadamw with foreach=False run the ops one by one") {
+  oracle.expect_parity_each({"nadam foreach=False", "radamw foreach=False", "cnadamw foreach=False"}, kTolerance,
+                            kStateTolerance);
 }
 
 TEST_CASE("nadamw and its variants match timm's NAdamW") {
@@ -216,7 +218,9 @@ TEST_CASE("the Adam family's one-pass loops agree with their ops over several ra
       {"adabelief", {}},  {"adabelief", {{"decoupled_decay", "False"}}},
       {"radabelief", {}}, {"radabelief", {{"degenerated_to_sgd", "False"}}},
       {"nadam", {}},      {"nadam", {{"decoupled_weight_decay", "True"}}},
-      {"radam", {}},      {"radamw", {}}};
+      {"radam", {}},      {"radamw", {}},
+      {"nadamw", {}},     {"cnadamw", {}},
+      {"cnadamc", {}}};
   for (const auto& [opt, kwargs] : cases) {
     timm::OptimizerArgs args;
     args.opt = opt;

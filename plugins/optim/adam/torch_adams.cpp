@@ -82,8 +82,8 @@ struct Element {
 };
 inline Element decay_and_moments(float grad, float param, float exp_avg, float exp_avg_sq, const MomentScalars& s) {
   const float g = s.grad_decay != 0 ? grad + s.grad_decay * param : grad;
-  return {g, param * s.param_factor, aten_lerp(exp_avg, g, s.lerp_weight),
-          exp_avg_sq * s.beta2 + s.one_minus_beta2 * g * g};
+  aten_adam_moments(g, exp_avg, exp_avg_sq, s.lerp_weight, s.beta2, s.one_minus_beta2);
+  return {g, param * s.param_factor, exp_avg, exp_avg_sq};
 }
 
 struct NAdamScalars {

@@ -46,8 +46,7 @@ struct OnePassScalars {
 
 // One element's new moments, from its (signed) gradient.
 inline void update_moments(float g, float& exp_avg, float& exp_avg_sq, const OnePassScalars& s) {
-  exp_avg = aten_lerp(exp_avg, g, s.lerp_weight);
-  exp_avg_sq = exp_avg_sq * s.beta2 + s.one_minus_beta2 * g * g;
+  aten_adam_moments(g, exp_avg, exp_avg_sq, s.lerp_weight, s.beta2, s.one_minus_beta2);
 }
 
 // The decayed parameter moved along `update` (addcdiv: p + step * u / denom).

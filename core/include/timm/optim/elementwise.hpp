@@ -15,6 +15,15 @@ inline float aten_lerp(float start, float end, float weight) {
   return std::abs(weight) < 0.5f ? start + weight * (end - start) : end - (end - start) * (1.0f - weight);
 }
 
+// Adam's moments of one element as the ops update them:
+// exp_avg.lerp_(g, lerp_weight); exp_avg_sq.mul_(beta2).addcmul_(g, g,
+// one_minus_beta2).
+inline void aten_adam_moments(float g, float& exp_avg, float& exp_avg_sq, float lerp_weight, float beta2,
+                              float one_minus_beta2) {
+  exp_avg = aten_lerp(exp_avg, g, lerp_weight);
+  exp_avg_sq = exp_avg_sq * beta2 + one_minus_beta2 * g * g;
+}
+
 // ATen's sign of a float: 1, -1 or 0 (0 for NaN too).
 inline float aten_sign(float x) { return static_cast<float>((0.0f < x) - (x < 0.0f)); }
 
