@@ -54,7 +54,10 @@ void adabelief_one_pass(float* __restrict param, const float* __restrict grad, f
   for (int64_t i = 0; i < n; ++i) {
     // The ops in timm's order: decay, both moments, eps into the variance,
     // the step (addcdiv: p + step * m / denom; add: p + step * m).
-    const float g = s.grad_decay != 0 ? grad[i] + s.grad_decay * param[i] : grad[i];
+    // Each arm computed, then selected: a branch with float arithmetic in it
+    // would keep the loop from vectorising.
+    const float coupled = grad[i] + s.grad_decay * param[i];
+    const float g = s.grad_decay != 0 ? coupled : grad[i];
     const float p = param[i] * s.param_factor;
     const float m = aten_lerp(exp_avg[i], g, s.lerp_weight);
     const float residual = g - m;
@@ -62,7 +65,9 @@ void adabelief_one_pass(float* __restrict param, const float* __restrict grad, f
     const float denom = std::sqrt(v) / s.bias_correction2_sqrt + s.eps;
     exp_avg[i] = m;
     exp_avg_var[i] = v;
-    param[i] = s.adaptive ? p + s.step * m / denom : p + s.step * m;
+    const float adaptive = p + s.step * m / denom;
+    const float sgd = p + s.step * m;
+    param[i] = s.adaptive ? adaptive : sgd;
   }
 }
 

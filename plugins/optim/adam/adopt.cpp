@@ -44,11 +44,13 @@ struct OnePassScalars {
 };
 
 inline float decayed_grad(float grad, float param, const OnePassScalars& s) {
-  return s.grad_decay != 0 ? grad + s.grad_decay * param : grad;
+  const float decayed = grad + s.grad_decay * param;  // then selected: no branch in the loops
+  return s.grad_decay != 0 ? decayed : grad;
 }
 
 inline float decayed_param(float param, const OnePassScalars& s) {
-  return s.param_decay != 0 ? param + s.param_decay * param : param;
+  const float decayed = param + s.param_decay * param;
+  return s.param_decay != 0 ? decayed : param;
 }
 
 // timm's new exp_avg: the gradient over max(sqrt(exp_avg_sq), eps), clamped
@@ -107,7 +109,7 @@ void adopt_cautious_step(float* __restrict param, const float* __restrict grad, 
   for (int64_t i = 0; i < n; ++i) {
     const float g = decayed_grad(grad[i], param[i], s);
     const float m = exp_avg[i];
-    const float update = m * g > 0 ? m * mask_value : m * 0.0f;
+    const float update = m * (m * g > 0 ? mask_value : 0.0f);
     param[i] = decayed_param(param[i], s) + s.minus_lr * update;
   }
 }

@@ -81,7 +81,8 @@ struct Element {
   float exp_avg_sq;
 };
 inline Element decay_and_moments(float grad, float param, float exp_avg, float exp_avg_sq, const MomentScalars& s) {
-  const float g = s.grad_decay != 0 ? grad + s.grad_decay * param : grad;
+  const float coupled = grad + s.grad_decay * param;  // then selected: no branch in the loops
+  const float g = s.grad_decay != 0 ? coupled : grad;
   aten_adam_moments(g, exp_avg, exp_avg_sq, s.lerp_weight, s.beta2, s.one_minus_beta2);
   return {g, param * s.param_factor, exp_avg, exp_avg_sq};
 }

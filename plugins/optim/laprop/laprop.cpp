@@ -54,7 +54,12 @@ inline Moments update_moments(float g, float exp_avg, float exp_avg_sq, const On
   return {exp_avg * s.beta1 + s.lr_one_minus_beta1 * (g / denom), v};
 }
 
-inline float decayed(float p, const OnePassScalars& s) { return s.decay != 0 ? p - s.decay * p : p; }
+// Computed, then selected: a branch with float arithmetic in it would keep
+// the loops from vectorising.
+inline float decayed(float p, const OnePassScalars& s) {
+  const float decayed = p - s.decay * p;
+  return s.decay != 0 ? decayed : p;
+}
 
 // The loops below make timm's update one element after another, each value
 // read and written once where the ten per-tensor ops read or write about 25
@@ -95,7 +100,7 @@ void laprop_cautious_step(float* __restrict param, const float* __restrict grad,
                           int64_t n, float mask_value, const OnePassScalars s) {
   for (int64_t i = 0; i < n; ++i) {
     const float m = exp_avg[i];
-    const float update = m * grad[i] > 0 ? m * mask_value : m * 0.0f;
+    const float update = m * (m * grad[i] > 0 ? mask_value : 0.0f);
     param[i] = decayed(param[i] - s.step_size * update, s);
   }
 }

@@ -49,7 +49,8 @@ TIMM_AVX2_CLONES
 void accumulate(const float* __restrict param, const float* __restrict grad, float* __restrict grad_sum_sq,
                 float* __restrict s, int64_t n, const ChunkScalars c) {
   for (int64_t i = 0; i < n; ++i) {
-    const float g = c.grad_decay != 0 ? grad[i] + c.grad_decay * param[i] : grad[i];
+    const float coupled = grad[i] + c.grad_decay * param[i];  // then selected: no branch in the loop
+    const float g = c.grad_decay != 0 ? coupled : grad[i];
     grad_sum_sq[i] = grad_sum_sq[i] + c.lamb * g * g;
     s[i] = s[i] + c.lamb * g;
   }
@@ -61,7 +62,8 @@ void momentum_step(float* __restrict param, const float* __restrict x0, const fl
                    const float* __restrict cube_root, int64_t n, const ChunkScalars c) {
   for (int64_t i = 0; i < n; ++i) {
     const float z = x0[i] - s[i] / (cube_root[i] + c.eps);
-    const float p = c.param_scale != 1 ? param[i] * c.param_scale : param[i];
+    const float scaled = param[i] * c.param_scale;
+    const float p = c.param_scale != 1 ? scaled : param[i];
     param[i] = p * c.keep + c.ck * z;
   }
 }
@@ -72,7 +74,8 @@ TIMM_AVX2_CLONES
 void dual_anchor(const float* __restrict param, const float* __restrict s, const float* __restrict cube_root,
                  float* __restrict x0, int64_t n, const ChunkScalars c) {
   for (int64_t i = 0; i < n; ++i) {
-    const float p = c.param_scale != 1 ? param[i] * c.param_scale : param[i];
+    const float scaled = param[i] * c.param_scale;
+    const float p = c.param_scale != 1 ? scaled : param[i];
     x0[i] = p + s[i] / (cube_root[i] + c.eps);
   }
 }

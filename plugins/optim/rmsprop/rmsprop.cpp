@@ -60,7 +60,8 @@ struct OnePassScalars {
 
 inline float decayed_grad(float grad, float param, const OnePassScalars& s) {
   const float g = grad * s.grad_sign;
-  return s.grad_decay != 0 ? g + s.grad_decay * param : g;
+  const float coupled = g + s.grad_decay * param;  // then selected: no branch in the loops
+  return s.grad_decay != 0 ? coupled : g;
 }
 
 // torch's RMSprop: square_avg.mul_(alpha).addcmul_(g, g, 1 - alpha);

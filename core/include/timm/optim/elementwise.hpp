@@ -10,9 +10,17 @@
 namespace timm {
 
 // ATen's lerp(start, end, weight): start + weight * (end - start) for
-// |weight| < 0.5, else end - (end - start) * (1 - weight).
+// |weight| < 0.5, else end - (end - start) * (1 - weight), written as ATen's
+// vectorised kernel does, base + coeff * (end - start) with both picked by
+// the weight: selects, no branch, so that loops with several lerps still
+// vectorise (GCC does not if-convert float arithmetic under
+// -ftrapping-math). The same values: w - 1 is exactly -(1 - w).
 inline float aten_lerp(float start, float end, float weight) {
-  return std::abs(weight) < 0.5f ? start + weight * (end - start) : end - (end - start) * (1.0f - weight);
+  const bool small = std::abs(weight) < 0.5f;
+  const float weight_minus_one = weight - 1.0f;
+  const float coeff = small ? weight : weight_minus_one;
+  const float base = small ? start : end;
+  return base + coeff * (end - start);
 }
 
 // Adam's moments of one element as the ops update them:
