@@ -2,10 +2,16 @@
 // ("adagrad" with eps 1e-8, "adadelta", "adamax"): torch's single-tensor
 // update (the path Python runs on CPU) with its operations in its order,
 // over lists, and per-parameter float32 step counts as torch keeps them.
-// L2 weight decay (grad + wd * p) as torch's weight_decay.
+// L2 weight decay (grad + wd * p) as torch's weight_decay. On the CPU,
+// Adagrad runs torch's fused kernel, Adadelta and Adamax loops of timm-cpp's
+// own, one pass per parameter (foreach=False: the ops).
+#include <ATen/Parallel.h>
+
 #include <cmath>
 
 #include "timm/base/error.hpp"
+#include "timm/base/simd.hpp"
+#include "timm/optim/elementwise.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
 #include "timm/plugin/plugin.hpp"
 
@@ -17,6 +23,86 @@ using Tensors = std::vector<at::Tensor>;
 // torch's coupled weight decay: grad + weight_decay * param, new tensors.
 Tensors with_l2_decay(const Tensors& params, const Tensors& grads, double weight_decay) {
   return weight_decay == 0 ? grads : at::_foreach_add(grads, params, weight_decay);
+}
+
+// ---- One-pass loops -----------------------------------------------------------
+//
+// Adadelta's and Adamax's updates one element after another, each value read
+// and written once where their eight to eleven ops read or write about 25
+// values per element; within float32 rounding of the ops (ATen's formulas
+// per element: addcmul self + v * t1 * t2, addcdiv self + v * t1 / t2). They
+// vectorise (the plugin builds with -fno-math-errno for sqrt), with an AVX2
+// clone where the CPU has it.
+
+// torch's coupled weight decay of one element, computed then selected (a
+// branch with float arithmetic in it would keep the loops from vectorising).
+inline float l2_decayed(float grad, float param, float weight_decay) {
+  const float decayed = grad + weight_decay * param;
+  return weight_decay != 0 ? decayed : grad;
+}
+
+struct AdadeltaScalars {
+  float weight_decay;
+  float rho;
+  float one_minus_rho;
+  float eps;
+  float neg_lr;
+};
+
+TIMM_AVX2_CLONES
+void adadelta_one_pass(float* __restrict param, const float* __restrict grad, float* __restrict square_avg,
+                       float* __restrict acc_delta, int64_t n, const AdadeltaScalars s) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = l2_decayed(grad[i], param[i], s.weight_decay);
+    const float v = square_avg[i] * s.rho + s.one_minus_rho * g * g;
+    const float root = std::sqrt(v + s.eps);
+    const float delta = std::sqrt(acc_delta[i] + s.eps) / root * g;
+    square_avg[i] = v;
+    acc_delta[i] = acc_delta[i] * s.rho + s.one_minus_rho * delta * delta;
+    param[i] = param[i] + s.neg_lr * delta;
+  }
+}
+
+struct AdamaxScalars {
+  float weight_decay;
+  float lerp_weight;  // 1 - beta1
+  float beta2;
+  float eps;
+  float neg_clr;  // -lr / (1 - beta1^step)
+};
+
+// torch.maximum of one element: NaN if either is.
+inline float aten_maximum(float a, float b) {
+  const float larger = a > b ? a : b;
+  return a != a ? a : (b != b ? b : larger);
+}
+
+TIMM_AVX2_CLONES
+void adamax_one_pass(float* __restrict param, const float* __restrict grad, float* __restrict exp_avg,
+                     float* __restrict exp_inf, int64_t n, const AdamaxScalars s) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = l2_decayed(grad[i], param[i], s.weight_decay);
+    const float m = aten_lerp(exp_avg[i], g, s.lerp_weight);
+    const float u = aten_maximum(exp_inf[i] * s.beta2, std::abs(g) + s.eps);
+    exp_avg[i] = m;
+    exp_inf[i] = u;
+    param[i] = param[i] + s.neg_clr * m / u;
+  }
+}
+
+// `loop(p, g, a, b, n, scalars)` over one contiguous float32 parameter and
+// its two states, in ranges across the intra-op threads.
+template <class Loop, class Scalars>
+void update_in_one_pass(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& state_a,
+                        const at::Tensor& state_b, Loop loop, const Scalars& s) {
+  float* p = param.data_ptr<float>();
+  const float* g = grad.data_ptr<float>();
+  float* a = state_a.data_ptr<float>();
+  float* b = state_b.data_ptr<float>();
+  at::parallel_for(0, param.numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+    loop(p + begin, g + begin, a + begin, b + begin, end - begin, s);
+  });
+  bump_versions({param, state_a, state_b});
 }
 
 // ---- Adagrad ----------------------------------------------------------------
@@ -67,6 +153,7 @@ class Adagrad : public ForeachOptimizer {
 struct AdadeltaConfig {
   double rho = 0.9;
   double eps = 1e-6;
+  bool one_pass = true;  // --opt-kwargs foreach=False: the ops one by one
 };
 
 class Adadelta : public ForeachOptimizer {
@@ -81,6 +168,14 @@ class Adadelta : public ForeachOptimizer {
     increment_steps(g);
     const Tensors square_avgs = state_list(g, "square_avg");
     const Tensors acc_deltas = state_list(g, "acc_delta");
+    if (c_.one_pass && fused_cpu_kernels_apply({g.params, g.grads, square_avgs, acc_deltas})) {
+      const auto f = [](double x) { return static_cast<float>(x); };
+      const AdadeltaScalars s{f(g.weight_decay), f(c_.rho), f(1 - c_.rho), f(c_.eps), f(-g.lr)};
+      for (std::size_t i = 0; i < g.params.size(); ++i) {
+        update_in_one_pass(g.params[i], g.grads[i], square_avgs[i], acc_deltas[i], adadelta_one_pass, s);
+      }
+      return;
+    }
     const Tensors grads = with_l2_decay(g.params, g.grads, g.weight_decay);
     at::_foreach_mul_(square_avgs, c_.rho);
     at::_foreach_addcmul_(square_avgs, grads, grads, 1 - c_.rho);
@@ -104,6 +199,7 @@ struct AdamaxConfig {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
+  bool one_pass = true;  // --opt-kwargs foreach=False: the ops one by one
 };
 
 class Adamax : public ForeachOptimizer {
@@ -118,6 +214,15 @@ class Adamax : public ForeachOptimizer {
     const std::vector<double> steps = increment_steps(g);
     const Tensors exp_avgs = state_list(g, "exp_avg");
     const Tensors exp_infs = state_list(g, "exp_inf");
+    if (c_.one_pass && fused_cpu_kernels_apply({g.params, g.grads, exp_avgs, exp_infs})) {
+      const auto f = [](double x) { return static_cast<float>(x); };
+      for (std::size_t i = 0; i < g.params.size(); ++i) {
+        const AdamaxScalars s{f(g.weight_decay), f(1 - c_.beta1), f(c_.beta2), f(c_.eps),
+                              f(-(g.lr / (1 - std::pow(c_.beta1, steps[i]))))};
+        update_in_one_pass(g.params[i], g.grads[i], exp_avgs[i], exp_infs[i], adamax_one_pass, s);
+      }
+      return;
+    }
     const Tensors grads = with_l2_decay(g.params, g.grads, g.weight_decay);
     at::_foreach_lerp_(exp_avgs, grads, 1 - c_.beta1);
     // torch.maximum(exp_inf.mul_(beta2), grad.abs().add_(eps), out=exp_inf)
@@ -180,6 +285,7 @@ OptimizerPtr make_adadelta(std::vector<ParamGroup> groups, const OptimizerArgs& 
   c.rho = kwargs.get_double("rho", 0.9);
   const EpsArg eps = resolve_eps(args, kwargs, 1e-6);
   c.eps = eps.value;
+  c.one_pass = one_pass_requested(kwargs);
   if (c.rho < 0 || c.rho > 1) {
     throw UsageError("optimizer " + in_quotes(args.opt) + ": invalid rho value " + python_float_repr(c.rho) +
                      " (expected in [0, 1])");
@@ -207,6 +313,7 @@ OptimizerPtr make_adamax(std::vector<ParamGroup> groups, const OptimizerArgs& ar
   c.beta1 = betas[0];
   c.beta2 = betas[1];
   c.eps = eps.value;
+  c.one_pass = one_pass_requested(kwargs);
   const std::string description = describe_optimizer("Adamax", args.opt,
                                                      {{"lr", python_float_repr(args.lr)},
                                                       {"betas", betas_repr(args, betas, /*always_tuple=*/false)},
