@@ -90,21 +90,6 @@ void adamax_one_pass(float* __restrict param, const float* __restrict grad, floa
   }
 }
 
-// `loop(p, g, a, b, n, scalars)` over one contiguous float32 parameter and
-// its two states, in ranges across the intra-op threads.
-template <class Loop, class Scalars>
-void update_in_one_pass(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& state_a,
-                        const at::Tensor& state_b, Loop loop, const Scalars& s) {
-  float* p = param.data_ptr<float>();
-  const float* g = grad.data_ptr<float>();
-  float* a = state_a.data_ptr<float>();
-  float* b = state_b.data_ptr<float>();
-  at::parallel_for(0, param.numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
-    loop(p + begin, g + begin, a + begin, b + begin, end - begin, s);
-  });
-  bump_versions({param, state_a, state_b});
-}
-
 // ---- Adagrad ----------------------------------------------------------------
 
 struct AdagradConfig {
@@ -172,7 +157,7 @@ class Adadelta : public ForeachOptimizer {
       const auto f = [](double x) { return static_cast<float>(x); };
       const AdadeltaScalars s{f(g.weight_decay), f(c_.rho), f(1 - c_.rho), f(c_.eps), f(-g.lr)};
       for (std::size_t i = 0; i < g.params.size(); ++i) {
-        update_in_one_pass(g.params[i], g.grads[i], square_avgs[i], acc_deltas[i], adadelta_one_pass, s);
+        run_one_pass_loop(g.params[i], g.grads[i], square_avgs[i], acc_deltas[i], adadelta_one_pass, s);
       }
       return;
     }
@@ -219,7 +204,7 @@ class Adamax : public ForeachOptimizer {
       for (std::size_t i = 0; i < g.params.size(); ++i) {
         const AdamaxScalars s{f(g.weight_decay), f(1 - c_.beta1), f(c_.beta2), f(c_.eps),
                               f(-(g.lr / (1 - std::pow(c_.beta1, steps[i]))))};
-        update_in_one_pass(g.params[i], g.grads[i], exp_avgs[i], exp_infs[i], adamax_one_pass, s);
+        run_one_pass_loop(g.params[i], g.grads[i], exp_avgs[i], exp_infs[i], adamax_one_pass, s);
       }
       return;
     }

@@ -90,7 +90,8 @@ class AdaBelief : public ForeachOptimizer {
     const Tensors exp_avg_vars = state_list(g, "exp_avg_var");
     if (c_.one_pass && !c_.amsgrad && fused_cpu_kernels_apply({g.params, g.grads, exp_avgs, exp_avg_vars})) {
       for (std::size_t i = 0; i < g.params.size(); ++i) {
-        update_in_one_pass(g.params[i], g.grads[i], exp_avgs[i], exp_avg_vars[i], scalars(g, steps[i]));
+        run_one_pass_loop(g.params[i], g.grads[i], exp_avgs[i], exp_avg_vars[i], adabelief_one_pass,
+                          scalars(g, steps[i]));
       }
       return;
     }
@@ -194,20 +195,6 @@ class AdaBelief : public ForeachOptimizer {
       s.step = c_.degenerated_to_sgd ? static_cast<float>(-(1.0 / bias_correction1) * g.lr) : 0.0f;
     }
     return s;
-  }
-
-  // The loop over one contiguous float32 parameter, in ranges across the
-  // intra-op threads.
-  static void update_in_one_pass(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& exp_avg,
-                                 const at::Tensor& exp_avg_var, const AdaBeliefScalars& s) {
-    float* p = param.data_ptr<float>();
-    const float* gr = grad.data_ptr<float>();
-    float* m = exp_avg.data_ptr<float>();
-    float* v = exp_avg_var.data_ptr<float>();
-    at::parallel_for(0, param.numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
-      adabelief_one_pass(p + begin, gr + begin, m + begin, v + begin, end - begin, s);
-    });
-    bump_versions({param, exp_avg, exp_avg_var});
   }
 
   AdaBeliefConfig c_;

@@ -24,8 +24,8 @@ using timm::test::OptimCase;
 // The same ATen ops in the same order as timm / torch on CPU: the runs agree
 // to a few float32 ulps of the parameters (|p| ~ 1), the states to a few ulps
 // relative to their largest value. The one-pass loops of Adopt, AdaBelief,
-// NAdam, RAdam and NAdamW (timm-cpp's, on the CPU by default) are within
-// float32 rounding of the same ops.
+// NAdam, RAdam, NAdamW and the legacy NAdam and RAdam (timm-cpp's, on the
+// CPU by default) are within float32 rounding of the same ops.
 constexpr double kTolerance = 1e-6;
 constexpr double kStateTolerance = 1e-5;
 
@@ -220,7 +220,8 @@ TEST_CASE("the Adam family's one-pass loops agree with their ops over several ra
       {"nadam", {}},      {"nadam", {{"decoupled_weight_decay", "True"}}},
       {"radam", {}},      {"radamw", {}},
       {"nadamw", {}},     {"cnadamw", {}},
-      {"cnadamc", {}}};
+      {"cnadamc", {}},    {"nadamlegacy", {}},
+      {"radamlegacy", {}}};
   for (const auto& [opt, kwargs] : cases) {
     timm::OptimizerArgs args;
     args.opt = opt;

@@ -132,21 +132,6 @@ void radam_one_pass(float* __restrict param, const float* __restrict grad, float
   }
 }
 
-// `loop(p, g, m, v, n, scalars)` over one contiguous float32 parameter and
-// its moments, in ranges across the intra-op threads.
-template <class Loop, class Scalars>
-void update_in_one_pass(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& exp_avg,
-                        const at::Tensor& exp_avg_sq, Loop loop, const Scalars& s) {
-  float* p = param.data_ptr<float>();
-  const float* g = grad.data_ptr<float>();
-  float* m = exp_avg.data_ptr<float>();
-  float* v = exp_avg_sq.data_ptr<float>();
-  at::parallel_for(0, param.numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
-    loop(p + begin, g + begin, m + begin, v + begin, end - begin, s);
-  });
-  bump_versions({param, exp_avg, exp_avg_sq});
-}
-
 void init_moments(ForeachOptimizer::State& state, const at::Tensor& param) {
   state["exp_avg"] = at::zeros_like(param, at::MemoryFormat::Preserve);
   state["exp_avg_sq"] = at::zeros_like(param, at::MemoryFormat::Preserve);
@@ -254,7 +239,7 @@ class NAdam : public ForeachOptimizer {
       for (std::size_t i = 0; i < steps.size(); ++i) {
         const NAdamScalars s{moments, static_cast<float>(bias_corrections2[i]), static_cast<float>(c_.eps),
                              static_cast<float>(grad_coefs[i]), static_cast<float>(exp_avg_coefs[i])};
-        update_in_one_pass(g.params[i], g.grads[i], exp_avgs[i], exp_avg_sqs[i], nadam_one_pass, s);
+        run_one_pass_loop(g.params[i], g.grads[i], exp_avgs[i], exp_avg_sqs[i], nadam_one_pass, s);
       }
       return;
     }
@@ -289,8 +274,8 @@ class RAdam : public ForeachOptimizer {
     if (c_.one_pass && fused_cpu_kernels_apply({g.params, g.grads, exp_avgs, exp_avg_sqs})) {
       const MomentScalars moments = moment_scalars(c_, g.lr, g.weight_decay);
       for (std::size_t i = 0; i < steps.size(); ++i) {
-        update_in_one_pass(g.params[i], g.grads[i], exp_avgs[i], exp_avg_sqs[i], radam_one_pass,
-                           scalars(moments, g.lr, steps[i]));
+        run_one_pass_loop(g.params[i], g.grads[i], exp_avgs[i], exp_avg_sqs[i], radam_one_pass,
+                          scalars(moments, g.lr, steps[i]));
       }
       return;
     }

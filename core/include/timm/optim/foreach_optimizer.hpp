@@ -182,6 +182,24 @@ void cautious_two_passes(int64_t numel, const Moments& moments, const Step& step
 // dispatcher.
 void bump_versions(std::initializer_list<std::reference_wrapper<const at::Tensor>> tensors);
 
+// A one-pass CPU loop over a contiguous float32 parameter and two state
+// tensors of its shape (see fused_cpu_kernels_apply): `loop(param, grad,
+// state_a, state_b, n, scalars)` on each range of elements across the
+// intra-op threads, the pointers offset to the range; then the versions of
+// the three written tensors bumped.
+template <class Loop, class Scalars>
+void run_one_pass_loop(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& state_a,
+                       const at::Tensor& state_b, Loop loop, const Scalars& scalars) {
+  float* p = param.data_ptr<float>();
+  const float* g = grad.data_ptr<float>();
+  float* a = state_a.data_ptr<float>();
+  float* b = state_b.data_ptr<float>();
+  at::parallel_for(0, param.numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+    loop(p + begin, g + begin, a + begin, b + begin, end - begin, scalars);
+  });
+  bump_versions({param, state_a, state_b});
+}
+
 // timm's _rms_clip_denom_ (AdamW's and NAdamW's clipping_threshold): each
 // denominator multiplied in place by max(1, rms(grad / denom) / threshold).
 void rms_clip_denominators(const std::vector<at::Tensor>& denoms, const std::vector<at::Tensor>& grads,
