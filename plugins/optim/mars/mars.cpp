@@ -4,11 +4,17 @@
 // ("lion"). Per parameter, with its own step count and last gradient:
 // parameters with fewer than two dims take plain AdamW steps with betas_1d
 // and lr·lr_1d_factor unless optimize_1d. Decoupled weight decay (lr·wd·p),
-// optional caution.
+// optional caution. Without caution, contiguous float32 CPU parameters take
+// the update after the clipping's norm in one loop of timm-cpp's own
+// (timm's Mars takes no foreach; the ops run for other tensors).
+#include <ATen/Parallel.h>
+
 #include <cmath>
 #include <optional>
 
 #include "timm/base/error.hpp"
+#include "timm/base/simd.hpp"
+#include "timm/optim/elementwise.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
 #include "timm/plugin/plugin.hpp"
 
@@ -30,6 +36,51 @@ struct MarsConfig {
   double beta2_1d = 0.99;
   bool caution = false;
 };
+
+// The update after c_t's norm one element after another: each value read
+// and written once where the eleven ops after the norm read or write about
+// 25 values per element; within float32 rounding of the ops (ATen's
+// formulas per element). Vectorises (the plugin builds with -fno-math-errno
+// for sqrt), with an AVX2 clone where the CPU has it.
+struct MarsScalars {
+  float norm;  // max(1, ||c_t||): c_t's divisor
+  float beta1;
+  float one_minus_beta1;
+  float beta2;
+  float one_minus_beta2;
+  float bias_correction1;
+  float bias_correction2_sqrt;
+  float eps;
+  float weight_decay;
+  float neg_lr;
+};
+
+// mars_type "adamw": the AdamW moments and step of the clipped c_t.
+TIMM_AVX2_CLONES
+void mars_adamw_one_pass(float* __restrict param, const float* __restrict c_t, float* __restrict exp_avg,
+                         float* __restrict exp_avg_sq, int64_t n, const MarsScalars s) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float c = c_t[i] / s.norm;
+    const float m = exp_avg[i] * s.beta1 + s.one_minus_beta1 * c;
+    const float v = exp_avg_sq[i] * s.beta2 + s.one_minus_beta2 * c * c;
+    const float denom = std::sqrt(v) / s.bias_correction2_sqrt + s.eps;
+    const float update = param[i] * s.weight_decay + m / s.bias_correction1 / denom;
+    param[i] = param[i] + s.neg_lr * update;
+    exp_avg[i] = m;
+    exp_avg_sq[i] = v;
+  }
+}
+
+// mars_type "lion": the sign of the first moment (exp_avg_sq untouched).
+TIMM_AVX2_CLONES
+void mars_lion_one_pass(float* __restrict param, const float* __restrict c_t, float* __restrict exp_avg,
+                        float* __restrict /*exp_avg_sq*/, int64_t n, const MarsScalars s) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float m = exp_avg[i] * s.beta1 + s.one_minus_beta1 * (c_t[i] / s.norm);
+    param[i] = param[i] + s.neg_lr * (param[i] * s.weight_decay + aten_sign(m));
+    exp_avg[i] = m;
+  }
+}
 
 // 1 - beta^step and sqrt(1 - beta2^step) of each step count.
 Scalars bias_corrections(double beta, const std::vector<double>& steps, bool take_sqrt) {
@@ -96,9 +147,17 @@ class Mars : public ForeachOptimizer {
     // c_t / max(1, ||c_t||), not in place (c_t may be the gradient).
     std::vector<at::Tensor> norms = at::_foreach_norm(c_t);
     for (at::Tensor& norm : norms) norm.clamp_min_(1.0);
+    const Tensors exp_avgs = state_list(a, "exp_avg");
+    const Tensors exp_avg_sqs = state_list(a, "exp_avg_sq");
+    if (!c_.caution && fused_cpu_kernels_apply({a.params, c_t, exp_avgs, exp_avg_sqs})) {
+      for (std::size_t i = 0; i < steps.size(); ++i) {
+        run_one_pass_loop(a.params[i], c_t[i], exp_avgs[i], exp_avg_sqs[i],
+                          c_.lion ? mars_lion_one_pass : mars_adamw_one_pass, scalars(a, steps[i], norms[i]));
+      }
+      return;
+    }
     c_t = at::_foreach_div(c_t, norms);
 
-    const Tensors exp_avgs = state_list(a, "exp_avg");
     at::_foreach_mul_(exp_avgs, c_.beta1);
     at::_foreach_add_(exp_avgs, c_t, one_minus_beta1);
     // Caution masks a copy: the state keeps the unmasked moment.
@@ -108,7 +167,6 @@ class Mars : public ForeachOptimizer {
     if (c_.lion) {
       at::_foreach_add_(updates, at::_foreach_sign(avgs));
     } else {
-      const Tensors exp_avg_sqs = state_list(a, "exp_avg_sq");
       at::_foreach_mul_(exp_avg_sqs, c_.beta2);
       at::_foreach_addcmul_(exp_avg_sqs, c_t, c_t, 1.0 - c_.beta2);
       Tensors denom = at::_foreach_sqrt(exp_avg_sqs);
@@ -119,6 +177,20 @@ class Mars : public ForeachOptimizer {
       at::_foreach_add_(updates, adam);
     }
     at::_foreach_add_(a.params, updates, -a.lr);
+  }
+
+  MarsScalars scalars(const GroupStep& a, double step, const at::Tensor& norm) const {
+    const auto f = [](double x) { return static_cast<float>(x); };
+    return {norm.item<float>(),
+            f(c_.beta1),
+            f(1.0 - c_.beta1),
+            f(c_.beta2),
+            f(1.0 - c_.beta2),
+            f(1.0 - std::pow(c_.beta1, step)),
+            f(std::sqrt(1.0 - std::pow(c_.beta2, step))),
+            f(c_.eps),
+            f(a.weight_decay),
+            f(-a.lr)};
   }
 
   // timm's AdamW fallback for tensors with fewer than two dims.
