@@ -105,7 +105,7 @@ int64_t adopt_moments(const float* __restrict param, const float* __restrict gra
 // gradient, times `mask_value`, 0 elsewhere.
 TIMM_AVX2_CLONES
 void adopt_cautious_step(float* __restrict param, const float* __restrict grad, const float* __restrict exp_avg,
-                         int64_t n, float mask_value, const OnePassScalars s) {
+                         const float* __restrict /*exp_avg_sq*/, int64_t n, float mask_value, const OnePassScalars s) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = decayed_grad(grad[i], param[i], s);
     const float m = exp_avg[i];
@@ -206,30 +206,14 @@ class Adopt : public ForeachOptimizer {
   }
 
   // The loops over one contiguous float32 parameter, in ranges across the
-  // intra-op threads. The writes bypass the dispatcher, so the versions are
-  // bumped here as the in-place ops would.
+  // intra-op threads.
   void update_in_passes(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& exp_avg,
                         const at::Tensor& exp_avg_sq, const OnePassScalars& s) const {
-    float* p = param.data_ptr<float>();
-    const float* gr = grad.data_ptr<float>();
-    float* m = exp_avg.data_ptr<float>();
-    float* v = exp_avg_sq.data_ptr<float>();
-    const int64_t n = param.numel();
-    if (!c_.caution) {
-      at::parallel_for(0, n, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
-        adopt_one_pass(p + begin, gr + begin, m + begin, v + begin, end - begin, s);
-      });
+    if (c_.caution) {
+      run_cautious_loops(param, grad, exp_avg, exp_avg_sq, adopt_moments, adopt_cautious_step, s);
     } else {
-      cautious_two_passes(
-          n,
-          [&](int64_t begin, int64_t end) {
-            return adopt_moments(p + begin, gr + begin, m + begin, v + begin, end - begin, s);
-          },
-          [&](int64_t begin, int64_t end, float mask_value) {
-            adopt_cautious_step(p + begin, gr + begin, m + begin, end - begin, mask_value, s);
-          });
+      run_one_pass_loop(param, grad, exp_avg, exp_avg_sq, adopt_one_pass, s);
     }
-    bump_versions({param, exp_avg, exp_avg_sq});
   }
 
   AdoptConfig c_;

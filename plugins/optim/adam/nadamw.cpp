@@ -69,8 +69,8 @@ void nadamw_one_pass(float* __restrict param, const float* __restrict grad, floa
 // Caution's first pass: the moments, and how many look-aheads agree in sign
 // with their gradient (timm's mask, update * grad > 0).
 TIMM_AVX2_CLONES
-int64_t nadamw_moments(const float* __restrict grad, float* __restrict exp_avg, float* __restrict exp_avg_sq, int64_t n,
-                       const NAdamWScalars s) {
+int64_t nadamw_moments(const float* __restrict /*param*/, const float* __restrict grad, float* __restrict exp_avg,
+                       float* __restrict exp_avg_sq, int64_t n, const NAdamWScalars s) {
   int64_t agreeing = 0;
   for (int64_t i = 0; i < n; ++i) {
     float m = exp_avg[i];
@@ -151,24 +151,11 @@ class NAdamW : public ForeachOptimizer {
   // intra-op threads.
   void update_in_passes(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& exp_avg,
                         const at::Tensor& exp_avg_sq, const NAdamWScalars& s) const {
-    float* p = param.data_ptr<float>();
-    const float* gr = grad.data_ptr<float>();
-    float* m = exp_avg.data_ptr<float>();
-    float* v = exp_avg_sq.data_ptr<float>();
-    const int64_t n = param.numel();
-    if (!c_.caution) {
-      at::parallel_for(0, n, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
-        nadamw_one_pass(p + begin, gr + begin, m + begin, v + begin, end - begin, s);
-      });
+    if (c_.caution) {
+      run_cautious_loops(param, grad, exp_avg, exp_avg_sq, nadamw_moments, nadamw_cautious_step, s);
     } else {
-      cautious_two_passes(
-          n,
-          [&](int64_t begin, int64_t end) { return nadamw_moments(gr + begin, m + begin, v + begin, end - begin, s); },
-          [&](int64_t begin, int64_t end, float mask_value) {
-            nadamw_cautious_step(p + begin, gr + begin, m + begin, v + begin, end - begin, mask_value, s);
-          });
+      run_one_pass_loop(param, grad, exp_avg, exp_avg_sq, nadamw_one_pass, s);
     }
-    bump_versions({param, exp_avg, exp_avg_sq});
   }
 
   NAdamWConfig c_;

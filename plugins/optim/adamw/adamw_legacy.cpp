@@ -77,8 +77,8 @@ void adamw_one_pass(float* __restrict param, const float* __restrict grad, float
 // Caution's first pass: the moments, and how many new exp_avg values agree
 // in sign with their gradient (timm's mask, exp_avg * grad > 0).
 TIMM_AVX2_CLONES
-int64_t adamw_moments(const float* __restrict grad, float* __restrict exp_avg, float* __restrict exp_avg_sq, int64_t n,
-                      const OnePassScalars s) {
+int64_t adamw_moments(const float* __restrict /*param*/, const float* __restrict grad, float* __restrict exp_avg,
+                      float* __restrict exp_avg_sq, int64_t n, const OnePassScalars s) {
   int64_t agreeing = 0;
   for (int64_t i = 0; i < n; ++i) {
     const float g = grad[i] * s.grad_sign;
@@ -173,24 +173,11 @@ class AdamWLegacy : public ForeachOptimizer {
   // intra-op threads.
   void update_in_passes(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& exp_avg,
                         const at::Tensor& exp_avg_sq, const OnePassScalars& s) const {
-    float* p = param.data_ptr<float>();
-    const float* gr = grad.data_ptr<float>();
-    float* m = exp_avg.data_ptr<float>();
-    float* v = exp_avg_sq.data_ptr<float>();
-    const int64_t n = param.numel();
-    if (!c_.caution) {
-      at::parallel_for(0, n, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
-        adamw_one_pass(p + begin, gr + begin, m + begin, v + begin, end - begin, s);
-      });
+    if (c_.caution) {
+      run_cautious_loops(param, grad, exp_avg, exp_avg_sq, adamw_moments, adamw_cautious_step, s);
     } else {
-      cautious_two_passes(
-          n,
-          [&](int64_t begin, int64_t end) { return adamw_moments(gr + begin, m + begin, v + begin, end - begin, s); },
-          [&](int64_t begin, int64_t end, float mask_value) {
-            adamw_cautious_step(p + begin, gr + begin, m + begin, v + begin, end - begin, mask_value, s);
-          });
+      run_one_pass_loop(param, grad, exp_avg, exp_avg_sq, adamw_one_pass, s);
     }
-    bump_versions({param, exp_avg, exp_avg_sq});
   }
 
   AdamWLegacyConfig c_;

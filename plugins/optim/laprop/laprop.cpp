@@ -81,8 +81,8 @@ void laprop_one_pass(float* __restrict param, const float* __restrict grad, floa
 // Caution's first pass: the moments, and how many new exp_avg values agree
 // in sign with their gradient (timm's mask, exp_avg * grad > 0).
 TIMM_AVX2_CLONES
-int64_t laprop_moments(const float* __restrict grad, float* __restrict exp_avg, float* __restrict exp_avg_sq, int64_t n,
-                       const OnePassScalars s) {
+int64_t laprop_moments(const float* __restrict /*param*/, const float* __restrict grad, float* __restrict exp_avg,
+                       float* __restrict exp_avg_sq, int64_t n, const OnePassScalars s) {
   int64_t agreeing = 0;
   for (int64_t i = 0; i < n; ++i) {
     const Moments m = update_moments(grad[i], exp_avg[i], exp_avg_sq[i], s);
@@ -97,7 +97,7 @@ int64_t laprop_moments(const float* __restrict grad, float* __restrict exp_avg, 
 // gradient, times `mask_value` (timm's mask over its mean), 0 elsewhere.
 TIMM_AVX2_CLONES
 void laprop_cautious_step(float* __restrict param, const float* __restrict grad, const float* __restrict exp_avg,
-                          int64_t n, float mask_value, const OnePassScalars s) {
+                          const float* __restrict /*exp_avg_sq*/, int64_t n, float mask_value, const OnePassScalars s) {
   for (int64_t i = 0; i < n; ++i) {
     const float m = exp_avg[i];
     const float update = m * (m * grad[i] > 0 ? mask_value : 0.0f);
@@ -186,28 +186,14 @@ class Laprop : public ForeachOptimizer {
   double wd_scale(double lr) const { return c_.max_lr ? std::pow(lr, 2) / *c_.max_lr : lr; }
 
   // The loops over one contiguous float32 parameter, in ranges across the
-  // intra-op threads. The writes bypass the dispatcher, so the versions are
-  // bumped here as the in-place ops would.
+  // intra-op threads.
   void update_in_passes(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& exp_avg,
                         const at::Tensor& exp_avg_sq, const OnePassScalars& s) const {
-    float* p = param.data_ptr<float>();
-    const float* g = grad.data_ptr<float>();
-    float* m = exp_avg.data_ptr<float>();
-    float* v = exp_avg_sq.data_ptr<float>();
-    const int64_t n = param.numel();
-    if (!c_.caution) {
-      at::parallel_for(0, n, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
-        laprop_one_pass(p + begin, g + begin, m + begin, v + begin, end - begin, s);
-      });
+    if (c_.caution) {
+      run_cautious_loops(param, grad, exp_avg, exp_avg_sq, laprop_moments, laprop_cautious_step, s);
     } else {
-      cautious_two_passes(
-          n,
-          [&](int64_t begin, int64_t end) { return laprop_moments(g + begin, m + begin, v + begin, end - begin, s); },
-          [&](int64_t begin, int64_t end, float mask_value) {
-            laprop_cautious_step(p + begin, g + begin, m + begin, end - begin, mask_value, s);
-          });
+      run_one_pass_loop(param, grad, exp_avg, exp_avg_sq, laprop_one_pass, s);
     }
-    bump_versions({param, exp_avg, exp_avg_sq});
   }
 
   LapropConfig c_;

@@ -200,6 +200,30 @@ void run_one_pass_loop(const at::Tensor& param, const at::Tensor& grad, const at
   bump_versions({param, state_a, state_b});
 }
 
+// run_one_pass_loop with timm's caution, in cautious_two_passes' two passes:
+// `moments(param, grad, state_a, state_b, n, scalars)` updates a range's
+// states and returns how many of its updates agree in sign with the
+// gradient; then `step(param, grad, state_a, state_b, n, mask_value,
+// scalars)` moves the range's parameters. The versions of the three written
+// tensors are bumped.
+template <class Moments, class Step, class Scalars>
+void run_cautious_loops(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& state_a,
+                        const at::Tensor& state_b, Moments moments, Step step, const Scalars& scalars) {
+  float* p = param.data_ptr<float>();
+  const float* g = grad.data_ptr<float>();
+  float* a = state_a.data_ptr<float>();
+  float* b = state_b.data_ptr<float>();
+  cautious_two_passes(
+      param.numel(),
+      [&](int64_t begin, int64_t end) {
+        return moments(p + begin, g + begin, a + begin, b + begin, end - begin, scalars);
+      },
+      [&](int64_t begin, int64_t end, float mask_value) {
+        step(p + begin, g + begin, a + begin, b + begin, end - begin, mask_value, scalars);
+      });
+  bump_versions({param, state_a, state_b});
+}
+
 // timm's _rms_clip_denom_ (AdamW's and NAdamW's clipping_threshold): each
 // denominator multiplied in place by max(1, rms(grad / denom) / threshold).
 void rms_clip_denominators(const std::vector<at::Tensor>& denoms, const std::vector<at::Tensor>& grads,
