@@ -438,4 +438,25 @@ double one_pass_vs_float64_ops(const OptimizerArgs& args, int64_t numel, int ste
   return (w32.detach().to(at::kDouble) - w64.detach()).abs().max().item<double>();
 }
 
+OptimizerArgs one_pass_case(const std::string& opt, double lr, double weight_decay,
+                            std::map<std::string, std::string> kwargs) {
+  OptimizerArgs args;
+  args.opt = opt;
+  args.lr = lr;
+  args.weight_decay = weight_decay;
+  args.kwargs = std::move(kwargs);
+  return args;
+}
+
+void expect_one_pass_near_float64_ops(const std::vector<OptimizerArgs>& cases, int steps, double tolerance) {
+  for (const OptimizerArgs& args : cases) {
+    const double diff = one_pass_vs_float64_ops(args, kOnePassNumel, steps);
+    std::string kwargs;
+    for (const auto& [key, value] : args.kwargs) kwargs += " " + key + "=" + value;
+    MESSAGE(args.opt << kwargs << " momentum " << args.momentum << ": max |float32 loops - float64 ops| = " << diff);
+    CHECK(std::isfinite(diff));
+    CHECK(diff <= tolerance);
+  }
+}
+
 }  // namespace timm::test

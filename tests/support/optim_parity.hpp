@@ -121,6 +121,20 @@ inline constexpr double kSameKernelsTolerance = 1e-6;
 // returns max |float32 - float64| over the final parameter.
 double one_pass_vs_float64_ops(const OptimizerArgs& args, int64_t numel, int steps = 5);
 
+// A parameter size over several of the one-pass loops' ranges (and over
+// novograd's and madgrad's 32768-element chunks), so that a loop's split
+// across threads and its cautious count over all ranges are exercised.
+inline constexpr int64_t kOnePassNumel = 4 * 32768 + 1001;
+
+// The arguments of one one_pass_vs_float64_ops case.
+OptimizerArgs one_pass_case(const std::string& opt, double lr, double weight_decay,
+                            std::map<std::string, std::string> kwargs = {});
+
+// one_pass_vs_float64_ops for each of `cases` over kOnePassNumel elements:
+// a MESSAGE with each difference and a check that it is finite and at most
+// `tolerance` (float32 rounding of O(1) parameters over a few steps).
+void expect_one_pass_near_float64_ops(const std::vector<OptimizerArgs>& cases, int steps = 5, double tolerance = 1e-5);
+
 // The check of a save/load round trip: resumed equals uninterrupted exactly.
 void check_round_trip(const std::string& name, double diff);
 

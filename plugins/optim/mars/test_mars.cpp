@@ -65,16 +65,8 @@ TEST_CASE("mars and cmars match timm's Mars") {
 // and float64 moments near zero flip (a 2 lr difference) whatever the loop.
 TEST_CASE("mars's loop agrees with its ops over several ranges") {
   timm::test::load_builtin_plugins();
-  constexpr int64_t kSize = 4 * 32768 + 1001;
-  timm::OptimizerArgs args;
-  args.opt = "mars";
-  args.lr = 3e-3;
-  args.weight_decay = 0.05;
-  args.kwargs = {{"optimize_1d", "True"}};
-  const double diff = timm::test::one_pass_vs_float64_ops(args, kSize);
-  MESSAGE("max |float32 loop - float64 ops| = " << diff);
-  CHECK(std::isfinite(diff));
-  CHECK(diff <= 1e-5);
+  timm::test::expect_one_pass_near_float64_ops(
+      {timm::test::one_pass_case("mars", 3e-3, 0.05, {{"optimize_1d", "True"}})});
 }
 
 TEST_CASE("mars state survives save and load") { oracle.expect_round_trips({"mars", "mars kwargs lion"}); }

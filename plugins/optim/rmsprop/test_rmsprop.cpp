@@ -66,25 +66,11 @@ TEST_CASE("rmsprop and rmsproptf with foreach=False run the ops one by one") {
 // float64 ops, 5 steps, the same gradients. Measured 4.9e-7 to 1.3e-6.
 TEST_CASE("rmsprop's loops agree with its ops over several ranges") {
   timm::test::load_builtin_plugins();
-  constexpr int64_t kSize = 4 * 32768 + 1001;
-  const std::vector<std::pair<std::string, std::map<std::string, std::string>>> cases = {
-      {"rmsprop", {}},
-      {"rmsproptf", {}},
-      {"rmsproptfw", {}},
-      {"crmsproptf", {}},
-      {"rmsproptf", {{"lr_in_momentum", "False"}, {"caution", "True"}}}};
-  for (const auto& [opt, kwargs] : cases) {
-    timm::OptimizerArgs args;
-    args.opt = opt;
-    args.lr = 1e-2;
-    args.weight_decay = 0.05;
-    args.momentum = 0.9;
-    args.kwargs = kwargs;
-    const double diff = timm::test::one_pass_vs_float64_ops(args, kSize);
-    MESSAGE(opt << " (" << kwargs.size() << " kwargs): max |float32 loops - float64 ops| = " << diff);
-    CHECK(std::isfinite(diff));
-    CHECK(diff <= 1e-5);
-  }
+  using timm::test::one_pass_case;
+  timm::test::expect_one_pass_near_float64_ops(
+      {one_pass_case("rmsprop", 1e-2, 0.05), one_pass_case("rmsproptf", 1e-2, 0.05),
+       one_pass_case("rmsproptfw", 1e-2, 0.05), one_pass_case("crmsproptf", 1e-2, 0.05),
+       one_pass_case("rmsproptf", 1e-2, 0.05, {{"lr_in_momentum", "False"}, {"caution", "True"}})});
 }
 
 TEST_CASE("rmsproptf matches timm") {
