@@ -2,11 +2,11 @@
 # Every benchmark of issue 15 in one go, each side against Python timm from
 # the same venv, interleaved and repeated (bench/interleave.py), then one
 # table of medians, spreads and targets (bench/summary.py). On the 2-core
-# Intel host without AMX: 28.4 minutes (2026-12-06 22:26 UTC; 29.0 at 18:24
-# with one warm-up step per fp32 model, 36.7-42.1 before the 3 s timed
-# window, the repeats that stop 30% clear of the target and the optimizers
-# on 2 threads; docs/performance.md). The
-# table goes to stdout and, with its details, to bench/results/run_all-DATE.md.
+# Intel host without AMX: 25.9 minutes (2026-12-07 01:25 UTC; 28.4 the day
+# before, 29.0 with one warm-up step per fp32 model, 36.7-42.1 before the
+# 3 s timed window, the repeats that stop 30% clear of the target and the
+# optimizers on 2 threads; docs/performance.md). The table goes to stdout
+# and, with its details, to bench/results/run_all-DATE.md.
 #
 # Usage: bench/run_all.sh [--quick]   --quick: 1 repeat, fewer models (a smoke run of the pipeline)
 set -euo pipefail
