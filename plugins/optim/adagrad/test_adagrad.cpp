@@ -4,8 +4,6 @@
 // steps; the final parameters, the state, the groups and the log line
 // compared. Adadelta and Adamax: the one-pass loops (float32 CPU
 // parameters, the default) and torch's ops (foreach=False) both.
-#include <cmath>
-
 #include "optim_parity.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"

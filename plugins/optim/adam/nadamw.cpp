@@ -40,10 +40,9 @@ struct NAdamWScalars {
   float step;  // -lr / bias_correction1
 };
 
-// The decayed parameter moved along `update` (addcdiv: p + step * u / denom).
+// The decayed parameter moved along `update`.
 inline float nadamw_stepped(float param, float update, float exp_avg_sq, const NAdamWScalars& s) {
-  const float denom = std::sqrt(exp_avg_sq) / s.bias_correction2_sqrt + s.eps;
-  return param * s.param_factor + s.step * update / denom;
+  return aten_adamw_step(param, update, exp_avg_sq, s.param_factor, s.bias_correction2_sqrt, s.eps, s.step);
 }
 
 // The loops below make timm's update one element after another, each value

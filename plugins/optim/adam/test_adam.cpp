@@ -7,8 +7,6 @@
 // tensor, the groups and the log line compared. Then save / load / resume.
 #include <torch/optim/adamw.h>
 
-#include <cmath>
-
 #include "optim_parity.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"

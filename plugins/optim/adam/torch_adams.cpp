@@ -215,9 +215,6 @@ class NAdam : public ForeachOptimizer {
     const std::vector<double> steps = increment_steps(g);
     const Tensors exp_avgs = state_list(g, "exp_avg");
     const Tensors exp_avg_sqs = state_list(g, "exp_avg_sq");
-    const bool one_pass = c_.one_pass && fused_cpu_kernels_apply({g.params, g.grads, exp_avgs, exp_avg_sqs});
-    const Tensors grads =
-        one_pass ? g.grads : apply_weight_decay(g.params, g.grads, g.lr, g.weight_decay, c_.decoupled_weight_decay);
 
     std::vector<double> bias_corrections2;
     std::vector<double> grad_coefs;
@@ -234,7 +231,7 @@ class NAdam : public ForeachOptimizer {
       grad_coefs.push_back(-g.lr * (1.0 - mu) / (1.0 - product));
       exp_avg_coefs.push_back((-g.lr * mu_next) / (1.0 - product_next));
     }
-    if (one_pass) {
+    if (c_.one_pass && fused_cpu_kernels_apply({g.params, g.grads, exp_avgs, exp_avg_sqs})) {
       const MomentScalars moments = moment_scalars(c_, g.lr, g.weight_decay);
       for (std::size_t i = 0; i < steps.size(); ++i) {
         const NAdamScalars s{moments, static_cast<float>(bias_corrections2[i]), static_cast<float>(c_.eps),
@@ -243,6 +240,7 @@ class NAdam : public ForeachOptimizer {
       }
       return;
     }
+    const Tensors grads = apply_weight_decay(g.params, g.grads, g.lr, g.weight_decay, c_.decoupled_weight_decay);
     update_moments(exp_avgs, exp_avg_sqs, grads, c_);
     Tensors denom = at::_foreach_div(exp_avg_sqs, to_scalars(bias_corrections2));
     at::_foreach_sqrt_(denom);

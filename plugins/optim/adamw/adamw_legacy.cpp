@@ -49,10 +49,9 @@ inline void update_moments(float g, float& exp_avg, float& exp_avg_sq, const One
   aten_adam_moments(g, exp_avg, exp_avg_sq, s.lerp_weight, s.beta2, s.one_minus_beta2);
 }
 
-// The decayed parameter moved along `update` (addcdiv: p + step * u / denom).
+// The decayed parameter moved along `update`.
 inline float stepped(float param, float update, float exp_avg_sq, const OnePassScalars& s) {
-  const float denom = std::sqrt(exp_avg_sq) / s.bias_correction2_sqrt + s.eps;
-  return param * s.param_factor + s.step * update / denom;
+  return aten_adamw_step(param, update, exp_avg_sq, s.param_factor, s.bias_correction2_sqrt, s.eps, s.step);
 }
 
 // The loops below make timm's update one element after another, each value

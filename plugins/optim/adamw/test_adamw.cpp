@@ -4,8 +4,6 @@
 // gradient on some steps. ("adamw", torch's AdamW, is tested with Adam.)
 // The one-pass loops (float32 CPU parameters, the default) and timm's ops
 // (foreach=False, AMSGrad, clipping) both.
-#include <cmath>
-
 #include "optim_parity.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"

@@ -4,8 +4,6 @@
 // waits for its next gradient); the final parameters, the state, the groups
 // and the log line compared, and the group-level step. The one-pass loops
 // (float32 CPU parameters, the default) and timm's ops (foreach=False) both.
-#include <cmath>
-
 #include "optim_parity.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"

@@ -4,8 +4,6 @@
 // parameters, the state, the groups and the log line compared; the one-pass
 // loops (float32 CPU parameters, the default) and timm's ops
 // (foreach=False) both.
-#include <cmath>
-
 #include "optim_parity.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"

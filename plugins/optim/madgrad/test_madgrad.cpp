@@ -7,8 +7,6 @@
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
 
-#include <cmath>
-
 #include <doctest/doctest.h>
 
 namespace test_madgrad {

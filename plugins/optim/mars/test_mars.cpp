@@ -5,8 +5,6 @@
 // optimize_1d; both mars types. The final parameters, the state, the groups
 // and the log line compared. Without caution, 2-D+ float32 parameters take
 // timm-cpp's loop after the norm; the ops run otherwise.
-#include <cmath>
-
 #include "optim_parity.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"

@@ -8,7 +8,6 @@
 #include "timm/base/error.hpp"
 #include "timm/optim/optimizer.hpp"
 
-#include <cmath>
 #include <map>
 #include <string>
 #include <utility>

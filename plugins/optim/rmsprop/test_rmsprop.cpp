@@ -4,8 +4,6 @@
 // gradient on some steps; parameters and optimizer state compared. Without
 // centered, the one-pass loops (float32 CPU parameters, the default) and the
 // ops (foreach=False) both.
-#include <cmath>
-
 #include "optim_parity.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"

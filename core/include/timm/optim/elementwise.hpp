@@ -32,6 +32,15 @@ inline void aten_adam_moments(float g, float& exp_avg, float& exp_avg_sq, float 
   exp_avg_sq = exp_avg_sq * beta2 + one_minus_beta2 * g * g;
 }
 
+// AdamW's decoupled step of one element as the ops make it: the parameter
+// times param_factor (its decay), then addcdiv's param + step * update /
+// denom with denom = sqrt(exp_avg_sq) / bias_correction2_sqrt + eps.
+inline float aten_adamw_step(float param, float update, float exp_avg_sq, float param_factor,
+                             float bias_correction2_sqrt, float eps, float step) {
+  const float denom = std::sqrt(exp_avg_sq) / bias_correction2_sqrt + eps;
+  return param * param_factor + step * update / denom;
+}
+
 // ATen's sign of a float: 1, -1 or 0 (0 for NaN too).
 inline float aten_sign(float x) { return static_cast<float>((0.0f < x) - (x < 0.0f)); }
 
