@@ -5,12 +5,14 @@
 // get_same_padding / is_static_pad give them).
 #include <cmath>
 #include <memory>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 
@@ -120,6 +122,22 @@ TEST_CASE("activations by timm's names") {
   CHECK(act("identity").is_same(x));
   for (const auto& name : layers::activation_names()) CHECK((act(name).sizes() == x.sizes()));
   CHECK_THROWS_WITH_AS(layers::create_act("swishy"), doctest::Contains("activation 'swishy'"), timm::UsageError);
+}
+
+TEST_CASE("an in-place activation writes into its input, with the out-of-place values and gradients") {
+  // timm's GELUs take inplace and ignore it; identity returns its input either way.
+  const std::set<std::string> allocates = {"gelu", "gelu_tanh", "quick_gelu"};
+  for (const auto& name : layers::activation_names()) {
+    CAPTURE(name);
+    const at::Tensor x = at::linspace(-4, 4, 17, at::dtype(at::kDouble)).requires_grad_(true);
+    const at::Tensor expected = layers::create_act(name)(x * 1.5);
+    const at::Tensor expected_grad = torch::autograd::grad({expected.sum()}, {x}).at(0);
+    const at::Tensor scaled = x * 1.5;  // a fresh tensor, as a batch norm's output is
+    const at::Tensor y = layers::create_act(name, /*inplace=*/true)(scaled);
+    CHECK(at::allclose(y, expected));
+    CHECK(y.is_same(scaled) == (allocates.count(name) == 0));
+    CHECK(at::allclose(torch::autograd::grad({y.sum()}, {x}).at(0), expected_grad));
+  }
 }
 
 TEST_CASE("'SAME' padding sizes are timm's get_same_padding / is_static_pad") {

@@ -79,6 +79,9 @@ json all_cases() {
   cases.push_back(conv_case("conv_k4_s2", 3, 4, 4, 2, 1, 1, false, true, true, "hard_sigmoid"));
   cases.push_back(conv_case("conv_no_norm", 3, 4, 3, 1, 1, 1, true, false, true, "relu"));
   for (const auto& act : kActNames) cases.push_back({{"name", "act_" + act}, {"kind", "act"}, {"act", act}});
+  // BatchNormAct2d runs its act in place, as timm's (inplace=True): every
+  // name after a BN, values and gradients through the in-place op.
+  for (const auto& act : kActNames) cases.push_back(bn_case("bn_act_" + act, 3, act, true, 1e-5, 0.1));
   return cases;
 }
 

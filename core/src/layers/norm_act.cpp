@@ -68,7 +68,7 @@ void BatchNormAct2dImpl::reset() {
   }
   drop = make_drop(options.drop_layer());
   register_module("drop", drop.ptr());
-  act = register_module("act", create_act(options.apply_act() ? options.act_layer() : "identity"));
+  act = register_module("act", create_act(options.apply_act() ? options.act_layer() : "identity", options.inplace()));
 }
 
 void BatchNormAct2dImpl::pretty_print(std::ostream& stream) const {

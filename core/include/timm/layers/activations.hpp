@@ -6,6 +6,12 @@
 // Activation is one module for all of them (none has parameters, so none
 // adds state_dict keys), which lets a block hold "the act layer" as a plain
 // member the way timm's blocks hold act_layer(inplace=True).
+//
+// inplace: timm's act_layer(inplace=True), which writes the result into its
+// input (relu_ and the like) instead of allocating one; the values and
+// gradients are the same. Only for an input nothing else reads afterwards and
+// whose producer's backward does not need it (a batch norm's output is one).
+// The GELUs and identity have no in-place form, as timm's, and ignore it.
 #pragma once
 
 #include <functional>
@@ -28,6 +34,7 @@ at::Tensor apply_act(const std::string& name, const at::Tensor& x);
 struct ActivationOptions {
   /* implicit */ ActivationOptions(std::string name = "relu") : name_(std::move(name)) {}
   TORCH_ARG(std::string, name);
+  TORCH_ARG(bool, inplace) = false;
 };
 
 class ActivationImpl : public torch::nn::Cloneable<ActivationImpl> {
@@ -45,7 +52,7 @@ class ActivationImpl : public torch::nn::Cloneable<ActivationImpl> {
 };
 TORCH_MODULE(Activation);
 
-// timm's create_act_layer(name): the Activation module for `name`.
-Activation create_act(const std::string& name);
+// timm's create_act_layer(name, inplace): the Activation module for `name`.
+Activation create_act(const std::string& name, bool inplace = false);
 
 }  // namespace timm::layers

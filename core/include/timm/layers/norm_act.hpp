@@ -74,6 +74,9 @@ struct BatchNormAct2dOptions {
   TORCH_ARG(bool, track_running_stats) = true;
   TORCH_ARG(bool, apply_act) = true;           // false: act is identity
   TORCH_ARG(std::string, act_layer) = "relu";  // a name of activations.hpp
+  // timm's inplace=True: the act writes into the normalised tensor (a fresh
+  // one, which the BN backward does not need) instead of allocating another.
+  TORCH_ARG(bool, inplace) = true;
   // timm's drop_layer: a factory for the module applied between norm and act
   // (e.g. DropBlock); none means identity.
   TORCH_ARG(std::function<torch::nn::AnyModule()>, drop_layer) = nullptr;
