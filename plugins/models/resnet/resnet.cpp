@@ -154,6 +154,12 @@ const std::map<std::string, std::string> kDefaultTags = {
     {"ecaresnet101d_pruned", "miil_in1k"},
 };
 
+// timm's act_layer(inplace=True): every ReLU here follows a norm, a drop
+// block or the residual add, whose fresh output nothing else reads and whose
+// backward does not need it, so it is overwritten rather than a new tensor
+// allocated per activation.
+nn::ReLU inplace_relu() { return nn::ReLU(nn::ReLUOptions().inplace(true)); }
+
 nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t groups = 1) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).groups(groups).bias(false));
 }
@@ -326,14 +332,14 @@ class BasicBlockImpl : public nn::Module {
     conv1 = register_module("conv1", conv(a.inplanes, first_planes, 3, use_aa ? 1 : a.stride));
     bn1 = layers::register_any(*this, "bn1", make_norm(a.norm, first_planes));
     if (a.drop_block) drop_block = register_module("drop_block", DropBlock(*a.drop_block));
-    act1 = register_module("act1", nn::ReLU());
+    act1 = register_module("act1", inplace_relu());
     if (use_aa) {
       aa = layers::register_any(*this, "aa", make_aa(a.aa, first_planes));
     }
     conv2 = register_module("conv2", conv(first_planes, outplanes, 3));
     bn2 = layers::register_any(*this, "bn2", make_norm(a.norm, outplanes));
     register_attn(*this, a, outplanes);
-    act2 = register_module("act2", nn::ReLU());
+    act2 = register_module("act2", inplace_relu());
     if (a.downsample) downsample = register_module("downsample", make_downsample(a.inplanes, outplanes, a));
     if (a.drop_path_rate > 0.0) drop_path = register_module("drop_path", layers::DropPath(a.drop_path_rate));
   }
@@ -382,18 +388,18 @@ class BottleneckImpl : public nn::Module {
     const bool use_aa = a.aa != Aa::kNone && a.stride == 2;
     conv1 = register_module("conv1", conv(a.inplanes, first_planes, 1));
     bn1 = layers::register_any(*this, "bn1", make_norm(a.norm, first_planes));
-    act1 = register_module("act1", nn::ReLU());
+    act1 = register_module("act1", inplace_relu());
     conv2 = register_module("conv2", conv(first_planes, width, 3, use_aa ? 1 : a.stride, a.cardinality));
     bn2 = layers::register_any(*this, "bn2", make_norm(a.norm, width));
     if (a.drop_block) drop_block = register_module("drop_block", DropBlock(*a.drop_block));
-    act2 = register_module("act2", nn::ReLU());
+    act2 = register_module("act2", inplace_relu());
     if (use_aa) {
       aa = layers::register_any(*this, "aa", make_aa(a.aa, width));
     }
     conv3 = register_module("conv3", conv(width, outplanes, 1));
     bn3 = layers::register_any(*this, "bn3", make_norm(a.norm, outplanes));
     register_attn(*this, a, outplanes);
-    act3 = register_module("act3", nn::ReLU());
+    act3 = register_module("act3", inplace_relu());
     if (a.downsample) downsample = register_module("downsample", make_downsample(a.inplanes, outplanes, a));
     if (a.drop_path_rate > 0.0) drop_path = register_module("drop_path", layers::DropPath(a.drop_path_rate));
   }
@@ -491,16 +497,16 @@ class ResNetImpl : public ClassifierImpl {
       }
       conv1_deep = nn::Sequential(conv(args.in_chans, c0, 3, 2));
       conv1_deep->push_back(make_norm(spec.norm, c0));
-      conv1_deep->push_back(nn::ReLU());
+      conv1_deep->push_back(inplace_relu());
       conv1_deep->push_back(conv(c0, c1, 3));
       conv1_deep->push_back(make_norm(spec.norm, c1));
-      conv1_deep->push_back(nn::ReLU());
+      conv1_deep->push_back(inplace_relu());
       conv1_deep->push_back(conv(c1, inplanes, 3));
       register_module("conv1", conv1_deep);
     }
     feature_info_.push_back({inplanes, 2, "act1"});
     bn1 = layers::register_any(*this, "bn1", make_norm(spec.norm, inplanes));
-    act1 = register_module("act1", nn::ReLU());
+    act1 = register_module("act1", inplace_relu());
     // timm's stem pool (still named "maxpool"): the ResNet-RS's conv (stride 1
     // and the aa layer after it with anti-aliasing), AvgPool2d(2) for
     // aa_layer=AvgPool2d, a stride-1 max-pool and a BlurPool2d for the blur
@@ -509,7 +515,7 @@ class ResNetImpl : public ClassifierImpl {
       nn::Sequential seq(conv(inplanes, inplanes, 3, spec.aa == Aa::kNone ? 2 : 1));
       if (spec.aa != Aa::kNone) seq->push_back(make_aa(spec.aa, inplanes));
       seq->push_back(make_norm(spec.norm, inplanes));
-      seq->push_back(nn::ReLU());
+      seq->push_back(inplace_relu());
       maxpool_seq = seq;
     } else if (spec.aa == Aa::kAvgPool) {
       maxpool = make_aa(spec.aa, inplanes);
