@@ -2,8 +2,8 @@
 # Every benchmark of issue 15 in one go, each side against Python timm from
 # the same venv, interleaved and repeated (bench/interleave.py), then one
 # table of medians, spreads and targets (bench/summary.py). On the 2-core
-# Intel host without AMX: 25.9 minutes (2026-12-07 01:25 UTC; 28.4 the day
-# before, 29.0 with one warm-up step per fp32 model, 36.7-42.1 before the
+# Intel host without AMX: 27.5 minutes (2026-12-07 04:15 UTC; 25.9 at 01:25,
+# 28.4 the day before, 29.0 with one warm-up step per fp32 model, 36.7-42.1 before the
 # 3 s timed window, the repeats that stop 30% clear of the target and the
 # optimizers on 2 threads; docs/performance.md). The table goes to stdout
 # and, with its details, to bench/results/run_all-DATE.md.
