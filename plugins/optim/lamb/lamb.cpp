@@ -4,12 +4,21 @@
 // step, and the layer-wise trust ratio |p| / |update| on groups with weight
 // decay (always with always_adapt); lambc clips the ratio at one, lambw
 // decouples the weight decay.
+//
+// A float32 CPU parameter without caution steps in two loops of timm-cpp's
+// own instead of the dozen ops (--opt-kwargs foreach=False: the ops): the
+// first updates the moments (and a decoupled decay) and writes the update,
+// whose norm and the parameter's ATen then takes as the ops path does; the
+// second moves the parameter by the update times its trust ratio.
 #include <cmath>
 #include <optional>
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include "timm/base/error.hpp"
+#include "timm/base/simd.hpp"
+#include "timm/optim/elementwise.hpp"
 #include "timm/optim/foreach_optimizer.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/plugin/plugin.hpp"
@@ -32,7 +41,56 @@ struct LambSettings {
   bool decoupled_decay = false;
   bool corrected_weight_decay = false;
   double max_lr = 0.0;
+  bool one_pass = true;  // --opt-kwargs foreach=False: the ops one by one
 };
+
+// The scalars of lamb_moments_and_update, as the ops path rounds them to
+// float32.
+struct LambScalars {
+  float clip;  // the global grad-norm divisor, 1 without clipping
+  bool lerp;   // grad averaging with beta3 = 1 - beta1: exp_avg.lerp_(grad, beta3)
+  float beta1;
+  float beta3;
+  float beta2;
+  float one_minus_beta2;
+  float bias_correction1;
+  float bias_correction2_sqrt;
+  float eps;
+  bool decoupled;  // param + decay_factor * param first
+  float decay_factor;
+  bool coupled;  // update + coupled_decay * param
+  float coupled_decay;
+};
+
+// The first loop, one element after another: the clipped gradient's
+// moments, the parameter's decoupled decay, and the update
+// (exp_avg / bc1) / (sqrt(exp_avg_sq) / sqrt(bc2) + eps) [+ wd * param],
+// each with ATen's per-element formula. Arms are selected rather than
+// branched so that the loop vectorises.
+TIMM_AVX2_CLONES
+void lamb_moments_and_update(float* __restrict param, const float* __restrict grad, float* __restrict exp_avg,
+                             float* __restrict exp_avg_sq, float* __restrict update, int64_t n, const LambScalars s) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = grad[i] / s.clip;
+    const float lerped = aten_lerp(exp_avg[i], g, s.beta3);
+    const float scaled = exp_avg[i] * s.beta1 + s.beta3 * g;
+    const float m = s.lerp ? lerped : scaled;
+    const float v = exp_avg_sq[i] * s.beta2 + s.one_minus_beta2 * g * g;
+    const float denom = std::sqrt(v) / s.bias_correction2_sqrt + s.eps;
+    const float p = s.decoupled ? param[i] + s.decay_factor * param[i] : param[i];
+    const float adam = m / s.bias_correction1 / denom;
+    update[i] = s.coupled ? adam + s.coupled_decay * p : adam;
+    param[i] = p;
+    exp_avg[i] = m;
+    exp_avg_sq[i] = v;
+  }
+}
+
+// The second loop: param - lr * (update * trust_ratio).
+TIMM_AVX2_CLONES
+void lamb_apply(float* __restrict param, const float* __restrict update, int64_t n, float trust_ratio, float neg_lr) {
+  for (int64_t i = 0; i < n; ++i) param[i] = param[i] + neg_lr * (update[i] * trust_ratio);
+}
 
 // timm's _lamb_trust_ratio per tensor: |p| / |u|, one where either is zero,
 // at most one with trust_clip; computed for all tensors in one stacked op.
@@ -93,6 +151,61 @@ class Lamb : public ForeachOptimizer {
   }
 
   void update(const GroupStep& a, double bias_correction1, double bias_correction2, double beta3) {
+    const Tensors exp_avgs = state_list(a, "exp_avg");
+    const Tensors exp_avg_sqs = state_list(a, "exp_avg_sq");
+    if (s_.one_pass && !s_.caution && fused_cpu_kernels_apply({a.params, a.grads, exp_avgs, exp_avg_sqs})) {
+      return update_in_loops(a, exp_avgs, exp_avg_sqs, scalars(a, bias_correction1, bias_correction2, beta3));
+    }
+    update_with_ops(a, bias_correction1, bias_correction2, beta3);
+  }
+
+  LambScalars scalars(const GroupStep& a, double bias_correction1, double bias_correction2, double beta3) const {
+    const double wd_scale = s_.corrected_weight_decay ? a.lr * a.lr / s_.max_lr : a.lr;
+    LambScalars out{};
+    out.clip = clip_ ? clip_->item<float>() : 1.0f;
+    out.lerp = beta3 == 1 - s_.beta1;
+    out.beta1 = static_cast<float>(s_.beta1);
+    out.beta3 = static_cast<float>(beta3);
+    out.beta2 = static_cast<float>(s_.beta2);
+    out.one_minus_beta2 = static_cast<float>(1 - s_.beta2);
+    out.bias_correction1 = static_cast<float>(bias_correction1);
+    out.bias_correction2_sqrt = static_cast<float>(std::pow(bias_correction2, 0.5));
+    out.eps = static_cast<float>(s_.eps);
+    out.decoupled = a.weight_decay != 0 && s_.decoupled_decay;
+    out.decay_factor = static_cast<float>(-wd_scale * a.weight_decay);
+    out.coupled = a.weight_decay != 0 && !s_.decoupled_decay;
+    out.coupled_decay = static_cast<float>(a.weight_decay);
+    return out;
+  }
+
+  void update_in_loops(const GroupStep& a, const Tensors& exp_avgs, const Tensors& exp_avg_sqs, const LambScalars& s) {
+    Tensors updates;
+    for (std::size_t i = 0; i < a.params.size(); ++i) {
+      updates.push_back(at::empty_like(a.params[i]));
+      float* p = a.params[i].data_ptr<float>();
+      const float* g = a.grads[i].data_ptr<float>();
+      float* m = exp_avgs[i].data_ptr<float>();
+      float* v = exp_avg_sqs[i].data_ptr<float>();
+      float* u = updates[i].data_ptr<float>();
+      at::parallel_for(0, a.params[i].numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+        lamb_moments_and_update(p + begin, g + begin, m + begin, v + begin, u + begin, end - begin, s);
+      });
+    }
+    Tensors ratios(a.params.size());
+    if (a.weight_decay != 0 || s_.always_adapt) ratios = trust_ratios(a.params, updates, s_.trust_clip);
+    const auto neg_lr = static_cast<float>(-a.lr);
+    for (std::size_t i = 0; i < a.params.size(); ++i) {
+      const float ratio = ratios[i].defined() ? ratios[i].item<float>() : 1.0f;
+      float* p = a.params[i].data_ptr<float>();
+      const float* u = updates[i].data_ptr<float>();
+      at::parallel_for(0, a.params[i].numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+        lamb_apply(p + begin, u + begin, end - begin, ratio, neg_lr);
+      });
+      bump_versions({a.params[i], exp_avgs[i], exp_avg_sqs[i]});
+    }
+  }
+
+  void update_with_ops(const GroupStep& a, double bias_correction1, double bias_correction2, double beta3) {
     const Tensors grads = clip_ ? at::_foreach_div(a.grads, *clip_) : a.grads;  // p.grad left unmodified
     const Tensors exp_avgs = state_list(a, "exp_avg");
     const Tensors exp_avg_sqs = state_list(a, "exp_avg_sq");
@@ -155,6 +268,7 @@ OptimizerPtr make_lamb(std::vector<ParamGroup> groups, const OptimizerArgs& args
   s.decoupled_decay = kwargs.get_bool("decoupled_decay", decoupled_default);
   s.corrected_weight_decay = corrected_weight_decay(args, kwargs);
   s.max_lr = args.lr;
+  s.one_pass = one_pass_requested(kwargs);
   check_lr(args);
   if (s.eps < 0) throw UsageError("optimizer " + opt + ": invalid epsilon " + python_float_repr(s.eps));
   if (args.weight_decay < 0) {

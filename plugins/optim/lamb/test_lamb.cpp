@@ -35,6 +35,8 @@ std::vector<StateCase> make_cases() {
   cases.push_back(state_case("clamb", "clamb", 1e-2, 0.05));
   cases.push_back(state_case("clambw", "clambw", 1e-2, 0.05));
   cases.push_back(state_case("clamb trust_clip", "clamb", 3e-3, 0.1, {{"trust_clip", "True"}}));
+  cases.push_back(state_case("lamb foreach=False", "lamb", 1e-2, 0.05, {{"foreach", "False"}}));
+  cases.push_back(state_case("lambw foreach=False", "lambw", 1e-2, 0.05, {{"foreach", "False"}}));
   return cases;
 }
 
@@ -53,6 +55,20 @@ TEST_CASE("lambc and lambw match timm") {
 
 TEST_CASE("lambcd, clamb and clambw match timm") {
   oracle.expect_parity_each({"lambcd", "clamb", "clambw", "clamb trust_clip"}, kTolerance);
+}
+
+TEST_CASE("lamb and lambw with foreach=False (the ops) match timm") {
+  oracle.expect_parity_each({"lamb foreach=False", "lambw foreach=False"}, kTolerance);
+}
+
+TEST_CASE("lamb's loops agree with its ops over several ranges") {
+  using timm::test::one_pass_case;
+  timm::test::load_builtin_plugins();
+  timm::test::expect_one_pass_near_float64_ops(
+      {one_pass_case("lamb", 1e-2, 0.05), one_pass_case("lambw", 1e-2, 0.05),
+       one_pass_case("lambc", 3e-3, 0.1, {{"betas", "(0.8,0.99)"}}),
+       one_pass_case("lamb", 3e-3, 0.0, {{"always_adapt", "True"}, {"grad_averaging", "False"}}),
+       one_pass_case("lambcd", 1e-2, 0.05, {{"max_grad_norm", "None"}})});
 }
 
 TEST_CASE("lamb state survives save and load") { oracle.expect_round_trips({"lamb", "lambc"}); }
