@@ -2,10 +2,14 @@
 // only with -DTIMM_CUDA_TESTS=ON, so a machine without a GPU never counts
 // them): model outputs on CUDA equal the CPU's, the float16 gradient scaler
 // skips a non-finite step and backs off, grad checkpointing redraws the CUDA
-// generator's masks, checkpoints restore the CUDA generator, and timm-run trains with --amp and --channels-last on
-// the GPU.
+// generator's masks, checkpoints restore the CUDA generator, the loader's
+// batches are page-locked with pin_memory, and timm-run trains with --amp,
+// --channels-last and --pin-mem on the GPU.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include <ATen/ATen.h>
@@ -17,6 +21,7 @@
 #include "e2e_support.hpp"
 #include "model_parity.hpp"
 #include "test_support.hpp"
+#include "timm/data/loader.hpp"
 #include "timm/models/model.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/train/amp.hpp"
@@ -32,6 +37,34 @@ constexpr double kAtol = 1e-3;
 constexpr double kRtol = 1e-3;
 
 void require_gpu() { REQUIRE_MESSAGE(torch::cuda::is_available(), "this test needs a CUDA device"); }
+
+// Eight 4x4 RGB images of one value each, the index's class.
+class TinyDataset final : public timm::Dataset {
+ public:
+  std::size_t size() const override { return 8; }
+  timm::Image image(std::size_t index) const override {
+    timm::Image img(4, 4, 3);
+    std::fill(img.pixels.begin(), img.pixels.end(), static_cast<std::uint8_t>(index));
+    return img;
+  }
+  int64_t target(std::size_t index) const override { return static_cast<int64_t>(index % 2); }
+  int64_t num_classes() const override { return 2; }
+  std::string describe(std::size_t index) const override { return "tiny[" + std::to_string(index) + "]"; }
+};
+
+// The first batch of a loader over TinyDataset.
+timm::Batch first_batch(bool pin_memory) {
+  timm::LoaderOptions options;
+  options.batch_size = 4;
+  options.num_workers = 1;
+  options.pin_memory = pin_memory;
+  auto dataset = std::make_shared<TinyDataset>();
+  timm::Loader loader(dataset, timm::make_local_sampler(dataset->size(), false, 0), timm::TransformPipeline(), options);
+  loader.start_epoch(0);
+  auto batch = loader.next();
+  REQUIRE(batch.has_value());
+  return std::move(*batch);
+}
 
 }  // namespace
 
@@ -135,7 +168,22 @@ TEST_CASE("a checkpoint restores the CUDA generator's state, and a CPU-written o
   CHECK(at::equal(draws_after_resume("cpu"), own));
 }
 
-TEST_CASE("timm-run trains resnet18 on CUDA with float16 AMP and channels-last") {
+TEST_CASE("with pin_memory the loader's batches are page-locked and copy to the GPU asynchronously") {
+  require_gpu();
+  const timm::Batch pinned = first_batch(/*pin_memory=*/true);
+  CHECK(pinned.images.is_pinned());
+  CHECK(pinned.targets.is_pinned());
+  const timm::Batch pageable = first_batch(/*pin_memory=*/false);
+  CHECK_FALSE(pageable.images.is_pinned());
+  CHECK_FALSE(pageable.targets.is_pinned());
+  // The copies the train loop makes: non-blocking, the same values.
+  const at::Tensor images = pinned.images.to(at::kCUDA, /*non_blocking=*/true);
+  const at::Tensor targets = pinned.targets.to(at::kCUDA, /*non_blocking=*/true);
+  CHECK(at::equal(images.cpu(), pageable.images));
+  CHECK(at::equal(targets.cpu(), pageable.targets));
+}
+
+TEST_CASE("timm-run trains resnet18 on CUDA with float16 AMP, channels-last and pinned batches") {
   require_gpu();
   const char* data = std::getenv("TIMM_FASHION_MNIST_DIR");
   std::vector<std::string> argv = {(timm::test::bin_dir() / "timm-run").string(),
@@ -145,6 +193,7 @@ TEST_CASE("timm-run trains resnet18 on CUDA with float16 AMP and channels-last")
                                    "cuda",
                                    "--amp",
                                    "--channels-last",
+                                   "--pin-mem",
                                    "--epochs",
                                    "1",
                                    "--train-num-samples",
@@ -168,5 +217,6 @@ TEST_CASE("timm-run trains resnet18 on CUDA with float16 AMP and channels-last")
   REQUIRE_MESSAGE(run.exit_code == 0, run.output);
   MESSAGE(run.output.substr(run.output.size() > 1200 ? run.output.size() - 1200 : 0));
   CHECK(run.output.find("Using native Torch AMP. Training in mixed precision.") != std::string::npos);
+  CHECK(run.output.find("batches are not pinned") == std::string::npos);
   CHECK(timm::test::number_after(run.output, "Test top-1:") > 60.0);
 }

@@ -334,7 +334,7 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch, const EpochPosition* re
     if (batch_idx >= last_batch_idx_to_accum) accum = last_accum_steps;
     at::Tensor input =
         prepare_input(batch->images, ctx.loader.transform(batch->choice), p.batch_rng, input_options(ctx));
-    at::Tensor target = batch->targets.to(ctx.device);
+    at::Tensor target = batch->targets.to(ctx.device, /*non_blocking=*/true);
     if (ctx.tools.mixup) target = ctx.tools.mixup->apply(input, target, p.mixup_rng).targets;
     p.data_time.update(static_cast<double>(accum) * p.data_watch.seconds());
 
@@ -410,7 +410,7 @@ EvalMetrics validate(const TrainContext& ctx, const ModelPtr& model, Loader& loa
   int64_t batch_idx = 0;
   while (auto batch = loader.next()) {
     const at::Tensor input = prepare_input(batch->images, loader.transform(), rng, input_options(ctx));
-    const at::Tensor target = batch->targets.to(ctx.device);
+    const at::Tensor target = batch->targets.to(ctx.device, /*non_blocking=*/true);
     const EvalBatch result = eval_batch(ctx, model, input, target);
     sums.loss_sum += result.loss * static_cast<double>(result.size);
     sums.top1_correct += result.correct[0];
