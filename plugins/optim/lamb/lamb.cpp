@@ -7,9 +7,9 @@
 //
 // A float32 CPU parameter without caution steps in two loops of timm-cpp's
 // own instead of the dozen ops (--opt-kwargs foreach=False: the ops): the
-// first updates the moments (and a decoupled decay) and writes the update,
-// whose norm and the parameter's ATen then takes as the ops path does; the
-// second moves the parameter by the update times its trust ratio.
+// first updates the moments (and a decoupled decay) and writes the update;
+// ATen then takes the norms of the parameter and the update, as the ops path
+// does; the second moves the parameter by the update times its trust ratio.
 #include <cmath>
 #include <optional>
 
@@ -156,7 +156,7 @@ class Lamb : public ForeachOptimizer {
     if (s_.one_pass && !s_.caution && fused_cpu_kernels_apply({a.params, a.grads, exp_avgs, exp_avg_sqs})) {
       return update_in_loops(a, exp_avgs, exp_avg_sqs, scalars(a, bias_correction1, bias_correction2, beta3));
     }
-    update_with_ops(a, bias_correction1, bias_correction2, beta3);
+    update_with_ops(a, exp_avgs, exp_avg_sqs, bias_correction1, bias_correction2, beta3);
   }
 
   LambScalars scalars(const GroupStep& a, double bias_correction1, double bias_correction2, double beta3) const {
@@ -205,10 +205,9 @@ class Lamb : public ForeachOptimizer {
     }
   }
 
-  void update_with_ops(const GroupStep& a, double bias_correction1, double bias_correction2, double beta3) {
+  void update_with_ops(const GroupStep& a, const Tensors& exp_avgs, const Tensors& exp_avg_sqs, double bias_correction1,
+                       double bias_correction2, double beta3) {
     const Tensors grads = clip_ ? at::_foreach_div(a.grads, *clip_) : a.grads;  // p.grad left unmodified
-    const Tensors exp_avgs = state_list(a, "exp_avg");
-    const Tensors exp_avg_sqs = state_list(a, "exp_avg_sq");
     if (beta3 == 1 - s_.beta1) {
       at::_foreach_lerp_(exp_avgs, grads, beta3);
     } else {
