@@ -159,8 +159,12 @@ class Lamb : public ForeachOptimizer {
     update_with_ops(a, exp_avgs, exp_avg_sqs, bias_correction1, bias_correction2, beta3);
   }
 
+  // The decoupled decay's lr: lr, or lr² / max_lr with corrected decay.
+  double wd_scale(double lr) const { return s_.corrected_weight_decay ? lr * lr / s_.max_lr : lr; }
+  // Layer-wise adaptation, by default only where there is weight decay.
+  bool adapts(const GroupStep& a) const { return a.weight_decay != 0 || s_.always_adapt; }
+
   LambScalars scalars(const GroupStep& a, double bias_correction1, double bias_correction2, double beta3) const {
-    const double wd_scale = s_.corrected_weight_decay ? a.lr * a.lr / s_.max_lr : a.lr;
     LambScalars out{};
     out.clip = clip_ ? clip_->item<float>() : 1.0f;
     out.lerp = beta3 == 1 - s_.beta1;
@@ -172,7 +176,7 @@ class Lamb : public ForeachOptimizer {
     out.bias_correction2_sqrt = static_cast<float>(std::pow(bias_correction2, 0.5));
     out.eps = static_cast<float>(s_.eps);
     out.decoupled = a.weight_decay != 0 && s_.decoupled_decay;
-    out.decay_factor = static_cast<float>(-wd_scale * a.weight_decay);
+    out.decay_factor = static_cast<float>(-wd_scale(a.lr) * a.weight_decay);
     out.coupled = a.weight_decay != 0 && !s_.decoupled_decay;
     out.coupled_decay = static_cast<float>(a.weight_decay);
     return out;
@@ -191,11 +195,11 @@ class Lamb : public ForeachOptimizer {
         lamb_moments_and_update(p + begin, g + begin, m + begin, v + begin, u + begin, end - begin, s);
       });
     }
-    Tensors ratios(a.params.size());
-    if (a.weight_decay != 0 || s_.always_adapt) ratios = trust_ratios(a.params, updates, s_.trust_clip);
+    const bool adapt = adapts(a);
+    const Tensors ratios = adapt ? trust_ratios(a.params, updates, s_.trust_clip) : Tensors{};
     const auto neg_lr = static_cast<float>(-a.lr);
     for (std::size_t i = 0; i < a.params.size(); ++i) {
-      const float ratio = ratios[i].defined() ? ratios[i].item<float>() : 1.0f;
+      const float ratio = adapt ? ratios[i].item<float>() : 1.0f;
       float* p = a.params[i].data_ptr<float>();
       const float* u = updates[i].data_ptr<float>();
       at::parallel_for(0, a.params[i].numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
@@ -228,14 +232,12 @@ class Lamb : public ForeachOptimizer {
     const double wd = a.weight_decay;
     if (wd != 0) {
       if (s_.decoupled_decay) {
-        const double wd_scale = s_.corrected_weight_decay ? lr * lr / s_.max_lr : lr;
-        at::_foreach_add_(a.params, a.params, -wd_scale * wd);
+        at::_foreach_add_(a.params, a.params, -wd_scale(lr) * wd);
       } else {
         at::_foreach_add_(updates, a.params, wd);
       }
     }
-    // Layer-wise adaptation, by default only where there is weight decay.
-    if (wd != 0 || s_.always_adapt) at::_foreach_mul_(updates, trust_ratios(a.params, updates, s_.trust_clip));
+    if (adapts(a)) at::_foreach_mul_(updates, trust_ratios(a.params, updates, s_.trust_clip));
     at::_foreach_add_(a.params, updates, -lr);
   }
 
