@@ -13,7 +13,8 @@ namespace timm::test {
 
 using GroupPtr = c10::intrusive_ptr<c10d::Backend>;
 
-// Runs fn(rank, group) on `world` threads and joins them. Each collective
+// Runs fn(rank, group) on `world` threads and joins them; every group is
+// destroyed only after all ranks have returned. Each collective
 // times out after `timeout` (a rank that throws releases the others that
 // way); the first exception of any rank is rethrown here, on the calling
 // thread. Keep doctest checks on the calling thread: collect per-rank results
