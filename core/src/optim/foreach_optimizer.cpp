@@ -450,13 +450,13 @@ void reject_true_kwargs(const OptimizerArgs& args, const OptimizerKwargs& kwargs
 
 std::vector<c10::Scalar> to_scalars(const std::vector<double>& values) { return {values.begin(), values.end()}; }
 
-bool corrected_weight_decay(const OptimizerArgs& args, const OptimizerKwargs& kwargs) {
-  const bool corrected = kwargs.get_bool("corrected_weight_decay", false);
-  if (corrected && args.lr <= 0) {
+DecayLr::DecayLr(const OptimizerArgs& args, const OptimizerKwargs& kwargs) {
+  if (!kwargs.get_bool("corrected_weight_decay", false)) return;
+  if (args.lr <= 0) {
     throw UsageError("optimizer " + in_quotes(args.opt) + ": corrected weight decay requires a positive max lr, got " +
                      python_float_repr(args.lr));
   }
-  return corrected;
+  max_lr_ = args.lr;
 }
 
 std::vector<double> resolve_betas(const OptimizerArgs& args, const OptimizerKwargs& kwargs,

@@ -33,7 +33,7 @@ struct Settings {
   std::optional<double> clipping_threshold;
   bool unscaled_wd = false;
   bool caution = false;
-  std::optional<double> max_lr;  // set with corrected_weight_decay
+  DecayLr decay_lr;  // lr, or lr² / max_lr (corrected_weight_decay)
 };
 
 // timm's _factored_dims: the (column, row) dims, the second largest and the
@@ -120,9 +120,10 @@ class AdafactorBigVision : public ForeachOptimizer {
     if (s_.caution) update = cautioned({update}, {grad}).front();
     update.mul_(lr);
     if (weight_decay != 0) {
-      // unscaled_wd: big_vision's decay without the lr; else AdamW's lr * wd.
-      double scale = s_.unscaled_wd ? 1.0 : lr;
-      if (s_.max_lr) scale = s_.unscaled_wd ? lr / *s_.max_lr : std::pow(lr, 2) / *s_.max_lr;
+      // unscaled_wd: big_vision's decay without the lr (lr / max_lr when
+      // corrected); else AdamW's lr * wd (lr² / max_lr when corrected).
+      double scale = s_.decay_lr(lr);
+      if (s_.unscaled_wd) scale = s_.decay_lr.corrected() ? lr / *s_.decay_lr.max_lr() : 1.0;
       param.mul_(1. - scale * weight_decay);
     }
     param.add_(update, -1.0);
@@ -168,8 +169,7 @@ OptimizerPtr make_adafactor_bv(std::vector<ParamGroup> groups, const OptimizerAr
   s.clipping_threshold = clipping.value;
   s.unscaled_wd = kwargs.get_bool("unscaled_wd", false);
   s.caution = kwargs.get_bool("caution", false);
-  const bool corrected = corrected_weight_decay(args, kwargs);
-  if (corrected) s.max_lr = args.lr;
+  s.decay_lr = DecayLr(args, kwargs);
   const std::string description =
       describe_optimizer("AdafactorBigVision", args.opt,
                          {{"lr", python_float_repr(args.lr)},

@@ -25,7 +25,7 @@ struct AdoptConfig {
   double eps = 1e-6;
   std::optional<double> clip_exp = 0.333;
   bool decoupled = false;
-  std::optional<double> max_lr;  // set with corrected_weight_decay
+  DecayLr decay_lr;  // lr, or lr² / max_lr (corrected_weight_decay)
   bool caution = false;
   bool one_pass = true;  // --opt-kwargs foreach=False: timm's ops one by one
 };
@@ -165,12 +165,10 @@ class Adopt : public ForeachOptimizer {
     return out;
   }
 
-  double wd_scale(double lr) const { return c_.max_lr ? std::pow(lr, 2) / *c_.max_lr : lr; }
-
   // timm's update after the first step, op by op over the tensors.
   void update_with_ops(const GroupStep& g, const Tensors& params, const Tensors& grads, Tensors exp_avgs,
                        const Tensors& exp_avg_sqs, const std::vector<double>& steps) const {
-    if (g.weight_decay != 0 && c_.decoupled) at::_foreach_add_(params, params, -wd_scale(g.lr) * g.weight_decay);
+    if (g.weight_decay != 0 && c_.decoupled) at::_foreach_add_(params, params, -c_.decay_lr(g.lr) * g.weight_decay);
     Tensors denom = at::_foreach_sqrt(exp_avg_sqs);
     at::_foreach_maximum_(denom, c_.eps);
     Tensors normed = at::_foreach_div(grads, denom);
@@ -196,7 +194,7 @@ class Adopt : public ForeachOptimizer {
   OnePassScalars scalars(const GroupStep& g, double step) const {
     const bool decays = g.weight_decay != 0;
     return {static_cast<float>(decays && !c_.decoupled ? g.weight_decay : 0.0),
-            static_cast<float>(decays && c_.decoupled ? -wd_scale(g.lr) * g.weight_decay : 0.0),
+            static_cast<float>(decays && c_.decoupled ? -c_.decay_lr(g.lr) * g.weight_decay : 0.0),
             static_cast<float>(c_.eps),
             c_.clip_exp ? static_cast<float>(std::pow(step - 1, *c_.clip_exp)) : std::numeric_limits<float>::infinity(),
             static_cast<float>(1 - c_.beta1),
@@ -229,14 +227,14 @@ OptimizerPtr make_adopt(std::vector<ParamGroup> groups, const OptimizerArgs& arg
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.9, 0.9999});
   const EpsArg eps = resolve_eps(args, kwargs, 1e-6);
   const OptionalFloatArg clip_exp = optional_float_kwarg(args, kwargs, "clip_exp", 0.333);
-  const bool corrected = corrected_weight_decay(args, kwargs);
+  const DecayLr decay_lr(args, kwargs);
   AdoptConfig c;
   c.beta1 = betas[0];
   c.beta2 = betas[1];
   c.eps = eps.value;
   c.clip_exp = clip_exp.value;
   c.decoupled = kwargs.get_bool("decoupled", false);
-  if (corrected) c.max_lr = args.lr;
+  c.decay_lr = decay_lr;
   c.caution = kwargs.get_bool("caution", false);
   c.one_pass = one_pass_requested(kwargs);
   const std::string description = describe_optimizer("Adopt", args.opt,
@@ -246,7 +244,7 @@ OptimizerPtr make_adopt(std::vector<ParamGroup> groups, const OptimizerArgs& arg
                                                       {"weight_decay", python_float_repr(args.weight_decay)},
                                                       {"clip_exp", clip_exp.repr},
                                                       {"decoupled", py_bool(c.decoupled)},
-                                                      {"corrected_weight_decay", py_bool(corrected)},
+                                                      {"corrected_weight_decay", py_bool(decay_lr.corrected())},
                                                       {"max_lr_snapshot", python_float_repr(args.lr)},
                                                       {"caution", py_bool(c.caution)},
                                                       {"maximize", "False"},

@@ -24,7 +24,7 @@ struct NAdamWConfig {
   double beta2 = 0.999;
   double eps = 1e-8;
   bool caution = false;
-  std::optional<double> max_lr;  // set with corrected_weight_decay
+  DecayLr decay_lr;  // lr, or lr² / max_lr (corrected_weight_decay)
   std::optional<double> clipping_threshold;
   bool one_pass = true;  // --opt-kwargs foreach=False: timm's ops one by one
 };
@@ -107,7 +107,7 @@ class NAdamW : public ForeachOptimizer {
     const Tensors exp_avgs = state_list(g, "exp_avg");
     const Tensors exp_avg_sqs = state_list(g, "exp_avg_sq");
 
-    const double wd_scale = c_.max_lr ? std::pow(g.lr, 2) / *c_.max_lr : g.lr;
+    const double wd_scale = c_.decay_lr(g.lr);
     if (c_.one_pass && !c_.clipping_threshold && fused_cpu_kernels_apply({g.params, g.grads, exp_avgs, exp_avg_sqs})) {
       for (std::size_t i = 0; i < g.params.size(); ++i) {
         update_in_passes(g.params[i], g.grads[i], exp_avgs[i], exp_avg_sqs[i], scalars(g, wd_scale, steps[i]));
@@ -169,14 +169,14 @@ OptimizerPtr make_nadamw(std::vector<ParamGroup> groups, const OptimizerArgs& ar
   reject_true_kwargs(args, kwargs, {"maximize", "capturable"});
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.9, 0.999});
   const EpsArg eps = resolve_eps(args, kwargs, 1e-8);
-  const bool corrected = corrected_weight_decay(args, kwargs);
+  const DecayLr decay_lr(args, kwargs);
   const OptionalFloatArg clip = optional_float_kwarg(args, kwargs, "clipping_threshold", std::nullopt);
   NAdamWConfig c;
   c.beta1 = betas[0];
   c.beta2 = betas[1];
   c.eps = eps.value;
   c.caution = kwargs.get_bool("caution", false);
-  if (corrected) c.max_lr = args.lr;
+  c.decay_lr = decay_lr;
   c.clipping_threshold = clip.value;
   c.one_pass = one_pass_requested(kwargs);
   const std::string description = describe_optimizer("NAdamW", args.opt,
@@ -185,7 +185,7 @@ OptimizerPtr make_nadamw(std::vector<ParamGroup> groups, const OptimizerArgs& ar
                                                       {"eps", eps.repr},
                                                       {"weight_decay", python_float_repr(args.weight_decay)},
                                                       {"caution", py_bool(c.caution)},
-                                                      {"corrected_weight_decay", py_bool(corrected)},
+                                                      {"corrected_weight_decay", py_bool(decay_lr.corrected())},
                                                       {"max_lr_snapshot", python_float_repr(args.lr)},
                                                       {"foreach", kwargs.repr("foreach", "None")},
                                                       {"maximize", "False"},

@@ -27,7 +27,7 @@ struct AdamWLegacyConfig {
   bool amsgrad = false;
   bool caution = false;
   bool maximize = false;
-  std::optional<double> max_lr;  // set with corrected_weight_decay
+  DecayLr decay_lr;  // lr, or lr² / max_lr (corrected_weight_decay)
   std::optional<double> clipping_threshold;
   bool one_pass = true;  // --opt-kwargs foreach=False: timm's ops one by one
 };
@@ -120,7 +120,7 @@ class AdamWLegacy : public ForeachOptimizer {
     const std::vector<double> steps = increment_steps(g);
     const Tensors exp_avgs = state_list(g, "exp_avg");
     const Tensors exp_avg_sqs = state_list(g, "exp_avg_sq");
-    const double wd_scale = c_.max_lr ? std::pow(g.lr, 2) / *c_.max_lr : g.lr;
+    const double wd_scale = c_.decay_lr(g.lr);
     if (c_.one_pass && !c_.amsgrad && !c_.clipping_threshold &&
         fused_cpu_kernels_apply({g.params, g.grads, exp_avgs, exp_avg_sqs})) {
       for (std::size_t i = 0; i < g.params.size(); ++i) {
@@ -191,7 +191,7 @@ OptimizerPtr make_adamw_legacy(std::vector<ParamGroup> groups, const OptimizerAr
   reject_true_kwargs(args, kwargs, {"capturable"});
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.9, 0.999});
   const EpsArg eps = resolve_eps(args, kwargs, 1e-8);
-  const bool corrected = corrected_weight_decay(args, kwargs);
+  const DecayLr decay_lr(args, kwargs);
   const OptionalFloatArg clip = optional_float_kwarg(args, kwargs, "clipping_threshold", std::nullopt);
   AdamWLegacyConfig c;
   c.beta1 = betas[0];
@@ -200,7 +200,7 @@ OptimizerPtr make_adamw_legacy(std::vector<ParamGroup> groups, const OptimizerAr
   c.amsgrad = kwargs.get_bool("amsgrad", false);
   c.caution = kwargs.get_bool("caution", false);
   c.maximize = kwargs.get_bool("maximize", false);
-  if (corrected) c.max_lr = args.lr;
+  c.decay_lr = decay_lr;
   c.clipping_threshold = clip.value;
   c.one_pass = one_pass_requested(kwargs);
   const std::string description = describe_optimizer("AdamWLegacy", args.opt,
@@ -210,7 +210,7 @@ OptimizerPtr make_adamw_legacy(std::vector<ParamGroup> groups, const OptimizerAr
                                                       {"weight_decay", python_float_repr(args.weight_decay)},
                                                       {"amsgrad", py_bool(c.amsgrad)},
                                                       {"caution", py_bool(c.caution)},
-                                                      {"corrected_weight_decay", py_bool(corrected)},
+                                                      {"corrected_weight_decay", py_bool(decay_lr.corrected())},
                                                       {"max_lr_snapshot", python_float_repr(args.lr)},
                                                       {"foreach", kwargs.repr("foreach", "None")},
                                                       {"maximize", py_bool(c.maximize)},

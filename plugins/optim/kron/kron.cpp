@@ -66,7 +66,7 @@ struct KronConfig {
   double precond_lr = 0.1;
   double precond_init_scale = 1.0;
   bool decoupled_decay = false;
-  std::optional<double> max_lr;  // corrected_weight_decay
+  DecayLr decay_lr;  // lr, or lr² / max_lr (corrected_weight_decay)
   bool flatten = false;
   int64_t flatten_start_dim = 2;
   int64_t flatten_end_dim = -1;
@@ -465,7 +465,7 @@ class Kron : public ForeachOptimizer {
     if (weight_decay != 0) {
       if (c_.stochastic_weight_decay) weight_decay = 2 * rng_.random() * weight_decay;
       if (c_.decoupled_decay) {
-        const double wd_scale = c_.max_lr ? std::pow(g.lr, 2) / *c_.max_lr : g.lr;
+        const double wd_scale = c_.decay_lr(g.lr);
         p.mul_(1. - wd_scale * weight_decay);
       } else {
         pre_grad.add_(p, weight_decay);
@@ -559,8 +559,8 @@ OptimizerPtr make_kron(std::vector<ParamGroup> groups, const OptimizerArgs& args
   c.precond_lr = kwargs.get_double("precond_lr", 0.1);
   c.precond_init_scale = kwargs.get_double("precond_init_scale", 1.0);
   c.decoupled_decay = kwargs.get_bool("decoupled_decay", false);
-  const bool corrected = corrected_weight_decay(args, kwargs);
-  if (corrected) c.max_lr = args.lr;
+  const DecayLr decay_lr(args, kwargs);
+  c.decay_lr = decay_lr;
   c.flatten = kwargs.get_bool("flatten", false);
   c.flatten_start_dim = integer_kwarg(args, kwargs, "flatten_start_dim", 2);
   c.flatten_end_dim = integer_kwarg(args, kwargs, "flatten_end_dim", -1);
@@ -590,7 +590,7 @@ OptimizerPtr make_kron(std::vector<ParamGroup> groups, const OptimizerArgs& args
                           {"mu_dtype", "None"},
                           {"precond_dtype", "None"},
                           {"decoupled_decay", py_bool(c.decoupled_decay)},
-                          {"corrected_weight_decay", py_bool(corrected)},
+                          {"corrected_weight_decay", py_bool(decay_lr.corrected())},
                           {"max_lr_snapshot", python_float_repr(args.lr)},
                           {"flatten", py_bool(c.flatten)},
                           {"flatten_start_dim", std::to_string(c.flatten_start_dim)},

@@ -39,8 +39,7 @@ struct LambSettings {
   bool always_adapt = false;
   bool caution = false;
   bool decoupled_decay = false;
-  bool corrected_weight_decay = false;
-  double max_lr = 0.0;
+  DecayLr decay_lr;      // lr, or lr² / max_lr (corrected_weight_decay)
   bool one_pass = true;  // --opt-kwargs foreach=False: the ops one by one
 };
 
@@ -159,8 +158,6 @@ class Lamb : public ForeachOptimizer {
     update_with_ops(a, exp_avgs, exp_avg_sqs, bias_correction1, bias_correction2, beta3);
   }
 
-  // The decoupled decay's lr: lr, or lr² / max_lr with corrected decay.
-  double wd_scale(double lr) const { return s_.corrected_weight_decay ? lr * lr / s_.max_lr : lr; }
   // Layer-wise adaptation, by default only where there is weight decay.
   bool adapts(const GroupStep& a) const { return a.weight_decay != 0 || s_.always_adapt; }
 
@@ -176,7 +173,7 @@ class Lamb : public ForeachOptimizer {
     out.bias_correction2_sqrt = static_cast<float>(std::pow(bias_correction2, 0.5));
     out.eps = static_cast<float>(s_.eps);
     out.decoupled = a.weight_decay != 0 && s_.decoupled_decay;
-    out.decay_factor = static_cast<float>(-wd_scale(a.lr) * a.weight_decay);
+    out.decay_factor = static_cast<float>(-s_.decay_lr(a.lr) * a.weight_decay);
     out.coupled = a.weight_decay != 0 && !s_.decoupled_decay;
     out.coupled_decay = static_cast<float>(a.weight_decay);
     return out;
@@ -232,7 +229,7 @@ class Lamb : public ForeachOptimizer {
     const double wd = a.weight_decay;
     if (wd != 0) {
       if (s_.decoupled_decay) {
-        at::_foreach_add_(a.params, a.params, -wd_scale(lr) * wd);
+        at::_foreach_add_(a.params, a.params, -s_.decay_lr(lr) * wd);
       } else {
         at::_foreach_add_(updates, a.params, wd);
       }
@@ -267,8 +264,7 @@ OptimizerPtr make_lamb(std::vector<ParamGroup> groups, const OptimizerArgs& args
   s.always_adapt = kwargs.get_bool("always_adapt", false);
   s.caution = kwargs.get_bool("caution", false);
   s.decoupled_decay = kwargs.get_bool("decoupled_decay", decoupled_default);
-  s.corrected_weight_decay = corrected_weight_decay(args, kwargs);
-  s.max_lr = args.lr;
+  s.decay_lr = DecayLr(args, kwargs);
   s.one_pass = one_pass_requested(kwargs);
   check_lr(args);
   if (s.eps < 0) throw UsageError("optimizer " + opt + ": invalid epsilon " + python_float_repr(s.eps));

@@ -26,8 +26,8 @@ struct LapropConfig {
   double beta2 = 0.999;
   double eps = 1e-15;
   bool caution = false;
-  std::optional<double> max_lr;  // set with corrected_weight_decay
-  bool one_pass = true;          // --opt-kwargs foreach=False: timm's ops one by one
+  DecayLr decay_lr;      // lr, or lr² / max_lr (corrected_weight_decay)
+  bool one_pass = true;  // --opt-kwargs foreach=False: timm's ops one by one
 };
 
 // The float32 scalars of one parameter's update, as the per-tensor ops cast
@@ -151,7 +151,7 @@ class Laprop : public ForeachOptimizer {
     }
     const Tensors exp_avgs = state_list(a, "exp_avg");
     const Tensors exp_avg_sqs = state_list(a, "exp_avg_sq");
-    const double decay = a.weight_decay == 0 ? 0.0 : wd_scale(lr) * a.weight_decay;
+    const double decay = a.weight_decay == 0 ? 0.0 : c_.decay_lr(lr) * a.weight_decay;
     if (c_.one_pass && fused_cpu_kernels_apply({a.params, a.grads, exp_avgs, exp_avg_sqs})) {
       for (std::size_t i = 0; i < a.params.size(); ++i) {
         const OnePassScalars s{static_cast<float>(c_.beta1),      static_cast<float>(c_.beta2),
@@ -182,9 +182,6 @@ class Laprop : public ForeachOptimizer {
     if (decay != 0) at::_foreach_add_(a.params, a.params, -decay);
   }
 
-  // The decoupled decay's lr: lr, or lr² / max_lr with corrected decay.
-  double wd_scale(double lr) const { return c_.max_lr ? std::pow(lr, 2) / *c_.max_lr : lr; }
-
   // The loops over one contiguous float32 parameter, in ranges across the
   // intra-op threads.
   void update_in_passes(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& exp_avg,
@@ -204,13 +201,13 @@ OptimizerPtr make_laprop(std::vector<ParamGroup> groups, const OptimizerArgs& ar
   check_lr(args);
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.9, 0.999});
   const EpsArg eps = resolve_eps(args, kwargs, 1e-15);
-  const bool corrected = corrected_weight_decay(args, kwargs);
+  const DecayLr decay_lr(args, kwargs);
   LapropConfig c;
   c.beta1 = betas[0];
   c.beta2 = betas[1];
   c.eps = eps.value;
   c.caution = kwargs.get_bool("caution", false);
-  if (corrected) c.max_lr = args.lr;
+  c.decay_lr = decay_lr;
   c.one_pass = one_pass_requested(kwargs);
   const std::string description =
       describe_optimizer("LaProp", args.opt,

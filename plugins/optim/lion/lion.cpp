@@ -22,8 +22,8 @@ struct LionConfig {
   double beta1 = 0.9;
   double beta2 = 0.99;
   bool caution = false;
-  std::optional<double> max_lr;  // set with corrected_weight_decay
-  bool one_pass = true;          // --opt-kwargs foreach=False: timm's ops one by one
+  DecayLr decay_lr;      // lr, or lr² / max_lr (corrected_weight_decay)
+  bool one_pass = true;  // --opt-kwargs foreach=False: timm's ops one by one
 };
 
 // The float32 scalars of one group's update, as the foreach ops cast them.
@@ -84,7 +84,7 @@ class Lion : public ForeachOptimizer {
   void step_group(GroupStep& g) override {
     init_zero_states(g, {"exp_avg"});
     const Tensors exp_avgs = state_list(g, "exp_avg");
-    const double wd_scale = c_.max_lr ? std::pow(g.lr, 2) / *c_.max_lr : g.lr;
+    const double wd_scale = c_.decay_lr(g.lr);
     if (c_.one_pass && fused_cpu_kernels_apply({g.params, g.grads, exp_avgs})) {
       const OnePassScalars s{static_cast<float>(1 - wd_scale * g.weight_decay), static_cast<float>(1 - c_.beta1),
                              static_cast<float>(1 - c_.beta2), static_cast<float>(-g.lr)};
@@ -130,19 +130,19 @@ OptimizerPtr make_lion(std::vector<ParamGroup> groups, const OptimizerArgs& args
   check_lr(args);
   reject_true_kwargs(args, kwargs, {"maximize"});
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.9, 0.99});
-  const bool corrected = corrected_weight_decay(args, kwargs);
+  const DecayLr decay_lr(args, kwargs);
   LionConfig c;
   c.beta1 = betas[0];
   c.beta2 = betas[1];
   c.caution = kwargs.get_bool("caution", false);
-  if (corrected) c.max_lr = args.lr;
+  c.decay_lr = decay_lr;
   c.one_pass = one_pass_requested(kwargs);
   const std::string description = describe_optimizer("Lion", args.opt,
                                                      {{"lr", python_float_repr(args.lr)},
                                                       {"betas", betas_repr(args, betas, /*always_tuple=*/false)},
                                                       {"weight_decay", python_float_repr(args.weight_decay)},
                                                       {"caution", py_bool(c.caution)},
-                                                      {"corrected_weight_decay", py_bool(corrected)},
+                                                      {"corrected_weight_decay", py_bool(decay_lr.corrected())},
                                                       {"max_lr_snapshot", python_float_repr(args.lr)},
                                                       {"foreach", kwargs.repr("foreach", "None")},
                                                       {"maximize", "False"}});

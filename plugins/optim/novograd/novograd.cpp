@@ -32,7 +32,7 @@ struct NovoGradConfig {
   bool grad_averaging = false;
   bool amsgrad = false;
   bool decoupled_decay = false;
-  std::optional<double> max_lr;  // set with corrected_weight_decay
+  DecayLr decay_lr;  // lr, or lr² / max_lr (corrected_weight_decay)
 };
 
 // Elements per task of the two loops: a few hundred KiB of each stream.
@@ -152,14 +152,12 @@ class NvNovoGrad : public ForeachOptimizer {
     return max_exp_avg_sq.sqrt().add_(c_.eps);
   }
 
-  double decoupled_scale(const GroupStep& g) const { return c_.max_lr ? std::pow(g.lr, 2) / *c_.max_lr : g.lr; }
-
   UpdateScalars scalars(const GroupStep& g, float denom) const {
     UpdateScalars c;
     c.denom = denom;
     if (g.weight_decay != 0 && !c_.decoupled_decay) c.l2_decay = static_cast<float>(g.weight_decay);
     if (g.weight_decay != 0 && c_.decoupled_decay) {
-      c.param_scale = static_cast<float>(1. - decoupled_scale(g) * g.weight_decay);
+      c.param_scale = static_cast<float>(1. - c_.decay_lr(g.lr) * g.weight_decay);
     }
     if (c_.grad_averaging) c.grad_scale = static_cast<float>(1 - c_.beta1);
     c.beta1 = static_cast<float>(c_.beta1);
@@ -179,7 +177,7 @@ class NvNovoGrad : public ForeachOptimizer {
     at::Tensor update = grad / denom;
     if (g.weight_decay != 0) {
       if (c_.decoupled_decay) {
-        p.mul_(1. - decoupled_scale(g) * g.weight_decay);
+        p.mul_(1. - c_.decay_lr(g.lr) * g.weight_decay);
       } else {
         update.add_(p, g.weight_decay);
       }
@@ -198,7 +196,7 @@ OptimizerPtr make_novograd(std::vector<ParamGroup> groups, const OptimizerArgs& 
   check_lr(args);
   const std::vector<double> betas = resolve_betas(args, kwargs, {0.95, 0.98});
   const EpsArg eps = resolve_eps(args, kwargs, 1e-8);
-  const bool corrected = corrected_weight_decay(args, kwargs);
+  const DecayLr decay_lr(args, kwargs);
   NovoGradConfig c;
   c.beta1 = betas[0];
   c.beta2 = betas[1];
@@ -207,7 +205,7 @@ OptimizerPtr make_novograd(std::vector<ParamGroup> groups, const OptimizerArgs& 
   c.amsgrad = kwargs.get_bool("amsgrad", false);
   c.decoupled_decay = kwargs.get_bool("decoupled_decay", false);
   // timm corrects the decay only when it is decoupled.
-  if (corrected) c.max_lr = args.lr;
+  c.decay_lr = decay_lr;
   const std::string description = describe_optimizer("NvNovoGrad", args.opt,
                                                      {{"lr", python_float_repr(args.lr)},
                                                       {"betas", betas_repr(args, betas, /*always_tuple=*/false)},
@@ -216,7 +214,7 @@ OptimizerPtr make_novograd(std::vector<ParamGroup> groups, const OptimizerArgs& 
                                                       {"grad_averaging", py_bool(c.grad_averaging)},
                                                       {"amsgrad", py_bool(c.amsgrad)},
                                                       {"decoupled_decay", py_bool(c.decoupled_decay)},
-                                                      {"corrected_weight_decay", py_bool(corrected)},
+                                                      {"corrected_weight_decay", py_bool(decay_lr.corrected())},
                                                       {"max_lr_snapshot", python_float_repr(args.lr)}});
   return std::make_unique<NvNovoGrad>(std::move(groups), args.lr, description, c);
 }

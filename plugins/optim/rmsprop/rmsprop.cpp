@@ -27,10 +27,9 @@ struct RmspropSettings {
   bool centered = false;
   bool maximize = false;         // torch's only
   bool decoupled_decay = false;  // RMSpropTF's only
-  bool corrected_weight_decay = false;
+  DecayLr decay_lr;              // lr, or lr² / max_lr (corrected_weight_decay)
   bool lr_in_momentum = true;
   bool caution = false;
-  double max_lr = 0.0;   // the lr at creation (timm's max_lr_snapshot)
   bool one_pass = true;  // --opt-kwargs foreach=False: the ops one by one
 };
 
@@ -294,7 +293,7 @@ class RMSpropTF : public ForeachOptimizer {
     Tensors grads = a.grads;
     if (a.weight_decay != 0) {
       if (s_.decoupled_decay) {
-        const double wd_scale = s_.corrected_weight_decay ? lr * lr / s_.max_lr : lr;
+        const double wd_scale = s_.decay_lr(lr);
         at::_foreach_mul_(a.params, 1. - wd_scale * a.weight_decay);
       } else {
         grads = at::_foreach_add(grads, a.params, a.weight_decay);
@@ -336,7 +335,7 @@ class RMSpropTF : public ForeachOptimizer {
     OnePassScalars s{1.0f,      0.0f,           1.0f, f(s_.alpha), f(1. - s_.alpha),
                      f(s_.eps), f(s_.momentum), 1.0f, f(-a.lr),    f(-a.lr)};
     if (a.weight_decay != 0 && s_.decoupled_decay) {
-      const double wd_scale = s_.corrected_weight_decay ? a.lr * a.lr / s_.max_lr : a.lr;
+      const double wd_scale = s_.decay_lr(a.lr);
       s.param_factor = f(1. - wd_scale * a.weight_decay);
     } else if (a.weight_decay != 0) {
       s.grad_decay = f(a.weight_decay);
@@ -389,10 +388,9 @@ OptimizerPtr make_rmsproptf(std::vector<ParamGroup> groups, const OptimizerArgs&
   s.momentum = args.momentum;
   s.centered = kwargs.get_bool("centered", false);
   s.decoupled_decay = kwargs.get_bool("decoupled_decay", decoupled_default);
-  s.corrected_weight_decay = corrected_weight_decay(args, kwargs);
+  s.decay_lr = DecayLr(args, kwargs);
   s.lr_in_momentum = kwargs.get_bool("lr_in_momentum", true);
   s.caution = kwargs.get_bool("caution", false);
-  s.max_lr = args.lr;
   s.one_pass = one_pass_requested(kwargs);
   check_common(args, s);
   const std::string description =

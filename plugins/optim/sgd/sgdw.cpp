@@ -26,7 +26,7 @@ class Sgd : public ForeachOptimizer {
   bool updates_parameters_independently() const override { return true; }
   void step_group(GroupStep& g) override {
     if (c_.decoupled_weight_decay) {
-      const double wd_scale = c_.max_lr ? std::pow(g.lr, 2) / *c_.max_lr : g.lr;
+      const double wd_scale = c_.decay_lr(g.lr);
       const double keep = 1. - wd_scale * g.weight_decay;
       // x * 1.0 is x, bit for bit: the no-decay group skips the pass.
       if (keep != 1.0) at::_foreach_mul_(g.params, keep);
@@ -105,7 +105,8 @@ class Sgd : public ForeachOptimizer {
     }
     const Tensors bufs = state_list(g, "momentum_buffer");
     for (const auto& [indices, first_step] : {std::pair{&fresh, true}, std::pair{&resumed, false}}) {
-      if (!indices->empty()) run(select(g.params, *indices), select(g.grads, *indices), select(bufs, *indices), first_step);
+      if (!indices->empty())
+        run(select(g.params, *indices), select(g.grads, *indices), select(bufs, *indices), first_step);
     }
   }
 
@@ -135,12 +136,12 @@ OptimizerPtr make_sgdw(std::vector<ParamGroup> groups, const OptimizerArgs& args
   c.maximize = kwargs.get_bool("maximize", false);
   if (c.momentum < 0)
     throw UsageError("optimizer " + opt + ": invalid momentum value " + python_float_repr(c.momentum));
-  const bool corrected = corrected_weight_decay(args, kwargs);
+  const DecayLr decay_lr(args, kwargs);
   if (c.nesterov && (c.momentum <= 0 || c.dampening != 0)) {
     throw UsageError("optimizer " + opt + ": Nesterov momentum requires a momentum and zero dampening (--momentum " +
                      python_float_repr(c.momentum) + ", dampening " + python_float_repr(c.dampening) + ")");
   }
-  if (corrected) c.max_lr = args.lr;
+  c.decay_lr = decay_lr;
   const std::string description = describe_optimizer("SGDW", args.opt,
                                                      {{"lr", python_float_repr(args.lr)},
                                                       {"momentum", python_float_repr(c.momentum)},
@@ -148,7 +149,7 @@ OptimizerPtr make_sgdw(std::vector<ParamGroup> groups, const OptimizerArgs& args
                                                       {"weight_decay", python_float_repr(args.weight_decay)},
                                                       {"nesterov", py_bool(c.nesterov)},
                                                       {"caution", py_bool(c.caution)},
-                                                      {"corrected_weight_decay", py_bool(corrected)},
+                                                      {"corrected_weight_decay", py_bool(decay_lr.corrected())},
                                                       {"max_lr_snapshot", python_float_repr(args.lr)},
                                                       {"maximize", py_bool(c.maximize)},
                                                       {"foreach", kwargs.repr("foreach", "None")},

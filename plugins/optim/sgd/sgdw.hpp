@@ -1,10 +1,10 @@
 // The SGD plugin's factories shared between its sources (plugin-internal).
 #pragma once
 
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "timm/optim/foreach_optimizer.hpp"
 #include "timm/optim/optimizer.hpp"
 
 namespace timm::sgd {
@@ -17,7 +17,7 @@ struct SgdConfig {
   bool maximize = false;
   // timm's SGDW: param *= 1 - lr * wd. Otherwise torch's SGD: grad += wd * param.
   bool decoupled_weight_decay = true;
-  std::optional<double> max_lr;  // set with corrected_weight_decay
+  DecayLr decay_lr;  // lr, or lr² / max_lr (corrected_weight_decay)
   // torch's fused CPU kernel where it applies (not with caution): the same
   // values, bit for bit, in one pass per parameter.
   bool fused = true;

@@ -280,10 +280,25 @@ void check_lr(const OptimizerArgs& args);
 void reject_true_kwargs(const OptimizerArgs& args, const OptimizerKwargs& kwargs,
                         std::initializer_list<const char*> keys);
 
-// --opt-kwargs corrected_weight_decay (default false): timm's lr² / max_lr
-// decay, max_lr the constructor's lr (_max_lr_snapshot), so it throws
-// UsageError when on with an lr that is not positive.
-bool corrected_weight_decay(const OptimizerArgs& args, const OptimizerKwargs& kwargs);
+// The lr that decoupled weight decay scales by: the step's lr, or with
+// --opt-kwargs corrected_weight_decay=True timm's lr² / max_lr, max_lr the
+// constructor's lr (timm's _max_lr_snapshot).
+class DecayLr {
+ public:
+  DecayLr() = default;  // not corrected
+  // Reads --opt-kwargs corrected_weight_decay (default false); throws
+  // UsageError when it is on with an lr that is not positive.
+  DecayLr(const OptimizerArgs& args, const OptimizerKwargs& kwargs);
+
+  bool corrected() const { return max_lr_.has_value(); }
+  // The constructor's lr when corrected.
+  const std::optional<double>& max_lr() const { return max_lr_; }
+  // lr, or lr² / max_lr when corrected.
+  double operator()(double lr) const { return max_lr_ ? lr * lr / *max_lr_ : lr; }
+
+ private:
+  std::optional<double> max_lr_;
+};
 
 // timm's OptimInfo.defaults: `factory` with `defaults` (--opt-kwargs as
 // typed, e.g. {"caution", "True"}) set where neither --opt-kwargs nor the
