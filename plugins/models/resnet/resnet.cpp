@@ -157,7 +157,9 @@ const std::map<std::string, std::string> kDefaultTags = {
 // timm's act_layer(inplace=True): every ReLU here follows a norm, a drop
 // block or the residual add, whose fresh output nothing else reads and whose
 // backward does not need it, so it is overwritten rather than a new tensor
-// allocated per activation.
+// allocated per activation. The residual add itself is in place for the same
+// reason: its left side is the fresh output of a norm, an attention gate's
+// multiply or drop path.
 nn::ReLU inplace_relu() { return nn::ReLU(nn::ReLUOptions().inplace(true)); }
 
 nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t groups = 1) {
@@ -352,7 +354,8 @@ class BasicBlockImpl : public nn::Module {
     x = bn2.forward(conv2(x));
     x = apply_attn(*this, x);
     if (drop_path) x = drop_path(x);
-    return act2(x + (downsample ? downsample->forward(input) : input));
+    x.add_(downsample ? downsample->forward(input) : input);  // timm's x += shortcut
+    return act2(x);
   }
 
   // timm's zero_init_last: each residual branch starts as zero.
@@ -413,7 +416,8 @@ class BottleneckImpl : public nn::Module {
     x = bn3.forward(conv3(x));
     x = apply_attn(*this, x);
     if (drop_path) x = drop_path(x);
-    return act3(x + (downsample ? downsample->forward(input) : input));
+    x.add_(downsample ? downsample->forward(input) : input);  // timm's x += shortcut
+    return act3(x);
   }
 
   void zero_init_last() { zero_weight(bn3); }
