@@ -361,7 +361,9 @@ class ByobBlockImpl : public ByobBlockBaseImpl {
       }
       if (a.drop_path > 0.0) drop_path = register_module("drop_path", layers::DropPath(a.drop_path));
     }
-    if (!a.linear_out) act = register_module("act", layers::create_act(a.act));
+    // In place, as timm's layers.act(inplace=True): its input is always a
+    // fresh sum, attention gate, norm or conv output.
+    if (!a.linear_out) act = register_module("act", layers::create_act(a.act, /*inplace=*/true));
   }
 
   at::Tensor forward(const at::Tensor& input) override {
@@ -373,7 +375,7 @@ class ByobBlockImpl : public ByobBlockBaseImpl {
       x = conv_1x1(input) + conv_kxk(input);
       if (identity) {
         if (drop_path) x = drop_path(x);
-        x = x + identity(input);
+        x.add_(identity(input));  // timm's x += identity
       }
       return act(attn.forward(x));
     }

@@ -155,7 +155,7 @@ MobileOneBlockImpl::MobileOneBlockImpl(const ByobBlockArgs& a) : kernel_size_(a.
   }
   if (a.drop_path > 0.0 && use_ident) drop_path = register_module("drop_path", layers::DropPath(a.drop_path));
   attn = BlockAttn(*this, "attn", a.attn, a.out_chs);
-  act = register_module("act", layers::create_act(a.act));
+  act = register_module("act", layers::create_act(a.act, /*inplace=*/true));  // timm: inplace=True
 }
 
 at::Tensor MobileOneBlockImpl::forward(const at::Tensor& x) {
@@ -165,9 +165,10 @@ at::Tensor MobileOneBlockImpl::forward(const at::Tensor& x) {
   if (identity) identity_out = identity(x);
   at::Tensor out;
   if (conv_scale) out = conv_scale(x);
-  for (auto& branch : branches_) out = out.defined() ? out + branch(x) : branch(x);
+  // timm's out += ...: each left side is a fresh norm output, sum or drop path output.
+  for (auto& branch : branches_) out = out.defined() ? out.add_(branch(x)) : branch(x);
   if (drop_path) out = drop_path(out);
-  if (identity_out.defined()) out = out + identity_out;
+  if (identity_out.defined()) out.add_(identity_out);
   return act(attn.forward(out));
 }
 

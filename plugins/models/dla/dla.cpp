@@ -40,6 +40,7 @@
 
 #include "timm/base/error.hpp"
 #include "timm/base/names.hpp"
+#include "timm/layers/activations.hpp"
 #include "timm/layers/batch_norm.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/models/features.hpp"
@@ -83,6 +84,11 @@ struct BlockArgs {
   bool root_shortcut = false;
 };
 
+// Throughout this file, as timm's nn.ReLU(inplace=True) and `out += shortcut`,
+// every ReLU and residual add writes into a fresh norm output or sum that
+// nothing else reads and whose backward does not need, instead of allocating
+// a new tensor.
+
 nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t padding = 0, int64_t groups = 1) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(padding).groups(groups).bias(false));
 }
@@ -120,9 +126,9 @@ class DlaBasicImpl : public DlaNode {
   }
 
   at::Tensor forward(const at::Tensor& x, const at::Tensor& shortcut, std::vector<at::Tensor>*) override {
-    at::Tensor out = at::relu(bn1(conv1(x)));
+    at::Tensor out = bn1(conv1(x)).relu_();
     out = bn2(conv2(out));
-    return at::relu(out + (shortcut.defined() ? shortcut : x));
+    return out.add_(shortcut.defined() ? shortcut : x).relu_();
   }
 
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
@@ -144,10 +150,10 @@ class DlaBottleneckImpl : public DlaNode {
   }
 
   at::Tensor forward(const at::Tensor& x, const at::Tensor& shortcut, std::vector<at::Tensor>*) override {
-    at::Tensor out = at::relu(bn1(conv1(x)));
-    out = at::relu(bn2(conv2(out)));
+    at::Tensor out = bn1(conv1(x)).relu_();
+    out = bn2(conv2(out)).relu_();
     out = bn3(conv3(out));
-    return at::relu(out + (shortcut.defined() ? shortcut : x));
+    return out.add_(shortcut.defined() ? shortcut : x).relu_();
   }
 
   nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
@@ -184,19 +190,19 @@ class DlaBottle2neckImpl : public DlaNode {
   }
 
   at::Tensor forward(const at::Tensor& x, const at::Tensor& shortcut, std::vector<at::Tensor>*) override {
-    const at::Tensor out = at::relu(bn1(conv1(x)));
+    const at::Tensor out = bn1(conv1(x)).relu_();
     const std::vector<at::Tensor> spx = at::split(out, width_, 1);
     std::vector<at::Tensor> spo;
     spo.reserve(kScale);
     at::Tensor sp;
     for (size_t i = 0; i < conv_list_.size(); ++i) {
       sp = (i == 0 || is_first_) ? spx[i] : sp + spx[i];
-      sp = at::relu(bn_list_[i](conv_list_[i](sp)));
+      sp = bn_list_[i](conv_list_[i](sp)).relu_();
       spo.push_back(sp);
     }
     spo.push_back(pool ? pool(spx.back()) : spx.back());
     at::Tensor y = bn3(conv3(at::cat(spo, 1)));
-    return at::relu(y + (shortcut.defined() ? shortcut : x));
+    return y.add_(shortcut.defined() ? shortcut : x).relu_();
   }
 
   nn::Conv2d conv1{nullptr}, conv3{nullptr};
@@ -234,8 +240,8 @@ class DlaRootImpl : public nn::Module {
 
   at::Tensor forward(const std::vector<at::Tensor>& x_children) {
     at::Tensor x = bn(conv(at::cat(x_children, 1)));
-    if (shortcut_) x = x + x_children[0];
-    return at::relu(x);
+    if (shortcut_) x.add_(x_children[0]);
+    return x.relu_();
   }
 
   nn::Conv2d conv{nullptr};
@@ -337,8 +343,9 @@ class DlaImpl : public ClassifierImpl {
 
     const auto& ch = spec.channels;
     const auto& lv = spec.levels;
-    base_layer = register_module(
-        "base_layer", nn::Sequential(conv(args.in_chans, ch[0], 7, 1, 3), layers::BatchNorm2d(ch[0]), nn::ReLU()));
+    base_layer =
+        register_module("base_layer", nn::Sequential(conv(args.in_chans, ch[0], 7, 1, 3), layers::BatchNorm2d(ch[0]),
+                                                     layers::create_act("relu", /*inplace=*/true)));
     level0 = register_module("level0", make_conv_level(ch[0], ch[0], lv[0], 1));
     level1 = register_module("level1", make_conv_level(ch[0], ch[1], lv[1], 2));
     level2 = register_module("level2", std::make_shared<DlaTreeImpl>(lv[2], a, ch[1], ch[2], 2, false, 0));
@@ -445,7 +452,7 @@ class DlaImpl : public ClassifierImpl {
     for (int64_t i = 0; i < convs; ++i) {
       seq->push_back(conv(inplanes, planes, 3, i == 0 ? stride : 1, 1));
       seq->push_back(layers::BatchNorm2d(planes));
-      seq->push_back(nn::ReLU());
+      seq->push_back(layers::create_act("relu", /*inplace=*/true));
       inplanes = planes;
     }
     return seq;

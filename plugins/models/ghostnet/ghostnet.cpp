@@ -84,11 +84,13 @@ nn::Conv2d conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64
 
 // timm's GhostModule / GhostModuleV2 primary_conv and cheap_operation:
 // nn.Sequential(conv, BatchNorm2d, act) (act "identity" for nn.Identity).
+// Here and elsewhere in this file an act is in place where timm builds it with
+// inplace=True: its input is always a fresh conv, norm or sum output.
 nn::Sequential conv_bn_act(nn::Conv2d conv, int64_t out, const std::string& act) {
   nn::Sequential seq;
   seq->push_back(std::move(conv));
   seq->push_back(layers::BatchNorm2d(out));
-  seq->push_back(layers::create_act(act));
+  seq->push_back(layers::create_act(act, /*inplace=*/true));
   return seq;
 }
 
@@ -148,7 +150,7 @@ class SqueezeExciteImpl : public nn::Module {
   SqueezeExciteImpl(int64_t channels, double rd_ratio) {
     const int64_t rd = layers::make_divisible(static_cast<double>(channels) * rd_ratio, 4);
     conv_reduce = register_module("conv_reduce", conv2d(channels, rd, 1, 1, 0, 1, /*bias=*/true));
-    act1 = register_module("act1", layers::create_act("relu"));
+    act1 = register_module("act1", layers::create_act("relu", /*inplace=*/true));
     conv_expand = register_module("conv_expand", conv2d(rd, channels, 1, 1, 0, 1, /*bias=*/true));
     gate = register_module("gate", layers::create_act("hard_sigmoid"));
   }
@@ -247,12 +249,12 @@ class GhostModuleV3Impl : public nn::Module {
     const int64_t init_chs = (out + 1) / 2;
     const int64_t new_chs = init_chs;
     primary_rpr_conv = register_module("primary_rpr_conv", conv_branches(primary_, in, init_chs, 1, 1, 0, 1));
-    primary_activation = register_module("primary_activation", layers::create_act(act));
+    primary_activation = register_module("primary_activation", layers::create_act(act, /*inplace=*/true));
     cheap_rpr_skip = register_module("cheap_rpr_skip", layers::BatchNorm2d(init_chs));
     cheap_rpr_conv =
         register_module("cheap_rpr_conv", conv_branches(cheap_, init_chs, new_chs, 3, 1, 1, /*groups=*/init_chs));
     cheap_rpr_scale = register_module("cheap_rpr_scale", ConvBnAct(init_chs, new_chs, 1, 1, 0, init_chs, false));
-    cheap_activation = register_module("cheap_activation", layers::create_act(act));
+    cheap_activation = register_module("cheap_activation", layers::create_act(act, /*inplace=*/true));
     if (shortcut) short_conv = register_module("short_conv", short_conv_seq(in, out));
   }
 
@@ -490,7 +492,7 @@ class GhostNetImpl : public ClassifierImpl {
     feature_info_.push_back({stem_chs, 2, "conv_stem"});
     stage_ends_.push_back(-1);
     bn1 = register_module("bn1", layers::BatchNorm2d(stem_chs));
-    act1 = register_module("act1", layers::create_act("relu"));
+    act1 = register_module("act1", layers::create_act("relu", /*inplace=*/true));
 
     blocks = register_module("blocks", nn::ModuleList());
     int64_t prev_chs = stem_chs, layer_idx = 0, net_stride = 2, exp_size = 0;
@@ -534,7 +536,7 @@ class GhostNetImpl : public ClassifierImpl {
     global_pool =
         register_module("global_pool", layers::SelectAdaptivePool2d(layers::SelectAdaptivePool2dOptions(pool_type_)));
     conv_head = register_module("conv_head", conv2d(out_chs, kHeadHiddenSize, 1, 1, 0, 1, /*bias=*/true));
-    act2 = register_module("act2", layers::create_act("relu"));
+    act2 = register_module("act2", layers::create_act("relu", /*inplace=*/true));
     if (num_classes_ > 0) classifier = register_module("classifier", nn::Linear(kHeadHiddenSize, num_classes_));
   }
 

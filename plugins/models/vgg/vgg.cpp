@@ -80,10 +80,10 @@ class ConvMlpImpl : public nn::Module {
   explicit ConvMlpImpl(const ConvMlpOptions& o) : options(o) {
     fc1 = register_module("fc1",
                           nn::Conv2d(nn::Conv2dOptions(o.in_features(), o.out_features(), o.kernel_size()).bias(true)));
-    act1 = register_module("act1", nn::ReLU());
+    act1 = register_module("act1", nn::ReLU(nn::ReLUOptions().inplace(true)));
     drop = register_module("drop", nn::Dropout(o.drop_rate()));
     fc2 = register_module("fc2", nn::Conv2d(nn::Conv2dOptions(o.out_features(), o.out_features(), 1).bias(true)));
-    act2 = register_module("act2", nn::ReLU());
+    act2 = register_module("act2", nn::ReLU(nn::ReLUOptions().inplace(true)));
   }
 
   at::Tensor forward(at::Tensor x) {
@@ -194,7 +194,7 @@ class VggImpl : public ClassifierImpl {
       }
       seq->push_back(nn::Conv2d(nn::Conv2dOptions(prev_chs, v, 3).padding(1)));
       if (batch_norm) seq->push_back(layers::BatchNorm2d(v));
-      seq->push_back(nn::ReLU());
+      seq->push_back(nn::ReLU(nn::ReLUOptions().inplace(true)));
       prev_chs = v;
     }
     add_level();
