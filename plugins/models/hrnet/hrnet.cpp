@@ -121,9 +121,9 @@ class HrBasicBlockImpl : public nn::Module {
   }
 
   at::Tensor forward(const at::Tensor& x) {
-    at::Tensor out = at::relu(bn1(conv1(x)));
+    at::Tensor out = bn1(conv1(x)).relu_();
     out = bn2(conv2(out));
-    return at::relu(out + (downsample ? downsample->forward(x) : x));
+    return out.add_(downsample ? downsample->forward(x) : x).relu_();  // timm's += and ReLU(inplace=True)
   }
 
   nn::Conv2d conv1{nullptr}, conv2{nullptr};
@@ -148,10 +148,10 @@ class HrBottleneckImpl : public nn::Module {
   }
 
   at::Tensor forward(const at::Tensor& x) {
-    at::Tensor out = at::relu(bn1(conv1(x)));
-    out = at::relu(bn2(conv2(out)));
+    at::Tensor out = bn1(conv1(x)).relu_();
+    out = bn2(conv2(out)).relu_();
     out = bn3(conv3(out));
-    return at::relu(out + (downsample ? downsample->forward(x) : x));
+    return out.add_(downsample ? downsample->forward(x) : x).relu_();  // timm's += and ReLU(inplace=True)
   }
 
   nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
@@ -225,10 +225,11 @@ struct Path {
   }
 };
 
-// conv 3x3 / 2 + BN (+ ReLU).
-nn::Sequential down_conv(int64_t in, int64_t out, bool act) {
+// conv 3x3 / 2 + BN (+ ReLU). As timm's, the ReLU is in place in the
+// transitions and not in the fuse chains (nn.ReLU(False)).
+nn::Sequential down_conv(int64_t in, int64_t out, bool act, bool inplace = false) {
   nn::Sequential seq(conv(in, out, 3, 2, 1), layers::BatchNorm2d(out));
-  if (act) seq->push_back(nn::ReLU());
+  if (act) seq->push_back(nn::ReLU(nn::ReLUOptions().inplace(inplace)));
   return seq;
 }
 
@@ -365,13 +366,13 @@ class HighResolutionNetImpl : public ClassifierImpl {
     for (size_t i = 0; i + 1 < pre_stage_channels.size(); ++i) {
       const int64_t in = kHeadChannels[i] * head_exp;
       const int64_t out = kHeadChannels[i + 1] * head_exp;
-      downsamp_list_.push_back(
-          nn::Sequential(conv(in, out, 3, 2, 1, head_conv_bias), layers::BatchNorm2d(out), nn::ReLU()));
+      downsamp_list_.push_back(nn::Sequential(conv(in, out, 3, 2, 1, head_conv_bias), layers::BatchNorm2d(out),
+                                              nn::ReLU(nn::ReLUOptions().inplace(true))));
       downsamp_modules->push_back(downsamp_list_.back());
     }
     final_layer = register_module(
         "final_layer", nn::Sequential(conv(kHeadChannels[3] * head_exp, kNumFeatures, 1, 1, 0, head_conv_bias),
-                                      layers::BatchNorm2d(kNumFeatures), nn::ReLU()));
+                                      layers::BatchNorm2d(kNumFeatures), nn::ReLU(nn::ReLUOptions().inplace(true))));
     auto head = layers::create_classifier(kNumFeatures, num_classes_, args.global_pool.value_or("avg"));
     global_pool = register_module("global_pool", head.global_pool);
     classifier = head.fc;
@@ -474,8 +475,8 @@ class HighResolutionNetImpl : public ClassifierImpl {
   nn::AnyModule classifier;  // Linear, or Identity without classes
 
  private:
-  at::Tensor stem1(const at::Tensor& x) { return at::relu(bn1(conv1(x))); }
-  at::Tensor stem2(const at::Tensor& x) { return at::relu(bn2(conv2(x))); }
+  at::Tensor stem1(const at::Tensor& x) { return bn1(conv1(x)).relu_(); }
+  at::Tensor stem2(const at::Tensor& x) { return bn2(conv2(x)).relu_(); }
 
   // timm's stages(): layer1, then each transition (an Identity passes its
   // branch through, other paths take the previous stage's last branch, as
@@ -508,14 +509,15 @@ class HighResolutionNetImpl : public ClassifierImpl {
       Path path;
       if (i < pre.size()) {
         if (cur[i] != pre[i]) {
-          path.seq = nn::Sequential(conv(pre[i], cur[i], 3, 1, 1), layers::BatchNorm2d(cur[i]), nn::ReLU());
+          path.seq = nn::Sequential(conv(pre[i], cur[i], 3, 1, 1), layers::BatchNorm2d(cur[i]),
+                                    nn::ReLU(nn::ReLUOptions().inplace(true)));
         }
       } else {
         path.chain = SeqChain();
         for (size_t j = 0; j < i + 1 - pre.size(); ++j) {
           const int64_t in = pre.back();
           const int64_t out = j == i - pre.size() ? cur[i] : in;
-          path.chain->push_back(down_conv(in, out, true));
+          path.chain->push_back(down_conv(in, out, /*act=*/true, /*inplace=*/true));
         }
       }
       list->push_back(path.module());
