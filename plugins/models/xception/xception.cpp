@@ -131,9 +131,9 @@ class AlignedSeparableConv2dImpl : public nn::Module {
 
   at::Tensor forward(const at::Tensor& input) {
     at::Tensor x = bn_dw(conv_dw(input));
-    if (act_) x = at::relu(x);
+    if (act_) x.relu_();  // in place, as timm's act_dw / act_pw: fresh norm outputs
     x = bn_pw(conv_pw(x));
-    return act_ ? at::relu(x) : x;
+    return act_ ? x.relu_() : x;
   }
 
   nn::Conv2d conv_dw{nullptr}, conv_pw{nullptr};
@@ -193,7 +193,8 @@ class XceptionModuleImpl : public nn::Module {
         stack_list_.emplace_back(PreSeparableConv2d(in_chs, b.out_chs[i], conv_stride, dilation, i > 0, eps));
       } else {
         if (b.start_with_relu) {
-          stack_list_.emplace_back(layers::create_act("relu"));
+          // timm's act_layer(inplace=i > 0): the first act reads the block input, the skip.
+          stack_list_.emplace_back(layers::create_act("relu", /*inplace=*/i > 0));
           stack->push_back("act" + n, stack_list_.back());
         }
         stack_list_.emplace_back(
@@ -453,7 +454,9 @@ class LegacyBlockImpl : public nn::Module {
       } else {
         outc = i < reps - 1 ? in_channels : out_channels;
       }
-      rep_list.emplace_back(layers::create_act("relu"));
+      // timm's rep[0] = ReLU(inplace=False), it reads the block input (the
+      // skip); the later ones ReLU(inplace=True) on fresh norm outputs.
+      rep_list.emplace_back(layers::create_act("relu", /*inplace=*/i > 0));
       rep_list.emplace_back(LegacySeparableConv2d(inc, outc));
       rep_list.emplace_back(layers::BatchNorm2d(outc));
     }
@@ -465,8 +468,8 @@ class LegacyBlockImpl : public nn::Module {
   }
 
   at::Tensor forward(const at::Tensor& input) {
-    const at::Tensor x = rep->forward(input);
-    return x + (skip ? skipbn(skip(input)) : input);
+    at::Tensor x = rep->forward(input);
+    return x.add_(skip ? skipbn(skip(input)) : input);  // timm's x += skip
   }
 
   nn::Conv2d skip{nullptr};
@@ -601,13 +604,13 @@ class LegacyXceptionImpl : public ClassifierImpl {
   }
 
   at::Tensor forward_stem(const at::Tensor& x) {
-    const at::Tensor y = at::relu(bn1(conv1(x)));
-    return at::relu(bn2(conv2(y)));
+    const at::Tensor y = bn1(conv1(x)).relu_();
+    return bn2(conv2(y)).relu_();
   }
 
   at::Tensor forward_exit(const at::Tensor& x) {
-    const at::Tensor y = at::relu(bn3(conv3(x)));
-    return at::relu(bn4(conv4(y)));
+    const at::Tensor y = bn3(conv3(x)).relu_();
+    return bn4(conv4(y)).relu_();
   }
 
   // timm's init: every conv kaiming_normal (fan_out, relu), BN 1 / 0 (the
