@@ -86,7 +86,7 @@ struct BlockArgs {
 
 // Throughout this file, as timm's nn.ReLU(inplace=True) and `out += shortcut`,
 // every ReLU and residual add writes into a fresh norm output or sum that
-// nothing else reads and whose backward does not need, instead of allocating
+// nothing else reads and whose backward does not need it, instead of allocating
 // a new tensor.
 
 nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t padding = 0, int64_t groups = 1) {
