@@ -34,7 +34,9 @@ void SEModuleImpl::reset() {
   namespace nn = torch::nn;
   fc1 = register_module("fc1", nn::Conv2d(nn::Conv2dOptions(channels, rd_channels_, 1).bias(options.bias())));
   if (options.use_norm()) bn = register_module("bn", BatchNorm2d(rd_channels_));
-  act = register_module("act", create_act(options.act_layer()));
+  // In place, as timm's create_act_layer(act_layer, inplace=True): it
+  // overwrites fc1's (or bn's) fresh output, which no backward needs.
+  act = register_module("act", create_act(options.act_layer(), /*inplace=*/true));
   fc2 = register_module("fc2", nn::Conv2d(nn::Conv2dOptions(rd_channels_, channels, 1).bias(options.bias())));
   gate = register_module("gate", create_act(options.gate_layer()));
 }

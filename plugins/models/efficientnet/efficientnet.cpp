@@ -411,7 +411,8 @@ class EfficientNetImpl : public ClassifierImpl {
     if (spec.head_norm) {
       norm_head = register_module("norm_head", norm_act(spec.num_features, spec.act_layer, norm));
     } else {
-      act2 = register_module("act2", layers::create_act(spec.act_layer));
+      // In place, as timm's act_layer(inplace=True): it overwrites conv_head's output.
+      act2 = register_module("act2", layers::create_act(spec.act_layer, /*inplace=*/true));
     }
     if (num_classes_ > 0) {
       classifier = nn::AnyModule(nn::Linear(spec.num_features, num_classes_));

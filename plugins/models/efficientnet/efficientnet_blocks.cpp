@@ -92,7 +92,8 @@ int64_t num_groups(std::optional<int64_t> group_size, int64_t channels) {
 SqueezeExciteImpl::SqueezeExciteImpl(int64_t in_chs, int64_t rd_channels, const std::string& act_layer,
                                      const std::string& gate_layer) {
   conv_reduce = register_module("conv_reduce", nn::Conv2d(nn::Conv2dOptions(in_chs, rd_channels, 1).bias(true)));
-  act1 = register_module("act1", layers::create_act(act_layer));
+  // In place, as timm's: it overwrites conv_reduce's fresh output.
+  act1 = register_module("act1", layers::create_act(act_layer, /*inplace=*/true));
   conv_expand = register_module("conv_expand", nn::Conv2d(nn::Conv2dOptions(rd_channels, in_chs, 1).bias(true)));
   gate = register_module("gate", layers::create_act(gate_layer));
 }
