@@ -135,17 +135,20 @@ struct ConvSpec {
 };
 
 // timm's activation of an NFNet: get_act_layer(act_layer), or with
-// gamma_in_act GammaAct (the activation times gamma). No parameters.
+// gamma_in_act GammaAct (the activation, then times gamma in place). No
+// parameters. `inplace` as timm's act_layer(inplace=...): the block's act2 /
+// act2b and the stem's first acts overwrite a conv's fresh output.
 struct NfActOptions {
   NfActOptions(std::string name, std::optional<double> gamma) : name_(std::move(name)), gamma_(gamma) {}
   TORCH_ARG(std::string, name);
   TORCH_ARG(std::optional<double>, gamma);
+  TORCH_ARG(bool, inplace) = false;
 };
 
 class NfActImpl : public nn::Cloneable<NfActImpl> {
  public:
   explicit NfActImpl(const NfActOptions& o) : options(o) { reset(); }
-  void reset() override { act_ = layers::create_act(options.name()); }
+  void reset() override { act_ = layers::create_act(options.name(), options.inplace()); }
   void pretty_print(std::ostream& stream) const override {
     stream << "timm::nfnet::" << (options.gamma() ? "GammaAct(" : "Act(") << options.name();
     if (options.gamma()) stream << ", gamma=" << *options.gamma();
@@ -153,7 +156,9 @@ class NfActImpl : public nn::Cloneable<NfActImpl> {
   }
   at::Tensor forward(const at::Tensor& x) {
     at::Tensor y = act_->forward(x);
-    return options.gamma() ? y * *options.gamma() : y;
+    // timm's act_fn(x).mul_(gamma): y is the activation's own output, or x
+    // when in place, which timm overwrites too.
+    return options.gamma() ? y.mul_(*options.gamma()) : y;
   }
 
   NfActOptions options;
@@ -166,7 +171,7 @@ TORCH_MODULE(NfAct);
 struct ActSpec {
   std::string name;
   std::optional<double> gamma;
-  NfAct make() const { return NfAct(NfActOptions(name, gamma)); }
+  NfAct make(bool inplace = false) const { return NfAct(NfActOptions(name, gamma).inplace(inplace)); }
 };
 
 // timm's DownsampleAvg: an average pool (2x2, ceil mode, padding not counted;
@@ -233,10 +238,10 @@ class NormFreeBlockImpl : public nn::Module {
     }
     act1 = register_module("act1", act_spec.make());
     conv1 = register_module("conv1", conv_spec.make(a.in_chs, mid_chs, 1));
-    act2 = register_module("act2", act_spec.make());
+    act2 = register_module("act2", act_spec.make(/*inplace=*/true));
     conv2 = register_module("conv2", conv_spec.make(mid_chs, mid_chs, 3, a.stride, a.first_dilation, groups));
     if (cfg.extra_conv) {
-      act2b = register_module("act2b", act_spec.make());
+      act2b = register_module("act2b", act_spec.make(/*inplace=*/true));
       conv2b = register_module("conv2b", conv_spec.make(mid_chs, mid_chs, 3, 1, a.dilation, groups));
     }
     if (cfg.reg && !cfg.attn_layer.empty()) attn = make_attn("attn", cfg, mid_chs);
@@ -456,7 +461,9 @@ class NormFreeNetImpl : public ClassifierImpl {
       const std::array<int64_t, 4> strides = {2, 1, 1, 2};
       for (size_t i = 0; i < chs.size(); ++i) {
         seq->push_back("conv" + std::to_string(i + 1), conv_spec.make(in_chs, chs[i], 3, strides[i]));
-        if (i + 1 != chs.size()) seq->push_back("act" + std::to_string(i + 2), act_spec.make());
+        // timm's inplace=i < last_idx - 1: act4 reads the tapped conv3's output.
+        if (i + 1 != chs.size())
+          seq->push_back("act" + std::to_string(i + 2), act_spec.make(/*inplace=*/i + 2 < chs.size()));
         in_chs = chs[i];
       }
       stem_stride = 4;
