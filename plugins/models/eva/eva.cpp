@@ -55,6 +55,7 @@
 
 #include "timm/base/error.hpp"
 #include "timm/layers/drop_path.hpp"
+#include "timm/layers/linear.hpp"
 #include "timm/layers/mlp.hpp"
 #include "timm/layers/norm.hpp"
 #include "timm/layers/patch_embed.hpp"
@@ -139,16 +140,17 @@ class EvaAttentionImpl : public nn::Module {
     at::Tensor q, k, v;
     if (qkv) {
       // timm: F.linear with the bias cat(q_bias, zeros, v_bias) (qkv_bias_separate off).
-      const at::Tensor out =
-          q_bias.defined() ? at::linear(x, qkv->weight, at::cat({q_bias, at::zeros_like(q_bias), v_bias})) : qkv(x);
+      const at::Tensor out = q_bias.defined()
+                                 ? at::linear(x, qkv->weight, at::cat({q_bias, at::zeros_like(q_bias), v_bias}))
+                                 : layers::linear(qkv, x);
       const auto heads = out.reshape({batch, tokens, 3, num_heads_, -1}).permute({2, 0, 3, 1, 4}).unbind(0);
       q = heads[0];
       k = heads[1];
       v = heads[2];
     } else {
-      q = split_heads(q_proj(x));
-      k = split_heads(k_proj(x));
-      v = split_heads(v_proj(x));
+      q = split_heads(layers::linear(q_proj, x));
+      k = split_heads(layers::linear(k_proj, x));
+      v = split_heads(layers::linear(v_proj, x));
     }
     if (q_norm) {
       q = q_norm(q);
@@ -161,7 +163,7 @@ class EvaAttentionImpl : public nn::Module {
     at::Tensor out = at::scaled_dot_product_attention(q, k, v);
     out = out.transpose(1, 2).reshape({batch, tokens, -1});
     if (norm) out = norm(out);
-    return proj(out);
+    return layers::linear(proj, out);
   }
 
   nn::Linear qkv{nullptr}, q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr};

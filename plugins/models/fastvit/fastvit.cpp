@@ -43,6 +43,7 @@
 #include "timm/layers/batch_norm.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"
+#include "timm/layers/linear.hpp"
 #include "timm/layers/norm_act.hpp"
 #include "timm/layers/reparam.hpp"
 #include "timm/layers/squeeze_excite.hpp"
@@ -338,9 +339,10 @@ class FastVitAttentionImpl : public nn::Module {
     const int64_t batch = input.size(0), channels = input.size(1), height = input.size(2), width = input.size(3);
     const int64_t tokens = height * width;
     const at::Tensor x = input.flatten(2).transpose(-2, -1);
-    const auto heads = qkv(x).reshape({batch, tokens, 3, num_heads_, kHeadDim}).permute({2, 0, 3, 1, 4});
+    const auto heads =
+        layers::linear(qkv, x).reshape({batch, tokens, 3, num_heads_, kHeadDim}).permute({2, 0, 3, 1, 4});
     at::Tensor out = at::scaled_dot_product_attention(heads[0], heads[1], heads[2]);
-    out = proj(out.transpose(1, 2).reshape({batch, tokens, channels}));
+    out = layers::linear(proj, out.transpose(1, 2).reshape({batch, tokens, channels}));
     return out.transpose(-2, -1).reshape({batch, channels, height, width});
   }
   nn::Linear qkv{nullptr}, proj{nullptr};

@@ -13,6 +13,7 @@
 #include "timm/base/error.hpp"
 #include "timm/layers/batch_norm.hpp"
 #include "timm/layers/conv2d_same.hpp"
+#include "timm/layers/linear.hpp"
 #include "timm/layers/norm.hpp"
 #include "timm/layers/norm_act.hpp"
 #include "timm/models/grad_checkpoint.hpp"
@@ -361,7 +362,7 @@ at::Tensor AttentionClImpl::forward(const at::Tensor& x) {
   const int64_t b = x.size(0);
   std::vector<int64_t> restore(x.sizes().begin(), x.sizes().end() - 1);
   restore.push_back(-1);
-  const at::Tensor qkv_out = qkv(x);
+  const at::Tensor qkv_out = layers::linear(qkv, x);
   std::vector<at::Tensor> heads;
   if (head_first_) {
     heads = qkv_out.view({b, -1, num_heads_, dim_head_ * 3}).transpose(1, 2).chunk(3, 3);
@@ -370,7 +371,7 @@ at::Tensor AttentionClImpl::forward(const at::Tensor& x) {
   }
   const at::Tensor bias = rel_pos.get_bias();
   const at::Tensor out = sdpa(heads[0], heads[1], heads[2], bias, is_training() ? attn_drop_ : 0.0);
-  return proj_drop_(proj(out.transpose(1, 2).reshape(restore)));
+  return proj_drop_(layers::linear(proj, out.transpose(1, 2).reshape(restore)));
 }
 
 Attention2dImpl::Attention2dImpl(int64_t dim, int64_t dim_out, const TransformerCfg& cfg, WindowSize feat_size)

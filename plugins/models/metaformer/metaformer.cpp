@@ -38,6 +38,7 @@
 #include "timm/base/names.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"
+#include "timm/layers/linear.hpp"
 #include "timm/layers/weight_init.hpp"
 #include "timm/models/features.hpp"
 #include "timm/models/grad_checkpoint.hpp"
@@ -137,10 +138,10 @@ class MetaMlpImpl : public nn::Module {
     }
   }
   at::Tensor forward(const at::Tensor& input) {
-    at::Tensor x = fc1_conv ? fc1_conv(input) : fc1_linear(input);
+    at::Tensor x = fc1_conv ? fc1_conv(input) : layers::linear(fc1_linear, input);
     x = act ? act(x) : at::gelu(x);
     if (drop_ > 0.0) x = at::dropout(x, drop_, is_training());
-    x = fc2_conv ? fc2_conv(x) : fc2_linear(x);
+    x = fc2_conv ? fc2_conv(x) : layers::linear(fc2_linear, x);
     return drop_ > 0.0 ? at::dropout(x, drop_, is_training()) : x;
   }
   nn::Conv2d fc1_conv{nullptr}, fc2_conv{nullptr};      // NCHW, or
@@ -182,10 +183,11 @@ class MetaAttentionImpl : public nn::Module {
   }
   at::Tensor forward(const at::Tensor& x) {
     const int64_t batch = x.size(0), tokens = x.size(1);
-    const auto qkv_heads = qkv(x).reshape({batch, tokens, 3, num_heads_, kHeadDim}).permute({2, 0, 3, 1, 4});
+    const auto qkv_heads =
+        layers::linear(qkv, x).reshape({batch, tokens, 3, num_heads_, kHeadDim}).permute({2, 0, 3, 1, 4});
     at::Tensor out = at::scaled_dot_product_attention(qkv_heads[0], qkv_heads[1], qkv_heads[2]);
     out = out.transpose(1, 2).reshape({batch, tokens, num_heads_ * kHeadDim});
-    out = proj(out);
+    out = layers::linear(proj, out);
     return proj_drop_ > 0.0 ? at::dropout(out, proj_drop_, is_training()) : out;
   }
   nn::Linear qkv{nullptr}, proj{nullptr};

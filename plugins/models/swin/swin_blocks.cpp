@@ -8,6 +8,7 @@
 #include <c10/core/GradMode.h>
 #include <torch/nn/modules/activation.h>
 
+#include "timm/layers/linear.hpp"
 #include "timm/models/grad_checkpoint.hpp"
 
 namespace timm::swin {
@@ -87,7 +88,9 @@ PatchMergingImpl::PatchMergingImpl(int64_t dim, int64_t out_dim) {
   reduction = register_module("reduction", nn::Linear(nn::LinearOptions(4 * dim, out_dim).bias(false)));
 }
 
-at::Tensor PatchMergingImpl::forward(const at::Tensor& input) { return reduction(norm(merge_patches(input))); }
+at::Tensor PatchMergingImpl::forward(const at::Tensor& input) {
+  return layers::linear(reduction, norm(merge_patches(input)));
+}
 
 // SwinV2.
 
@@ -167,7 +170,7 @@ at::Tensor WindowAttentionV2Impl::forward(const at::Tensor& x, const at::Tensor&
     attn = attn.view({-1, heads, tokens, tokens});
   }
   attn = at::softmax(attn, -1);
-  return proj(at::matmul(attn, q_k_v[2]).transpose(1, 2).reshape({batch_windows, tokens, channels}));
+  return layers::linear(proj, at::matmul(attn, q_k_v[2]).transpose(1, 2).reshape({batch_windows, tokens, channels}));
 }
 
 SwinTransformerV2BlockImpl::SwinTransformerV2BlockImpl(const BlockArgs& a) : windows_(a) {
@@ -198,7 +201,9 @@ PatchMergingV2Impl::PatchMergingV2Impl(int64_t dim, int64_t out_dim) {
   norm = register_module("norm", make_norm(out_dim));
 }
 
-at::Tensor PatchMergingV2Impl::forward(const at::Tensor& input) { return norm(reduction(merge_patches(input))); }
+at::Tensor PatchMergingV2Impl::forward(const at::Tensor& input) {
+  return norm(layers::linear(reduction, merge_patches(input)));
+}
 
 // Both versions.
 

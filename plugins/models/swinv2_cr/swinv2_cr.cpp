@@ -39,6 +39,7 @@
 #include "timm/base/error.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"
+#include "timm/layers/linear.hpp"
 #include "timm/layers/mlp.hpp"
 #include "timm/layers/window_attention.hpp"
 #include "timm/models/features.hpp"
@@ -92,7 +93,8 @@ class CrWindowAttentionImpl : public nn::Module {
 
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask) {
     const int64_t bw = x.size(0), len = x.size(1), c = x.size(2);
-    const at::Tensor qkv_out = qkv(x).view({bw, len, 3, num_heads_, c / num_heads_}).permute({2, 0, 3, 1, 4});
+    const at::Tensor qkv_out =
+        layers::linear(qkv, x).view({bw, len, 3, num_heads_, c / num_heads_}).permute({2, 0, 3, 1, 4});
     const auto qkv_split = qkv_out.unbind(0);
     // F.normalize(x, dim=-1): x / max(||x||, 1e-12).
     const at::Tensor qn = qkv_split[0] / qkv_split[0].norm(2, {-1}, true).clamp_min(1e-12);
@@ -108,7 +110,7 @@ class CrWindowAttentionImpl : public nn::Module {
     }
     attn = attn_drop_(attn.softmax(-1));
     at::Tensor out = at::matmul(attn, qkv_split[2]).transpose(1, 2).reshape({bw, len, -1});
-    return proj_drop_(proj(out));
+    return proj_drop_(layers::linear(proj, out));
   }
 
   nn::Linear qkv{nullptr};
@@ -243,7 +245,7 @@ class CrPatchMergingImpl : public nn::Module {
     if (h % 2 != 0 || w % 2 != 0) x = at::constant_pad_nd(x, {0, 0, 0, w % 2, 0, h % 2}, 0.0);
     const int64_t hp = x.size(1), wp = x.size(2);
     x = x.reshape({b, hp / 2, 2, wp / 2, 2, c}).permute({0, 1, 3, 4, 2, 5}).flatten(3);
-    return reduction(norm(x));
+    return layers::linear(reduction, norm(x));
   }
   nn::LayerNorm norm{nullptr};
   nn::Linear reduction{nullptr};
