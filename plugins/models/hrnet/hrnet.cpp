@@ -50,6 +50,7 @@
 
 #include "timm/base/error.hpp"
 #include "timm/base/names.hpp"
+#include "timm/layers/activations.hpp"
 #include "timm/layers/batch_norm.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/models/features.hpp"
@@ -229,7 +230,7 @@ struct Path {
 // transitions and not in the fuse chains (nn.ReLU(False)).
 nn::Sequential down_conv(int64_t in, int64_t out, bool act, bool inplace = false) {
   nn::Sequential seq(conv(in, out, 3, 2, 1), layers::BatchNorm2d(out));
-  if (act) seq->push_back(nn::ReLU(nn::ReLUOptions().inplace(inplace)));
+  if (act) seq->push_back(layers::create_act("relu", inplace));
   return seq;
 }
 
@@ -367,12 +368,12 @@ class HighResolutionNetImpl : public ClassifierImpl {
       const int64_t in = kHeadChannels[i] * head_exp;
       const int64_t out = kHeadChannels[i + 1] * head_exp;
       downsamp_list_.push_back(nn::Sequential(conv(in, out, 3, 2, 1, head_conv_bias), layers::BatchNorm2d(out),
-                                              nn::ReLU(nn::ReLUOptions().inplace(true))));
+                                              layers::create_act("relu", /*inplace=*/true)));
       downsamp_modules->push_back(downsamp_list_.back());
     }
     final_layer = register_module(
         "final_layer", nn::Sequential(conv(kHeadChannels[3] * head_exp, kNumFeatures, 1, 1, 0, head_conv_bias),
-                                      layers::BatchNorm2d(kNumFeatures), nn::ReLU(nn::ReLUOptions().inplace(true))));
+                                      layers::BatchNorm2d(kNumFeatures), layers::create_act("relu", /*inplace=*/true)));
     auto head = layers::create_classifier(kNumFeatures, num_classes_, args.global_pool.value_or("avg"));
     global_pool = register_module("global_pool", head.global_pool);
     classifier = head.fc;
@@ -510,7 +511,7 @@ class HighResolutionNetImpl : public ClassifierImpl {
       if (i < pre.size()) {
         if (cur[i] != pre[i]) {
           path.seq = nn::Sequential(conv(pre[i], cur[i], 3, 1, 1), layers::BatchNorm2d(cur[i]),
-                                    nn::ReLU(nn::ReLUOptions().inplace(true)));
+                                    layers::create_act("relu", /*inplace=*/true));
         }
       } else {
         path.chain = SeqChain();

@@ -33,6 +33,7 @@
 #include <torch/nn/modules/pooling.h>
 
 #include "timm/base/error.hpp"
+#include "timm/layers/activations.hpp"
 #include "timm/layers/batch_norm.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/models/features.hpp"
@@ -80,10 +81,10 @@ class ConvMlpImpl : public nn::Module {
   explicit ConvMlpImpl(const ConvMlpOptions& o) : options(o) {
     fc1 = register_module("fc1",
                           nn::Conv2d(nn::Conv2dOptions(o.in_features(), o.out_features(), o.kernel_size()).bias(true)));
-    act1 = register_module("act1", nn::ReLU(nn::ReLUOptions().inplace(true)));
+    act1 = register_module("act1", layers::create_act("relu", /*inplace=*/true));
     drop = register_module("drop", nn::Dropout(o.drop_rate()));
     fc2 = register_module("fc2", nn::Conv2d(nn::Conv2dOptions(o.out_features(), o.out_features(), 1).bias(true)));
-    act2 = register_module("act2", nn::ReLU(nn::ReLUOptions().inplace(true)));
+    act2 = register_module("act2", layers::create_act("relu", /*inplace=*/true));
   }
 
   at::Tensor forward(at::Tensor x) {
@@ -96,7 +97,7 @@ class ConvMlpImpl : public nn::Module {
 
   ConvMlpOptions options;
   nn::Conv2d fc1{nullptr}, fc2{nullptr};
-  nn::ReLU act1{nullptr}, act2{nullptr};
+  layers::Activation act1{nullptr}, act2{nullptr};
   nn::Dropout drop{nullptr};
 };
 TORCH_MODULE(ConvMlp);
@@ -194,7 +195,7 @@ class VggImpl : public ClassifierImpl {
       }
       seq->push_back(nn::Conv2d(nn::Conv2dOptions(prev_chs, v, 3).padding(1)));
       if (batch_norm) seq->push_back(layers::BatchNorm2d(v));
-      seq->push_back(nn::ReLU(nn::ReLUOptions().inplace(true)));
+      seq->push_back(layers::create_act("relu", /*inplace=*/true));
       prev_chs = v;
     }
     add_level();
