@@ -105,9 +105,9 @@ TEST_CASE("--auto-resume continues from the newest checkpoint; recovery checkpoi
   CHECK(again.output.find("Train: 1 [") != std::string::npos);
 }
 
-// test_resnet, not resnet18: on CPUs without native bfloat16 (AVX2 only)
-// oneDNN's bfloat16 convolutions are some 5x slower than float32, and
-// resnet18 took over 15 minutes here (40 s with test_resnet).
+// test_resnet, not resnet18: on CPUs without AVX-512 oneDNN has no bfloat16
+// convolutions and torch falls back to _slow_conv2d (Python timm too), about
+// 13x slower than float32 here; resnet18 took over 15 minutes (test_resnet 40 s).
 TEST_CASE("bfloat16 AMP trains on CPU") {
   timm::test::TempDir tmp;
   auto amp_run_args = [&](const std::string& experiment, const std::vector<std::string>& extra) {
