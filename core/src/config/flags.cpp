@@ -24,7 +24,7 @@ constexpr std::array kImplementedFlags = {
     "bn-momentum", "bn-eps", "head-init-scale", "head-init-bias", "pin-mem", "worker-seeding",
     "input-img-mode", "input-key", "target-key", "epoch-repeats",
     "img-size", "in-chans", "input-size", "crop-pct", "mean", "std", "interpolation",
-    "batch-size", "validation-batch-size", "channels-last", "model-kwargs", "grad-checkpointing",
+    "batch-size", "validation-batch-size", "channels-last", "model-kwargs", "grad-checkpointing", "fast-norm",
     // Device.
     "device", "amp-dtype", "model-dtype", "local_rank", "synchronize-step",
     // Optimizer.

@@ -44,7 +44,9 @@ void PatchEmbedImpl::reset() {
   proj = register_module(
       "proj", nn::Conv2d(nn::Conv2dOptions(options.in_chans(), options.embed_dim(), p).stride(p).bias(options.bias())));
   if (!options.norm_layer().empty()) {
-    norm = register_module("norm", LayerNorm(LayerNormOptions(options.embed_dim()).eps(options.norm_eps())));
+    // torch.nn.LayerNorm, which timm's fast norm leaves alone.
+    norm = register_module("norm",
+                           LayerNorm(LayerNormOptions(options.embed_dim()).eps(options.norm_eps()).fast_norm(false)));
   }
 }
 

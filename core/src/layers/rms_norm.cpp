@@ -29,6 +29,15 @@ at::Tensor rms_family_normalise(const at::Tensor& x, const at::Tensor& v, double
   return y;
 }
 
+// timm's simple_norm over the last dimension (torch.var's default: unbiased,
+// correction 1), or with fast_norm its fast_simple_norm (in the autocast dtype).
+at::Tensor simple_norm_last(const at::Tensor& x, const at::Tensor& weight, const RmsNormOptions& options) {
+  const FastNormScope scope(x, options.fast_norm());
+  const at::Tensor y = scope.cast(x);
+  return rms_family_normalise(y, at::var(y, {-1}, /*unbiased=*/true, /*keepdim=*/true), options.eps(),
+                              scope.cast(weight), false);
+}
+
 void rms_family_print(std::ostream& stream, const char* what, const RmsNormOptions& options) {
   stream << "timm::layers::" << what << "(" << options.num_channels() << ", eps=" << options.eps() << ")";
 }
@@ -42,7 +51,12 @@ RmsNormImpl::RmsNormImpl(const RmsNormOptions& options_) : options(options_) {
 void RmsNormImpl::reset() { weight = register_rms_weight(*this, options); }
 void RmsNormImpl::pretty_print(std::ostream& stream) const { rms_family_print(stream, "RmsNorm", options); }
 at::Tensor RmsNormImpl::forward(const at::Tensor& x) {
-  return rms_family_normalise(x, x.pow(2).mean({-1}, /*keepdim=*/true), options.eps(), weight, false);
+  if (!options.fast_norm()) {
+    return rms_family_normalise(x, x.pow(2).mean({-1}, /*keepdim=*/true), options.eps(), weight, false);
+  }
+  // timm's fast_rms_norm: torch's rms_norm in the autocast dtype.
+  const FastNormScope scope(x, /*fast=*/true);
+  return at::rms_norm(scope.cast(x), {options.num_channels()}, scope.cast(weight), options.eps());
 }
 
 RmsNorm2dImpl::RmsNorm2dImpl(const RmsNormOptions& options_) : options(options_) {
@@ -52,7 +66,9 @@ RmsNorm2dImpl::RmsNorm2dImpl(const RmsNormOptions& options_) : options(options_)
 void RmsNorm2dImpl::reset() { weight = register_rms_weight(*this, options); }
 void RmsNorm2dImpl::pretty_print(std::ostream& stream) const { rms_family_print(stream, "RmsNorm2d", options); }
 at::Tensor RmsNorm2dImpl::forward(const at::Tensor& x) {
-  return rms_family_normalise(x, x.pow(2).mean({1}, /*keepdim=*/true), options.eps(), weight, true);
+  const FastNormScope scope(x, options.fast_norm());  // timm's fast_rms_norm2d: rms_norm2d, autocast dtype
+  const at::Tensor y = scope.cast(x);
+  return rms_family_normalise(y, y.pow(2).mean({1}, /*keepdim=*/true), options.eps(), scope.cast(weight), true);
 }
 
 SimpleNormImpl::SimpleNormImpl(const RmsNormOptions& options_) : options(options_) {
@@ -61,10 +77,7 @@ SimpleNormImpl::SimpleNormImpl(const RmsNormOptions& options_) : options(options
 }
 void SimpleNormImpl::reset() { weight = register_rms_weight(*this, options); }
 void SimpleNormImpl::pretty_print(std::ostream& stream) const { rms_family_print(stream, "SimpleNorm", options); }
-at::Tensor SimpleNormImpl::forward(const at::Tensor& x) {
-  // torch.var's default: unbiased (correction 1), as timm's simple_norm.
-  return rms_family_normalise(x, at::var(x, {-1}, /*unbiased=*/true, /*keepdim=*/true), options.eps(), weight, false);
-}
+at::Tensor SimpleNormImpl::forward(const at::Tensor& x) { return simple_norm_last(x, weight, options); }
 
 SimpleNorm2dImpl::SimpleNorm2dImpl(const RmsNormOptions& options_) : options(options_) {
   check_rms_channels("SimpleNorm2d", options.num_channels());
@@ -73,9 +86,7 @@ SimpleNorm2dImpl::SimpleNorm2dImpl(const RmsNormOptions& options_) : options(opt
 void SimpleNorm2dImpl::reset() { weight = register_rms_weight(*this, options); }
 void SimpleNorm2dImpl::pretty_print(std::ostream& stream) const { rms_family_print(stream, "SimpleNorm2d", options); }
 at::Tensor SimpleNorm2dImpl::forward(const at::Tensor& x) {
-  const at::Tensor y = x.permute({0, 2, 3, 1});
-  return rms_family_normalise(y, at::var(y, {-1}, /*unbiased=*/true, /*keepdim=*/true), options.eps(), weight, false)
-      .permute({0, 3, 1, 2});
+  return simple_norm_last(x.permute({0, 2, 3, 1}), weight, options).permute({0, 3, 1, 2});
 }
 
 torch::nn::AnyModule create_norm2d(const std::string& norm_layer, int64_t channels, double eps) {

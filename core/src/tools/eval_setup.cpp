@@ -8,6 +8,7 @@
 #include "timm/base/names.hpp"
 #include "timm/data/dataset.hpp"
 #include "timm/io/safetensors.hpp"
+#include "timm/layers/fast_norm.hpp"
 #include "timm/log/log.hpp"
 #include "timm/models/state_dict.hpp"
 #include "timm/train/amp.hpp"
@@ -36,6 +37,7 @@ void add_eval_model_flags(ToolArgs& args) {
   args.add("model-dtype", "", "",
            "model dtype override (non-AMP): float32 (default), float16 or bfloat16; the weights and the input in it");
   args.add_switch("channels-last", "", "use channels_last memory layout");
+  args.add_switch("fast-norm", "", "enable experimental fast-norm (norm layers in the AMP dtype)");
   args.add_switch("pretrained", "",
                   "use the model's default pretrained weights from the local Hugging Face hub cache "
                   "(ignored with --checkpoint)");
@@ -50,8 +52,8 @@ void add_reparam_flag(ToolArgs& args) {
 void reparameterize_if_asked(const ToolArgs& args, ClassifierImpl& model) {
   if (!args.get_switch("reparam")) return;
   const int64_t folded = model.reparameterize();
-  log_info(format("Reparameterized %s: %lld blocks folded", describe_model(model).c_str(),
-                  static_cast<long long>(folded)));
+  log_info(
+      format("Reparameterized %s: %lld blocks folded", describe_model(model).c_str(), static_cast<long long>(folded)));
 }
 
 EvalPrecision eval_precision(const ToolArgs& args) {
@@ -63,6 +65,8 @@ EvalPrecision eval_precision(const ToolArgs& args) {
   const c10::ScalarType dtype = parse_amp_dtype(args.get("amp-dtype"));
   if (amp) precision.amp_dtype = dtype;
   precision.channels_last = args.get_switch("channels-last");
+  // validate.py's set_fast_norm(), before the model is built.
+  if (args.get_switch("fast-norm")) layers::set_fast_norm(true);
   return precision;
 }
 

@@ -58,6 +58,7 @@ void read_dataset_and_model(const Config& config, TrainArgs& args) {
   args.channels_last = config.get<bool>("channels_last");
   args.grad_accum_steps = config.get<int64_t>("grad_accum_steps");
   args.grad_checkpointing = config.get<bool>("grad_checkpointing");
+  args.fast_norm = config.get<bool>("fast_norm");
   args.model_kwargs = config.get_kwargs("model_kwargs");
 }
 

@@ -51,6 +51,7 @@ struct TrainArgs {
   bool channels_last = false;
   int64_t grad_accum_steps = 1;
   bool grad_checkpointing = false;  // model.set_grad_checkpointing(true)
+  bool fast_norm = false;           // timm's set_fast_norm() before any model is built
   std::map<std::string, std::string> model_kwargs;
 
   // Device parameters.

@@ -14,6 +14,7 @@
 #include "timm/dist/collectives.hpp"
 #include "timm/dist/sampler.hpp"
 #include "timm/layers/batch_norm.hpp"
+#include "timm/layers/fast_norm.hpp"
 #include "timm/layers/split_batchnorm.hpp"
 #include "timm/log/log.hpp"
 #include "timm/models/channels_last.hpp"
@@ -603,6 +604,9 @@ void make_scheduler(const TrainArgs& args, TrainSetup& setup) {
 // step tools, --channels-last; then the loaders from its data config.
 void set_up_model_and_data(const TrainArgs& args, const Config& config, Distributed& dist, const torch::Device& device,
                            TrainSetup& setup) {
+  // train.py's set_fast_norm(), before the model, the teacher and the EMA
+  // copy are built: their norm layers read it then.
+  if (args.fast_norm) layers::set_fast_norm(true);
   // Datasets first: their class count and defaults shape the model.
   const std::string dataset = default_dataset_name(args.dataset, args.data_dir.has_value());
   const DatasetDefaults defaults = dataset_defaults(dataset);

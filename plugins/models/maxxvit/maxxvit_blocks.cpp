@@ -158,7 +158,8 @@ LayerNormAct2dImpl::LayerNormAct2dImpl(int64_t channels, double eps, const std::
 }
 
 at::Tensor LayerNormAct2dImpl::forward(const at::Tensor& x) {
-  const at::Tensor y = at::layer_norm(x.permute({0, 2, 3, 1}), {channels_}, weight, bias, eps_).permute({0, 3, 1, 2});
+  const at::Tensor y =
+      layers::layer_norm(x.permute({0, 2, 3, 1}), {channels_}, weight, bias, eps_, fast_norm_).permute({0, 3, 1, 2});
   return act(y);
 }
 

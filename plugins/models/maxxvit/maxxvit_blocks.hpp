@@ -26,6 +26,7 @@
 
 #include "timm/layers/activations.hpp"
 #include "timm/layers/drop_path.hpp"
+#include "timm/layers/fast_norm.hpp"
 #include "timm/layers/layer_scale.hpp"
 #include "timm/layers/mlp.hpp"
 #include "timm/layers/pos_embed_rel.hpp"
@@ -98,17 +99,19 @@ int64_t pool_out_size(const std::string& pool_type, const std::string& padding, 
 inline int64_t conv_out_size(int64_t size) { return (size + 1) / 2; }
 
 // timm's LayerNormAct2d (the convnext cfgs' stem norm): LayerNorm over the
-// channels of NCHW, then act. Keys weight, bias.
-class LayerNormAct2dImpl : public nn::Module {
+// channels of NCHW, then act. Keys weight, bias. Follows timm's fast norm.
+class LayerNormAct2dImpl : public nn::Module, public layers::FastNormLayer {
  public:
   LayerNormAct2dImpl(int64_t channels, double eps, const std::string& act_layer, bool apply_act);
   at::Tensor forward(const at::Tensor& x);
+  bool fast_norm() const override { return fast_norm_; }
   at::Tensor weight, bias;
   layers::Activation act{nullptr};
 
  private:
   int64_t channels_;
   double eps_;
+  bool fast_norm_ = layers::is_fast_norm();
 };
 TORCH_MODULE(LayerNormAct2d);
 

@@ -38,6 +38,7 @@
 #include "timm/base/names.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"
+#include "timm/layers/fast_norm.hpp"
 #include "timm/layers/linear.hpp"
 #include "timm/layers/weight_init.hpp"
 #include "timm/models/features.hpp"
@@ -65,9 +66,11 @@ enum class Mixer { kPooling, kSepConv, kAttention };
 
 // timm's GroupNorm1 / LayerNorm2d / LayerNorm and their NoBias variants
 // (weight only, eps 1e-6): one module with "weight" and, with bias, "bias".
-class MetaNormImpl : public nn::Module {
+// All follow timm's fast norm but LayerNormNoBias, a torch.nn.LayerNorm.
+class MetaNormImpl : public nn::Module, public layers::FastNormLayer {
  public:
-  MetaNormImpl(NormKind kind, int64_t dim, bool bias, double eps) : kind_(kind), eps_(eps) {
+  MetaNormImpl(NormKind kind, int64_t dim, bool bias, double eps)
+      : kind_(kind), eps_(eps), fast_norm_(layers::is_fast_norm() && (kind != NormKind::kLayerNorm || bias)) {
     weight = register_parameter("weight", at::ones({dim}));
     if (bias) this->bias = register_parameter("bias", at::zeros({dim}));
   }
@@ -75,20 +78,22 @@ class MetaNormImpl : public nn::Module {
     const int64_t dim = weight.size(0);
     switch (kind_) {
       case NormKind::kGroup1:
-        return at::group_norm(x, 1, weight, bias, eps_);
+        return layers::group_norm(x, 1, weight, bias, eps_, fast_norm_);
       case NormKind::kLayerNorm2d:
-        return at::layer_norm(x.permute({0, 2, 3, 1}), {dim}, weight, bias, eps_).permute({0, 3, 1, 2});
+        return layers::layer_norm(x.permute({0, 2, 3, 1}), {dim}, weight, bias, eps_, fast_norm_).permute({0, 3, 1, 2});
       case NormKind::kLayerNorm:
         break;
     }
-    return at::layer_norm(x, {dim}, weight, bias, eps_);
+    return layers::layer_norm(x, {dim}, weight, bias, eps_, fast_norm_);
   }
+  bool fast_norm() const override { return fast_norm_; }
   at::Tensor weight;
   at::Tensor bias;  // undefined without bias
 
  private:
   NormKind kind_;
   double eps_;
+  bool fast_norm_;
 };
 TORCH_MODULE(MetaNorm);
 

@@ -69,6 +69,7 @@
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/eca.hpp"
+#include "timm/layers/norm.hpp"
 #include "timm/layers/squeeze_excite.hpp"
 #include "timm/models/features.hpp"
 #include "timm/models/grad_checkpoint.hpp"
@@ -240,7 +241,7 @@ enum class Attn { kNone, kSe, kEca };
 enum class Norm { kBatch, kGroup };
 
 nn::AnyModule make_norm(Norm norm, int64_t channels) {
-  if (norm == Norm::kGroup) return nn::AnyModule(nn::GroupNorm(nn::GroupNormOptions(32, channels).eps(1e-5)));
+  if (norm == Norm::kGroup) return nn::AnyModule(layers::GroupNorm(channels));
   return nn::AnyModule(layers::BatchNorm2d(channels));
 }
 

@@ -32,8 +32,9 @@ using layers::WindowSize;
 
 inline constexpr double kNormEps = 1e-5;  // torch's nn.LayerNorm, timm's Swin norm_layer (v1 and v2)
 
+// torch.nn.LayerNorm, so never fast (timm's fast norm leaves torch.nn's layers alone).
 inline layers::LayerNorm make_norm(int64_t dim) {
-  return layers::LayerNorm(layers::LayerNormOptions(dim).eps(kNormEps));
+  return layers::LayerNorm(layers::LayerNormOptions(dim).eps(kNormEps).fast_norm(false));
 }
 
 struct BlockArgs {

@@ -5,6 +5,7 @@
 // the mean square (x * rsqrt(var(x) + eps) * weight, no mean subtracted).
 // All default to timm's eps 1e-6 and hold "weight" (ones) of shape
 // (num_channels) when affine, and no bias, so state_dict keys equal timm's.
+// Each follows timm's fast norm (fast_norm.hpp) as its fast_norm option says.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,8 @@
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/pimpl.h>
 
+#include "timm/layers/fast_norm.hpp"
+
 namespace timm::layers {
 
 struct RmsNormOptions {
@@ -23,15 +26,17 @@ struct RmsNormOptions {
   TORCH_ARG(int64_t, num_channels);
   TORCH_ARG(double, eps) = 1e-6;
   TORCH_ARG(bool, affine) = true;
+  TORCH_ARG(bool, fast_norm) = is_fast_norm();
 };
 
 // timm's RmsNorm: normalises over the last dimension, which must be num_channels.
-class RmsNormImpl : public torch::nn::Cloneable<RmsNormImpl> {
+class RmsNormImpl : public torch::nn::Cloneable<RmsNormImpl>, public FastNormLayer {
  public:
   explicit RmsNormImpl(const RmsNormOptions& options);
   void reset() override;
   void pretty_print(std::ostream& stream) const override;
   at::Tensor forward(const at::Tensor& x);
+  bool fast_norm() const override { return options.fast_norm(); }
 
   RmsNormOptions options;
   at::Tensor weight;  // undefined unless affine
@@ -39,12 +44,13 @@ class RmsNormImpl : public torch::nn::Cloneable<RmsNormImpl> {
 TORCH_MODULE(RmsNorm);
 
 // timm's RmsNorm2d: normalises NCHW tensors over C (dimension 1).
-class RmsNorm2dImpl : public torch::nn::Cloneable<RmsNorm2dImpl> {
+class RmsNorm2dImpl : public torch::nn::Cloneable<RmsNorm2dImpl>, public FastNormLayer {
  public:
   explicit RmsNorm2dImpl(const RmsNormOptions& options);
   void reset() override;
   void pretty_print(std::ostream& stream) const override;
   at::Tensor forward(const at::Tensor& x);
+  bool fast_norm() const override { return options.fast_norm(); }
 
   RmsNormOptions options;
   at::Tensor weight;
@@ -52,12 +58,13 @@ class RmsNorm2dImpl : public torch::nn::Cloneable<RmsNorm2dImpl> {
 TORCH_MODULE(RmsNorm2d);
 
 // timm's SimpleNorm: over the last dimension with the unbiased variance.
-class SimpleNormImpl : public torch::nn::Cloneable<SimpleNormImpl> {
+class SimpleNormImpl : public torch::nn::Cloneable<SimpleNormImpl>, public FastNormLayer {
  public:
   explicit SimpleNormImpl(const RmsNormOptions& options);
   void reset() override;
   void pretty_print(std::ostream& stream) const override;
   at::Tensor forward(const at::Tensor& x);
+  bool fast_norm() const override { return options.fast_norm(); }
 
   RmsNormOptions options;
   at::Tensor weight;
@@ -65,12 +72,13 @@ class SimpleNormImpl : public torch::nn::Cloneable<SimpleNormImpl> {
 TORCH_MODULE(SimpleNorm);
 
 // timm's SimpleNorm2d: NCHW over C (permute, normalise, permute back, as timm).
-class SimpleNorm2dImpl : public torch::nn::Cloneable<SimpleNorm2dImpl> {
+class SimpleNorm2dImpl : public torch::nn::Cloneable<SimpleNorm2dImpl>, public FastNormLayer {
  public:
   explicit SimpleNorm2dImpl(const RmsNormOptions& options);
   void reset() override;
   void pretty_print(std::ostream& stream) const override;
   at::Tensor forward(const at::Tensor& x);
+  bool fast_norm() const override { return options.fast_norm(); }
 
   RmsNormOptions options;
   at::Tensor weight;

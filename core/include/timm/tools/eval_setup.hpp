@@ -40,7 +40,7 @@ void add_reparam_flag(ToolArgs& args);
 void reparameterize_if_asked(const ToolArgs& args, ClassifierImpl& model);
 
 // --amp / --amp-dtype / --model-dtype / --channels-last as the forward needs
-// them.
+// them (--fast-norm acts when the model is built).
 struct EvalPrecision {
   // Autocast on the CPU in this dtype (torch.autocast(device.type, dtype));
   // none without --amp.
@@ -52,7 +52,8 @@ struct EvalPrecision {
   // The model's weights and each input batch in channels_last memory format.
   bool channels_last = false;
 };
-// Reads the flags; an --amp-dtype other than float16 or bfloat16 is a
+// Reads the flags, and with --fast-norm sets timm's fast norm for the models
+// built afterwards (layers::set_fast_norm); an --amp-dtype other than float16 or bfloat16 is a
 // UsageError, with or without --amp (validate.py asserts it only with --amp),
 // and so are a --model-dtype other than float32, float16 or bfloat16 and
 // --amp beside a --model-dtype other than float32 (validate.py's asserts).
