@@ -197,6 +197,42 @@ TEST_CASE("a resume restores weights, optimizer state, EMA and the RNG") {
   CHECK(at::equal(restored->fc->weight, model->fc->weight));
 }
 
+TEST_CASE("the EMA of the task state is saved as task_state_ema and restored; without it, from task_state") {
+  timm::test::TempDir dir;
+  auto model = std::make_shared<LinearNetImpl>();
+  auto optimizer = make_optimizer(*model);
+  const timm::NamedTensors projection = {{"projection.weight", at::full({4, 3}, 0.5)}};
+  timm::ModelEma ema(std::make_shared<LinearNetImpl>(), *model, {});
+  ema.follow_task_state(projection);
+  ema.task_state().front().second.fill_(0.25);
+  timm::CheckpointParts parts{*model, *optimizer, &ema};
+  parts.task_state = projection;
+  timm::save_checkpoint(dir.path(), "last", parts, state_at(3, 1.0));
+  // The same run before the EMA followed the task state.
+  timm::ModelEma model_only_ema(std::make_shared<LinearNetImpl>(), *model, {});
+  timm::CheckpointParts older{*model, *optimizer, &model_only_ema};
+  older.task_state = projection;
+  timm::save_checkpoint(dir.path(), "older", older, state_at(3, 1.0));
+
+  // Resumed as the training set-up does: the EMA follows the new run's
+  // projection (zeros) before the checkpoint is read.
+  auto resume_ema_of = [&](const std::string& stem) {
+    auto restored = std::make_shared<LinearNetImpl>();
+    const timm::NamedTensors live = {{"projection.weight", at::zeros({4, 3})}};
+    auto restored_ema =
+        std::make_unique<timm::ModelEma>(std::make_shared<LinearNetImpl>(), *restored, timm::ModelEmaOptions{});
+    restored_ema->follow_task_state(live);
+    timm::ResumeTargets targets{*restored};
+    targets.ema = restored_ema.get();
+    targets.load_task_state = [&](const timm::NamedTensors& state) { live.front().second.copy_(state.front().second); };
+    timm::resume_checkpoint(dir / (stem + ".state.pt"), targets);
+    CHECK(at::equal(live.front().second, projection.front().second));
+    return restored_ema->task_state().front().second.clone();
+  };
+  CHECK(at::equal(resume_ema_of("last"), at::full({4, 3}, 0.25)));
+  CHECK(at::equal(resume_ema_of("older"), at::full({4, 3}, 0.5)));
+}
+
 namespace {
 
 // The draws after resuming `dir`/last as `rank` of `world_size`, from a

@@ -148,14 +148,23 @@ TEST_CASE("train.py's loss choice") {
                     doctest::Contains("--jsd-loss needs --aug-splits"));
 }
 
-TEST_CASE("model EMA follows ModelEmaV3 with warmup") {
-  auto model = std::make_shared<TinyNetImpl>();
-  load_into(*model, "in.ema.init.");
+namespace {
+
+// The oracle's ModelEmaV3(model, decay=0.99, use_warmup=True, min_decay=0.1).
+timm::ModelEmaOptions oracle_ema_options() {
   timm::ModelEmaOptions options;
   options.decay = 0.99;
   options.min_decay = 0.1;
   options.use_warmup = true;
-  timm::ModelEma ema(std::make_shared<TinyNetImpl>(), *model, options);
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("model EMA follows ModelEmaV3 with warmup") {
+  auto model = std::make_shared<TinyNetImpl>();
+  load_into(*model, "in.ema.init.");
+  timm::ModelEma ema(std::make_shared<TinyNetImpl>(), *model, oracle_ema_options());
   for (int step = 1; step <= 5; ++step) {
     load_into(*model, "in.ema.step" + std::to_string(step) + ".");
     ema.update(*model, step);
@@ -164,6 +173,34 @@ TEST_CASE("model EMA follows ModelEmaV3 with warmup") {
   CHECK_FALSE(ema.module()->is_training());
   CHECK(ema.decay_at(std::nullopt) == 0.99);
   CHECK(ema.decay_at(1) == 0.0);
+}
+
+TEST_CASE("a task state the EMA follows is averaged as the model, as timm's EMA over the trainable module") {
+  // The task state here is a second TinyNet holding the model's values at
+  // every step: its average must be timm's average of the model.
+  auto model = std::make_shared<TinyNetImpl>();
+  auto task = std::make_shared<TinyNetImpl>();
+  load_into(*model, "in.ema.init.");
+  load_into(*task, "in.ema.init.");
+  timm::ModelEma ema(std::make_shared<TinyNetImpl>(), *model, oracle_ema_options());
+  CHECK(ema.task_state().empty());
+  ema.follow_task_state(timm::state_dict(*task));
+  for (int step = 1; step <= 5; ++step) {
+    load_into(*model, "in.ema.step" + std::to_string(step) + ".");
+    load_into(*task, "in.ema.step" + std::to_string(step) + ".");
+    ema.update(*model, step, timm::state_dict(*task));
+  }
+  REQUIRE(ema.task_state().size() == timm::state_dict(*task).size());
+  for (const auto& [name, value] : ema.task_state()) check_close(value, get("out.ema." + name), "task state " + name);
+  INFO("a task state of other keys, or none, is an error naming what differs");
+  const std::string count = std::to_string(ema.task_state().size());
+  CHECK_THROWS_WITH_AS(ema.update(*model, 6),
+                       ("model EMA: the EMA's task state has " + count + " state tensors, the task state 0").c_str(),
+                       timm::Error);
+  timm::NamedTensors renamed = timm::state_dict(*task);
+  renamed.front().first = "projection.weight";
+  CHECK_THROWS_WITH_AS(ema.update(*model, 6, renamed), doctest::Contains("differs from 'projection.weight'"),
+                       timm::Error);
 }
 
 TEST_CASE("gradient clipping equals dispatch_clip_grad") {

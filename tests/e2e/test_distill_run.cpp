@@ -4,6 +4,7 @@
 // feature run (its projection in the checkpoint's task state), and the
 // distillation flags' errors.
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -68,14 +69,33 @@ bool has(const std::string& output, const std::string& text) {
   return found;
 }
 
-// The names of the task state a checkpoint's state file holds.
-std::set<std::string> task_state_keys(const fs::path& state_file) {
+// The task state a checkpoint's state file holds under `key` ("task_state",
+// "task_state_ema"), by name; empty when it holds none.
+std::map<std::string, at::Tensor> saved_task_state(const fs::path& state_file, const std::string& key = "task_state") {
   torch::serialize::InputArchive archive;
   archive.load_from(state_file.string());
   torch::serialize::InputArchive task_archive;
-  if (!archive.try_read("task_state", task_archive)) return {};
-  const auto keys = task_archive.keys();
-  return {keys.begin(), keys.end()};
+  if (!archive.try_read(key, task_archive)) return {};
+  std::map<std::string, at::Tensor> state;
+  for (const std::string& name : task_archive.keys()) task_archive.read(name, state[name]);
+  return state;
+}
+
+std::set<std::string> task_state_keys(const fs::path& state_file) {
+  std::set<std::string> keys;
+  for (const auto& [name, tensor] : saved_task_state(state_file)) keys.insert(name);
+  return keys;
+}
+
+// The largest difference between two saved task states of the same keys.
+double task_state_diff(const std::map<std::string, at::Tensor>& a, const std::map<std::string, at::Tensor>& b) {
+  REQUIRE(a.size() == b.size());
+  double diff = 0.0;
+  for (const auto& [name, tensor] : a) {
+    REQUIRE(b.count(name) == 1);
+    diff = timm::test::worst_diff(diff, (tensor - b.at(name)).abs().max().item<double>());
+  }
+  return diff;
 }
 
 // A resnet50 teacher checkpoint: one epoch of 2 steps, enough for a file
@@ -105,9 +125,10 @@ TEST_CASE("timm-run distils resnet18 from a teacher checkpoint; a resumed featur
     CHECK(task_state_keys(tmp / "logit" / "last.state.pt").empty());
   }
 
-  SUBCASE("feature distillation with a projection: 2 epochs == 1 epoch, resume, 1 epoch") {
+  SUBCASE("feature distillation with a projection and its EMA: 2 epochs == 1 epoch, resume, 1 epoch") {
     std::vector<std::string> flags = kd;
-    flags.insert(flags.end(), {"--kd-distill-type", "feature", "--distill-loss-weight", "2"});
+    flags.insert(flags.end(), {"--kd-distill-type", "feature", "--distill-loss-weight", "2", "--model-ema",
+                               "--model-ema-decay", "0.5"});
     train(run_args(tmp.path(), "resnet18", "straight", 2, 96, flags));
     std::vector<std::string> first_flags = flags;
     first_flags.insert(first_flags.end(), {"--stop-after-epochs", "1"});
@@ -128,6 +149,11 @@ TEST_CASE("timm-run distils resnet18 from a teacher checkpoint; a resumed featur
     CHECK(diff <= kWeightsAtol);
     // The run trained: epoch 1 moved the weights away from epoch 0's.
     CHECK(timm::test::max_weight_diff(tmp / "first" / "last.safetensors", tmp / "resumed" / "last.safetensors") > 1e-4);
+    INFO("the projection's EMA (timm's task_state_ema) is saved, moves with training and resumes");
+    const auto straight_ema = saved_task_state(tmp / "straight" / "last.state.pt", "task_state_ema");
+    CHECK(task_state_diff(straight_ema, saved_task_state(tmp / "resumed" / "last.state.pt", "task_state_ema")) <=
+          kWeightsAtol);
+    CHECK(task_state_diff(straight_ema, saved_task_state(first_state, "task_state_ema")) > 1e-6);
 
     // A logit task has no projection to take the saved one: named, not dropped.
     std::vector<std::string> logit_flags = kd;

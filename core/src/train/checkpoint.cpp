@@ -100,6 +100,11 @@ std::string serialize_state(const CheckpointParts& parts, const TrainingState& s
     torch::serialize::OutputArchive ema_archive;
     write_named_tensors(ema_archive, state_dict(*parts.ema->module()));
     archive.write("ema", ema_archive);
+    if (!parts.ema->task_state().empty()) {
+      torch::serialize::OutputArchive task_ema_archive;
+      write_named_tensors(task_ema_archive, parts.ema->task_state());
+      archive.write("task_state_ema", task_ema_archive);
+    }
   }
   if (parts.scaler) {
     torch::serialize::OutputArchive scaler_archive;
@@ -161,6 +166,31 @@ std::string state_id(torch::serialize::InputArchive& archive, const fs::path& fi
   return id.toStringRef();
 }
 
+// The named tensors a checkpoint saved under `key` ("task_state",
+// "task_state_ema"); empty when it saved none.
+NamedTensors read_task_state(torch::serialize::InputArchive& archive, const std::string& key = "task_state") {
+  NamedTensors state;
+  torch::serialize::InputArchive task_archive;
+  if (!archive.try_read(key, task_archive)) return state;
+  for (const std::string& name : task_archive.keys()) {
+    at::Tensor tensor;
+    task_archive.read(name, tensor);
+    state.emplace_back(name, std::move(tensor));
+  }
+  return state;
+}
+
+// Copies `saved` into `targets` by name; `what` names them in the error for
+// a missing one.
+void copy_by_name(const NamedTensors& targets, const NamedTensors& saved, const fs::path& file,
+                  const std::string& what) {
+  for (const auto& [name, value] : targets) {
+    const auto it = std::find_if(saved.begin(), saved.end(), [&](const auto& item) { return item.first == name; });
+    if (it == saved.end()) throw Error(file.string() + ": " + what + " lack " + in_quotes(name));
+    value.copy_(it->second);
+  }
+}
+
 void load_ema(torch::serialize::InputArchive& archive, ModelEma& ema, const fs::path& file) {
   torch::serialize::InputArchive ema_archive;
   if (!archive.try_read("ema", ema_archive)) {
@@ -172,19 +202,15 @@ void load_ema(torch::serialize::InputArchive& archive, ModelEma& ema, const fs::
     if (!ema_archive.try_read(name, saved)) throw Error(file.string() + ": EMA weights lack " + in_quotes(name));
     value.copy_(saved);
   }
-}
-
-// The task state a checkpoint saved; empty when it saved none.
-NamedTensors read_task_state(torch::serialize::InputArchive& archive) {
-  NamedTensors state;
-  torch::serialize::InputArchive task_archive;
-  if (!archive.try_read("task_state", task_archive)) return state;
-  for (const std::string& name : task_archive.keys()) {
-    at::Tensor tensor;
-    task_archive.read(name, tensor);
-    state.emplace_back(name, std::move(tensor));
+  if (ema.task_state().empty()) return;
+  NamedTensors saved = read_task_state(archive, "task_state_ema");
+  if (saved.empty()) {
+    // Saved before the EMA followed the task state: it starts again from the
+    // resumed task state, not from the new run's initial one.
+    log_warning(file.string() + ": has no EMA of the task state; it restarts from the checkpoint's task state");
+    saved = read_task_state(archive);
   }
-  return state;
+  copy_by_name(ema.task_state(), saved, file, "the EMA's task state");
 }
 
 // The state written for checkpoint `id` before its weights; named by the id
@@ -473,7 +499,8 @@ void restore_cuda_rng(torch::serialize::InputArchive& archive, const fs::path& f
   if (archive.try_read(key, state)) {
     set_rng_state(at::globalContext().defaultGenerator(device), state, file, key);
   } else if (rank == 0) {
-    log_warning(file.string() + " holds no CUDA RNG state (written by a run on the CPU, or before they were saved): "
+    log_warning(file.string() +
+                " holds no CUDA RNG state (written by a run on the CPU, or before they were saved): "
                 "the resumed run's random draws on the GPU (drop path, dropout) will differ from an uninterrupted "
                 "run's");
   }

@@ -273,7 +273,7 @@ void after_update(TrainContext& ctx, EpochProgress& p, int64_t update_idx, bool 
                   int64_t batch_idx) {
   ++p.num_updates;
   ctx.optimizer.zero_grad();
-  if (ctx.tools.ema) ctx.tools.ema->update(*ctx.model, p.num_updates);
+  if (ctx.tools.ema) ctx.tools.ema->update(*ctx.model, p.num_updates, ctx.task.task_state());
   // train.py's --synchronize-step: the step time then includes the queued
   // device work (CUDA; the CPU's is done already).
   if (ctx.args.synchronize_step && ctx.device.is_cuda()) {

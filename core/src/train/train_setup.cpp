@@ -649,6 +649,8 @@ void set_up_optimization(const TrainArgs& args, Distributed& dist, TrainSetup& s
   setup.optimizer = setup.task->create_optimizer(args.model, optimizer_args(args, setup.lr));
   log_info("Created " + setup.optimizer->describe());
   setup.tools.ema = make_model_ema(args, setup.model_args, setup.model, setup.tools.model_dtype);
+  // timm's task EMA covers the whole trainable module: a projection too.
+  if (setup.tools.ema) setup.tools.ema->follow_task_state(setup.task->task_state());
   const bool sync_bn = uses_sync_bn(args, dist);
   if (dist.active()) {
     setup.task->prepare_distributed([&](torch::nn::Module& trainable) { wrap_ddp(args, trainable, sync_bn, dist); });

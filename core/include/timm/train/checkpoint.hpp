@@ -5,7 +5,8 @@
 //                       Python timm as they are;
 //   <stem>.state.pt     what a resume needs beside them: optimizer, EMA
 //                       weights, gradient scaler, the task's state (timm's
-//                       task_state, e.g. a feature projection), epoch,
+//                       task_state, e.g. a feature projection) and its EMA
+//                       (task_state_ema), epoch,
 //                       metric, every rank's torch CPU RNG state and the
 //                       effective config; a recovery checkpoint also its
 //                       position in its epoch (EpochPosition).

@@ -11,6 +11,12 @@
 // The EMA is kept in the model's dtype, as timm's deep copy: float32, or
 // --model-dtype's (then interpolated in bfloat16 or float16, as
 // ModelEmaV3's _foreach_lerp_ on such tensors).
+//
+// timm's task EMA follows the whole trainable module, so a task's own state
+// outside the model (a feature distillation's projection) is averaged too,
+// with the same decay: follow_task_state(task.task_state()) once, then
+// update(*model, num_updates, task.task_state()); task_state() is the average
+// (timm's checkpoint 'task_state_ema').
 #pragma once
 
 #include <cstdint>
@@ -21,6 +27,7 @@
 #include <torch/nn/module.h>
 
 #include "timm/models/model.hpp"
+#include "timm/models/state_dict.hpp"
 
 namespace timm {
 
@@ -48,17 +55,26 @@ class ModelEma {
   // 1 - (1 + step / gamma)^-power, clamped to [min_decay, decay]).
   double decay_at(std::optional<int64_t> step) const;
 
-  // ema = lerp(ema, model, 1 - decay_at(step)); integer tensors copied.
-  void update(const torch::nn::Module& model, std::optional<int64_t> step);
+  // Averages `task_state` (the task's state now, timm's get_task_state) from
+  // here on, starting from a copy; nothing when it is empty.
+  void follow_task_state(const NamedTensors& task_state);
+
+  // ema = lerp(ema, model, 1 - decay_at(step)); integer tensors copied. When
+  // a task state is followed, `task_state` (the same keys) is averaged alike.
+  void update(const torch::nn::Module& model, std::optional<int64_t> step, const NamedTensors& task_state = {});
   // Copies `model`'s state into the average (ModelEmaV3.set).
   void set(const torch::nn::Module& model);
 
   const ModelPtr& module() const { return module_; }
   const ModelEmaOptions& options() const { return options_; }
+  // The averaged task state; empty unless one is followed. Its tensors may
+  // be assigned in place (a resumed checkpoint's 'task_state_ema').
+  const NamedTensors& task_state() const { return task_state_; }
 
  private:
   ModelPtr module_;
   ModelEmaOptions options_;
+  NamedTensors task_state_;
 };
 
 }  // namespace timm
