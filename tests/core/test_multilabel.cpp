@@ -41,17 +41,7 @@ constexpr double kMetricAtol = 1e-9;
 constexpr double kAtol = 1e-6;
 constexpr double kRtol = 1e-5;
 
-// The oracle's tensors by name, computed once for the whole file.
-const std::map<std::string, at::Tensor>& oracle() {
-  static const std::map<std::string, at::Tensor> tensors = timm::test::oracle_tensors("multilabel_oracle.py");
-  return tensors;
-}
-
-const at::Tensor& get(const std::string& name) {
-  const auto it = oracle().find(name);
-  REQUIRE_MESSAGE(it != oracle().end(), "the oracle wrote no tensor " << name);
-  return it->second;
-}
+const at::Tensor& get(const std::string& name) { return timm::test::oracle_tensor("multilabel_oracle.py", name); }
 
 // NaN-safe: a NaN on either side fails.
 bool close(double ours, double expected, double atol, double rtol = 0.0) {

@@ -43,17 +43,7 @@ namespace {
 constexpr double kAtol = 1e-6;
 constexpr double kRtol = 1e-5;
 
-// The oracle's tensors by name, computed once for the whole file.
-const std::map<std::string, at::Tensor>& oracle() {
-  static const std::map<std::string, at::Tensor> tensors = timm::test::oracle_tensors("train_parts_oracle.py");
-  return tensors;
-}
-
-const at::Tensor& get(const std::string& name) {
-  const auto it = oracle().find(name);
-  REQUIRE_MESSAGE(it != oracle().end(), "the oracle wrote no tensor " << name);
-  return it->second;
-}
+const at::Tensor& get(const std::string& name) { return timm::test::oracle_tensor("train_parts_oracle.py", name); }
 
 void check_close(const at::Tensor& ours, const at::Tensor& expected, const std::string& what) {
   INFO(what);

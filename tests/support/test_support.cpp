@@ -178,4 +178,13 @@ std::map<std::string, at::Tensor> oracle_tensors(const std::string& script, cons
   return tensors;
 }
 
+const at::Tensor& oracle_tensor(const std::string& script, const std::string& name) {
+  static std::map<std::string, std::map<std::string, at::Tensor>> by_script;
+  auto written = by_script.find(script);
+  if (written == by_script.end()) written = by_script.emplace(script, oracle_tensors(script)).first;
+  const auto it = written->second.find(name);
+  if (it == written->second.end()) throw std::runtime_error(script + " wrote no tensor " + name);
+  return it->second;
+}
+
 }  // namespace timm::test

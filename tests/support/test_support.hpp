@@ -111,4 +111,8 @@ class ThreadCount {
 // its first argument, then `args`, and returns the tensors it wrote, by name.
 std::map<std::string, at::Tensor> oracle_tensors(const std::string& script, const std::vector<std::string>& args = {});
 
+// The tensor `name` of oracle_tensors(script), the script run once per
+// process; throws (failing the test) when the script wrote no such tensor.
+const at::Tensor& oracle_tensor(const std::string& script, const std::string& name);
+
 }  // namespace timm::test
