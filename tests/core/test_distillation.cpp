@@ -389,7 +389,7 @@ TEST_CASE("one training step of the logit, feature and token tasks equals timm's
                                                                   c.student_norm, options);
       CHECK(task->weights().task == doctest::Approx(c.task_weight).epsilon(1e-12));
       CHECK(task->weights().distill == doctest::Approx(c.distill_weight).epsilon(1e-12));
-      const torch::nn::Linear& projection = task->module().projection();
+      const timm::layers::Linear& projection = task->module().projection();
       REQUIRE(static_cast<bool>(projection) == c.projection);
       if (projection) {
         CHECK(projection->weight.sizes() == at::IntArrayRef{2048, 512});
@@ -460,7 +460,7 @@ TEST_CASE("one training step of the logit, feature and token tasks equals timm's
       CHECK(at::equal(b.task->model()->forward_distilled(x).first, result.output));
     }
     if (b.feature != nullptr && b.feature->module().projection()) {
-      const torch::nn::Linear& projection = b.feature->module().projection();
+      const timm::layers::Linear& projection = b.feature->module().projection();
       worst_grad =
           timm::test::worst_diff(worst_grad, check_close(projection->weight.grad(), get("grad.projection.weight"),
                                                          kAtol, kRtol, b.c.id + " grad.projection.weight"));

@@ -24,12 +24,12 @@ AttentionImpl::AttentionImpl(const AttentionOptions& options_) : options(options
 void AttentionImpl::reset() {
   namespace nn = torch::nn;
   const int64_t dim = options.dim();
-  qkv = register_module("qkv", nn::Linear(nn::LinearOptions(dim, 3 * dim).bias(options.qkv_bias())));
+  qkv = register_module("qkv", layers::Linear(nn::LinearOptions(dim, 3 * dim).bias(options.qkv_bias())));
   if (options.qk_norm()) {
     q_norm = register_module("q_norm", LayerNorm(head_dim()));
     k_norm = register_module("k_norm", LayerNorm(head_dim()));
   }
-  proj = register_module("proj", nn::Linear(nn::LinearOptions(dim, dim).bias(options.proj_bias())));
+  proj = register_module("proj", layers::Linear(nn::LinearOptions(dim, dim).bias(options.proj_bias())));
   proj_drop = register_module("proj_drop", nn::Dropout(options.proj_drop()));
 }
 
@@ -42,7 +42,7 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x) {
   const int64_t tokens = x.size(1);
   // (B, N, 3 * dim) -> (3, B, heads, N, head_dim)
   const auto qkv_heads =
-      linear(qkv, x).reshape({batch, tokens, 3, options.num_heads(), head_dim()}).permute({2, 0, 3, 1, 4}).unbind(0);
+      qkv(x).reshape({batch, tokens, 3, options.num_heads(), head_dim()}).permute({2, 0, 3, 1, 4}).unbind(0);
   at::Tensor q = qkv_heads[0];
   at::Tensor k = qkv_heads[1];
   if (q_norm) {
@@ -52,7 +52,7 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x) {
   const double dropout_p = is_training() ? options.attn_drop() : 0.0;
   at::Tensor out = at::scaled_dot_product_attention(q, k, qkv_heads[2], /*attn_mask=*/{}, dropout_p);
   out = out.transpose(1, 2).reshape({batch, tokens, options.dim()});
-  return proj_drop(linear(proj, out));
+  return proj_drop(proj(out));
 }
 
 }  // namespace timm::layers

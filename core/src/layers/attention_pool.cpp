@@ -54,7 +54,7 @@ void AttentionPool2dImpl::reset() {
   namespace nn = torch::nn;
   const int64_t in = options.in_features();
   if (options.class_token()) cls_token = register_parameter("cls_token", at::zeros({1, embed_dim_}));
-  const auto linear = [&](int64_t out) { return nn::Linear(nn::LinearOptions(in, out).bias(options.qkv_bias())); };
+  const auto linear = [&](int64_t out) { return layers::Linear(nn::LinearOptions(in, out).bias(options.qkv_bias())); };
   if (options.qkv_separate()) {
     q = register_module("q", linear(embed_dim_));
     k = register_module("k", linear(embed_dim_));
@@ -64,7 +64,7 @@ void AttentionPool2dImpl::reset() {
   }
   drop = register_module("drop", nn::Dropout(options.drop_rate()));
   const std::optional<int64_t> out = options.out_features();
-  if (!out || *out > 0) proj = register_module("proj", nn::Linear(embed_dim_, out ? *out : in));
+  if (!out || *out > 0) proj = register_module("proj", layers::Linear(embed_dim_, out ? *out : in));
   const auto [h, w] = options.feat_size();
   pos_embed = register_parameter("pos_embed", at::zeros({h * w + 1, in}));
   init_weights();
@@ -79,7 +79,7 @@ void AttentionPool2dImpl::pretty_print(std::ostream& stream) const {
 void AttentionPool2dImpl::init_weights() {
   c10::NoGradGuard no_grad;
   const double std = 1.0 / std::sqrt(static_cast<double>(options.in_features()));
-  for (torch::nn::Linear* l : {&q, &k, &v, &qkv}) {
+  for (layers::Linear* l : {&q, &k, &v, &qkv}) {
     if (!*l) continue;
     trunc_normal_((*l)->weight, 0.0, std);
     if ((*l)->bias.defined()) torch::nn::init::zeros_((*l)->bias);
@@ -100,7 +100,7 @@ at::Tensor AttentionPool2dImpl::forward(const at::Tensor& input, bool pre_logits
   x = x + resample_abs_pos_embed(pos_embed.unsqueeze(0), {h, w}, options.feat_size(), /*num_prefix_tokens=*/1);
   at::Tensor qh, kh, vh;
   if (qkv) {
-    const auto parts = linear(qkv, x).reshape({batch, tokens, 3, num_heads_, head_dim_}).permute({2, 0, 3, 1, 4}).unbind(0);
+    const auto parts = qkv(x).reshape({batch, tokens, 3, num_heads_, head_dim_}).permute({2, 0, 3, 1, 4}).unbind(0);
     qh = parts[0];
     kh = parts[1];
     vh = parts[2];
@@ -111,7 +111,7 @@ at::Tensor AttentionPool2dImpl::forward(const at::Tensor& input, bool pre_logits
   }
   x = at::scaled_dot_product_attention(qh, kh, vh);
   x = drop(x.transpose(1, 2).reshape({batch, tokens, -1}));
-  if (!pre_logits && proj) x = linear(proj, x);
+  if (!pre_logits && proj) x = proj(x);
   if (options.pool_type() == "token") return x.select(1, 0);
   return x.slice(1, 1).reshape({batch, h, w, -1}).permute({0, 3, 1, 2});
 }

@@ -68,10 +68,10 @@ void AttentionPoolLatentImpl::reset() {
   if (options.pos_embed() == "abs") pos_embed = register_parameter("pos_embed", at::zeros({*options.feat_size(), in}));
   latent = register_parameter("latent", at::zeros({1, options.latent_len(), latent_dim_}));
   if (options.q_proj()) {
-    q = register_module("q", nn::Linear(nn::LinearOptions(latent_dim_, embed_dim_).bias(options.qkv_bias())));
+    q = register_module("q", layers::Linear(nn::LinearOptions(latent_dim_, embed_dim_).bias(options.qkv_bias())));
   }
   // timm's kv reads embed_dim features (equal to in_features unless embed_dim is set).
-  kv = register_module("kv", nn::Linear(nn::LinearOptions(embed_dim_, 2 * embed_dim_).bias(options.qkv_bias())));
+  kv = register_module("kv", layers::Linear(nn::LinearOptions(embed_dim_, 2 * embed_dim_).bias(options.qkv_bias())));
   if (options.qk_norm()) {
     // timm: norm_layer or nn.LayerNorm (eps 1e-5) over head_dim.
     const double eps = options.norm_layer().empty() ? 1e-5 : options.norm_eps();
@@ -80,7 +80,7 @@ void AttentionPoolLatentImpl::reset() {
   }
   const std::optional<int64_t> out = options.out_features();
   if (!out || *out > 0) {
-    proj = register_module("proj", nn::Linear(embed_dim_, out_features_));
+    proj = register_module("proj", layers::Linear(embed_dim_, out_features_));
     if (!options.norm_layer().empty()) {
       norm = register_module("norm", LayerNorm(LayerNormOptions(out_features_).eps(options.norm_eps())));
     }
@@ -117,8 +117,8 @@ at::Tensor AttentionPoolLatentImpl::forward(const at::Tensor& input) {
   const int64_t heads = options.num_heads(), len = options.latent_len();
   at::Tensor x = pos_embed.defined() ? input + pos_embed.unsqueeze(0).to(input.scalar_type()) : input;
   const at::Tensor q_latent = latent.expand({batch, -1, -1});
-  at::Tensor qh = (q ? linear(q, q_latent) : q_latent).reshape({batch, len, heads, head_dim()}).transpose(1, 2);
-  const auto kvh = linear(kv, x).reshape({batch, tokens, 2, heads, head_dim()}).permute({2, 0, 3, 1, 4}).unbind(0);
+  at::Tensor qh = (q ? q(q_latent) : q_latent).reshape({batch, len, heads, head_dim()}).transpose(1, 2);
+  const auto kvh = kv(x).reshape({batch, tokens, 2, heads, head_dim()}).permute({2, 0, 3, 1, 4}).unbind(0);
   at::Tensor kh = kvh[0];
   if (q_norm) {
     qh = q_norm(qh);
@@ -126,7 +126,7 @@ at::Tensor AttentionPoolLatentImpl::forward(const at::Tensor& input) {
   }
   x = at::scaled_dot_product_attention(qh, kh, kvh[1]);
   x = x.transpose(1, 2).reshape({batch, len, embed_dim_});
-  if (proj) x = linear(proj, x);
+  if (proj) x = proj(x);
   if (options.drop() > 0.0) x = at::dropout(x, options.drop(), is_training());
   if (mlp) x = x + mlp(norm ? norm(x) : x);
   if (options.pool_type() == "token") return x.select(1, 0);

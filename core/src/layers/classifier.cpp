@@ -8,6 +8,7 @@
 
 #include "timm/base/error.hpp"
 #include "timm/layers/activations.hpp"
+#include "timm/layers/linear.hpp"
 #include "timm/layers/rms_norm.hpp"
 
 namespace timm::layers {
@@ -73,7 +74,7 @@ ClassifierHead create_classifier(int64_t num_features, int64_t num_classes, cons
   head.global_pool = SelectAdaptivePool2d(SelectAdaptivePool2dOptions(pool_type).flatten(flatten).input_fmt(input_fmt));
   head.num_pooled_features = num_features * head.global_pool->feat_mult();
   if (num_classes > 0) {
-    head.fc = torch::nn::AnyModule(torch::nn::Linear(head.num_pooled_features, num_classes));
+    head.fc = torch::nn::AnyModule(layers::Linear(head.num_pooled_features, num_classes));
   } else {
     head.fc = torch::nn::AnyModule(torch::nn::Identity());
   }
@@ -123,7 +124,7 @@ void NormMlpClassifierHeadImpl::reset() {
   namespace nn = torch::nn;
   const bool use_conv = options.pool_type().empty();
   auto linear = [use_conv](int64_t in, int64_t out) {
-    return use_conv ? nn::AnyModule(nn::Conv2d(nn::Conv2dOptions(in, out, 1))) : nn::AnyModule(nn::Linear(in, out));
+    return use_conv ? nn::AnyModule(nn::Conv2d(nn::Conv2dOptions(in, out, 1))) : nn::AnyModule(layers::Linear(in, out));
   };
   global_pool = register_module("global_pool", SelectAdaptivePool2d(options.pool_type()));
   if (global_pool->feat_mult() != 1) {

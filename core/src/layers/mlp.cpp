@@ -12,19 +12,11 @@
 namespace timm::layers {
 namespace {
 
-// Mlp's fc1 / fc2: a Linear as Python's F.linear (linear.hpp), a 1x1 Conv2d
-// through its forward.
-at::Tensor apply_fc(torch::nn::AnyModule& fc, const at::Tensor& x) {
-  if (const auto linear_fc = std::dynamic_pointer_cast<torch::nn::LinearImpl>(fc.ptr())) {
-    return linear(torch::nn::Linear(linear_fc), x);
-  }
-  return fc.forward(x);
-}
-
+// Mlp's fc1 / fc2: the SDK's Linear (Python's F.linear) or a 1x1 Conv2d.
 torch::nn::AnyModule make_fc(int64_t in, int64_t out, bool bias, bool use_conv) {
   namespace nn = torch::nn;
   if (use_conv) return nn::AnyModule(nn::Conv2d(nn::Conv2dOptions(in, out, 1).bias(bias)));
-  return nn::AnyModule(nn::Linear(nn::LinearOptions(in, out).bias(bias)));
+  return nn::AnyModule(layers::Linear(nn::LinearOptions(in, out).bias(bias)));
 }
 
 // MlpOptions and ConvMlpOptions: the checks and widths their modules share.
@@ -74,8 +66,8 @@ void MlpImpl::pretty_print(std::ostream& stream) const {
 }
 
 at::Tensor MlpImpl::forward(const at::Tensor& x) {
-  at::Tensor y = drop1(act(apply_fc(fc1, x)));
-  return drop2(apply_fc(fc2, y));
+  at::Tensor y = drop1(act(fc1.forward(x)));
+  return drop2(fc2.forward(y));
 }
 
 GlobalResponseNormMlpImpl::GlobalResponseNormMlpImpl(const MlpOptions& options_) : options(options_) {
@@ -102,8 +94,8 @@ void GlobalResponseNormMlpImpl::pretty_print(std::ostream& stream) const {
 }
 
 at::Tensor GlobalResponseNormMlpImpl::forward(const at::Tensor& x) {
-  at::Tensor y = grn(drop1(act(apply_fc(fc1, x))));
-  return drop2(apply_fc(fc2, y));
+  at::Tensor y = grn(drop1(act(fc1.forward(x))));
+  return drop2(fc2.forward(y));
 }
 
 ConvMlpImpl::ConvMlpImpl(const ConvMlpOptions& options_) : options(options_) {
@@ -162,11 +154,11 @@ GluMlpImpl::GluMlpImpl(const GluMlpOptions& options_) : options(options_) {
 void GluMlpImpl::reset() {
   namespace nn = torch::nn;
   const auto [in, hidden, out] = mlp_widths(options);
-  fc1 = register_module("fc1", nn::Linear(nn::LinearOptions(in, hidden).bias(options.bias())));
+  fc1 = register_module("fc1", layers::Linear(nn::LinearOptions(in, hidden).bias(options.bias())));
   act = register_module("act", create_act(options.act_layer()));
   drop1 = register_module("drop1", nn::Dropout(options.drop()));
   if (!options.norm_layer().empty()) norm = register_module("norm", LayerNorm(hidden / 2));
-  fc2 = register_module("fc2", nn::Linear(nn::LinearOptions(hidden / 2, out).bias(options.bias())));
+  fc2 = register_module("fc2", layers::Linear(nn::LinearOptions(hidden / 2, out).bias(options.bias())));
   drop2 = register_module("drop2", nn::Dropout(options.drop()));
 }
 
@@ -176,11 +168,11 @@ void GluMlpImpl::pretty_print(std::ostream& stream) const {
 }
 
 at::Tensor GluMlpImpl::forward(const at::Tensor& x) {
-  const auto halves = linear(fc1, x).chunk(2, -1);
+  const auto halves = fc1(x).chunk(2, -1);
   at::Tensor y = options.gate_last() ? halves[0] * act(halves[1]) : act(halves[0]) * halves[1];
   y = drop1(y);
   if (norm) y = norm(y);
-  return drop2(linear(fc2, y));
+  return drop2(fc2(y));
 }
 
 SwiGLUImpl::SwiGLUImpl(const SwiGLUOptions& options_) : options(options_) {
@@ -203,12 +195,12 @@ void SwiGLUImpl::reset() {
   namespace nn = torch::nn;
   const auto widths = mlp_widths(options);
   const int64_t hidden = hidden_width();
-  fc1_g = register_module("fc1_g", nn::Linear(nn::LinearOptions(widths.in, hidden).bias(options.bias())));
-  fc1_x = register_module("fc1_x", nn::Linear(nn::LinearOptions(widths.in, hidden).bias(options.bias())));
+  fc1_g = register_module("fc1_g", layers::Linear(nn::LinearOptions(widths.in, hidden).bias(options.bias())));
+  fc1_x = register_module("fc1_x", layers::Linear(nn::LinearOptions(widths.in, hidden).bias(options.bias())));
   act = register_module("act", create_act(options.act_layer()));
   drop1 = register_module("drop1", nn::Dropout(options.drop()));
   if (!options.norm_layer().empty()) norm = register_module("norm", LayerNorm(hidden));
-  fc2 = register_module("fc2", nn::Linear(nn::LinearOptions(hidden, widths.out).bias(options.bias())));
+  fc2 = register_module("fc2", layers::Linear(nn::LinearOptions(hidden, widths.out).bias(options.bias())));
   drop2 = register_module("drop2", nn::Dropout(options.drop()));
 }
 
@@ -218,9 +210,9 @@ void SwiGLUImpl::pretty_print(std::ostream& stream) const {
 }
 
 at::Tensor SwiGLUImpl::forward(const at::Tensor& x) {
-  at::Tensor y = drop1(act(linear(fc1_g, x)) * linear(fc1_x, x));
+  at::Tensor y = drop1(act(fc1_g(x)) * fc1_x(x));
   if (norm) y = norm(y);
-  return drop2(linear(fc2, y));
+  return drop2(fc2(y));
 }
 
 }  // namespace timm::layers

@@ -104,9 +104,9 @@ void WindowAttentionImpl::reset() {
       "relative_position_bias_table", at::empty({(2 * window[0] - 1) * (2 * window[1] - 1), options.num_heads()}));
   trunc_normal_(relative_position_bias_table, 0.0, 0.02);
   relative_position_index = layers::relative_position_index(window[0], window[1]);
-  qkv = register_module("qkv", nn::Linear(nn::LinearOptions(options.dim(), 3 * attn_dim).bias(options.qkv_bias())));
+  qkv = register_module("qkv", layers::Linear(nn::LinearOptions(options.dim(), 3 * attn_dim).bias(options.qkv_bias())));
   attn_drop = register_module("attn_drop", nn::Dropout(options.attn_drop()));
-  proj = register_module("proj", nn::Linear(attn_dim, options.dim()));
+  proj = register_module("proj", layers::Linear(attn_dim, options.dim()));
   proj_drop = register_module("proj_drop", nn::Dropout(options.proj_drop()));
 }
 
@@ -132,7 +132,7 @@ at::Tensor WindowAttentionImpl::relative_position_bias() {
 at::Tensor WindowAttentionImpl::forward(const at::Tensor& x, const at::Tensor& mask) {
   const int64_t batch_windows = x.size(0), tokens = x.size(1), heads = options.num_heads();
   // (B_, N, 3 * attn_dim) -> (3, B_, heads, N, head_dim)
-  const auto qkv_heads = linear(qkv, x).reshape({batch_windows, tokens, 3, heads, -1}).permute({2, 0, 3, 1, 4}).unbind(0);
+  const auto qkv_heads = qkv(x).reshape({batch_windows, tokens, 3, heads, -1}).permute({2, 0, 3, 1, 4}).unbind(0);
   const double scale = std::pow(static_cast<double>(head_dim()), -0.5);  // timm's head_dim ** -0.5
   at::Tensor attn = at::matmul(qkv_heads[0] * scale, qkv_heads[1].transpose(-2, -1));
   attn = attn + relative_position_bias();
@@ -143,7 +143,7 @@ at::Tensor WindowAttentionImpl::forward(const at::Tensor& x, const at::Tensor& m
   }
   attn = attn_drop(at::softmax(attn, -1));
   at::Tensor out = at::matmul(attn, qkv_heads[2]).transpose(1, 2).reshape({batch_windows, tokens, -1});
-  return proj_drop(linear(proj, out));
+  return proj_drop(proj(out));
 }
 
 }  // namespace timm::layers

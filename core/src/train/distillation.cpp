@@ -1,4 +1,5 @@
 #include "timm/train/distillation.hpp"
+#include "timm/layers/linear.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -216,7 +217,7 @@ int64_t feature_dim(const ClassifierImpl& model, std::optional<int64_t> given, c
 FeatureDistillationModuleImpl::FeatureDistillationModuleImpl(ModelPtr student, int64_t student_dim, int64_t teacher_dim)
     : student_(register_module("student", std::move(student))) {
   if (student_dim == teacher_dim) return;
-  projection_ = register_module("projection", torch::nn::Linear(student_dim, teacher_dim));
+  projection_ = register_module("projection", layers::Linear(student_dim, teacher_dim));
   // On the student's device and in its dtype (timm: the task's device and
   // dtype, --model-dtype).
   const auto params = student_->parameters();
@@ -271,7 +272,7 @@ std::vector<std::string> student_names(const std::vector<std::string>& names) {
 // timm's FeatureDistillationTrainableModule.group_matcher: the projection's
 // parameters join the student's last layer, each in that layer's decay or
 // no-decay group (a new one, scale 1, when the student has none).
-void add_to_last_layer(std::vector<ParamGroup>& groups, const torch::nn::Linear& projection, int64_t last_layer,
+void add_to_last_layer(std::vector<ParamGroup>& groups, const layers::Linear& projection, int64_t last_layer,
                        const OptimizerArgs& args) {
   for (const auto& item : projection->named_parameters()) {
     const bool decay = item.value().dim() > 1;
@@ -291,7 +292,7 @@ void add_to_last_layer(std::vector<ParamGroup>& groups, const torch::nn::Linear&
 
 std::vector<ParamGroup> FeatureDistillationTask::param_groups(const std::string& model_name,
                                                               const OptimizerArgs& args) const {
-  const torch::nn::Linear& projection = module_->projection();
+  const layers::Linear& projection = module_->projection();
   if (!projection) return TrainingTask::param_groups(model_name, args);
   const ClassifierImpl& student = *model();
   // timm's groups over FeatureDistillationTrainableModule ("student.*", then

@@ -75,6 +75,7 @@
 #include "timm/layers/activations.hpp"
 #include "timm/layers/classifier.hpp"
 #include "timm/layers/conv2d_same.hpp"
+#include "timm/layers/linear.hpp"
 #include "timm/layers/norm_act.hpp"
 #include "timm/layers/weight_init.hpp"
 #include "timm/log/log.hpp"
@@ -415,7 +416,7 @@ class EfficientNetImpl : public ClassifierImpl {
       act2 = register_module("act2", layers::create_act(spec.act_layer, /*inplace=*/true));
     }
     if (num_classes_ > 0) {
-      classifier = nn::AnyModule(nn::Linear(spec.num_features, num_classes_));
+      classifier = nn::AnyModule(layers::Linear(spec.num_features, num_classes_));
     } else {
       classifier = nn::AnyModule(nn::Identity());
     }

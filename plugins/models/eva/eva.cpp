@@ -115,22 +115,22 @@ class EvaAttentionImpl : public nn::Module {
       : num_heads_(a.num_heads), head_dim_(a.dim / a.num_heads), num_prefix_tokens_(a.num_prefix_tokens) {
     const int64_t attn_dim = head_dim_ * num_heads_;
     if (a.qkv_fused) {
-      qkv = register_module("qkv", nn::Linear(nn::LinearOptions(a.dim, 3 * attn_dim).bias(false)));
+      qkv = register_module("qkv", layers::Linear(nn::LinearOptions(a.dim, 3 * attn_dim).bias(false)));
       if (a.qkv_bias) {
         q_bias = register_parameter("q_bias", at::zeros({attn_dim}));
         v_bias = register_parameter("v_bias", at::zeros({attn_dim}));
       }
     } else {
-      q_proj = register_module("q_proj", nn::Linear(nn::LinearOptions(a.dim, attn_dim).bias(a.qkv_bias)));
-      k_proj = register_module("k_proj", nn::Linear(nn::LinearOptions(a.dim, attn_dim).bias(false)));
-      v_proj = register_module("v_proj", nn::Linear(nn::LinearOptions(a.dim, attn_dim).bias(a.qkv_bias)));
+      q_proj = register_module("q_proj", layers::Linear(nn::LinearOptions(a.dim, attn_dim).bias(a.qkv_bias)));
+      k_proj = register_module("k_proj", layers::Linear(nn::LinearOptions(a.dim, attn_dim).bias(false)));
+      v_proj = register_module("v_proj", layers::Linear(nn::LinearOptions(a.dim, attn_dim).bias(a.qkv_bias)));
     }
     if (a.qk_norm) {
       q_norm = register_module("q_norm", layers::LayerNorm(head_dim_));
       k_norm = register_module("k_norm", layers::LayerNorm(head_dim_));
     }
     if (a.scale_norm) norm = register_module("norm", layers::LayerNorm(attn_dim));
-    proj = register_module("proj", nn::Linear(attn_dim, a.dim));
+    proj = register_module("proj", layers::Linear(attn_dim, a.dim));
   }
 
   // x (B, N, dim); rope undefined or (N - prefix, 2 * head_dim) [sin | cos].
@@ -140,17 +140,16 @@ class EvaAttentionImpl : public nn::Module {
     at::Tensor q, k, v;
     if (qkv) {
       // timm: F.linear with the bias cat(q_bias, zeros, v_bias) (qkv_bias_separate off).
-      const at::Tensor out = q_bias.defined()
-                                 ? at::linear(x, qkv->weight, at::cat({q_bias, at::zeros_like(q_bias), v_bias}))
-                                 : layers::linear(qkv, x);
+      const at::Tensor out =
+          q_bias.defined() ? at::linear(x, qkv->weight, at::cat({q_bias, at::zeros_like(q_bias), v_bias})) : qkv(x);
       const auto heads = out.reshape({batch, tokens, 3, num_heads_, -1}).permute({2, 0, 3, 1, 4}).unbind(0);
       q = heads[0];
       k = heads[1];
       v = heads[2];
     } else {
-      q = split_heads(layers::linear(q_proj, x));
-      k = split_heads(layers::linear(k_proj, x));
-      v = split_heads(layers::linear(v_proj, x));
+      q = split_heads(q_proj(x));
+      k = split_heads(k_proj(x));
+      v = split_heads(v_proj(x));
     }
     if (q_norm) {
       q = q_norm(q);
@@ -163,13 +162,13 @@ class EvaAttentionImpl : public nn::Module {
     at::Tensor out = at::scaled_dot_product_attention(q, k, v);
     out = out.transpose(1, 2).reshape({batch, tokens, -1});
     if (norm) out = norm(out);
-    return layers::linear(proj, out);
+    return proj(out);
   }
 
-  nn::Linear qkv{nullptr}, q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr};
+  layers::Linear qkv{nullptr}, q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr};
   at::Tensor q_bias, v_bias;  // fused qkv with qkv_bias only
   layers::LayerNorm q_norm{nullptr}, k_norm{nullptr}, norm{nullptr};
-  nn::Linear proj{nullptr};
+  layers::Linear proj{nullptr};
 
  private:
   at::Tensor split_heads(const at::Tensor& x) const {
@@ -371,7 +370,7 @@ class EvaImpl : public ClassifierImpl {
     } else {
       norm = register_module("norm", layers::LayerNorm(dim));
     }
-    if (num_classes_ > 0) head = register_module("head", nn::Linear(dim, num_classes_));
+    if (num_classes_ > 0) head = register_module("head", layers::Linear(dim, num_classes_));
     init_weights();
   }
 
@@ -443,7 +442,7 @@ class EvaImpl : public ClassifierImpl {
   nn::ModuleList blocks{nullptr};
   layers::LayerNorm norm{nullptr};     // null with fc_norm
   layers::LayerNorm fc_norm{nullptr};  // 'avg' pool only
-  nn::Linear head{nullptr};            // null when num_classes is 0
+  layers::Linear head{nullptr};        // null when num_classes is 0
 
  private:
   // One block, checkpointed with grad checkpointing (the function, which the

@@ -332,20 +332,19 @@ TORCH_MODULE(RepConditionalPosEnc);
 class FastVitAttentionImpl : public nn::Module {
  public:
   explicit FastVitAttentionImpl(int64_t dim) : num_heads_(dim / kHeadDim) {
-    qkv = register_module("qkv", nn::Linear(nn::LinearOptions(dim, 3 * dim).bias(false)));
-    proj = register_module("proj", nn::Linear(dim, dim));
+    qkv = register_module("qkv", layers::Linear(nn::LinearOptions(dim, 3 * dim).bias(false)));
+    proj = register_module("proj", layers::Linear(dim, dim));
   }
   at::Tensor forward(const at::Tensor& input) {
     const int64_t batch = input.size(0), channels = input.size(1), height = input.size(2), width = input.size(3);
     const int64_t tokens = height * width;
     const at::Tensor x = input.flatten(2).transpose(-2, -1);
-    const auto heads =
-        layers::linear(qkv, x).reshape({batch, tokens, 3, num_heads_, kHeadDim}).permute({2, 0, 3, 1, 4});
+    const auto heads = qkv(x).reshape({batch, tokens, 3, num_heads_, kHeadDim}).permute({2, 0, 3, 1, 4});
     at::Tensor out = at::scaled_dot_product_attention(heads[0], heads[1], heads[2]);
-    out = layers::linear(proj, out.transpose(1, 2).reshape({batch, tokens, channels}));
+    out = proj(out.transpose(1, 2).reshape({batch, tokens, channels}));
     return out.transpose(-2, -1).reshape({batch, channels, height, width});
   }
-  nn::Linear qkv{nullptr}, proj{nullptr};
+  layers::Linear qkv{nullptr}, proj{nullptr};
 
  private:
   static constexpr int64_t kHeadDim = 32;

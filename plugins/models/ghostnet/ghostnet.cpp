@@ -46,6 +46,7 @@
 #include "timm/layers/activations.hpp"
 #include "timm/layers/batch_norm.hpp"
 #include "timm/layers/classifier.hpp"
+#include "timm/layers/linear.hpp"
 #include "timm/layers/norm_act.hpp"
 #include "timm/layers/reparam.hpp"
 #include "timm/layers/squeeze_excite.hpp"
@@ -537,7 +538,7 @@ class GhostNetImpl : public ClassifierImpl {
         register_module("global_pool", layers::SelectAdaptivePool2d(layers::SelectAdaptivePool2dOptions(pool_type_)));
     conv_head = register_module("conv_head", conv2d(out_chs, kHeadHiddenSize, 1, 1, 0, 1, /*bias=*/true));
     act2 = register_module("act2", layers::create_act("relu", /*inplace=*/true));
-    if (num_classes_ > 0) classifier = register_module("classifier", nn::Linear(kHeadHiddenSize, num_classes_));
+    if (num_classes_ > 0) classifier = register_module("classifier", layers::Linear(kHeadHiddenSize, num_classes_));
   }
 
   // timm's forward_features: conv_stem, bn1, act1, every block of every
@@ -616,7 +617,7 @@ class GhostNetImpl : public ClassifierImpl {
   // cannot nest Sequentials), the same keys, run stage by stage.
   nn::ModuleList blocks{nullptr};
   layers::SelectAdaptivePool2d global_pool{nullptr};
-  nn::Linear classifier{nullptr};
+  layers::Linear classifier{nullptr};
 
  private:
   static constexpr int64_t kHeadHiddenSize = 1280;

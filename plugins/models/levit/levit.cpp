@@ -35,6 +35,7 @@
 #include "timm/base/names.hpp"
 #include "timm/layers/activations.hpp"
 #include "timm/layers/drop_path.hpp"
+#include "timm/layers/linear.hpp"
 #include "timm/layers/weight_init.hpp"
 #include "timm/models/features.hpp"
 #include "timm/models/grad_checkpoint.hpp"
@@ -68,7 +69,7 @@ class LevitNormImpl : public nn::Module {
       c10::NoGradGuard no_grad;
       bn2d->weight.fill_(bn_weight_init);
     } else {
-      linear = register_module("linear", nn::Linear(nn::LinearOptions(in, out).bias(false)));
+      linear = register_module("linear", layers::Linear(nn::LinearOptions(in, out).bias(false)));
       bn1d = register_module("bn", nn::BatchNorm1d(out));
       c10::NoGradGuard no_grad;
       bn1d->weight.fill_(bn_weight_init);
@@ -79,10 +80,10 @@ class LevitNormImpl : public nn::Module {
     const at::Tensor y = linear(x);
     return bn1d(y.flatten(0, 1)).reshape_as(y);
   }
-  nn::Conv2d conv{nullptr};       // or
-  nn::Linear linear{nullptr};     // both named "linear"
-  nn::BatchNorm2d bn2d{nullptr};  // or
-  nn::BatchNorm1d bn1d{nullptr};  // both named "bn"
+  nn::Conv2d conv{nullptr};        // or
+  layers::Linear linear{nullptr};  // both named "linear"
+  nn::BatchNorm2d bn2d{nullptr};   // or
+  nn::BatchNorm1d bn1d{nullptr};   // both named "bn"
 };
 TORCH_MODULE(LevitNorm);
 
@@ -91,7 +92,7 @@ class NormLinearImpl : public nn::Module {
  public:
   NormLinearImpl(int64_t in, int64_t out, double drop) : drop_(drop) {
     bn = register_module("bn", nn::BatchNorm1d(in));
-    linear = register_module("linear", nn::Linear(in, out));
+    linear = register_module("linear", layers::Linear(in, out));
     c10::NoGradGuard no_grad;
     layers::trunc_normal_(linear->weight, 0.0, 0.02);
     linear->bias.zero_();
@@ -102,7 +103,7 @@ class NormLinearImpl : public nn::Module {
     return linear(y);
   }
   nn::BatchNorm1d bn{nullptr};
-  nn::Linear linear{nullptr};
+  layers::Linear linear{nullptr};
 
  private:
   double drop_;

@@ -353,9 +353,9 @@ AttentionClImpl::AttentionClImpl(int64_t dim, int64_t dim_out, const Transformer
   if (dim_attn % cfg.dim_head != 0) throw Error("maxxvit: attn dim should be divisible by head_dim");
   dim_head_ = cfg.dim_head;
   num_heads_ = dim_attn / cfg.dim_head;
-  qkv = register_module("qkv", nn::Linear(nn::LinearOptions(dim, dim_attn * 3).bias(cfg.attn_bias)));
+  qkv = register_module("qkv", layers::Linear(nn::LinearOptions(dim, dim_attn * 3).bias(cfg.attn_bias)));
   rel_pos.create(*this, cfg, window, num_heads_);
-  proj = register_module("proj", nn::Linear(nn::LinearOptions(dim_attn, dim_out).bias(cfg.attn_bias)));
+  proj = register_module("proj", layers::Linear(nn::LinearOptions(dim_attn, dim_out).bias(cfg.attn_bias)));
   proj_drop_ = register_module("proj_drop", nn::Dropout(0.0));
 }
 
@@ -363,7 +363,7 @@ at::Tensor AttentionClImpl::forward(const at::Tensor& x) {
   const int64_t b = x.size(0);
   std::vector<int64_t> restore(x.sizes().begin(), x.sizes().end() - 1);
   restore.push_back(-1);
-  const at::Tensor qkv_out = layers::linear(qkv, x);
+  const at::Tensor qkv_out = qkv(x);
   std::vector<at::Tensor> heads;
   if (head_first_) {
     heads = qkv_out.view({b, -1, num_heads_, dim_head_ * 3}).transpose(1, 2).chunk(3, 3);
@@ -372,7 +372,7 @@ at::Tensor AttentionClImpl::forward(const at::Tensor& x) {
   }
   const at::Tensor bias = rel_pos.get_bias();
   const at::Tensor out = sdpa(heads[0], heads[1], heads[2], bias, is_training() ? attn_drop_ : 0.0);
-  return proj_drop_(layers::linear(proj, out.transpose(1, 2).reshape(restore)));
+  return proj_drop_(proj(out.transpose(1, 2).reshape(restore)));
 }
 
 Attention2dImpl::Attention2dImpl(int64_t dim, int64_t dim_out, const TransformerCfg& cfg, WindowSize feat_size)

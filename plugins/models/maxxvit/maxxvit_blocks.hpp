@@ -28,6 +28,7 @@
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/fast_norm.hpp"
 #include "timm/layers/layer_scale.hpp"
+#include "timm/layers/linear.hpp"
 #include "timm/layers/mlp.hpp"
 #include "timm/layers/pos_embed_rel.hpp"
 #include "timm/layers/squeeze_excite.hpp"
@@ -201,9 +202,9 @@ class AttentionClImpl : public nn::Module {
  public:
   AttentionClImpl(int64_t dim, int64_t dim_out, const TransformerCfg& cfg, WindowSize window);
   at::Tensor forward(const at::Tensor& x);
-  nn::Linear qkv{nullptr};
+  layers::Linear qkv{nullptr};
   RelPos rel_pos;
-  nn::Linear proj{nullptr};
+  layers::Linear proj{nullptr};
 
  private:
   int64_t num_heads_, dim_head_;

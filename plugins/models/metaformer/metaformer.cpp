@@ -133,25 +133,25 @@ class MetaMlpImpl : public nn::Module {
     if (use_conv) {
       fc1_conv = register_module("fc1", nn::Conv2d(nn::Conv2dOptions(dim, hidden, 1).bias(bias)));
     } else {
-      fc1_linear = register_module("fc1", nn::Linear(nn::LinearOptions(dim, hidden).bias(bias)));
+      fc1_linear = register_module("fc1", layers::Linear(nn::LinearOptions(dim, hidden).bias(bias)));
     }
     if (star_relu) act = register_module("act", StarReLU());
     if (use_conv) {
       fc2_conv = register_module("fc2", nn::Conv2d(nn::Conv2dOptions(hidden, dim, 1).bias(bias)));
     } else {
-      fc2_linear = register_module("fc2", nn::Linear(nn::LinearOptions(hidden, dim).bias(bias)));
+      fc2_linear = register_module("fc2", layers::Linear(nn::LinearOptions(hidden, dim).bias(bias)));
     }
   }
   at::Tensor forward(const at::Tensor& input) {
-    at::Tensor x = fc1_conv ? fc1_conv(input) : layers::linear(fc1_linear, input);
+    at::Tensor x = fc1_conv ? fc1_conv(input) : fc1_linear(input);
     x = act ? act(x) : at::gelu(x);
     if (drop_ > 0.0) x = at::dropout(x, drop_, is_training());
-    x = fc2_conv ? fc2_conv(x) : layers::linear(fc2_linear, x);
+    x = fc2_conv ? fc2_conv(x) : fc2_linear(x);
     return drop_ > 0.0 ? at::dropout(x, drop_, is_training()) : x;
   }
-  nn::Conv2d fc1_conv{nullptr}, fc2_conv{nullptr};      // NCHW, or
-  nn::Linear fc1_linear{nullptr}, fc2_linear{nullptr};  // tokens; named "fc1" / "fc2"
-  StarReLU act{nullptr};                                // undefined: GELU
+  nn::Conv2d fc1_conv{nullptr}, fc2_conv{nullptr};          // NCHW, or
+  layers::Linear fc1_linear{nullptr}, fc2_linear{nullptr};  // tokens; named "fc1" / "fc2"
+  StarReLU act{nullptr};                                    // undefined: GELU
 
  private:
   double drop_;
@@ -183,19 +183,18 @@ class MetaAttentionImpl : public nn::Module {
     num_heads_ = dim / kHeadDim;
     if (num_heads_ == 0) num_heads_ = 1;
     const int64_t attention_dim = num_heads_ * kHeadDim;
-    qkv = register_module("qkv", nn::Linear(nn::LinearOptions(dim, 3 * attention_dim).bias(false)));
-    proj = register_module("proj", nn::Linear(nn::LinearOptions(attention_dim, dim).bias(false)));
+    qkv = register_module("qkv", layers::Linear(nn::LinearOptions(dim, 3 * attention_dim).bias(false)));
+    proj = register_module("proj", layers::Linear(nn::LinearOptions(attention_dim, dim).bias(false)));
   }
   at::Tensor forward(const at::Tensor& x) {
     const int64_t batch = x.size(0), tokens = x.size(1);
-    const auto qkv_heads =
-        layers::linear(qkv, x).reshape({batch, tokens, 3, num_heads_, kHeadDim}).permute({2, 0, 3, 1, 4});
+    const auto qkv_heads = qkv(x).reshape({batch, tokens, 3, num_heads_, kHeadDim}).permute({2, 0, 3, 1, 4});
     at::Tensor out = at::scaled_dot_product_attention(qkv_heads[0], qkv_heads[1], qkv_heads[2]);
     out = out.transpose(1, 2).reshape({batch, tokens, num_heads_ * kHeadDim});
-    out = layers::linear(proj, out);
+    out = proj(out);
     return proj_drop_ > 0.0 ? at::dropout(out, proj_drop_, is_training()) : out;
   }
-  nn::Linear qkv{nullptr}, proj{nullptr};
+  layers::Linear qkv{nullptr}, proj{nullptr};
 
  private:
   static constexpr int64_t kHeadDim = 32;
@@ -330,12 +329,12 @@ class MlpHeadImpl : public nn::Module {
  public:
   MlpHeadImpl(int64_t dim, int64_t num_classes) {
     const int64_t hidden = 4 * dim;
-    fc1 = register_module("fc1", nn::Linear(dim, hidden));
+    fc1 = register_module("fc1", layers::Linear(dim, hidden));
     norm = register_module("norm", MetaNorm(NormKind::kLayerNorm, hidden, true, 1e-6));
-    fc2 = register_module("fc2", nn::Linear(hidden, num_classes));
+    fc2 = register_module("fc2", layers::Linear(hidden, num_classes));
   }
   at::Tensor forward(const at::Tensor& x) { return fc2(norm(at::relu(fc1(x)).square())); }
-  nn::Linear fc1{nullptr}, fc2{nullptr};
+  layers::Linear fc1{nullptr}, fc2{nullptr};
   MetaNorm norm{nullptr};
 };
 TORCH_MODULE(MlpHead);
@@ -352,7 +351,7 @@ class MetaHeadImpl : public nn::Module {
       if (use_mlp_head) {
         mlp_fc = register_module("fc", MlpHead(num_features, num_classes));
       } else {
-        fc = register_module("fc", nn::Linear(num_features, num_classes));
+        fc = register_module("fc", layers::Linear(num_features, num_classes));
       }
     }
   }
@@ -366,8 +365,8 @@ class MetaHeadImpl : public nn::Module {
   }
   layers::SelectAdaptivePool2d global_pool{nullptr};
   MetaNorm norm{nullptr};
-  nn::Linear fc{nullptr};   // or
-  MlpHead mlp_fc{nullptr};  // both named "fc"; neither: Identity
+  layers::Linear fc{nullptr};  // or
+  MlpHead mlp_fc{nullptr};     // both named "fc"; neither: Identity
 
  private:
   bool flatten_;

@@ -85,12 +85,10 @@ at::Tensor SwinTransformerBlockImpl::forward(const at::Tensor& input) {
 
 PatchMergingImpl::PatchMergingImpl(int64_t dim, int64_t out_dim) {
   norm = register_module("norm", make_norm(4 * dim));
-  reduction = register_module("reduction", nn::Linear(nn::LinearOptions(4 * dim, out_dim).bias(false)));
+  reduction = register_module("reduction", layers::Linear(nn::LinearOptions(4 * dim, out_dim).bias(false)));
 }
 
-at::Tensor PatchMergingImpl::forward(const at::Tensor& input) {
-  return layers::linear(reduction, norm(merge_patches(input)));
-}
+at::Tensor PatchMergingImpl::forward(const at::Tensor& input) { return reduction(norm(merge_patches(input))); }
 
 // SwinV2.
 
@@ -130,19 +128,20 @@ WindowAttentionV2Impl::WindowAttentionV2Impl(const WindowAttentionV2Options& opt
   const auto& window = options.window_size();
   const int64_t dim = options.dim(), heads = options.num_heads();
   logit_scale = register_parameter("logit_scale", at::full({heads, 1, 1}, std::log(10.0)));
-  cpb_mlp = register_module("cpb_mlp", nn::Sequential(nn::Linear(2, kCpbHidden), nn::ReLU(),
-                                                      nn::Linear(nn::LinearOptions(kCpbHidden, heads).bias(false))));
-  qkv = register_module("qkv", nn::Linear(nn::LinearOptions(dim, 3 * dim).bias(false)));
+  cpb_mlp =
+      register_module("cpb_mlp", nn::Sequential(layers::Linear(2, kCpbHidden), nn::ReLU(),
+                                                layers::Linear(nn::LinearOptions(kCpbHidden, heads).bias(false))));
+  qkv = register_module("qkv", layers::Linear(nn::LinearOptions(dim, 3 * dim).bias(false)));
   q_bias = register_parameter("q_bias", at::zeros({dim}));
   v_bias = register_parameter("v_bias", at::zeros({dim}));
-  proj = register_module("proj", nn::Linear(dim, dim));
+  proj = register_module("proj", layers::Linear(dim, dim));
   coords_table_ = relative_coords_table(window, options.pretrained_window_size());
   position_index_ = layers::relative_position_index(window[0], window[1]);
 }
 
 at::Tensor WindowAttentionV2Impl::relative_position_bias() {
   // The table and index follow cpb_mlp to its device and dtype once (the module's .to() does not see them).
-  const at::Tensor weight = cpb_mlp->ptr<nn::LinearImpl>(0)->weight;
+  const at::Tensor weight = cpb_mlp->ptr<layers::LinearImpl>(0)->weight;
   if (coords_table_.device() != weight.device() || coords_table_.scalar_type() != weight.scalar_type()) {
     coords_table_ = coords_table_.to(weight.device(), weight.scalar_type());
   }
@@ -170,7 +169,7 @@ at::Tensor WindowAttentionV2Impl::forward(const at::Tensor& x, const at::Tensor&
     attn = attn.view({-1, heads, tokens, tokens});
   }
   attn = at::softmax(attn, -1);
-  return layers::linear(proj, at::matmul(attn, q_k_v[2]).transpose(1, 2).reshape({batch_windows, tokens, channels}));
+  return proj(at::matmul(attn, q_k_v[2]).transpose(1, 2).reshape({batch_windows, tokens, channels}));
 }
 
 SwinTransformerV2BlockImpl::SwinTransformerV2BlockImpl(const BlockArgs& a) : windows_(a) {
@@ -197,13 +196,11 @@ at::Tensor SwinTransformerV2BlockImpl::forward(const at::Tensor& input) {
 }
 
 PatchMergingV2Impl::PatchMergingV2Impl(int64_t dim, int64_t out_dim) {
-  reduction = register_module("reduction", nn::Linear(nn::LinearOptions(4 * dim, out_dim).bias(false)));
+  reduction = register_module("reduction", layers::Linear(nn::LinearOptions(4 * dim, out_dim).bias(false)));
   norm = register_module("norm", make_norm(out_dim));
 }
 
-at::Tensor PatchMergingV2Impl::forward(const at::Tensor& input) {
-  return norm(layers::linear(reduction, merge_patches(input)));
-}
+at::Tensor PatchMergingV2Impl::forward(const at::Tensor& input) { return norm(reduction(merge_patches(input))); }
 
 // Both versions.
 

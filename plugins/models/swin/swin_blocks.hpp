@@ -21,6 +21,7 @@
 #include <torch/nn/pimpl.h>
 
 #include "timm/layers/drop_path.hpp"
+#include "timm/layers/linear.hpp"
 #include "timm/layers/mlp.hpp"
 #include "timm/layers/norm.hpp"
 #include "timm/layers/window_attention.hpp"
@@ -118,7 +119,7 @@ class PatchMergingImpl : public nn::Module {
   at::Tensor forward(const at::Tensor& input);
 
   layers::LayerNorm norm{nullptr};
-  nn::Linear reduction{nullptr};
+  layers::Linear reduction{nullptr};
 };
 TORCH_MODULE(PatchMerging);
 
@@ -154,8 +155,8 @@ class WindowAttentionV2Impl : public nn::Module {
   at::Tensor q_bias;
   at::Tensor v_bias;
   nn::Sequential cpb_mlp{nullptr};
-  nn::Linear qkv{nullptr};
-  nn::Linear proj{nullptr};
+  layers::Linear qkv{nullptr};
+  layers::Linear proj{nullptr};
 
  private:
   at::Tensor coords_table_;    // (1, 2 * win_h - 1, 2 * win_w - 1, 2) float32, timm's relative_coords_table
@@ -190,7 +191,7 @@ class PatchMergingV2Impl : public nn::Module {
   PatchMergingV2Impl(int64_t dim, int64_t out_dim);
   at::Tensor forward(const at::Tensor& input);
 
-  nn::Linear reduction{nullptr};
+  layers::Linear reduction{nullptr};
   layers::LayerNorm norm{nullptr};
 };
 TORCH_MODULE(PatchMergingV2);

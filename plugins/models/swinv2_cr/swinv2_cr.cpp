@@ -72,9 +72,9 @@ class CrWindowAttentionImpl : public nn::Module {
  public:
   CrWindowAttentionImpl(int64_t dim, int64_t num_heads, WindowSize window, double attn_drop, double proj_drop)
       : num_heads_(num_heads), window_(window) {
-    qkv = register_module("qkv", nn::Linear(nn::LinearOptions(dim, dim * 3)));
+    qkv = register_module("qkv", layers::Linear(nn::LinearOptions(dim, dim * 3)));
     attn_drop_ = register_module("attn_drop", nn::Dropout(attn_drop));
-    proj = register_module("proj", nn::Linear(nn::LinearOptions(dim, dim)));
+    proj = register_module("proj", layers::Linear(nn::LinearOptions(dim, dim)));
     proj_drop_ = register_module("proj_drop", nn::Dropout(proj_drop));
     // timm's drop=(0.125, 0.) dropout after the hidden layer is kept in training (fc2's is 0).
     meta_mlp = register_module(
@@ -93,8 +93,7 @@ class CrWindowAttentionImpl : public nn::Module {
 
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask) {
     const int64_t bw = x.size(0), len = x.size(1), c = x.size(2);
-    const at::Tensor qkv_out =
-        layers::linear(qkv, x).view({bw, len, 3, num_heads_, c / num_heads_}).permute({2, 0, 3, 1, 4});
+    const at::Tensor qkv_out = qkv(x).view({bw, len, 3, num_heads_, c / num_heads_}).permute({2, 0, 3, 1, 4});
     const auto qkv_split = qkv_out.unbind(0);
     // F.normalize(x, dim=-1): x / max(||x||, 1e-12).
     const at::Tensor qn = qkv_split[0] / qkv_split[0].norm(2, {-1}, true).clamp_min(1e-12);
@@ -110,18 +109,18 @@ class CrWindowAttentionImpl : public nn::Module {
     }
     attn = attn_drop_(attn.softmax(-1));
     at::Tensor out = at::matmul(attn, qkv_split[2]).transpose(1, 2).reshape({bw, len, -1});
-    return proj_drop_(layers::linear(proj, out));
+    return proj_drop_(proj(out));
   }
 
-  nn::Linear qkv{nullptr};
-  nn::Linear proj{nullptr};
+  layers::Linear qkv{nullptr};
+  layers::Linear proj{nullptr};
   layers::Mlp meta_mlp{nullptr};
   at::Tensor logit_scale;
 
  private:
   // timm's _relative_positional_encodings: (1, heads, N, N).
   at::Tensor position_bias() {
-    const at::Tensor& weight = meta_mlp->fc1.ptr<nn::LinearImpl>()->weight;
+    const at::Tensor& weight = meta_mlp->fc1.ptr<layers::LinearImpl>()->weight;
     if (coords_log_.device() != weight.device() || coords_log_.scalar_type() != weight.scalar_type()) {
       coords_log_ = coords_log_.to(weight.device(), weight.scalar_type());
     }
@@ -238,17 +237,17 @@ class CrPatchMergingImpl : public nn::Module {
  public:
   explicit CrPatchMergingImpl(int64_t dim) {
     norm = register_module("norm", cr_layer_norm(4 * dim));
-    reduction = register_module("reduction", nn::Linear(nn::LinearOptions(4 * dim, 2 * dim).bias(false)));
+    reduction = register_module("reduction", layers::Linear(nn::LinearOptions(4 * dim, 2 * dim).bias(false)));
   }
   at::Tensor forward(at::Tensor x) {
     const int64_t b = x.size(0), h = x.size(1), w = x.size(2), c = x.size(3);
     if (h % 2 != 0 || w % 2 != 0) x = at::constant_pad_nd(x, {0, 0, 0, w % 2, 0, h % 2}, 0.0);
     const int64_t hp = x.size(1), wp = x.size(2);
     x = x.reshape({b, hp / 2, 2, wp / 2, 2, c}).permute({0, 1, 3, 4, 2, 5}).flatten(3);
-    return layers::linear(reduction, norm(x));
+    return reduction(norm(x));
   }
   nn::LayerNorm norm{nullptr};
-  nn::Linear reduction{nullptr};
+  layers::Linear reduction{nullptr};
 };
 TORCH_MODULE(CrPatchMerging);
 

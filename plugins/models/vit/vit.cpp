@@ -83,6 +83,7 @@
 #include "timm/layers/attention_pool_latent.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/layer_scale.hpp"
+#include "timm/layers/linear.hpp"
 #include "timm/layers/mlp.hpp"
 #include "timm/layers/norm.hpp"
 #include "timm/layers/patch_embed.hpp"
@@ -407,8 +408,8 @@ class VisionTransformerImpl : public ClassifierImpl {
     }
     if (use_fc_norm) fc_norm = register_module("fc_norm", layers::LayerNorm(norm_options));
     if (num_classes_ > 0) {
-      head = register_module("head", nn::Linear(dim, num_classes_));
-      if (distilled_) head_dist = register_module("head_dist", nn::Linear(dim, num_classes_));
+      head = register_module("head", layers::Linear(dim, num_classes_));
+      if (distilled_) head_dist = register_module("head_dist", layers::Linear(dim, num_classes_));
     }
     init_weights();
   }
@@ -514,8 +515,8 @@ class VisionTransformerImpl : public ClassifierImpl {
   layers::LayerNorm norm{nullptr};                 // null with fc_norm
   layers::AttentionPoolLatent attn_pool{nullptr};  // global_pool 'map' only
   layers::LayerNorm fc_norm{nullptr};              // null unless an avg/max pool
-  nn::Linear head{nullptr};                        // null when num_classes is 0
-  nn::Linear head_dist{nullptr};
+  layers::Linear head{nullptr};                    // null when num_classes is 0
+  layers::Linear head_dist{nullptr};
 
  private:
   void validate(const VitSpec& spec, const ModelArgs& args) const {

@@ -15,6 +15,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "timm/layers/linear.hpp"
 #include "timm/layers/norm.hpp"
 
 namespace timm::layers {
@@ -41,10 +42,10 @@ class AttentionImpl : public torch::nn::Cloneable<AttentionImpl> {
   int64_t head_dim() const { return options.dim() / options.num_heads(); }
 
   AttentionOptions options;
-  torch::nn::Linear qkv{nullptr};
+  layers::Linear qkv{nullptr};
   LayerNorm q_norm{nullptr};  // null unless qk_norm
   LayerNorm k_norm{nullptr};
-  torch::nn::Linear proj{nullptr};
+  layers::Linear proj{nullptr};
   torch::nn::Dropout proj_drop{nullptr};
 };
 TORCH_MODULE(Attention);

@@ -25,6 +25,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "timm/layers/linear.hpp"
+
 namespace timm::layers {
 
 using FeatSize2d = std::array<int64_t, 2>;  // (H, W)
@@ -72,12 +74,12 @@ class AttentionPool2dImpl : public torch::nn::Cloneable<AttentionPool2dImpl> {
   int64_t out_features() const { return proj ? proj->options.out_features() : embed_dim_; }
 
   AttentionPool2dOptions options;
-  at::Tensor cls_token;                                  // (1, embed_dim); undefined without class_token
-  at::Tensor pos_embed;                                  // (H * W + 1, in_features)
-  torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr};  // qkv_separate
-  torch::nn::Linear qkv{nullptr};                        // otherwise
+  at::Tensor cls_token;                               // (1, embed_dim); undefined without class_token
+  at::Tensor pos_embed;                               // (H * W + 1, in_features)
+  layers::Linear q{nullptr}, k{nullptr}, v{nullptr};  // qkv_separate
+  layers::Linear qkv{nullptr};                        // otherwise
   torch::nn::Dropout drop{nullptr};
-  torch::nn::Linear proj{nullptr};  // null with out_features 0
+  layers::Linear proj{nullptr};  // null with out_features 0
 
  private:
   int64_t embed_dim_ = 0;

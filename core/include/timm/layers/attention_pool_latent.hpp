@@ -22,6 +22,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "timm/layers/linear.hpp"
 #include "timm/layers/mlp.hpp"
 #include "timm/layers/norm.hpp"
 
@@ -81,12 +82,12 @@ class AttentionPoolLatentImpl : public torch::nn::Cloneable<AttentionPoolLatentI
   int64_t out_features() const { return out_features_; }
 
   AttentionPoolLatentOptions options;
-  at::Tensor pos_embed;          // (feat_size, in_features); undefined unless pos_embed "abs"
-  at::Tensor latent;             // (1, latent_len, latent_dim)
-  torch::nn::Linear q{nullptr};  // null without q_proj
-  torch::nn::Linear kv{nullptr};
+  at::Tensor pos_embed;       // (feat_size, in_features); undefined unless pos_embed "abs"
+  at::Tensor latent;          // (1, latent_len, latent_dim)
+  layers::Linear q{nullptr};  // null without q_proj
+  layers::Linear kv{nullptr};
   LayerNorm q_norm{nullptr}, k_norm{nullptr};  // null without qk_norm
-  torch::nn::Linear proj{nullptr};             // null with out_features 0
+  layers::Linear proj{nullptr};                // null with out_features 0
   LayerNorm norm{nullptr};                     // null with norm_layer "" or out_features 0
   Mlp mlp{nullptr};                            // null with out_features 0
 

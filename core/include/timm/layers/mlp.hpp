@@ -25,6 +25,7 @@
 
 #include "timm/layers/activations.hpp"
 #include "timm/layers/grn.hpp"
+#include "timm/layers/linear.hpp"
 #include "timm/layers/norm.hpp"
 
 namespace timm::layers {
@@ -136,11 +137,11 @@ class GluMlpImpl : public torch::nn::Cloneable<GluMlpImpl> {
   at::Tensor forward(const at::Tensor& x);
 
   GluMlpOptions options;
-  torch::nn::Linear fc1{nullptr};
+  layers::Linear fc1{nullptr};
   Activation act{nullptr};
   torch::nn::Dropout drop1{nullptr};
   LayerNorm norm{nullptr};  // null without norm_layer
-  torch::nn::Linear fc2{nullptr};
+  layers::Linear fc2{nullptr};
   torch::nn::Dropout drop2{nullptr};
 };
 TORCH_MODULE(GluMlp);
@@ -171,12 +172,12 @@ class SwiGLUImpl : public torch::nn::Cloneable<SwiGLUImpl> {
   int64_t hidden_width() const;  // hidden_features after align_to
 
   SwiGLUOptions options;
-  torch::nn::Linear fc1_g{nullptr};
-  torch::nn::Linear fc1_x{nullptr};
+  layers::Linear fc1_g{nullptr};
+  layers::Linear fc1_x{nullptr};
   Activation act{nullptr};
   torch::nn::Dropout drop1{nullptr};
   LayerNorm norm{nullptr};  // null without norm_layer
-  torch::nn::Linear fc2{nullptr};
+  layers::Linear fc2{nullptr};
   torch::nn::Dropout drop2{nullptr};
 };
 TORCH_MODULE(SwiGLU);

@@ -21,6 +21,8 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "timm/layers/linear.hpp"
+
 namespace timm::layers {
 
 // A window's (height, width), in tokens.
@@ -85,9 +87,9 @@ class WindowAttentionImpl : public torch::nn::Cloneable<WindowAttentionImpl> {
   WindowAttentionOptions options;
   at::Tensor relative_position_bias_table;
   at::Tensor relative_position_index;  // not registered: timm's non-persistent buffer
-  torch::nn::Linear qkv{nullptr};
+  layers::Linear qkv{nullptr};
   torch::nn::Dropout attn_drop{nullptr};
-  torch::nn::Linear proj{nullptr};
+  layers::Linear proj{nullptr};
   torch::nn::Dropout proj_drop{nullptr};
 };
 TORCH_MODULE(WindowAttention);

@@ -21,6 +21,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 
+#include "timm/layers/linear.hpp"
 #include "timm/train/task.hpp"
 
 namespace timm {
@@ -156,11 +157,11 @@ class FeatureDistillationModuleImpl : public torch::nn::Module {
 
   const ModelPtr& student() const { return student_; }
   // Empty when the sizes are equal.
-  const torch::nn::Linear& projection() const { return projection_; }
+  const layers::Linear& projection() const { return projection_; }
 
  private:
   ModelPtr student_;
-  torch::nn::Linear projection_{nullptr};
+  layers::Linear projection_{nullptr};
 };
 
 // timm's FeatureDistillationTask: loss = task_weight * criterion(logits,
