@@ -166,28 +166,14 @@ std::string state_id(torch::serialize::InputArchive& archive, const fs::path& fi
   return id.toStringRef();
 }
 
-// The named tensors a checkpoint saved under `key` ("task_state",
-// "task_state_ema"); empty when it saved none.
-NamedTensors read_task_state(torch::serialize::InputArchive& archive, const std::string& key = "task_state") {
-  NamedTensors state;
-  torch::serialize::InputArchive task_archive;
-  if (!archive.try_read(key, task_archive)) return state;
-  for (const std::string& name : task_archive.keys()) {
-    at::Tensor tensor;
-    task_archive.read(name, tensor);
-    state.emplace_back(name, std::move(tensor));
-  }
-  return state;
-}
-
-// Copies `saved` into `targets` by name; `what` names them in the error for
-// a missing one.
-void copy_by_name(const NamedTensors& targets, const NamedTensors& saved, const fs::path& file,
+// Copies each of `targets` from the tensor of its name in `saved`; `what`
+// names them in the error for a missing one.
+void copy_by_name(const NamedTensors& targets, torch::serialize::InputArchive& saved, const fs::path& file,
                   const std::string& what) {
   for (const auto& [name, value] : targets) {
-    const auto it = std::find_if(saved.begin(), saved.end(), [&](const auto& item) { return item.first == name; });
-    if (it == saved.end()) throw Error(file.string() + ": " + what + " lack " + in_quotes(name));
-    value.copy_(it->second);
+    at::Tensor tensor;
+    if (!saved.try_read(name, tensor)) throw Error(file.string() + ": " + what + " lack " + in_quotes(name));
+    value.copy_(tensor);
   }
 }
 
@@ -197,20 +183,29 @@ void load_ema(torch::serialize::InputArchive& archive, ModelEma& ema, const fs::
     throw Error(file.string() + ": has no EMA weights to resume --model-ema from");
   }
   torch::NoGradGuard no_grad;
-  for (auto& [name, value] : state_dict(*ema.module())) {
-    at::Tensor saved;
-    if (!ema_archive.try_read(name, saved)) throw Error(file.string() + ": EMA weights lack " + in_quotes(name));
-    value.copy_(saved);
-  }
+  copy_by_name(state_dict(*ema.module()), ema_archive, file, "EMA weights");
   if (ema.task_state().empty()) return;
-  NamedTensors saved = read_task_state(archive, "task_state_ema");
-  if (saved.empty()) {
+  torch::serialize::InputArchive task_archive;
+  if (!archive.try_read("task_state_ema", task_archive)) {
     // Saved before the EMA followed the task state: it starts again from the
     // resumed task state, not from the new run's initial one.
     log_warning(file.string() + ": has no EMA of the task state; it restarts from the checkpoint's task state");
-    saved = read_task_state(archive);
+    archive.try_read("task_state", task_archive);
   }
-  copy_by_name(ema.task_state(), saved, file, "the EMA's task state");
+  copy_by_name(ema.task_state(), task_archive, file, "the EMA's task state");
+}
+
+// The task state a checkpoint saved; empty when it saved none.
+NamedTensors read_task_state(torch::serialize::InputArchive& archive) {
+  NamedTensors state;
+  torch::serialize::InputArchive task_archive;
+  if (!archive.try_read("task_state", task_archive)) return state;
+  for (const std::string& name : task_archive.keys()) {
+    at::Tensor tensor;
+    task_archive.read(name, tensor);
+    state.emplace_back(name, std::move(tensor));
+  }
+  return state;
 }
 
 // The state written for checkpoint `id` before its weights; named by the id
