@@ -44,9 +44,7 @@ void PatchEmbedImpl::reset() {
   proj = register_module(
       "proj", nn::Conv2d(nn::Conv2dOptions(options.in_chans(), options.embed_dim(), p).stride(p).bias(options.bias())));
   if (!options.norm_layer().empty()) {
-    // torch.nn.LayerNorm, which timm's fast norm leaves alone.
-    norm = register_module("norm",
-                           LayerNorm(LayerNormOptions(options.embed_dim()).eps(options.norm_eps()).fast_norm(false)));
+    norm = register_module("norm", LayerNorm(torch_layer_norm_options(options.embed_dim()).eps(options.norm_eps())));
   }
 }
 

@@ -205,23 +205,17 @@ struct ByobSpec {
   int64_t pretrained_num_classes = 1000;   // the default tag's classifier size (0: none)
 };
 
-// torch.nn.LayerNorm(dim), MobileVitBlock's transformer_norm_layer (eps 1e-5;
-// never fast, as timm's fast norm leaves torch.nn's layers alone).
-layers::LayerNorm torch_layer_norm(int64_t dim) {
-  return layers::LayerNorm(layers::LayerNormOptions(dim).eps(1e-5).fast_norm(false));
-}
-
 // timm's vision_transformer Block as MobileVitBlock builds it: pre-norm
-// LayerNorm (eps 1e-5), Attention (qkv bias), Mlp (ratio 2, the model's act),
+// torch.nn.LayerNorm, Attention (qkv bias), Mlp (ratio 2, the model's act),
 // no layer scale, drop path on both branches.
 class MobileVitTransformerBlockImpl : public nn::Module {
  public:
   MobileVitTransformerBlockImpl(int64_t dim, int64_t num_heads, const std::string& act, double drop_path) {
-    norm1 = register_module("norm1", torch_layer_norm(dim));
+    norm1 = register_module("norm1", layers::LayerNorm(layers::torch_layer_norm_options(dim)));
     attn =
         register_module("attn", layers::Attention(layers::AttentionOptions(dim).num_heads(num_heads).qkv_bias(true)));
     if (drop_path > 0.0) drop_path1 = register_module("drop_path1", layers::DropPath(drop_path));
-    norm2 = register_module("norm2", torch_layer_norm(dim));
+    norm2 = register_module("norm2", layers::LayerNorm(layers::torch_layer_norm_options(dim)));
     mlp = register_module("mlp", layers::Mlp(layers::MlpOptions(dim).hidden_features(dim * 2).act_layer(act)));
     if (drop_path > 0.0) drop_path2 = register_module("drop_path2", layers::DropPath(drop_path));
   }
@@ -473,7 +467,7 @@ class ByobBlockImpl : public ByobBlockBaseImpl {
       transformer->push_back(std::to_string(i), MobileVitTransformerBlock(dim, 4, a.act, a.drop_path));
     }
     register_module("transformer", transformer);
-    norm = register_module("norm", torch_layer_norm(dim));
+    norm = register_module("norm", layers::LayerNorm(layers::torch_layer_norm_options(dim)));
     conv_proj = register_module("conv_proj", byob_cna(dim, a.out_chs, 1, 1, 1, 1, true, a.act));
     conv_fusion = register_module("conv_fusion", byob_cna(a.in_chs + a.out_chs, a.out_chs, 3, 1, 1, 1, true, a.act));
     patch_size_ = a.patch_size;

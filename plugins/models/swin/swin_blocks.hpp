@@ -31,12 +31,8 @@ namespace timm::swin {
 namespace nn = torch::nn;
 using layers::WindowSize;
 
-inline constexpr double kNormEps = 1e-5;  // torch's nn.LayerNorm, timm's Swin norm_layer (v1 and v2)
-
-// torch.nn.LayerNorm, so never fast (timm's fast norm leaves torch.nn's layers alone).
-inline layers::LayerNorm make_norm(int64_t dim) {
-  return layers::LayerNorm(layers::LayerNormOptions(dim).eps(kNormEps).fast_norm(false));
-}
+// timm's Swin norm_layer (v1 and v2): torch.nn.LayerNorm.
+inline layers::LayerNorm make_norm(int64_t dim) { return layers::LayerNorm(layers::torch_layer_norm_options(dim)); }
 
 struct BlockArgs {
   int64_t dim = 0;

@@ -16,7 +16,7 @@
 // do, torch.nn's LayerNorm and GroupNorm do not. A plugin layer that stands
 // for one of timm's implements FastNormLayer and normalises through
 // layer_norm / group_norm below (or FastNormScope); one that stands for
-// torch.nn's passes fast_norm(false).
+// torch.nn's passes fast_norm(false) (torch_layer_norm_options, norm.hpp).
 #pragma once
 
 #include <cstdint>

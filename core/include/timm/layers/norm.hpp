@@ -29,6 +29,14 @@ struct LayerNormOptions {
   TORCH_ARG(bool, fast_norm) = is_fast_norm();
 };
 
+// torch.nn.LayerNorm(num_channels)'s options, for a layer that stands for it
+// (Swin's norms, MobileViT v1's transformer, a patch embedding's norm):
+// torch's eps 1e-5, and never fast, as timm's fast norm leaves torch.nn's
+// layers alone.
+inline LayerNormOptions torch_layer_norm_options(int64_t num_channels) {
+  return LayerNormOptions(num_channels).eps(1e-5).fast_norm(false);
+}
+
 // Normalises over the last dimension, which must be num_channels.
 class LayerNormImpl : public torch::nn::Cloneable<LayerNormImpl>, public FastNormLayer {
  public:
