@@ -1,5 +1,6 @@
 #include "timm/layers/attention.hpp"
 
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -37,7 +38,7 @@ void AttentionImpl::pretty_print(std::ostream& stream) const {
   stream << "timm::layers::Attention(dim=" << options.dim() << ", num_heads=" << options.num_heads() << ")";
 }
 
-at::Tensor AttentionImpl::forward(const at::Tensor& x) {
+at::Tensor AttentionImpl::forward(const at::Tensor& x, const at::Tensor& attn_mask) {
   const int64_t batch = x.size(0);
   const int64_t tokens = x.size(1);
   // (B, N, 3 * dim) -> (3, B, heads, N, head_dim)
@@ -50,7 +51,8 @@ at::Tensor AttentionImpl::forward(const at::Tensor& x) {
     k = k_norm(k);
   }
   const double dropout_p = is_training() ? options.attn_drop() : 0.0;
-  at::Tensor out = at::scaled_dot_product_attention(q, k, qkv_heads[2], /*attn_mask=*/{}, dropout_p);
+  at::Tensor out = at::scaled_dot_product_attention(
+      q, k, qkv_heads[2], attn_mask.defined() ? std::optional<at::Tensor>(attn_mask) : std::nullopt, dropout_p);
   out = out.transpose(1, 2).reshape({batch, tokens, options.dim()});
   return proj_drop(proj(out));
 }

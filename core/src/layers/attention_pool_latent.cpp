@@ -1,6 +1,7 @@
 #include "timm/layers/attention_pool_latent.hpp"
 
 #include <cmath>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -105,7 +106,7 @@ void AttentionPoolLatentImpl::init_weights() {
   trunc_normal_tf_(latent, 1.0 / std::sqrt(static_cast<double>(latent_dim_)));
 }
 
-at::Tensor AttentionPoolLatentImpl::forward(const at::Tensor& input) {
+at::Tensor AttentionPoolLatentImpl::forward(const at::Tensor& input, const at::Tensor& attn_mask) {
   if (input.dim() != 3 || input.size(2) != options.in_features() ||
       (pos_embed.defined() && input.size(1) != pos_embed.size(0))) {
     throw UsageError("AttentionPoolLatent: expected (N, " +
@@ -124,7 +125,8 @@ at::Tensor AttentionPoolLatentImpl::forward(const at::Tensor& input) {
     qh = q_norm(qh);
     kh = k_norm(kh);
   }
-  x = at::scaled_dot_product_attention(qh, kh, kvh[1]);
+  x = at::scaled_dot_product_attention(qh, kh, kvh[1],
+                                       attn_mask.defined() ? std::optional<at::Tensor>(attn_mask) : std::nullopt);
   x = x.transpose(1, 2).reshape({batch, len, embed_dim_});
   if (proj) x = proj(x);
   if (options.drop() > 0.0) x = at::dropout(x, options.drop(), is_training());

@@ -7,6 +7,20 @@
 
 namespace timm::layers {
 
+at::Tensor interpolate_grid(const at::Tensor& grid, std::array<int64_t, 2> size, const std::string& interpolation,
+                            bool align_corners, bool antialias) {
+  const std::vector<int64_t> output_size = {size[0], size[1]};
+  if (interpolation == "bicubic") {
+    return antialias ? at::_upsample_bicubic2d_aa(grid, output_size, align_corners, std::nullopt, std::nullopt)
+                     : at::upsample_bicubic2d(grid, output_size, align_corners, std::nullopt, std::nullopt);
+  }
+  if (interpolation == "bilinear") {
+    return antialias ? at::_upsample_bilinear2d_aa(grid, output_size, align_corners, std::nullopt, std::nullopt)
+                     : at::upsample_bilinear2d(grid, output_size, align_corners, std::nullopt, std::nullopt);
+  }
+  throw UsageError("interpolation " + in_quotes(interpolation) + ": expected 'bicubic' or 'bilinear'");
+}
+
 at::Tensor resample_abs_pos_embed(const at::Tensor& posemb, std::array<int64_t, 2> new_size,
                                   std::optional<std::array<int64_t, 2>> old_size, int64_t num_prefix_tokens,
                                   const std::string& interpolation, bool antialias) {
@@ -41,18 +55,7 @@ at::Tensor resample_abs_pos_embed(const at::Tensor& posemb, std::array<int64_t, 
   // F.interpolate needs float32; the grid is (1, C, H, W) for it.
   const at::Tensor grid =
       posemb.slice(1, num_prefix_tokens).to(at::kFloat).reshape({1, old_h, old_w, -1}).permute({0, 3, 1, 2});
-  const std::vector<int64_t> size = {new_size[0], new_size[1]};
-  at::Tensor resized;
-  if (interpolation == "bicubic") {
-    resized = antialias ? at::_upsample_bicubic2d_aa(grid, size, false, std::nullopt, std::nullopt)
-                        : at::upsample_bicubic2d(grid, size, false, std::nullopt, std::nullopt);
-  } else if (interpolation == "bilinear") {
-    resized = antialias ? at::_upsample_bilinear2d_aa(grid, size, false, std::nullopt, std::nullopt)
-                        : at::upsample_bilinear2d(grid, size, false, std::nullopt, std::nullopt);
-  } else {
-    throw UsageError("resample_abs_pos_embed: interpolation " + in_quotes(interpolation) +
-                     ": expected 'bicubic' or 'bilinear'");
-  }
+  at::Tensor resized = interpolate_grid(grid, new_size, interpolation, /*align_corners=*/false, antialias);
   resized = resized.permute({0, 2, 3, 1}).reshape({1, -1, embed_dim}).to(posemb.scalar_type());
   return num_prefix_tokens > 0 ? at::cat({prefix, resized}, 1) : resized;
 }

@@ -44,6 +44,13 @@ Intermediates ClassifierImpl::forward_intermediates(torch::Tensor x, const Inter
               "ClassifierImpl::feature_info and forward_intermediates to support this (docs/plugins.md, Models)");
 }
 
+torch::Tensor ClassifierImpl::forward_patches(const PatchBatch& batch) {
+  (void)batch;
+  throw UsageError(describe_model(*this) +
+                   " takes images only, not patches (NaFlex input, --naflex-loader, needs a model that takes "
+                   "patches, such as naflexvit_*)");
+}
+
 std::pair<torch::Tensor, torch::Tensor> ClassifierImpl::forward_distilled(torch::Tensor x) {
   (void)x;
   throw UsageError(describe_model(*this) +

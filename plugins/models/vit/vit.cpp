@@ -78,6 +78,7 @@
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 
+#include "naflexvit.hpp"
 #include "timm/base/error.hpp"
 #include "timm/layers/attention.hpp"
 #include "timm/layers/attention_pool_latent.hpp"
@@ -92,6 +93,7 @@
 #include "timm/models/grad_checkpoint.hpp"
 #include "timm/models/model.hpp"
 #include "timm/plugin/plugin.hpp"
+#include "vit_block.hpp"
 
 namespace timm::vit {
 namespace {
@@ -234,72 +236,6 @@ std::string hub_id(const std::string& name) {
   const auto it = kDefaultTags.find(name);
   return it == kDefaultTags.end() ? "" : "timm/" + hub_name + "." + it->second;
 }
-
-struct BlockArgs {
-  int64_t dim = 0;
-  int64_t num_heads = 0;
-  double mlp_ratio = 4.0;
-  bool qkv_bias = true;
-  bool qk_norm = false;
-  std::optional<double> init_values;  // LayerScale when set
-  double drop_path = 0.0;
-  double norm_eps = 1e-6;          // every LayerNorm of the block (q_norm / k_norm too), timm's norm_layer
-  std::string act_layer = "gelu";  // the MLP's activation
-  bool swiglu_packed = false;      // timm's SwiGLUPacked: GluMlp, SiLU on the first half
-};
-
-// timm's pre-norm transformer Block:
-// x + drop_path1(ls1(attn(norm1(x)))), then x + drop_path2(ls2(mlp(norm2(x)))).
-class BlockImpl : public nn::Module {
- public:
-  explicit BlockImpl(const BlockArgs& a) {
-    norm1 = register_module("norm1", layers::LayerNorm(layers::LayerNormOptions(a.dim).eps(a.norm_eps)));
-    attn = register_module(
-        "attn", layers::Attention(
-                    layers::AttentionOptions(a.dim).num_heads(a.num_heads).qkv_bias(a.qkv_bias).qk_norm(a.qk_norm)));
-    // timm passes the block's norm_layer to the attention's q_norm / k_norm.
-    if (attn->q_norm) {
-      attn->q_norm->options.eps(a.norm_eps);
-      attn->k_norm->options.eps(a.norm_eps);
-    }
-    if (a.init_values)
-      ls1 = register_module("ls1", layers::LayerScale(layers::LayerScaleOptions(a.dim).init_values(*a.init_values)));
-    if (a.drop_path > 0.0) drop_path1 = register_module("drop_path1", layers::DropPath(a.drop_path));
-    norm2 = register_module("norm2", layers::LayerNorm(layers::LayerNormOptions(a.dim).eps(a.norm_eps)));
-    const auto hidden = static_cast<int64_t>(static_cast<double>(a.dim) * a.mlp_ratio);  // timm's int()
-    if (a.swiglu_packed) {
-      glu_mlp = register_module(
-          "mlp",
-          layers::GluMlp(layers::GluMlpOptions(a.dim).hidden_features(hidden).act_layer("silu").gate_last(false)));
-    } else {
-      mlp =
-          register_module("mlp", layers::Mlp(layers::MlpOptions(a.dim).hidden_features(hidden).act_layer(a.act_layer)));
-    }
-    if (a.init_values)
-      ls2 = register_module("ls2", layers::LayerScale(layers::LayerScaleOptions(a.dim).init_values(*a.init_values)));
-    if (a.drop_path > 0.0) drop_path2 = register_module("drop_path2", layers::DropPath(a.drop_path));
-  }
-
-  at::Tensor forward(at::Tensor x) {
-    x = x + residual(attn(norm1(x)), ls1, drop_path1);
-    const at::Tensor y = norm2(x);
-    return x + residual(mlp ? mlp(y) : glu_mlp(y), ls2, drop_path2);
-  }
-
-  layers::LayerNorm norm1{nullptr}, norm2{nullptr};
-  layers::Attention attn{nullptr};
-  layers::Mlp mlp{nullptr};         // null with swiglu_packed
-  layers::GluMlp glu_mlp{nullptr};  // registered as "mlp" with swiglu_packed
-  layers::LayerScale ls1{nullptr}, ls2{nullptr};
-  layers::DropPath drop_path1{nullptr}, drop_path2{nullptr};
-
- private:
-  static at::Tensor residual(at::Tensor y, layers::LayerScale& ls, layers::DropPath& drop_path) {
-    if (ls) y = ls(y);
-    return drop_path ? drop_path(y) : y;
-  }
-};
-TORCH_MODULE(Block);
 
 // One registered architecture: timm's VisionTransformer arguments for the name.
 struct VitSpec {
@@ -595,12 +531,7 @@ class VisionTransformerImpl : public ClassifierImpl {
   // global_pool_nlc: the class token, or a reduction over the patch tokens.
   at::Tensor pool(const at::Tensor& x) {
     if (attn_pool) return attn_pool(x.slice(1, num_prefix_tokens_));
-    if (global_pool_.empty()) return x;
-    if (global_pool_ == "token") return x.select(1, 0);
-    const at::Tensor patches = x.slice(1, num_prefix_tokens_);
-    if (global_pool_ == "avg") return patches.mean(1);
-    if (global_pool_ == "avgmax") return 0.5 * (patches.amax(1) + patches.mean(1));
-    return patches.amax(1);  // "max"
+    return global_pool_nlc(x, global_pool_, num_prefix_tokens_);
   }
 
   at::Tensor head_dropout(const at::Tensor& x) {
@@ -1023,4 +954,5 @@ TIMM_PLUGIN("vit") {
       return std::make_shared<timm::vit::VisionTransformerImpl>(spec, args);
     });
   }
+  timm::naflexvit::register_naflexvit(registrar);
 }

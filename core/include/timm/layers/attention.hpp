@@ -4,6 +4,8 @@
 // kernel timm uses by default, F.scaled_dot_product_attention), then proj
 // (Linear dim -> dim) and proj_drop. State_dict keys: qkv.{weight,bias},
 // [q_norm.*, k_norm.*], proj.{weight,bias}, as timm's. Input (B, N, dim).
+// An optional attention mask goes to the attention as timm's attn_mask
+// (NaFlex's padding mask: additive, broadcastable to (B, heads, N, N)).
 #pragma once
 
 #include <cstdint>
@@ -37,7 +39,9 @@ class AttentionImpl : public torch::nn::Cloneable<AttentionImpl> {
   explicit AttentionImpl(const AttentionOptions& options);
   void reset() override;
   void pretty_print(std::ostream& stream) const override;
-  at::Tensor forward(const at::Tensor& x);
+  // attn_mask: undefined for none, else F.scaled_dot_product_attention's
+  // (a float mask is added to the scores, a bool one keeps the true entries).
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& attn_mask = {});
 
   int64_t head_dim() const { return options.dim() / options.num_heads(); }
 

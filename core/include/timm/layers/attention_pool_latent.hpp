@@ -67,7 +67,10 @@ class AttentionPoolLatentImpl : public torch::nn::Cloneable<AttentionPoolLatentI
   // (N, L, in_features) -> (N, out_features) with pool_type "token" / "avg",
   // else (N, latent_len, out_features). Throws UsageError for an input that
   // is not 3-d with in_features channels (or, with pos_embed, feat_size tokens).
-  at::Tensor forward(const at::Tensor& x);
+  // attn_mask (timm's): undefined for none, else the latent queries' mask over
+  // the input tokens for F.scaled_dot_product_attention, e.g. NaFlex's
+  // (N, 1, 1, L) additive key-padding mask.
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& attn_mask = {});
 
   // timm's init_weights: pos_embed trunc_normal_tf_(std in_features^-0.5),
   // latent trunc_normal_tf_(std latent_dim^-0.5) (bounds +-2 std); the

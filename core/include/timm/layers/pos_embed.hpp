@@ -14,6 +14,12 @@
 
 namespace timm::layers {
 
+// F.interpolate(grid, size, mode=interpolation, align_corners, antialias)
+// of a float (N, C, H, W) grid, for "bicubic" or "bilinear" (the modes timm
+// resamples position embeddings with). Throws UsageError on another mode.
+at::Tensor interpolate_grid(const at::Tensor& grid, std::array<int64_t, 2> size, const std::string& interpolation,
+                            bool align_corners, bool antialias);
+
 // `posemb` (1, num_prefix_tokens + old_h * old_w, C) resampled to
 // (1, num_prefix_tokens + new_h * new_w, C): the grid part, read as
 // old_size = {h, w} (a square from its length when unset), interpolated in

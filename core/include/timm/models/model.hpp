@@ -6,6 +6,7 @@
 // TORCH_MODULE(Xxx)) with XxxImpl deriving from ClassifierImpl.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -88,6 +89,15 @@ struct MatcherRule {
 // parameter listings are built from it.
 using GroupMatcher = std::vector<std::pair<std::string, std::vector<MatcherRule>>>;
 
+// A batch of images cut into patches, as timm's NaFlex collator makes it (the
+// dict NaFlexVit.forward takes): each sample's patches in row-major order of
+// its own patch grid, padded to a common length N.
+struct PatchBatch {
+  at::Tensor patches;      // (B, N, P*P*C) float, each patch's pixels flat (Ph, Pw, C)
+  at::Tensor patch_coord;  // (B, N, 2) int64, each patch's (y, x) in its sample's grid
+  at::Tensor patch_valid;  // (B, N) bool, false for padding
+};
+
 class ClassifierImpl : public torch::nn::Module {
  public:
   // Logits, (N, num_classes). A model that implements the two halves below
@@ -118,6 +128,14 @@ class ClassifierImpl : public torch::nn::Module {
   // forward_features' does.
   virtual Intermediates forward_intermediates(torch::Tensor x,
                                               const IntermediatesOptions& options = IntermediatesOptions());
+  // timm's forward(patch_dict) of a NaFlex model: the logits of a batch of
+  // variable-size images given as patches (PatchBatch), padding masked out of
+  // attention and pooling. The default throws UsageError naming the model: it
+  // takes images only (the NaFlex loader needs a naflexvit_* model).
+  virtual torch::Tensor forward_patches(const PatchBatch& batch);
+  // timm's model.get_patch_size() (height, width), which the NaFlex loader
+  // cuts images by; nullopt for a model that takes no patches.
+  virtual std::optional<std::array<int64_t, 2>> patch_size() const { return std::nullopt; }
   // Whether the model has a distillation head (DeiT's
   // VisionTransformerDistilled): --kd-distill-type token trains it.
   virtual bool has_distillation_head() const { return false; }
