@@ -6,18 +6,13 @@
 #include <string>
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 
 #include "timm/base/error.hpp"
 #include "timm/base/python_repr.hpp"
+#include "timm/base/torch_random.hpp"
 
 namespace timm {
 namespace {
-
-// torch.Generator().manual_seed(seed): Python ints below 0 wrap as torch's.
-at::Generator seeded_generator(int64_t seed) {
-  return at::make_generator<at::CPUGeneratorImpl>(static_cast<std::uint64_t>(seed));
-}
 
 std::string sizes_repr(const std::vector<int64_t>& sizes) {
   std::string out;
@@ -241,9 +236,7 @@ std::vector<ScheduledBatch> ScheduledBatchSampler::batches(int64_t epoch) const 
   std::vector<std::pair<int64_t, int64_t>> plan = schedule(epoch);
   if (options_.shuffle_schedule && plan.size() > 1) {
     at::Generator generator = seeded_generator(options_.seed + 2 * epoch + 1);
-    const at::Tensor order =
-        at::randperm(static_cast<int64_t>(plan.size()), generator, at::TensorOptions().dtype(at::kLong));
-    const int64_t* o = order.data_ptr<int64_t>();
+    const std::vector<int64_t> o = randperm(static_cast<int64_t>(plan.size()), generator);
     std::vector<std::pair<int64_t, int64_t>> shuffled;
     shuffled.reserve(plan.size());
     for (std::size_t i = 0; i < plan.size(); ++i) shuffled.push_back(plan[static_cast<std::size_t>(o[i])]);

@@ -4,9 +4,9 @@
 #include <string>
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 
 #include "timm/base/error.hpp"
+#include "timm/base/torch_random.hpp"
 
 namespace timm::dist {
 namespace {
@@ -20,9 +20,8 @@ void check_rank(const char* sampler, int64_t num_replicas, int64_t rank) {
 
 // torch.randperm(n, generator=torch.Generator().manual_seed(seed)).
 std::vector<int64_t> randperm(int64_t n, int64_t seed) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed));
-  const auto perm = at::randperm(n, gen, at::TensorOptions().dtype(at::kLong));
-  return {perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + n};
+  at::Generator generator = seeded_generator(seed);
+  return timm::randperm(n, generator);
 }
 
 std::vector<int64_t> arange(int64_t n) {
