@@ -10,12 +10,14 @@
 
 #include <array>
 #include <atomic>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <numeric>
 
 #include "timm/base/error.hpp"
 #include "timm/data/image_ops.hpp"
+#include "timm/data/naflex.hpp"
 #include "timm/log/log.hpp"
 #include "timm/plugin/plugin.hpp"
 
@@ -168,6 +170,108 @@ class RandomResizedCrop final : public ImageTransform {
 
  private:
   Size2 size_;
+  std::array<double, 2> scale_{}, ratio_{};
+  bool random_ = false;
+  Interpolation interpolation_ = Interpolation::kBilinear;
+};
+
+// ---- NaFlex crops ----------------------------------------------------------
+
+// timm's ResizeToSequence (NaFlex eval and --no-aug training): the image
+// resized, aspect kept, to the largest size whose patch grid has at most
+// max_seq_len patches (timm's get_image_size_for_seq), each side a multiple
+// of the patch.
+class ResizeToSequence final : public ImageTransform {
+ public:
+  explicit ResizeToSequence(const TransformArgs& args)
+      : naflex_(*args.naflex), interpolation_(fixed_interpolation(args)) {}
+
+  void apply(Image& image, Rng& /*rng*/) const override {
+    const auto size = image_size_for_seq({image.height, image.width}, naflex_.patch_size, naflex_.max_seq_len).size;
+    image = resize(image, size[0], size[1], interpolation_);
+  }
+
+  std::string repr() const override {
+    return "ResizeToSequence()";  // timm's (an nn.Module without its own repr)
+  }
+
+ private:
+  NaFlexTransformArgs naflex_;
+  Interpolation interpolation_;
+};
+
+// timm's RandomResizedCropToSequence (NaFlex training): a crop of random area
+// (--scale) and aspect relative to the image's (--ratio, log-uniform), then
+// resized, aspect kept, to the largest size within max_seq_len patches.
+class RandomResizedCropToSequence final : public ImageTransform {
+ public:
+  explicit RandomResizedCropToSequence(const TransformArgs& args) : naflex_(*args.naflex) {
+    if (args.scale.size() != 2 || args.ratio.size() != 2) {
+      throw UsageError("naflex_rrc: scale and ratio need two values each");
+    }
+    scale_ = {args.scale[0], args.scale[1]};
+    ratio_ = {args.ratio[0], args.ratio[1]};
+    random_ = args.interpolation == "random";
+    if (!random_) interpolation_ = interpolation_from_name(args.interpolation);
+  }
+
+  void apply(Image& image, Rng& rng) const override {
+    const int64_t img_h = image.height, img_w = image.width;
+    const auto [top, left, h, w] = window(img_h, img_w, rng);
+    const auto size = image_size_for_seq({h, w}, naflex_.patch_size, naflex_.max_seq_len).size;
+    const Interpolation interpolation =
+        random_ ? (rng.randint(0, 1) == 0 ? Interpolation::kBilinear : Interpolation::kBicubic) : interpolation_;
+    image = resized_crop(image, top, left, h, w, size[0], size[1], interpolation);
+  }
+
+  std::string repr() const override {
+    const std::string interp =
+        random_ ? "BILINEAR, BICUBIC" : "InterpolationMode." + upper(std::string(interpolation_name(interpolation_)));
+    return "RandomResizedCropToSequence(patch_size=" + int_pair(naflex_.patch_size[0], naflex_.patch_size[1]) +
+           ", max_seq_len=" + std::to_string(naflex_.max_seq_len) + ", scale=" + py_pair(scale_[0], scale_[1]) +
+           ", ratio=" + py_pair(ratio_[0], ratio_[1]) + ", interpolation=[" + interp +
+           "], divisible_by_patch=True, max_ratio=None, final_scale_range=None, attempts=10)";
+  }
+
+ private:
+  struct Window {
+    int64_t top, left, height, width;
+  };
+
+  // timm's get_params: ten tries at a window inside the image, else a
+  // central one of the aspect nearest the ratio range (relative to the image's).
+  Window window(int64_t img_h, int64_t img_w, Rng& rng) const {
+    const double area = static_cast<double>(img_h) * static_cast<double>(img_w);
+    const double aspect = static_cast<double>(img_w) / static_cast<double>(img_h);
+    const double log_lo = std::log(ratio_[0]), log_hi = std::log(ratio_[1]);
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      const double target_area = area * rng.uniform(scale_[0], scale_[1]);
+      const double target_aspect = aspect * std::exp(rng.uniform(log_lo, log_hi));
+      const int64_t h = round_half_even(std::sqrt(target_area / target_aspect));
+      const int64_t w = round_half_even(std::sqrt(target_area * target_aspect));
+      if (0 < w && w <= img_w && 0 < h && h <= img_h) {
+        const int64_t top = rng.randint(0, img_h - h);
+        const int64_t left = rng.randint(0, img_w - w);
+        return {top, left, h, w};
+      }
+    }
+    int64_t h = img_h, w = img_w;
+    if (aspect < aspect * ratio_[0]) {
+      h = std::min(round_half_even(static_cast<double>(w) / (aspect * ratio_[0])), img_h);
+    } else if (aspect > aspect * ratio_[1]) {
+      w = std::min(round_half_even(static_cast<double>(h) * (aspect * ratio_[1])), img_w);
+    }
+    h = std::max<int64_t>(1, h);
+    w = std::max<int64_t>(1, w);
+    return {(img_h - h) / 2, (img_w - w) / 2, h, w};
+  }
+
+  static std::string upper(std::string s) {
+    for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return s;
+  }
+
+  NaFlexTransformArgs naflex_;
   std::array<double, 2> scale_{}, ratio_{};
   bool random_ = false;
   Interpolation interpolation_ = Interpolation::kBilinear;
@@ -598,7 +702,8 @@ class Normalize final : public BatchTransform {
  private:
   // (x - mean) / std per element in float32: the roundings of sub_ and div_,
   // bit for bit, in one pass over the batch instead of two.
-  static void normalize_in_one_pass(at::Tensor& batch, const std::vector<double>& mean, const std::vector<double>& std) {
+  static void normalize_in_one_pass(at::Tensor& batch, const std::vector<double>& mean,
+                                    const std::vector<double>& std) {
     const int64_t channels = batch.size(1);
     const int64_t plane = batch.size(2) * batch.size(3);
     float* data = batch.data_ptr<float>();
@@ -623,6 +728,7 @@ class Normalize final : public BatchTransform {
 // (default: RandomResizedCrop), eval by the data config's crop_mode (default:
 // center).
 std::string crop_of(const TransformArgs& a) {
+  if (a.naflex) return a.augmenting() ? "naflex_rrc" : "naflex_resize";
   if (a.is_training && a.no_aug) return "resize_center";
   if (a.is_training) return a.train_crop_mode.empty() ? "rrc" : a.train_crop_mode;
   return a.crop_mode.empty() ? "center" : a.crop_mode;
@@ -697,6 +803,13 @@ TIMM_PLUGIN("aug_basic") {
          return a.augmenting() && a.gaussian_blur_prob != 0.0;
        }});
   registrar.add_augmentation(
+      "naflex_rrc",
+      "NaFlex train: RandomResizedCropToSequence, a random crop resized (aspect kept) to at most the sequence length",
+      [](const TransformArgs& a) { return image_stage<RandomResizedCropToSequence>(a); }, crop("naflex_rrc"));
+  registrar.add_augmentation(
+      "naflex_resize", "NaFlex eval / no-aug: ResizeToSequence, aspect kept, to at most the sequence length in patches",
+      [](const TransformArgs& a) { return image_stage<ResizeToSequence>(a); }, crop("naflex_resize"));
+  registrar.add_augmentation(
       "center", "eval: Resize the shorter side to size / crop_pct, then CenterCrop",
       [](const TransformArgs& a) { return image_stage<EvalCrop>(a, EvalMode::kCenter); }, crop("center"));
   registrar.add_augmentation(
@@ -713,5 +826,6 @@ TIMM_PLUGIN("aug_basic") {
       [](const TransformArgs& a) {
         return Augmentation{nullptr, std::make_shared<const Normalize>(a)};
       },
-      {.stage = Stage::kFinal, .order = 10, .applies = [](const TransformArgs&) { return true; }});
+      // NaFlex batches are normalised as patches (normalize_patches).
+      {.stage = Stage::kFinal, .order = 10, .applies = [](const TransformArgs& a) { return !a.naflex; }});
 }

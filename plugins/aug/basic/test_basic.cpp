@@ -7,12 +7,15 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <unordered_set>
+
+#include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
 #include "timm/data/image_ops.hpp"
@@ -54,7 +57,7 @@ const ImageTransform& image_stage(const TransformPipeline& t, std::size_t i) {
 TEST_CASE("the plugin registers timm's stage names with descriptions") {
   test::load_builtin_plugins();
   for (const char* name : {"rrc", "rkrc", "rkrr", "hflip", "vflip", "color_jitter", "grayscale", "gaussian_blur",
-                           "center", "squash", "border", "resize_center", "normalize"}) {
+                           "center", "squash", "border", "resize_center", "normalize", "naflex_rrc", "naflex_resize"}) {
     const RegistryEntry* entry = Registry::global().find(PluginKind::kAugmentation, name);
     REQUIRE_MESSAGE(entry != nullptr, name);
     CHECK(!entry->description.empty());
@@ -786,6 +789,85 @@ TEST_CASE("the new stages' conditions, order and limits follow timm's transforms
   Image small = pattern_image(11, 30, 3, 1);
   Rng rng(0);
   CHECK_THROWS_AS(blur->apply(small, rng), Error);
+}
+
+namespace {
+
+struct NaFlexCase {
+  int64_t h, w, patch, max_seq_len;
+  std::string interpolation;
+  bool is_training, no_aug;
+};
+
+TransformArgs naflex_args(const NaFlexCase& c) {
+  TransformArgs args;
+  args.is_training = c.is_training;
+  args.no_aug = c.no_aug;
+  args.interpolation = c.interpolation;
+  args.naflex = NaFlexTransformArgs{{c.patch, c.patch}, c.max_seq_len};
+  return args;
+}
+
+Image image_of(const at::Tensor& hwc) {
+  Image image(hwc.size(0), hwc.size(1), hwc.size(2));
+  std::memcpy(image.pixels.data(), hwc.contiguous().data_ptr<std::uint8_t>(), image.pixels.size());
+  return image;
+}
+
+}  // namespace
+
+TEST_CASE("NaFlex crops: eval and no-aug resize to timm's pixels, train crops fit the sequence, reprs are timm's") {
+  test::load_builtin_plugins();
+  const std::vector<NaFlexCase> cases = {
+      {300, 200, 16, 256, "bicubic", false, false}, {61, 400, 16, 576, "bilinear", false, false},
+      {16, 16, 16, 1024, "bicubic", false, false},  {480, 640, 14, 196, "bicubic", false, false},
+      {250, 250, 16, 64, "random", true, true},     {333, 500, 16, 256, "random", true, false},
+      {200, 120, 32, 49, "bicubic", true, false},
+  };
+  nlohmann::json json_cases = nlohmann::json::array();
+  for (const auto& c : cases) {
+    json_cases.push_back({{"h", c.h},
+                          {"w", c.w},
+                          {"patch", c.patch},
+                          {"max_seq_len", c.max_seq_len},
+                          {"interpolation", c.interpolation},
+                          {"is_training", c.is_training},
+                          {"no_aug", c.no_aug}});
+  }
+  const auto timm_out = test::oracle_tensors("naflex_transform_oracle.py", {json_cases.dump()});
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const NaFlexCase& c = cases[i];
+    const std::string n = std::to_string(i);
+    CAPTURE(i);
+    const TransformPipeline t = create_transform(naflex_args(c));
+    const at::Tensor repr_bytes = timm_out.at("repr" + n);
+    CHECK(compose_repr(t) ==
+          std::string(repr_bytes.data_ptr<std::uint8_t>(), repr_bytes.data_ptr<std::uint8_t>() + repr_bytes.numel()));
+    CHECK(t.batch.empty());  // NaFlex batches are normalised as patches
+    const Image input = image_of(timm_out.at("in" + n));
+    if (!c.is_training || c.no_aug) {
+      Image img = input;
+      Rng rng(0);
+      t.apply(img, rng);
+      const at::Tensor want = timm_out.at("out" + n).permute({1, 2, 0}).contiguous();
+      REQUIRE(img.height == want.size(0));
+      REQUIRE(img.width == want.size(1));
+      CHECK(test::max_diff(img.pixels, image_of(want).pixels) <= 1);
+      continue;
+    }
+    for (uint64_t seed = 0; seed < 20; ++seed) {
+      Image img = input, again = input;
+      Rng rng(seed), rng_again(seed);
+      t.apply(img, rng);
+      t.apply(again, rng_again);
+      CHECK(img.pixels == again.pixels);
+      CHECK(img.height % c.patch == 0);
+      CHECK(img.width % c.patch == 0);
+      CHECK((img.height / c.patch) * (img.width / c.patch) <= c.max_seq_len);
+      // The largest size that fits: one more patch row or column would not.
+      CHECK((img.height / c.patch + 1) * (img.width / c.patch + 1) > c.max_seq_len);
+    }
+  }
 }
 
 }  // namespace test_basic

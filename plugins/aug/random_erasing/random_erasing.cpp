@@ -37,8 +37,9 @@ TIMM_PLUGIN("aug_random_erasing") {
                              [](const TransformArgs& a) {
                                return Augmentation{nullptr, std::make_shared<const RandomErasingStage>(a)};
                              },
-                             // After normalize (10), as timm's final transforms.
+                             // After normalize (10), as timm's final transforms; not on
+                             // NaFlex batches, which are patches (timm's PatchRandomErasing).
                              {.stage = AugmentationStage::kFinal, .order = 20, .applies = [](const TransformArgs& a) {
-                                return a.augmenting() && a.re_prob > 0.0;
+                                return a.augmenting() && a.re_prob > 0.0 && !a.naflex;
                               }});
 }

@@ -8,6 +8,7 @@
 // the number of workers.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -81,6 +82,15 @@ class BatchTransform {
   virtual std::string repr() const = 0;
 };
 
+// One NaFlex transform choice (--naflex-loader; timm's create_transform with
+// naflex=True, patch_size, max_seq_len): images keep their aspect ratio and are
+// sized to at most max_seq_len patches of patch_size, each side a multiple of
+// the patch, instead of to input_size.
+struct NaFlexTransformArgs {
+  std::array<int64_t, 2> patch_size{16, 16};  // (height, width)
+  int64_t max_seq_len = 576;
+};
+
 // create_transform's arguments (the resolved data config plus the train flags).
 struct TransformArgs {
   bool is_training = false;
@@ -128,6 +138,10 @@ struct TransformArgs {
   // split (the crop and flips only) and aug_splits - 1 splits that also run
   // the auto-augment and colour stages.
   int64_t aug_splits = 0;
+  // Set: the NaFlex crops (training: RandomResizedCropToSequence; eval and
+  // --no-aug: ResizeToSequence) in place of the crop, and no batch
+  // normalisation (NaFlex batches are normalised as patches).
+  std::optional<NaFlexTransformArgs> naflex;
 
   // Training with augmentation: timm's train transform, not --no-aug's.
   bool augmenting() const { return is_training && !no_aug; }
