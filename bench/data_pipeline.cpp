@@ -69,7 +69,8 @@ int bench_train(const fs::path& folder, const TrainBench& bench) {
                        .drop_last = false,
                        .num_workers = threads,
                        .seed = 42,
-                       .jpeg_dct_scale = bench.jpeg_dct_scale});
+                       .jpeg_dct_scale = bench.jpeg_dct_scale,
+                       .naflex = {}});
   timm::Rng rng(0);
   for (int64_t epoch = 0; epoch < 2; ++epoch) {  // epoch 0 warms the page cache
     loader.start_epoch(epoch);

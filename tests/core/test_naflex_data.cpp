@@ -4,9 +4,11 @@
 // (sizes and ratios exactly); six images (RGB and L, most no multiple of the
 // patch) cut into patches; the batch of the RGB ones padded and cut to 12
 // patches; its normalisation as timm's prefetcher.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,7 +18,11 @@
 
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
+#include "timm/data/dataset.hpp"
+#include "timm/data/image_ops.hpp"
+#include "timm/data/loader.hpp"
 #include "timm/data/naflex.hpp"
+#include "timm/data/naflex_sampler.hpp"
 
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
@@ -104,6 +110,109 @@ TEST_CASE("NaFlex pieces refuse bad input with a message naming it") {
   CHECK_THROWS_AS(
       normalize_patches(collate_patches({rgb}, 4).patches, std::vector<double>(5, 0.5), std::vector<double>(5, 0.5)),
       UsageError);
+}
+
+namespace {
+
+// Sample i is an RGB image of its own size, every pixel i.
+class VariedDataset final : public Dataset {
+ public:
+  std::size_t size() const override { return 23; }
+  Image image(std::size_t index) const override {
+    const auto i = static_cast<int64_t>(index);
+    Image image(20 + 7 * i, 90 - 3 * i, 3);
+    std::fill(image.pixels.begin(), image.pixels.end(), static_cast<std::uint8_t>(index));
+    return image;
+  }
+  int64_t target(std::size_t index) const override { return static_cast<int64_t>(index); }
+  int64_t num_classes() const override { return 23; }
+  std::string describe(std::size_t index) const override { return "sample " + std::to_string(index); }
+};
+
+// ResizeToSequence without the plugin: the image resized to its sequence size.
+class ResizeToSeq final : public ImageTransform {
+ public:
+  explicit ResizeToSeq(NaFlexTransformArgs naflex) : naflex_(naflex) {}
+  void apply(Image& image, Rng&) const override {
+    const auto size = image_size_for_seq({image.height, image.width}, naflex_.patch_size, naflex_.max_seq_len).size;
+    image = resize(image, size[0], size[1], Interpolation::kBilinear);
+  }
+  std::string repr() const override { return "ResizeToSeq()"; }
+
+ private:
+  NaFlexTransformArgs naflex_;
+};
+
+}  // namespace
+
+TEST_CASE("a NaFlex Loader gives the sampler's batches as padded patches, the same with any number of workers") {
+  NaFlexSamplerOptions sampler_options;
+  sampler_options.seq_lens = {4, 9, 16};
+  sampler_options.max_tokens_per_batch = 48;
+  sampler_options.batch_divisor = 1;
+  sampler_options.patch_size_probs = std::vector<double>{1.0, 1.0};  // patch 8 or 16
+  auto sampler = std::make_shared<NaFlexBatchSampler>(23, sampler_options);
+  const std::vector<int64_t> patches = {8, 16};
+  std::vector<TransformPipeline> transforms;
+  LoaderOptions options;
+  for (const int64_t seq_len : sampler->seq_lens()) {
+    for (const int64_t patch : patches) {
+      const NaFlexTransformArgs naflex{{patch, patch}, seq_len};
+      TransformPipeline t;
+      t.image.push_back(std::make_shared<ResizeToSeq>(naflex));
+      transforms.push_back(std::move(t));
+      options.naflex.push_back(naflex);
+    }
+  }
+  std::vector<std::vector<at::Tensor>> runs;
+  for (const int64_t workers : {0, 2}) {
+    options.num_workers = workers;
+    Loader loader(std::make_shared<VariedDataset>(), sampler, transforms, options);
+    CHECK(loader.num_batches() == sampler->size());
+    std::vector<at::Tensor> run;
+    for (const int64_t epoch : {0, 1}) {
+      loader.start_epoch(epoch);
+      const auto expected = sampler->batches(epoch);
+      std::size_t b = 0;
+      while (auto batch = loader.next()) {
+        REQUIRE(b < expected.size());
+        const auto& [choice, indices] = expected[b];
+        CHECK(batch->choice == static_cast<std::size_t>(choice));
+        CHECK_FALSE(batch->images.defined());
+        const int64_t n = static_cast<int64_t>(indices.size());
+        const int64_t seq_len = sampler->seq_len_of(choice);
+        const int64_t patch = patches[static_cast<size_t>(sampler->patch_index_of(choice))];
+        const NaFlexBatch& p = batch->patches;
+        CHECK(p.patches.sizes() == at::IntArrayRef({n, seq_len, patch * patch * 3}));
+        CHECK(std::vector<int64_t>(batch->targets.data_ptr<int64_t>(), batch->targets.data_ptr<int64_t>() + n) ==
+              indices);
+        for (int64_t k = 0; k < n; ++k) {
+          // Each sample's patches are its resized image's, then padding.
+          Image image = VariedDataset().image(static_cast<std::size_t>(indices[static_cast<size_t>(k)]));
+          Rng rng(0);
+          ResizeToSeq({{patch, patch}, seq_len}).apply(image, rng);
+          const ImagePatches mine = patchify_image(image, {patch, patch});
+          const int64_t valid = mine.patches.size(0);
+          CHECK(valid <= seq_len);
+          CHECK(p.patch_valid[k].sum().item<int64_t>() == valid);
+          CHECK(at::equal(p.patches[k].slice(0, 0, valid), mine.patches));
+          CHECK(at::equal(p.patch_coord[k].slice(0, 0, valid), mine.patch_coord));
+          CHECK(p.patches[k].slice(0, valid).eq(0).all().item<bool>());
+        }
+        run.push_back(p.patches);
+        ++b;
+      }
+      CHECK(b == expected.size());
+    }
+    runs.push_back(run);
+  }
+  REQUIRE(runs[0].size() == runs[1].size());
+  for (size_t i = 0; i < runs[0].size(); ++i) CHECK(at::equal(runs[0][i], runs[1][i]));
+
+  LoaderOptions mismatched;
+  mismatched.naflex = {NaFlexTransformArgs{}};
+  CHECK_THROWS_WITH_AS(Loader(std::make_shared<VariedDataset>(), sampler, transforms, mismatched),
+                       doctest::Contains("expected one per transform"), UsageError);
 }
 
 }  // namespace test_naflex_data

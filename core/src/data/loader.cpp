@@ -156,6 +156,15 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<Sampler> 
   if (options_.num_workers < 0)
     throw UsageError("workers (-j) must be >= 0, got " + std::to_string(options_.num_workers));
   options_.prefetch_batches = std::max<int64_t>(options_.prefetch_batches, 1);
+  if (!options_.naflex.empty()) {
+    if (options_.naflex.size() != transforms_.size()) {
+      throw UsageError("NaFlex loader: " + std::to_string(options_.naflex.size()) + " patch and sequence sizes for " +
+                       std::to_string(transforms_.size()) + " transforms; expected one per transform");
+    }
+    for (const TransformPipeline& t : transforms_) {
+      if (t.num_splits() > 1) throw UsageError("--aug-splits is not supported with --naflex-loader (nor in timm)");
+    }
+  }
 }
 
 Loader::~Loader() {
@@ -223,11 +232,44 @@ std::vector<Image> load_sample(const Dataset& dataset, const TransformPipeline& 
 
 }  // namespace
 
+// A NaFlex batch (LoaderOptions::naflex): each sample cut into its choice's
+// patches, then all padded to its sequence length (timm's Patchify and
+// NaFlexCollator).
+static Batch build_patch_batch(const Dataset& dataset, const TransformPipeline& transform, std::size_t choice,
+                               const LoaderOptions& options, const std::vector<int64_t>& order, int64_t epoch,
+                               std::pair<std::size_t, std::size_t> range, std::atomic<std::size_t>& skipped,
+                               const std::atomic<bool>* stop) {
+  const auto [begin, end] = range;
+  const NaFlexTransformArgs& naflex = options.naflex.at(choice);
+  Batch batch;
+  batch.choice = choice;
+  batch.targets = at::empty({static_cast<int64_t>(end - begin)}, at::kLong);
+  int64_t* targets = batch.targets.data_ptr<int64_t>();
+  std::vector<ImagePatches> samples;
+  for (std::size_t k = 0; k < end - begin; ++k) {
+    if (stop != nullptr && stop->load(std::memory_order_relaxed)) return {};
+    const std::vector<Image> sample =
+        load_sample(dataset, transform, order[begin + k], options, epoch, skipped, targets[k]);
+    samples.push_back(patchify_image(sample.front(), naflex.patch_size));
+  }
+  batch.patches = collate_patches(samples, naflex.max_seq_len);
+  if (options.pin_memory) {
+    batch.targets = batch.targets.pin_memory();
+    batch.patches.patches = batch.patches.patches.pin_memory();
+    batch.patches.patch_coord = batch.patches.patch_coord.pin_memory();
+    batch.patches.patch_valid = batch.patches.patch_valid.pin_memory();
+  }
+  return batch;
+}
+
 // Builds batch `b` of the epoch (called from a worker or inline).
 static Batch build_batch(const Dataset& dataset, const TransformPipeline& transform, std::size_t choice,
                          const LoaderOptions& options, const std::vector<int64_t>& order, int64_t epoch,
                          std::pair<std::size_t, std::size_t> range, std::atomic<std::size_t>& skipped,
                          const std::atomic<bool>* stop) {
+  if (!options.naflex.empty()) {
+    return build_patch_batch(dataset, transform, choice, options, order, epoch, range, skipped, stop);
+  }
   const auto [begin, end] = range;
   const int64_t n = static_cast<int64_t>(end - begin);
   // With aug splits, split j of sample k is row k + j * n (timm's fast_collate).

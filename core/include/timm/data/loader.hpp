@@ -10,12 +10,17 @@
 #include <ATen/core/Tensor.h>
 
 #include "timm/data/dataset.hpp"
+#include "timm/data/naflex.hpp"
 #include "timm/data/transform.hpp"
 
 namespace timm {
 
 struct Batch {
-  at::Tensor images;   // uint8 (N, C, H, W), CPU
+  at::Tensor images;  // uint8 (N, C, H, W), CPU; undefined for a NaFlex loader's batch
+  // A NaFlex loader's batch (LoaderOptions::naflex): the images cut into
+  // patches and padded to the choice's sequence length, uint8 until
+  // normalize_patches.
+  NaFlexBatch patches;
   at::Tensor targets;  // int64 (N)
   // Which of the loader's transforms made it (Sampler::batch_choices); its
   // batch stages are the ones to apply.
@@ -73,6 +78,11 @@ struct LoaderOptions {
   // (PNG, a dataset of pixels, a JPEG whose header does not read) and other
   // transforms are decoded whole. docs/data-mixup.md.
   bool jpeg_dct_scale = false;
+  // --naflex-loader: per transform choice, the patch size its images are cut
+  // into and the sequence length they are padded (or cut) to, as timm's
+  // NaFlexMapDatasetWrapper; the batches are then Batch::patches. Empty:
+  // image batches. One per transform when set; no aug splits.
+  std::vector<NaFlexTransformArgs> naflex;
 };
 
 class Loader {
