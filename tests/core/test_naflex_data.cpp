@@ -38,12 +38,6 @@ constexpr int64_t kSeqLen = 12;
 const std::vector<double> kMean = {0.485, 0.456, 0.406};
 const std::vector<double> kStd = {0.229, 0.224, 0.225};
 
-Image image_of(const at::Tensor& hwc) {
-  Image image(hwc.size(0), hwc.size(1), hwc.size(2));
-  std::memcpy(image.pixels.data(), hwc.contiguous().data_ptr<std::uint8_t>(), image.pixels.size());
-  return image;
-}
-
 }  // namespace
 
 TEST_CASE("NaFlex pieces equal timm's: image size for a sequence, patchify, collate, normalise") {
@@ -85,7 +79,7 @@ TEST_CASE("NaFlex pieces equal timm's: image size for a sequence, patchify, coll
   for (int64_t i = 0; i < kImages; ++i) {
     CAPTURE(i);
     const std::string n = std::to_string(i);
-    const ImagePatches ours = patchify_image(image_of(timm_out.at("img" + n)), {16, 16});
+    const ImagePatches ours = patchify_image(test::image_from_tensor(timm_out.at("img" + n)), {16, 16});
     CHECK(at::equal(ours.patches, timm_out.at("patches" + n)));
     CHECK(at::equal(ours.patch_coord, timm_out.at("coord" + n)));
     if (timm_out.at("img" + n).size(2) == 3) rgb.push_back(ours);

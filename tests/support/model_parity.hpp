@@ -151,6 +151,15 @@ inline double drop_prob(const torch::nn::Module& block, const std::string& child
   return 0.0;
 }
 
+// The drop_path1 rate of each of the model's `blocks` (a ViT's), 0 where a
+// block has none.
+inline std::vector<double> blocks_drop_path1_rates(torch::nn::Module& model) {
+  std::vector<double> rates;
+  for (const auto& block : model.named_children()["blocks"]->children())
+    rates.push_back(drop_prob(*block, "drop_path1"));
+  return rates;
+}
+
 // Our drop-path rates at drop_path_rate 0.2 against timm's.
 inline void check_drop_path_rates(torch::nn::Module& model, const std::vector<double>& timm_rates,
                                   const ParityOptions& opts) {

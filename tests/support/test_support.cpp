@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <mutex>
@@ -135,6 +136,14 @@ Image read_raw(const std::filesystem::path& path, int64_t h, int64_t w, int64_t 
                              std::to_string(w) + "x" + std::to_string(c));
   }
   image.pixels = std::move(bytes);
+  return image;
+}
+
+Image image_from_tensor(const at::Tensor& hwc) {
+  TORCH_CHECK(hwc.dim() == 3 && hwc.scalar_type() == at::kByte, "image_from_tensor: expected uint8 (H, W, C), got ",
+              hwc.sizes(), " ", hwc.scalar_type());
+  Image image(hwc.size(0), hwc.size(1), hwc.size(2));
+  std::memcpy(image.pixels.data(), hwc.contiguous().data_ptr<std::uint8_t>(), image.pixels.size());
   return image;
 }
 

@@ -62,6 +62,9 @@ std::string read_file(const std::filesystem::path& path);
 // data_oracle.py writes them); throws when the size is not h * w * c.
 Image read_raw(const std::filesystem::path& path, int64_t h, int64_t w, int64_t c);
 
+// An image from a uint8 (H, W, C) tensor (an oracle's), pixels copied.
+Image image_from_tensor(const at::Tensor& hwc);
+
 // The worse of two differences, NaN winning. Folding differences with
 // std::max drops a NaN that comes second (std::max(0.0, NaN) is 0.0), so a
 // model or optimizer that outputs NaN would pass its parity check; with this,

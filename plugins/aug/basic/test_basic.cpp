@@ -808,12 +808,6 @@ TransformArgs naflex_args(const NaFlexCase& c) {
   return args;
 }
 
-Image image_of(const at::Tensor& hwc) {
-  Image image(hwc.size(0), hwc.size(1), hwc.size(2));
-  std::memcpy(image.pixels.data(), hwc.contiguous().data_ptr<std::uint8_t>(), image.pixels.size());
-  return image;
-}
-
 }  // namespace
 
 TEST_CASE("NaFlex crops: eval and no-aug resize to timm's pixels, train crops fit the sequence, reprs are timm's") {
@@ -844,7 +838,7 @@ TEST_CASE("NaFlex crops: eval and no-aug resize to timm's pixels, train crops fi
     CHECK(compose_repr(t) ==
           std::string(repr_bytes.data_ptr<std::uint8_t>(), repr_bytes.data_ptr<std::uint8_t>() + repr_bytes.numel()));
     CHECK(t.batch.empty());  // NaFlex batches are normalised as patches
-    const Image input = image_of(timm_out.at("in" + n));
+    const Image input = test::image_from_tensor(timm_out.at("in" + n));
     if (!c.is_training || c.no_aug) {
       Image img = input;
       Rng rng(0);
@@ -852,7 +846,7 @@ TEST_CASE("NaFlex crops: eval and no-aug resize to timm's pixels, train crops fi
       const at::Tensor want = timm_out.at("out" + n).permute({1, 2, 0}).contiguous();
       REQUIRE(img.height == want.size(0));
       REQUIRE(img.width == want.size(1));
-      CHECK(test::max_diff(img.pixels, image_of(want).pixels) <= 1);
+      CHECK(test::max_diff(img.pixels, test::image_from_tensor(want).pixels) <= 1);
       continue;
     }
     for (uint64_t seed = 0; seed < 20; ++seed) {

@@ -1,5 +1,5 @@
 // NaFlexVit against timm: image input through the model-parity harness
-// (tests/oracle/naflexvit_oracle.py, both ways), NaFlex patch batches through
+// (tests/oracle/vit_oracle.py, both ways), NaFlex patch batches through
 // tests/oracle/naflex_patches_oracle.py (timm's weights, a batch of five
 // images of four grid sizes padded to one length: eval logits, the train
 // loss and every parameter's gradient). Tolerance for every float
@@ -57,19 +57,7 @@ const std::vector<ParityCase> kCases = {
      small({{"class_token", true}, {"global_pool", "avgmax"}, {"pool_include_prefix", true}})},
 };
 
-std::vector<double> block_drop_path_rates(torch::nn::Module& model) {
-  std::vector<double> rates;
-  for (const auto& block : model.named_children()["blocks"]->children()) {
-    double rate = 0.0;
-    for (const auto& child : block->named_children()) {
-      if (child.key() == "drop_path1") rate = child.value()->as<timm::layers::DropPath>()->options.drop_prob();
-    }
-    rates.push_back(rate);
-  }
-  return rates;
-}
-
-const timm::test::ParityOptions kParity = {.tol = {1e-4, 1e-4}, .block_rates = block_drop_path_rates};
+const timm::test::ParityOptions kParity = {.tol = {1e-4, 1e-4}, .block_rates = timm::test::blocks_drop_path1_rates};
 
 // NaFlex patch input: each pool and position embedding kind, the key-only
 // mask, the prefix tokens in the pool, RADIO's and SigLIP's resampling.
@@ -122,7 +110,7 @@ timm::PatchBatch as_patches(const at::Tensor& images, int64_t patch, int64_t pad
 }  // namespace
 
 TEST_CASE("naflexvit on images matches timm both ways: eval and train logits, gradients, weights, intermediates") {
-  timm::test::run_parity("naflexvit_oracle.py", kCases, kParity);
+  timm::test::run_parity("vit_oracle.py", kCases, kParity);
 }
 
 TEST_CASE("naflexvit on NaFlex patch batches matches timm: eval logits, train loss, every gradient") {
@@ -218,7 +206,7 @@ TEST_CASE("every naflexvit timm lists is registered, in timm's order, with timm'
   const std::vector<std::string> names = {"naflexvit_base_patch16_gap",        "naflexvit_base_patch16_par_gap",
                                           "naflexvit_base_patch16_parfac_gap", "naflexvit_base_patch16_map",
                                           "naflexvit_base_patch16_siglip",     "naflexvit_base_patch16_radio_v3"};
-  const auto info = timm::test::check_registered("naflexvit_oracle.py", names, {"naflexvit_*"}, kParity);
+  const auto info = timm::test::check_registered("vit_oracle.py", names, {"naflexvit_*"}, kParity);
   CHECK(timm::Registry::global().list(timm::PluginKind::kModel, "naflexvit_*") ==
         info.at("list").at("naflexvit_*").get<std::vector<std::string>>());
   CHECK(info.at("list").at("naflexvit_*").size() == 14);
@@ -227,7 +215,7 @@ TEST_CASE("every naflexvit timm lists is registered, in timm's order, with timm'
 // SO150M2 to ViT-g (150M to 1.1B parameters): built at depth 1.
 TEST_CASE("the large naflexvits have timm's blocks, parameter count and pretrained cfg (built at depth 1)") {
   timm::test::check_registered_depth1(
-      "naflexvit_oracle.py",
+      "vit_oracle.py",
       {"naflexvit_so150m2_patch16_reg1_gap", "naflexvit_so150m2_patch16_reg1_map", "naflexvit_so400m_patch16_siglip",
        "naflexvit_large_patch16_radio_v3", "naflexvit_huge_patch16_radio_v3", "naflexvit_giant_patch16_radio_v3",
        "naflexvit_so400m_patch16_radio_v4", "naflexvit_huge_patch16_radio_v4"});

@@ -229,19 +229,7 @@ const std::vector<ParityCase> kSiglipCases = {
      {{"img_size", 60}, {"embed_dim", 192}, {"num_heads", 3}, {"depth", 2}}},
 };
 
-std::vector<double> block_drop_path_rates(torch::nn::Module& model) {
-  std::vector<double> rates;
-  for (const auto& block : model.named_children()["blocks"]->children()) {
-    double rate = 0.0;
-    for (const auto& child : block->named_children()) {
-      if (child.key() == "drop_path1") rate = child.value()->as<timm::layers::DropPath>()->options.drop_prob();
-    }
-    rates.push_back(rate);
-  }
-  return rates;
-}
-
-const timm::test::ParityOptions kParity = {.tol = {1e-4, 1e-4}, .block_rates = block_drop_path_rates};
+const timm::test::ParityOptions kParity = {.tol = {1e-4, 1e-4}, .block_rates = timm::test::blocks_drop_path1_rates};
 
 const std::vector<std::string> kPatterns = {"vit_*", "deit_*", "deit3_*"};
 
