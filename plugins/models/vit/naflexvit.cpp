@@ -608,13 +608,10 @@ class NaFlexVitImpl : public ClassifierImpl {
   // NaFlexEmbeds' reset_parameters; the norms stay ones / zeros and
   // LayerScale at init_values.
   void init_weights() {
+    // The model has no Conv2d, so the SDK's trunc_normal init is exactly
+    // timm's init_weights_vit_timm (every Linear).
+    layers::trunc_normal_init_weights(*this, 0.02);
     c10::NoGradGuard no_grad;
-    for (auto& module : modules(/*include_self=*/false)) {
-      if (auto* linear = module->as<nn::Linear>()) {
-        layers::trunc_normal_(linear->weight, 0.0, 0.02);
-        if (linear->bias.defined()) linear->bias.zero_();
-      }
-    }
     if (attn_pool) attn_pool->init_weights();
     for (size_t i = 0; i < blocks->size(); ++i) {
       auto block = blocks->ptr<BlockImpl>(i);

@@ -212,6 +212,11 @@ TEST_CASE("every naflexvit timm lists is registered, in timm's order, with timm'
   CHECK(info.at("list").at("naflexvit_*").size() == 14);
 }
 
+TEST_CASE("naflexvit starts as timm's: init statistics of every tensor (fix_init, tokens, tables, attn_pool)") {
+  timm::test::check_init_stats("vit_oracle.py", {"naflexvit_base_patch16_gap", "naflexvit_base_patch16_map",
+                                                 "naflexvit_base_patch16_parfac_gap"});
+}
+
 // SO150M2 to ViT-g (150M to 1.1B parameters): built at depth 1.
 TEST_CASE("the large naflexvits have timm's blocks, parameter count and pretrained cfg (built at depth 1)") {
   timm::test::check_registered_depth1(
