@@ -56,6 +56,9 @@ NaFlexBatchSampler::NaFlexBatchSampler(int64_t dataset_size, NaFlexSamplerOption
       throw UsageError("--naflex-patch-size-probs: expected weights with a positive sum");
     }
     num_patch_sizes_ = static_cast<int64_t>(probs->size());
+    std::vector<double> normalised;
+    for (const double p : *probs) normalised.push_back(p / sum);
+    patch_size_probs_ = at::tensor(normalised, at::TensorOptions().dtype(at::kDouble)).to(at::kFloat);
   }
 
   // timm pads the dataset to a multiple of the world size.
@@ -94,24 +97,14 @@ std::vector<std::pair<int64_t, std::vector<int64_t>>> NaFlexBatchSampler::batche
     const std::vector<int64_t> perm = randperm(static_cast<int64_t>(schedule_.size()), generator);
     for (size_t i = 0; i < perm.size(); ++i) schedule[i] = schedule_[static_cast<size_t>(perm[i])];
   }
-  at::Tensor probs;
-  if (options_.patch_size_probs) {
-    const double sum = [&] {
-      double s = 0.0;
-      for (const double p : *options_.patch_size_probs) s += p;
-      return s;
-    }();
-    std::vector<double> normalised;
-    for (const double p : *options_.patch_size_probs) normalised.push_back(p / sum);
-    probs = at::tensor(normalised, at::TensorOptions().dtype(at::kDouble)).to(at::kFloat);  // torch.tensor(floats)
-  }
   std::vector<std::pair<int64_t, std::vector<int64_t>>> out;
   size_t pos = 0;
   for (const auto& [seq_len, batch] : schedule) {
     const auto take = std::min(static_cast<size_t>(batch), mine.size() - pos);
     if (take == 0) break;
     int64_t patch_idx = 0;
-    if (probs.defined()) patch_idx = at::multinomial(probs, 1, /*replacement=*/false, generator).item<int64_t>();
+    if (patch_size_probs_.defined())
+      patch_idx = at::multinomial(patch_size_probs_, 1, /*replacement=*/false, generator).item<int64_t>();
     const auto seq_idx = std::lower_bound(seq_lens_.begin(), seq_lens_.end(), seq_len) - seq_lens_.begin();
     out.emplace_back(seq_idx * num_patch_sizes_ + patch_idx,
                      std::vector<int64_t>(mine.begin() + static_cast<std::ptrdiff_t>(pos),

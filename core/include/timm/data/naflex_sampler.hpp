@@ -26,6 +26,8 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
+
 #include "timm/data/loader.hpp"
 
 namespace timm {
@@ -73,6 +75,7 @@ class NaFlexBatchSampler final : public Sampler {
   NaFlexSamplerOptions options_;
   std::vector<int64_t> seq_lens_;
   int64_t num_patch_sizes_ = 1;
+  at::Tensor patch_size_probs_;  // normalised, float32 as torch.tensor(floats); undefined: one fixed size
   int64_t samples_per_rank_ = 0;
   std::vector<std::pair<int64_t, int64_t>> schedule_;
 };
