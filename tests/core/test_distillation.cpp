@@ -766,4 +766,50 @@ TEST_CASE("token distillation: the teacher frozen; evaluation gives the mean of 
   check_close(student->forward(input), (main_logits + dist_logits) / 2, 1e-6, 0.0, "eval output");
 }
 
+TEST_CASE("NaFlex patch batches: the classification task runs forward_patches; distillation and image models refuse") {
+  const ThreadCount one_thread(1);
+  timm::test::load_builtin_plugins();
+  at::manual_seed(2);
+  timm::ModelArgs args;
+  args.num_classes = kNumClasses;
+  args.kwargs = {{"embed_dim", "32"}, {"depth", "1"}, {"num_heads", "2"}};
+  const timm::ModelPtr naflex = timm::create_model("naflexvit_base_patch16_gap", args);
+  // Two samples of 3 and 2 patches, padded to 4.
+  const timm::PatchBatch patches{
+      at::randn({2, 4, 16 * 16 * 3}),
+      at::tensor({0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0}, at::kLong).view({2, 4, 2}),
+      at::tensor({1, 1, 1, 0, 1, 1, 0, 0}).to(at::kBool).view({2, 4})};
+  const at::Tensor target = at::tensor({3, 7}, at::kLong);
+  const timm::ModelInput input = patches;
+  CHECK(input.is_patches());
+  CHECK(input.batch_size() == 2);
+
+  naflex->eval();
+  timm::ClassificationTask task(naflex, criterion(0.0));
+  const timm::TaskResult result = task.forward(input, target);
+  const at::Tensor logits = naflex->forward_patches(patches);
+  // The same computation on one thread: equal bit for bit (and NaN never equals).
+  CHECK(at::equal(result.output, logits));
+  CHECK(at::equal(result.loss, at::cross_entropy_loss(logits, target)));
+
+  timm::ClassificationTask image_task(make_model("resnet18"), criterion(0.0));
+  CHECK_THROWS_WITH_AS(image_task.forward(input, target), doctest::Contains("takes images only, not patches"),
+                       timm::UsageError);
+  Pair pair = small_pair();
+  timm::LogitDistillationTask logit(pair.student, timm::DistillationTeacher(pair.teacher, kImagenet), criterion(0.0),
+                                    kImagenet, timm::LogitDistillationOptions{});
+  CHECK_THROWS_WITH_AS(logit.forward(input, target),
+                       "logit distillation (--kd-distill-type logit) takes image batches, not the NaFlex patch "
+                       "batches of --naflex-loader (timm's neither)",
+                       timm::UsageError);
+  timm::FeatureDistillationTask feature(pair.student, timm::DistillationTeacher(pair.teacher, kImagenet),
+                                        criterion(0.0), kImagenet, timm::FeatureDistillationOptions{});
+  CHECK_THROWS_WITH_AS(feature.forward(input, target), doctest::Contains("feature distillation"), timm::UsageError);
+  // An image batch is still an image batch.
+  const timm::ModelInput images = at::zeros({2, 3, 8, 8});
+  CHECK_FALSE(images.is_patches());
+  CHECK(images.batch_size() == 2);
+  CHECK_THROWS_AS(images.patches(), timm::Error);
+}
+
 }  // namespace test_distillation

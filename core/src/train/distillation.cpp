@@ -127,7 +127,8 @@ LogitDistillationTask::LogitDistillationTask(ModelPtr student, DistillationTeach
   check_temperature(temperature_);
 }
 
-TaskResult LogitDistillationTask::forward(const at::Tensor& input, const at::Tensor& target) {
+TaskResult LogitDistillationTask::forward(const ModelInput& model_input, const at::Tensor& target) {
+  const at::Tensor& input = model_input.images("logit distillation (--kd-distill-type logit)");
   at::Tensor student_logits = model_->forward(input);
   at::Tensor task_loss = criterion_(student_logits, target);
   at::Tensor kd_loss = soft_distillation_loss(student_logits, teacher_logits(input), temperature_);
@@ -162,7 +163,8 @@ TokenDistillationTask::TokenDistillationTask(ModelPtr student, DistillationTeach
   }
 }
 
-TaskResult TokenDistillationTask::forward(const at::Tensor& input, const at::Tensor& target) {
+TaskResult TokenDistillationTask::forward(const ModelInput& model_input, const at::Tensor& target) {
+  const at::Tensor& input = model_input.images("token distillation (--kd-distill-type token)");
   auto [main_logits, dist_logits] = model_->forward_distilled(input);
   at::Tensor task_loss = criterion_(main_logits, target);
   const at::Tensor teacher = teacher_logits(input);
@@ -245,7 +247,8 @@ FeatureDistillationTask::FeatureDistillationTask(ModelPtr student, DistillationT
   if (module_->projection()) task_state_.register_module("projection", module_->projection());
 }
 
-TaskResult FeatureDistillationTask::forward(const at::Tensor& input, const at::Tensor& target) {
+TaskResult FeatureDistillationTask::forward(const ModelInput& model_input, const at::Tensor& target) {
+  const at::Tensor& input = model_input.images("feature distillation (--kd-distill-type feature)");
   auto [logits, features] = module_->forward(input);
   at::Tensor task_loss = criterion_(logits, target);
   const at::Tensor teacher_features = teacher_.features(teacher_.normalize_input(input, student_norm_).detach());

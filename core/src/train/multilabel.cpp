@@ -109,12 +109,12 @@ MultiLabelClassificationTask::MultiLabelClassificationTask(ModelPtr model, LossF
   check_threshold(threshold);
 }
 
-TaskResult MultiLabelClassificationTask::forward(const at::Tensor& input, const at::Tensor& target) {
+TaskResult MultiLabelClassificationTask::forward(const ModelInput& input, const at::Tensor& target) {
   if (target.dim() != 2 || !target.is_floating_point()) {
     throw Error("multi-label training: target of shape " + shape_text(target) + " and dtype " + dtype_text(target) +
                 "; expected dense floating-point targets shaped (batch, num_classes)");
   }
-  at::Tensor output = model_->forward(input);
+  at::Tensor output = forward_input(*model_, input);
   if (output.sizes() != target.sizes()) {
     throw Error("multi-label training: logits of shape " + shape_text(output) + " but target of shape " +
                 shape_text(target) + "; expected the same shape");

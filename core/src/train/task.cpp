@@ -37,8 +37,8 @@ void TrainingTask::load_task_state(const NamedTensors& state) {
 ClassificationTask::ClassificationTask(ModelPtr model, LossFn criterion)
     : model_(std::move(model)), criterion_(std::move(criterion)) {}
 
-TaskResult ClassificationTask::forward(const at::Tensor& input, const at::Tensor& target) {
-  at::Tensor output = model_->forward(input);
+TaskResult ClassificationTask::forward(const ModelInput& input, const at::Tensor& target) {
+  at::Tensor output = forward_input(*model_, input);
   at::Tensor loss = criterion_(output, target);
   return TaskResult{std::move(loss), std::move(output), {}};
 }

@@ -29,6 +29,16 @@ void read_scheduled_sizes(const Config& config, TrainArgs& args) {
   }
 }
 
+void read_naflex(const Config& config, TrainArgs& args) {
+  args.naflex_loader = config.get<bool>("naflex_loader");
+  args.naflex_train_seq_lens = config.get<std::vector<int64_t>>("naflex_train_seq_lens");
+  args.naflex_max_seq_len = config.get<int64_t>("naflex_max_seq_len");
+  args.naflex_loss_scale = config.get<std::string>("naflex_loss_scale");
+  for (const char* flag : {"naflex-train-seq-lens", "naflex-max-seq-len", "naflex-loss-scale"}) {
+    if (is_set(config, flag)) args.naflex_flags_set.push_back(std::string("--") + flag);
+  }
+}
+
 void read_dataset_and_model(const Config& config, TrainArgs& args) {
   args.data_dir = config.get_optional<std::string>("data_dir");
   args.dataset = config.get<std::string>("dataset");
@@ -227,6 +237,7 @@ TrainArgs train_args_from_config(const Config& config) {
   read_batch_norm_and_ema(config, args);
   read_misc(config, args);
   read_scheduled_sizes(config, args);
+  read_naflex(config, args);
   return args;
 }
 

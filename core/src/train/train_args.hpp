@@ -163,6 +163,16 @@ struct TrainArgs {
   // refuse them there.
   std::vector<std::string> train_size_flags_set;
 
+  // NaFlex (train.py's --naflex-loader): batches of patches of images sized
+  // to sequence lengths, for a model that takes patches.
+  bool naflex_loader = false;
+  std::vector<int64_t> naflex_train_seq_lens;  // the training sequence lengths
+  int64_t naflex_max_seq_len = 576;            // the evaluation's
+  std::string naflex_loss_scale;               // "none", "sqrt" or "linear"
+  // The group's other flags set away from their default: timm ignores them
+  // without --naflex-loader, we refuse them there.
+  std::vector<std::string> naflex_flags_set;
+
   // Batch norm parameters.
   bool sync_bn = false;
   std::string dist_bn;  // "broadcast", "reduce" or ""

@@ -12,6 +12,7 @@
 #include "timm/base/error.hpp"
 #include "timm/base/python_repr.hpp"
 #include "timm/base/stopwatch.hpp"
+#include "timm/data/naflex.hpp"
 #include "timm/data/save_image.hpp"
 #include "timm/data/transform.hpp"
 #include "timm/dist/eval.hpp"
@@ -39,6 +40,11 @@ struct TrainContext {
   // relative to this policy-average batch size.
   bool scheduled_batches = false;
   double batch_size_reference = 0.0;
+  // --naflex-loader: patch batches, normalised with the data config's mean
+  // and std; --naflex-loss-scale scales each batch's loss relative to
+  // batch_size_reference (--batch-size).
+  bool naflex = false;
+  std::vector<double> mean, std;
   // Saves recovery-<epoch>-<update_idx> (--recovery-interval) with the
   // epoch's `position`; collective.
   std::function<void(int64_t epoch, int64_t update_idx, EpochPosition position)> save_recovery{};
@@ -60,8 +66,20 @@ InputOptions input_options(const TrainContext& ctx) {
   return {.device = ctx.device, .dtype = ctx.tools.model_dtype, .channels_last = ctx.args.channels_last};
 }
 
+// The model's input from a loader batch: images through prepare_input, or a
+// NaFlex batch as timm's NaFlexPrefetchLoader gives it (the patches on the
+// device, normalised in the model's dtype; their coordinates and mask).
+ModelInput model_input(const TrainContext& ctx, const Batch& batch, const TransformPipeline& transform, Rng& rng) {
+  if (!batch.patches.patches.defined()) return prepare_input(batch.images, transform, rng, input_options(ctx));
+  const NaFlexBatch& naflex = batch.patches;
+  const bool non_blocking = true;  // pinned with --pin-mem on CUDA
+  at::Tensor patches = naflex.patches.to(ctx.device, non_blocking);
+  return PatchBatch{normalize_patches(patches, ctx.mean, ctx.std, ctx.tools.model_dtype),
+                    naflex.patch_coord.to(ctx.device, non_blocking), naflex.patch_valid.to(ctx.device, non_blocking)};
+}
+
 // The task's forward and loss, under autocast when --amp.
-at::Tensor forward_loss(TrainContext& ctx, const at::Tensor& input, const at::Tensor& target) {
+at::Tensor forward_loss(TrainContext& ctx, const ModelInput& input, const at::Tensor& target) {
   std::optional<AutocastGuard> autocast;
   if (ctx.tools.amp_dtype) autocast.emplace(ctx.device.type(), *ctx.tools.amp_dtype);
   return ctx.task.forward(input, target).loss;
@@ -108,18 +126,23 @@ void check_loss(const TrainContext& ctx, double loss_value, int64_t epoch, int64
   log_warning(where + "; the gradient scaler skips this step");
 }
 
-// train.py's local_scale with --train-img-sizes: --variable-batch-loss-scale
-// linear multiplies a batch's loss (so its gradient) by its size over the
-// policy-average batch size, sqrt by the square root of that; none (and
-// without scheduled sizes) by 1.
+// train.py's local_scale with --train-img-sizes (--variable-batch-loss-scale)
+// or --naflex-loader (--naflex-loss-scale): linear multiplies a batch's loss
+// (so its gradient) by its size over batch_size_reference, sqrt by the square
+// root of that; none (and with neither loader) by 1. train.py also scales a
+// distributed NaFlex batch by world_size * B / (B summed over the ranks); every
+// rank draws the same schedule from the same seed (NaFlexBatchSampler), so
+// the ranks' B are equal, that factor is 1, and its all-reduce is left out.
 double variable_batch_loss_scale(const TrainContext& ctx, int64_t batch_size) {
-  const std::string& mode = ctx.args.variable_batch_loss_scale;
-  if (!ctx.scheduled_batches || mode.empty() || mode == "none") return 1.0;
+  if (!ctx.scheduled_batches && !ctx.naflex) return 1.0;
+  const std::string& mode = ctx.naflex ? ctx.args.naflex_loss_scale : ctx.args.variable_batch_loss_scale;
+  const std::string flag = ctx.naflex ? "--naflex-loss-scale" : "--variable-batch-loss-scale";
+  if (mode.empty() || mode == "none") return 1.0;
   double scale = static_cast<double>(batch_size) / ctx.batch_size_reference;
   if (mode == "sqrt") {
     scale = std::pow(scale, 0.5);  // Python's ** 0.5
   } else if (mode != "linear") {
-    throw UsageError("--variable-batch-loss-scale " + in_quotes(mode) + ": expected 'none', 'sqrt' or 'linear'");
+    throw UsageError(flag + " " + in_quotes(mode) + ": expected 'none', 'sqrt' or 'linear'");
   }
   return scale;
 }
@@ -128,7 +151,7 @@ double variable_batch_loss_scale(const TrainContext& ctx, int64_t batch_size) {
 // batches, and the optimizer step when it updates; the backward pass takes
 // the loss times `loss_scale` (--variable-batch-loss-scale). Returns the
 // batch's loss (unscaled by the accumulation and `loss_scale`).
-double train_batch(TrainContext& ctx, const at::Tensor& input, const at::Tensor& target, int64_t accum,
+double train_batch(TrainContext& ctx, const ModelInput& input, const at::Tensor& target, int64_t accum,
                    double loss_scale, bool need_update, int64_t epoch, int64_t batch_idx) {
   // Under DDP, the batches that do not update skip the all-reduce (torch's
   // no_sync); the update's backward reduces the accumulated gradients.
@@ -259,17 +282,17 @@ void log_train_progress(const TrainContext& ctx, EpochProgress& p, int64_t updat
 // train.py's --save-images at a logged step: the batch's input as the model
 // took it (normalised, after mixup / cutmix) as
 // torchvision.utils.save_image(input, path, padding=0, normalize=True).
-void save_input_images(const TrainContext& ctx, const at::Tensor& input, int64_t batch_idx) {
+void save_input_images(const TrainContext& ctx, const ModelInput& input, int64_t batch_idx) {
   if (ctx.save_images_dir.empty()) return;
   const at::NoGradGuard no_grad;
-  save_image(input, ctx.save_images_dir / ("train-batch-" + std::to_string(batch_idx) + ".jpg"),
+  save_image(input.images("--save-images"), ctx.save_images_dir / ("train-batch-" + std::to_string(batch_idx) + ".jpg"),
              GridOptions{.nrow = 8, .padding = 0, .normalize = true});
 }
 
 // After an optimizer update: the EMA, the meters, the log line (and
 // --save-images of `input`, the update's last batch, `batch_idx` in the
 // epoch), the recovery checkpoint and the per-update scheduler step.
-void after_update(TrainContext& ctx, EpochProgress& p, int64_t update_idx, bool last_batch, const at::Tensor& input,
+void after_update(TrainContext& ctx, EpochProgress& p, int64_t update_idx, bool last_batch, const ModelInput& input,
                   int64_t batch_idx) {
   ++p.num_updates;
   ctx.optimizer.zero_grad();
@@ -332,13 +355,16 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch, const EpochPosition* re
     const bool need_update = last_batch || (batch_idx + 1) % accum_steps == 0;
     const int64_t update_idx = batch_idx / accum_steps;
     if (batch_idx >= last_batch_idx_to_accum) accum = last_accum_steps;
-    at::Tensor input =
-        prepare_input(batch->images, ctx.loader.transform(batch->choice), p.batch_rng, input_options(ctx));
+    ModelInput input = model_input(ctx, *batch, ctx.loader.transform(batch->choice), p.batch_rng);
     at::Tensor target = batch->targets.to(ctx.device, /*non_blocking=*/true);
-    if (ctx.tools.mixup) target = ctx.tools.mixup->apply(input, target, p.mixup_rng).targets;
+    if (ctx.tools.mixup) {
+      at::Tensor images = input.images("--mixup / --cutmix");
+      target = ctx.tools.mixup->apply(images, target, p.mixup_rng).targets;
+      input = images;
+    }
     p.data_time.update(static_cast<double>(accum) * p.data_watch.seconds());
 
-    const int64_t batch_size = input.size(0);
+    const int64_t batch_size = input.batch_size();
     const double loss_scale = variable_batch_loss_scale(ctx, batch_size);
     const double loss_value = train_batch(ctx, input, target, accum, loss_scale, need_update, epoch, batch_idx);
     if (std::isfinite(loss_value)) p.losses.update(loss_value, batch_size);
@@ -359,13 +385,13 @@ struct EvalBatch {
   int64_t size = 0;
 };
 
-EvalBatch eval_batch(const TrainContext& ctx, const ModelPtr& model, const at::Tensor& input,
+EvalBatch eval_batch(const TrainContext& ctx, const ModelPtr& model, const ModelInput& input,
                      const at::Tensor& target) {
   at::Tensor output;
   {
     std::optional<AutocastGuard> autocast;
     if (ctx.tools.amp_dtype) autocast.emplace(ctx.device.type(), *ctx.tools.amp_dtype);
-    output = model->forward(input);
+    output = forward_input(*model, input);
   }
   // The metrics from float32 logits (exact also for a --model-dtype bfloat16
   // or float16 model, whose logits timm scores in that dtype).
@@ -409,7 +435,7 @@ EvalMetrics validate(const TrainContext& ctx, const ModelPtr& model, Loader& loa
   Stopwatch batch_watch;
   int64_t batch_idx = 0;
   while (auto batch = loader.next()) {
-    const at::Tensor input = prepare_input(batch->images, loader.transform(), rng, input_options(ctx));
+    const ModelInput input = model_input(ctx, *batch, loader.transform(), rng);
     const at::Tensor target = batch->targets.to(ctx.device, /*non_blocking=*/true);
     const EvalBatch result = eval_batch(ctx, model, input, target);
     sums.loss_sum += result.loss * static_cast<double>(result.size);
@@ -473,6 +499,9 @@ TrainResult train_epochs(const TrainArgs& args, TrainSetup& setup, RunOutput& ou
                    .log_interval = std::max<int64_t>(1, args.log_interval),
                    .scheduled_batches = setup.scheduled_batches,
                    .batch_size_reference = setup.batch_size_reference,
+                   .naflex = setup.naflex,
+                   .mean = setup.data_config.mean,
+                   .std = setup.data_config.std,
                    .tensorboard = output.tensorboard.get(),
                    .save_images_dir = args.save_images && dist.is_primary() ? output.dir : std::filesystem::path{},
                    .status_line = log_status_enabled()};

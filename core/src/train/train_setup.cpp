@@ -2,6 +2,7 @@
 // datasets, model, step tools, loaders, optimizer, EMA, DDP, scheduler; and
 // the resume.
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include <torch/utils.h>
@@ -9,6 +10,7 @@
 #include "timm/base/error.hpp"
 #include "timm/base/python_repr.hpp"
 #include "timm/data/dataset.hpp"
+#include "timm/data/naflex_sampler.hpp"
 #include "timm/data/scheduled_sampler.hpp"
 #include "timm/data/transform.hpp"
 #include "timm/dist/collectives.hpp"
@@ -317,6 +319,113 @@ std::shared_ptr<Loader> make_scheduled_train_loader(std::shared_ptr<const Datase
                                   loader_options(args, /*is_training=*/true, largest, dist));
 }
 
+// --naflex-loader's refusals, before any loader is built: timm's
+// (train.py's alternative loader modes, create_naflex_loader's aug repeats and
+// map-style datasets), the NaFlex parts not ported yet (NaFlexMixup,
+// PatchRandomErasing, patch-size choices: refused as flags not implemented),
+// and what cannot take patches (a teacher, --save-images). Without
+// --naflex-loader, the group's other flags are refused.
+void check_naflex_flags(const TrainArgs& args, const Dataset& train, const TrainSetup& setup) {
+  if (!args.naflex_loader) {
+    if (!args.naflex_flags_set.empty()) {
+      throw UsageError(args.naflex_flags_set.front() + ": only used with --naflex-loader (NaFlex patch batches)");
+    }
+    return;
+  }
+  if (args.train_img_sizes) throw UsageError("--naflex-loader and --train-img-sizes are alternative loader modes.");
+  if (args.aug_repeats > 0) {
+    throw UsageError("--aug-repeats: not supported with --naflex-loader (as timm's create_naflex_loader)");
+  }
+  if (dynamic_cast<const IterableDataset*>(&train) != nullptr) {
+    throw UsageError(
+        "--naflex-loader: NaFlex batches need a map-style dataset, not a streamed (wds/) one (as timm's "
+        "create_naflex_loader)");
+  }
+  if (setup.tools.mixup) {
+    throw UsageError("--mixup / --cutmix with --naflex-loader: not implemented yet (timm's NaFlexMixup)");
+  }
+  if (args.reprob > 0.0 && !args.no_aug) {
+    throw UsageError("--reprob with --naflex-loader: not implemented yet (timm's PatchRandomErasing)");
+  }
+  if (args.kd_model_name) {
+    throw UsageError(
+        "--kd-model-name with --naflex-loader: distillation feeds the teacher image batches, and NaFlex "
+        "batches are patches");
+  }
+  if (args.save_images) {
+    throw UsageError("--save-images with --naflex-loader: the batches are patches, not images");
+  }
+  if (args.naflex_max_seq_len < 1) {
+    throw UsageError("--naflex-max-seq-len " + std::to_string(args.naflex_max_seq_len) +
+                     ": expected a positive sequence length");
+  }
+}
+
+// train.py's patch size of the NaFlex loader: the model's. timm falls back to
+// (16, 16) for a model without get_patch_size() and then fails at its first
+// forward; refused here, naming the model.
+std::array<int64_t, 2> naflex_patch_size(const ClassifierImpl& model) {
+  const std::optional<std::array<int64_t, 2>> patch = model.patch_size();
+  if (!patch) {
+    throw UsageError("--naflex-loader: " + describe_model(model) +
+                     " takes images only, not patches (NaFlex batches need a model that takes patches, such as "
+                     "naflexvit_*)");
+  }
+  log_info(format("Using model patch size: (%lld, %lld)", static_cast<long long>((*patch)[0]),
+                  static_cast<long long>((*patch)[1])));
+  return *patch;
+}
+
+// train.py's NaFlex train loader (create_naflex_loader, is_training): timm's
+// NaFlexBatchSampler schedule (a token budget of --batch-size times the
+// longest of --naflex-train-seq-lens, batch sizes a multiple of 8, seeded
+// --seed where timm always seeds 42, which is --seed's default), one train
+// transform per sequence length (the same augmentation flags, the image
+// sized to that many patches), each batch cut into patches and padded to its
+// length.
+std::shared_ptr<Loader> make_naflex_train_loader(std::shared_ptr<const Dataset> dataset, const TrainArgs& args,
+                                                 const DataConfig& data, std::array<int64_t, 2> patch_size,
+                                                 const Distributed& dist) {
+  const std::vector<int64_t>& seq_lens = args.naflex_train_seq_lens;
+  NaFlexSamplerOptions options;
+  options.seq_lens = seq_lens;
+  const int64_t longest = seq_lens.empty() ? 0 : *std::max_element(seq_lens.begin(), seq_lens.end());
+  options.max_tokens_per_batch = args.batch_size * longest;
+  options.seed = args.seed;
+  options.rank = dist.active() ? dist.world.rank : 0;
+  options.world_size = dist.active() ? dist.size() : 1;
+  auto sampler = std::make_shared<NaFlexBatchSampler>(static_cast<int64_t>(dataset->size()), options);
+  std::vector<TransformPipeline> transforms;
+  LoaderOptions loader = loader_options(args, /*is_training=*/true, args.batch_size, dist);
+  // One choice per sequence length, in the sampler's (sorted) order.
+  for (const int64_t seq_len : sampler->seq_lens()) {
+    TransformArgs transform = transform_args(args, data, true);
+    transform.naflex = NaFlexTransformArgs{patch_size, seq_len};
+    transforms.push_back(create_transform(transform));
+    loader.naflex.push_back(*transform.naflex);
+    log_info(format("Train transform (seq_len %lld): ", static_cast<long long>(seq_len)) + transforms.back().repr());
+  }
+  log_info(format("NaFlex loader has %zu batches/epoch over sequence lengths %s, at most %lld tokens per batch.",
+                  sampler->size(), python_list_repr(sampler->seq_lens()).c_str(),
+                  static_cast<long long>(options.max_tokens_per_batch)));
+  return std::make_shared<Loader>(std::move(dataset), std::move(sampler), std::move(transforms), std::move(loader));
+}
+
+// train.py's NaFlex eval loader: the images resized to at most
+// --naflex-max-seq-len patches (aspect kept), in batches of the validation
+// batch size padded to that length; the usual exact evaluation sampler.
+std::shared_ptr<Loader> make_naflex_eval_loader(std::shared_ptr<const Dataset> dataset, const TrainArgs& args,
+                                                const DataConfig& data, std::array<int64_t, 2> patch_size,
+                                                int64_t batch_size, const Distributed& dist) {
+  TransformArgs transform = transform_args(args, data, false);
+  transform.naflex = NaFlexTransformArgs{patch_size, args.naflex_max_seq_len};
+  LoaderOptions options = loader_options(args, /*is_training=*/false, batch_size, dist);
+  options.naflex.push_back(*transform.naflex);
+  std::shared_ptr<Sampler> sampler = make_sampler(*dataset, /*is_training=*/false, args, batch_size, dist);
+  return std::make_shared<Loader>(std::move(dataset), std::move(sampler), create_transform(transform),
+                                  std::move(options));
+}
+
 // train.py's loss flags.
 TrainLossArgs train_loss_args(const TrainArgs& args) {
   TrainLossArgs result;
@@ -548,6 +657,20 @@ void check_tta(const TrainArgs& args, const Dataset* eval, int64_t eval_batch, c
   }
 }
 
+// train.py's NaFlex loaders (--naflex-loader), with the model's patch size;
+// the lr scales by --batch-size, as train.py's batch_size_reference.
+void make_naflex_loaders(const TrainArgs& args, const Datasets& datasets, const Distributed& dist, TrainSetup& setup) {
+  log_info("Using NaFlex loader");
+  const std::array<int64_t, 2> patch_size = naflex_patch_size(*setup.model);
+  setup.train_loader = make_naflex_train_loader(datasets.train, args, setup.data_config, patch_size, dist);
+  if (datasets.eval) {
+    const int64_t eval_batch = args.validation_batch_size.value_or(args.batch_size);
+    check_tta(args, datasets.eval.get(), eval_batch, dist);
+    setup.eval_loader = make_naflex_eval_loader(datasets.eval, args, setup.data_config, patch_size, eval_batch, dist);
+  }
+  if (args.jpeg_dct_scale) log_jpeg_dct_scale(setup.train_loader->transform());
+}
+
 void make_loaders(const TrainArgs& args, const Datasets& datasets, const Distributed& dist, TrainSetup& setup) {
   if (args.pin_mem && !dist.device.is_cuda()) {
     log_warning("--pin-mem: the device is " + dist.device.str() +
@@ -561,6 +684,11 @@ void make_loaders(const TrainArgs& args, const Datasets& datasets, const Distrib
   check_train_size_flags(args);
   setup.batch_size_reference = static_cast<double>(args.batch_size);
   setup.scheduled_batches = args.train_img_sizes.has_value();
+  setup.naflex = args.naflex_loader;
+  if (setup.naflex) {
+    make_naflex_loaders(args, datasets, dist, setup);
+    return;
+  }
   if (setup.scheduled_batches) {
     setup.train_loader =
         make_scheduled_train_loader(datasets.train, args, setup.data_config, dist, setup.batch_size_reference);
@@ -634,6 +762,7 @@ void set_up_model_and_data(const TrainArgs& args, const Config& config, Distribu
   to_model_dtype(*setup.model, model_dtype);
   if (uses_sync_bn(args, dist)) convert_to_sync_bn(*setup.model, dist);
   setup.tools = make_step_tools(args, device, setup.num_classes);
+  check_naflex_flags(args, *datasets.train, setup);  // before a teacher is made
   if (args.channels_last) to_channels_last(*setup.model);
   setup.task = make_task(args, config, setup, defaults, device);
   log_info(setup.task->describe());

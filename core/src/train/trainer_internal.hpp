@@ -139,6 +139,9 @@ struct TrainSetup {
   // the policy-average batch size (the lr scaling and
   // --variable-batch-loss-scale use it).
   double batch_size_reference = 0.0;
+  // --naflex-loader: the batches are NaFlex patch batches (Batch::patches)
+  // of variable batch size, their loss scaled by --naflex-loss-scale.
+  bool naflex = false;
   std::shared_ptr<Loader> eval_loader;  // none without --val-split
   double lr = 0.0;                      // --lr, or scaled from --lr-base
   OptimizerPtr optimizer;
@@ -241,8 +244,8 @@ void report_epoch(const EpochRecord& record, double metric, RngStates rng_states
 
 // recovery-<epoch>-<update_idx> (--recovery-interval) with its `position` in
 // the epoch, primary rank only.
-void save_recovery(const TrainSetup& setup, RunOutput& output, int64_t epoch, int64_t update_idx,
-                   RngStates rng_states, EpochPosition position);
+void save_recovery(const TrainSetup& setup, RunOutput& output, int64_t epoch, int64_t update_idx, RngStates rng_states,
+                   EpochPosition position);
 
 // The closing lines and files: the best metric, the --result JSON, the plot.
 void report_run_end(const EpochHistory& history, const TrainSetup& setup, const RunOutput& output,

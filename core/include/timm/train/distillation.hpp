@@ -98,7 +98,7 @@ class LogitDistillationTask : public ClassificationTask {
   LogitDistillationTask(ModelPtr student, DistillationTeacher teacher, LossFn criterion, Normalization student_norm,
                         const LogitDistillationOptions& options);
 
-  TaskResult forward(const at::Tensor& input, const at::Tensor& target) override;
+  TaskResult forward(const ModelInput& input, const at::Tensor& target) override;
   std::string describe() const override;
 
   const DistillationWeights& weights() const { return weights_; }
@@ -129,7 +129,7 @@ class TokenDistillationTask : public LogitDistillationTask {
   TokenDistillationTask(ModelPtr student, DistillationTeacher teacher, LossFn criterion, Normalization student_norm,
                         const TokenDistillationOptions& options);
 
-  TaskResult forward(const at::Tensor& input, const at::Tensor& target) override;
+  TaskResult forward(const ModelInput& input, const at::Tensor& target) override;
   std::string describe() const override;
 
  private:
@@ -173,7 +173,7 @@ class FeatureDistillationTask : public TrainingTask {
   FeatureDistillationTask(ModelPtr student, DistillationTeacher teacher, LossFn criterion, Normalization student_norm,
                           const FeatureDistillationOptions& options);
 
-  TaskResult forward(const at::Tensor& input, const at::Tensor& target) override;
+  TaskResult forward(const ModelInput& input, const at::Tensor& target) override;
   const ModelPtr& model() const override { return module_->student(); }
   torch::nn::Module& trainable_module() override { return *module_; }
   std::vector<ParamGroup> param_groups(const std::string& model_name, const OptimizerArgs& args) const override;

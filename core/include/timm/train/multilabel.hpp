@@ -51,7 +51,7 @@ class MultiLabelClassificationTask : public ClassificationTask {
   // target's shape and dtype unless it is 2-D and floating point (checked
   // before the model runs, as timm), and naming both shapes when the logits'
   // shape differs from the target's.
-  TaskResult forward(const at::Tensor& input, const at::Tensor& target) override;
+  TaskResult forward(const ModelInput& input, const at::Tensor& target) override;
 
   // "MultiLabelClassificationTask: threshold=0.5".
   std::string describe() const override;

@@ -23,6 +23,7 @@
 #include <torch/nn/module.h>
 
 #include "timm/models/model.hpp"
+#include "timm/models/model_input.hpp"
 #include "timm/models/state_dict.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/train/losses.hpp"
@@ -42,8 +43,11 @@ class TrainingTask {
  public:
   virtual ~TrainingTask() = default;
 
-  // timm's task(input, target). Runs under the caller's autocast.
-  virtual TaskResult forward(const at::Tensor& input, const at::Tensor& target) = 0;
+  // timm's task(input, target): an image batch, or a NaFlex patch batch
+  // (--naflex-loader) for the tasks whose model takes one (the distillation
+  // tasks feed their teacher images and refuse patches with a UsageError).
+  // Runs under the caller's autocast.
+  virtual TaskResult forward(const ModelInput& input, const at::Tensor& target) = 0;
 
   // The model evaluation uses, the EMA follows and checkpoints save as their
   // weights (timm's get_eval_model): the trained classifier.
@@ -88,7 +92,7 @@ class ClassificationTask : public TrainingTask {
  public:
   ClassificationTask(ModelPtr model, LossFn criterion);
 
-  TaskResult forward(const at::Tensor& input, const at::Tensor& target) override;
+  TaskResult forward(const ModelInput& input, const at::Tensor& target) override;
   const ModelPtr& model() const override { return model_; }
   torch::nn::Module& trainable_module() override { return *model_; }
   std::string describe() const override { return "ClassificationTask"; }

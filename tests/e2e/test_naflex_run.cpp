@@ -1,0 +1,218 @@
+// timm-run with train.py's NaFlex loader (--naflex-loader) on a Fashion-MNIST
+// subset and a small NaFlexViT: the batches per epoch of timm's
+// NaFlexMapDatasetWrapper for the same samples, lengths, token budget and
+// seed (tests/oracle/naflex_sampler_oracle.py), train.py's log lines, the
+// evaluation of every sample at --naflex-max-seq-len; --naflex-loss-scale as
+// train.py's local_scale (a batch's loss times (B / --batch-size) or its
+// square root: one SGD step of three runs that differ only in the mode moves
+// each weight by exactly those multiples of one step); and the combinations
+// refused, each naming its flag.
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include "e2e_support.hpp"
+#include "test_support.hpp"
+#include "timm/io/safetensors.hpp"
+
+// Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
+#include <doctest/doctest.h>
+
+namespace test_naflex_run {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using timm::test::run_command;
+
+namespace {
+
+// A NaFlexViT small enough for the suite: 64 wide, 2 blocks.
+std::vector<std::string> naflex_run(const fs::path& out, const std::string& experiment,
+                                    const std::vector<std::string>& extra) {
+  std::vector<std::string> args{(timm::test::bin_dir() / "timm-run").string(),
+                                "--model",
+                                "naflexvit_base_patch16_gap",
+                                "--model-kwargs",
+                                "embed_dim=64",
+                                "depth=2",
+                                "num_heads=2",
+                                "--naflex-loader",
+                                "-j",
+                                "1",
+                                "--output",
+                                out.string(),
+                                "--experiment",
+                                experiment};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+bool has(const timm::test::CommandResult& r, const std::string& text) {
+  return r.output.find(text) != std::string::npos;
+}
+
+// timm's NaFlexMapDatasetWrapper over `size` samples: its batches per epoch
+// and canonical (seq_len, batch size) schedule.
+json timm_schedule(int64_t size, const std::vector<int64_t>& seq_lens, int64_t max_tokens, int64_t seed) {
+  const json cases = json::array({{{"size", size},
+                                   {"epochs", json::array()},
+                                   {"seq_lens", seq_lens},
+                                   {"max_tokens_per_batch", max_tokens},
+                                   {"seed", seed}}});
+  const json out = json::parse(timm::test::run_oracle("naflex_sampler_oracle.py", {cases.dump()}));
+  REQUIRE(out.size() == 1);
+  REQUIRE_FALSE(out[0].contains("error"));
+  return out[0];
+}
+
+}  // namespace
+
+TEST_CASE("--naflex-loader trains a NaFlexViT on timm's batch schedule and evaluates every sample") {
+  timm::test::TempDir tmp;
+  // Token budget 16 x 49 = 784: batches of 48 (length 16), 16 (36) and 16 (49).
+  const json schedule = timm_schedule(200, {16, 36, 49}, 16 * 49, 42);
+  const int64_t batches = schedule["len"];
+  REQUIRE(batches > 2);
+  const auto r = timm::test::train_successfully(naflex_run(tmp.path(), "a",
+                                                           {"--naflex-train-seq-lens",
+                                                            "16",
+                                                            "36",
+                                                            "49",
+                                                            "--naflex-max-seq-len",
+                                                            "49",
+                                                            "-b",
+                                                            "16",
+                                                            "--epochs",
+                                                            "2",
+                                                            "--train-num-samples",
+                                                            "200",
+                                                            "--val-num-samples",
+                                                            "100",
+                                                            "--lr",
+                                                            "0.001",
+                                                            "--opt",
+                                                            "adamw",
+                                                            "--log-interval",
+                                                            "100"}));
+  CHECK(has(r, "Using NaFlex loader"));
+  CHECK(has(r, "Using model patch size: (16, 16)"));
+  CHECK(has(r,
+            "Train transform (seq_len 16): Compose(\n    RandomResizedCropToSequence(patch_size=(16, 16), "
+            "max_seq_len=16"));
+  CHECK(has(r, "Train transform (seq_len 49): "));
+  CHECK(has(r, "NaFlex loader has " + std::to_string(batches) +
+                   " batches/epoch over sequence lengths [16, 36, 49], at most 784 tokens per batch."));
+  const std::string last = std::to_string(batches - 1) + "/" + std::to_string(batches) + " (100%)]";
+  CHECK(has(r, "Train: 0 [" + std::string(4 - std::min<size_t>(4, std::to_string(batches - 1).size()), ' ') + last));
+  CHECK(has(r, "Train: 1 ["));
+  CHECK(has(r, "(100 images)"));  // every validation sample, once
+  CHECK(fs::exists(tmp.path() / "a" / "last.safetensors"));
+}
+
+TEST_CASE("--naflex-loss-scale none, sqrt, linear: one SGD step scaled by 1, sqrt(B / b), B / b") {
+  timm::test::TempDir tmp;
+  // One batch: 8 samples of length 16 with -b 12 (a budget of 192 tokens,
+  // 12 per batch floored to a multiple of 8): B / b = 8 / 12.
+  const json schedule = timm_schedule(8, {16}, 12 * 16, 42);
+  REQUIRE(schedule["schedule"] == json::array({json::array({16, 8})}));
+  const double s = 8.0 / 12.0;
+  std::vector<std::string> losses;
+  for (const std::string mode : {"none", "sqrt", "linear"}) {
+    const auto r = timm::test::train_successfully(naflex_run(tmp.path(), mode,
+                                                             {"--naflex-loss-scale",
+                                                              mode,
+                                                              "--naflex-train-seq-lens",
+                                                              "16",
+                                                              "--naflex-max-seq-len",
+                                                              "16",
+                                                              "-b",
+                                                              "12",
+                                                              "--epochs",
+                                                              "1",
+                                                              "--train-num-samples",
+                                                              "8",
+                                                              "--val-num-samples",
+                                                              "8",
+                                                              "--no-aug",
+                                                              "--opt",
+                                                              "sgd",
+                                                              "--weight-decay",
+                                                              "0",
+                                                              "--lr",
+                                                              "0.1",
+                                                              "--warmup-epochs",
+                                                              "0",
+                                                              "--sched",
+                                                              "step"}));
+    CHECK(has(r, "Train: 0 [   0/1 (100%)]"));
+    losses.push_back(r.output.substr(r.output.find("Loss: "), 20));
+  }
+  // The logged loss is the batch's own, unscaled, in every mode.
+  CHECK(losses[0] == losses[1]);
+  CHECK(losses[0] == losses[2]);
+  const auto none = timm::read_safetensors(tmp.path() / "none" / "last.safetensors");
+  const auto sqrt = timm::read_safetensors(tmp.path() / "sqrt" / "last.safetensors");
+  const auto linear = timm::read_safetensors(tmp.path() / "linear" / "last.safetensors");
+  REQUIRE(none.size() == sqrt.size());
+  REQUIRE(none.size() == linear.size());
+  // w_mode = w0 + scale x step: (w_linear - w_none) (sqrt(s) - 1) equals
+  // (w_sqrt - w_none) (s - 1), without knowing w0.
+  double largest_move = 0.0;
+  for (std::size_t i = 0; i < none.size(); ++i) {
+    CAPTURE(none[i].first);
+    const at::Tensor w_none = none[i].second.to(at::kDouble);
+    const at::Tensor linear_move = linear[i].second.to(at::kDouble) - w_none;
+    const at::Tensor sqrt_move = sqrt[i].second.to(at::kDouble) - w_none;
+    CHECK(at::allclose(linear_move * (std::sqrt(s) - 1.0), sqrt_move * (s - 1.0), /*rtol=*/1e-3, /*atol=*/1e-6));
+    largest_move = std::max(largest_move, linear_move.abs().max().item<double>());
+  }
+  // The step moved the weights well beyond the tolerance (NaN fails here too).
+  CHECK(largest_move > 1e-4);
+}
+
+TEST_CASE("--naflex-loader: what it cannot combine with is a usage error naming the flag") {
+  timm::test::TempDir tmp;
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases{
+      {{"--train-img-sizes", "24", "28"}, "--naflex-loader and --train-img-sizes are alternative loader modes."},
+      {{"--mixup", "0.2"}, "--mixup / --cutmix with --naflex-loader: not implemented yet (timm's NaFlexMixup)"},
+      {{"--reprob", "0.25"}, "--reprob with --naflex-loader: not implemented yet (timm's PatchRandomErasing)"},
+      {{"--kd-model-name", "resnet18"}, "--kd-model-name with --naflex-loader: distillation feeds the teacher"},
+      {{"--save-images"}, "--save-images with --naflex-loader: the batches are patches, not images"},
+      {{"--naflex-max-seq-len", "0"}, "--naflex-max-seq-len 0: expected a positive sequence length"},
+      {{"--naflex-train-seq-lens", "16", "0"}, "--naflex-train-seq-lens: expected one or more positive"},
+      {{"--naflex-patch-sizes", "8", "16"}, "--naflex-patch-sizes is not implemented yet"},
+      {{"--use-multi-epochs-loader"}, "--use-multi-epochs-loader is not supported with --naflex-loader."},
+      {{"--aug-splits", "2"}, "--aug-splits is not supported with --naflex-loader"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> extra{"--epochs", "1", "--train-num-samples", "16", "--val-num-samples", "8"};
+    extra.insert(extra.end(), c.args.begin(), c.args.end());
+    const auto r = run_command(naflex_run(tmp.path(), "bad", extra));
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(has(r, c.message));
+  }
+  // A model that takes images only, and the NaFlex flags without the loader.
+  const std::string timm_run = (timm::test::bin_dir() / "timm-run").string();
+  const auto images_only = run_command({timm_run, "--model", "resnet18", "--naflex-loader", "--epochs", "1",
+                                        "--train-num-samples", "16", "--output", tmp.path().string()});
+  INFO(images_only.output);
+  CHECK(images_only.exit_code == 2);
+  CHECK(has(images_only, "--naflex-loader: model 'resnet18' (from plugin"));
+  CHECK(has(images_only, "takes images only, not patches"));
+  const auto without_loader = run_command({timm_run, "--naflex-max-seq-len", "64", "--epochs", "1",
+                                           "--train-num-samples", "16", "--output", tmp.path().string()});
+  INFO(without_loader.output);
+  CHECK(without_loader.exit_code == 2);
+  CHECK(has(without_loader, "--naflex-max-seq-len: only used with --naflex-loader (NaFlex patch batches)"));
+}
+
+}  // namespace test_naflex_run
