@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "../e2e/e2e_support.hpp"
 #include "dist_support.hpp"
 #include "test_support.hpp"
@@ -111,6 +113,65 @@ TEST_CASE("distributed_train.sh 2 distils from a teacher checkpoint (feature, wi
                       "512 -> 2048") != std::string::npos);
   // 256 samples / (2 ranks x 32) = 4 steps per rank.
   CHECK(r.output.find("Train: 0 [   3/4 (100%)]") != std::string::npos);
+  const auto sums = timm::test::checksums(r.output);
+  REQUIRE(sums.size() == 2);
+  CHECK(sums.at(0) == sums.at(1));
+}
+
+TEST_CASE("distributed_train.sh 2 trains a NaFlexViT on NaFlex patch batches; weights agree; eval counts each once") {
+  timm::test::TempDir tmp;
+  const int port = timm::test::free_port();
+  std::vector<std::string> argv{(timm::test::source_dir() / "distributed_train.sh").string(), "2", "--master-port",
+                                std::to_string(port), "--"};
+  auto args = short_run(tmp / "out");
+  args.at(1) = "naflexvit_base_patch16_gap";
+  args.insert(args.end(), {"--model-kwargs",
+                           "embed_dim=64",
+                           "depth=2",
+                           "num_heads=2",
+                           "--naflex-loader",
+                           "--naflex-train-seq-lens",
+                           "16",
+                           "36",
+                           "49",
+                           "--naflex-max-seq-len",
+                           "49",
+                           "-b",
+                           "16",
+                           "--train-num-samples",
+                           "300",
+                           "--val-num-samples",
+                           "101",
+                           "--opt",
+                           "adamw",
+                           "--lr",
+                           "0.001"});
+  argv.insert(argv.end(), args.begin(), args.end());
+  // timm's wrapper on each rank: 150 samples per rank, the same schedule on both.
+  std::vector<int64_t> lens;
+  for (int rank = 0; rank < 2; ++rank) {
+    const nlohmann::json cases = nlohmann::json::array({{{"size", 300},
+                                                         {"epochs", nlohmann::json::array()},
+                                                         {"seq_lens", {16, 36, 49}},
+                                                         {"max_tokens_per_batch", 16 * 49},
+                                                         {"seed", 42},
+                                                         {"distributed", true},
+                                                         {"rank", rank},
+                                                         {"world_size", 2}}});
+    const auto out = nlohmann::json::parse(timm::test::run_oracle("naflex_sampler_oracle.py", {cases.dump()}));
+    REQUIRE_FALSE(out[0].contains("error"));
+    lens.push_back(out[0]["len"].get<int64_t>());
+  }
+  REQUIRE(lens[0] == lens[1]);
+  const auto r =
+      timm::test::run_command(argv, std::chrono::seconds(400),
+                              {"TIMM_RUN=" + (timm::test::bin_dir() / "timm-run").string(), "OMP_NUM_THREADS=1"});
+  MESSAGE(r.output.substr(r.output.size() > 3000 ? r.output.size() - 3000 : 0));
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("Using NaFlex loader") != std::string::npos);
+  const std::string last = std::to_string(lens[0] - 1) + "/" + std::to_string(lens[0]) + " (100%)]";
+  CHECK(r.output.find(last) != std::string::npos);
+  CHECK(r.output.find("(101 images)") != std::string::npos);  // 51 + 50, each sample on one rank
   const auto sums = timm::test::checksums(r.output);
   REQUIRE(sums.size() == 2);
   CHECK(sums.at(0) == sums.at(1));
