@@ -2,7 +2,8 @@
 // subset and a small NaFlexViT: the batches per epoch of timm's
 // NaFlexMapDatasetWrapper for the same samples, lengths, token budget and
 // seed (tests/oracle/naflex_sampler_oracle.py), train.py's log lines, the
-// evaluation of every sample at --naflex-max-seq-len; --naflex-loss-scale as
+// evaluation of every sample at --naflex-max-seq-len; --reprob as timm's
+// PatchRandomErasing; --naflex-loss-scale as
 // train.py's local_scale (a batch's loss times (B / --batch-size) or its
 // square root: one SGD step of three runs that differ only in the mode moves
 // each weight by exactly those multiples of one step); and the combinations
@@ -97,13 +98,20 @@ TEST_CASE("--naflex-loader trains a NaFlexViT on timm's batch schedule and evalu
                                                             "--opt",
                                                             "adamw",
                                                             "--log-interval",
-                                                            "100"}));
+                                                            "100",
+                                                            "--reprob",
+                                                            "0.25",
+                                                            "--recount",
+                                                            "2"}));
   CHECK(has(r, "Using NaFlex loader"));
   CHECK(has(r, "Using model patch size: (16, 16)"));
   CHECK(has(r,
             "Train transform (seq_len 16): Compose(\n    RandomResizedCropToSequence(patch_size=(16, 16), "
             "max_seq_len=16"));
   CHECK(has(r, "Train transform (seq_len 49): "));
+  CHECK(has(r,
+            "Train batches: PatchRandomErasing(p=0.25, mode=pixel, spatial=region, area=(0.02, "
+            "0.3333333333333333)), count=(1, 2))"));
   CHECK(has(r, "NaFlex loader has " + std::to_string(batches) +
                    " batches/epoch over sequence lengths [16, 36, 49], at most 784 tokens per batch."));
   const std::string last = std::to_string(batches - 1) + "/" + std::to_string(batches) + " (100%)]";
@@ -183,7 +191,7 @@ TEST_CASE("--naflex-loader: what it cannot combine with is a usage error naming 
   const std::vector<Case> cases{
       {{"--train-img-sizes", "24", "28"}, "--naflex-loader and --train-img-sizes are alternative loader modes."},
       {{"--mixup", "0.2"}, "--mixup / --cutmix with --naflex-loader: not implemented yet (timm's NaFlexMixup)"},
-      {{"--reprob", "0.25"}, "--reprob with --naflex-loader: not implemented yet (timm's PatchRandomErasing)"},
+      {{"--reprob", "0.25", "--resplit"}, "--resplit with --naflex-loader: NaFlex batches have no clean split"},
       {{"--kd-model-name", "resnet18"}, "--kd-model-name with --naflex-loader: distillation feeds the teacher"},
       {{"--save-images"}, "--save-images with --naflex-loader: the batches are patches, not images"},
       {{"--naflex-max-seq-len", "0"}, "--naflex-max-seq-len 0: expected a positive sequence length"},

@@ -8,23 +8,15 @@
 #include "timm/base/error.hpp"
 #include "timm/base/names.hpp"
 #include "timm/base/python_repr.hpp"
+#include "timm/base/torch_random.hpp"
 #include "timm/data/image_ops.hpp"
 
 namespace timm {
-namespace {
 
-// Python's random draws from the per-batch Rng.
-class RngDraws final : public EraseDraws {
- public:
-  explicit RngDraws(Rng& rng) : rng_(rng) {}
-  double random() override { return rng_.uniform(); }
-  int64_t randint(int64_t lo, int64_t hi) override { return rng_.randint(lo, hi); }
-
- private:
-  Rng& rng_;
-};
-
-}  // namespace
+std::vector<int64_t> RngEraseDraws::randperm(int64_t n) {
+  at::Generator generator = seeded_generator(static_cast<int64_t>(rng_.engine()() >> 1));
+  return timm::randperm(n, generator);
+}
 
 RandomErasing::RandomErasing(RandomErasingOptions options) : options_(std::move(options)) {
   std::string mode = ascii_lower(options_.mode);
@@ -77,7 +69,7 @@ void RandomErasing::apply(at::Tensor& batch, Rng& rng) const {
               batch.sizes());
   const int64_t n = batch.size(0), c = batch.size(1), h = batch.size(2), w = batch.size(3);
   const int64_t start = options_.num_splits > 1 ? n / options_.num_splits : 0;
-  RngDraws draws(rng);
+  RngEraseDraws draws(rng);
   // Normal values come from a CPU generator seeded by the Rng, so a run is
   // reproducible whatever the device.
   at::Generator gen = at::detail::createCPUGenerator(rng.engine()());

@@ -45,6 +45,7 @@ struct TrainContext {
   // batch_size_reference (--batch-size).
   bool naflex = false;
   std::vector<double> mean, std;
+  const PatchRandomErasing* patch_erasing = nullptr;  // --reprob with --naflex-loader
   // Saves recovery-<epoch>-<update_idx> (--recovery-interval) with the
   // epoch's `position`; collective.
   std::function<void(int64_t epoch, int64_t update_idx, EpochPosition position)> save_recovery{};
@@ -68,14 +69,22 @@ InputOptions input_options(const TrainContext& ctx) {
 
 // The model's input from a loader batch: images through prepare_input, or a
 // NaFlex batch as timm's NaFlexPrefetchLoader gives it (the patches on the
-// device, normalised in the model's dtype; their coordinates and mask).
-ModelInput model_input(const TrainContext& ctx, const Batch& batch, const TransformPipeline& transform, Rng& rng) {
+// device, normalised in the model's dtype, erased when `training` with
+// --reprob; their coordinates and mask).
+ModelInput model_input(const TrainContext& ctx, const Batch& batch, const TransformPipeline& transform, Rng& rng,
+                       bool training) {
   if (!batch.patches.patches.defined()) return prepare_input(batch.images, transform, rng, input_options(ctx));
   const NaFlexBatch& naflex = batch.patches;
   const bool non_blocking = true;  // pinned with --pin-mem on CUDA
-  at::Tensor patches = naflex.patches.to(ctx.device, non_blocking);
-  return PatchBatch{normalize_patches(patches, ctx.mean, ctx.std, ctx.tools.model_dtype),
-                    naflex.patch_coord.to(ctx.device, non_blocking), naflex.patch_valid.to(ctx.device, non_blocking)};
+  at::Tensor patches =
+      normalize_patches(naflex.patches.to(ctx.device, non_blocking), ctx.mean, ctx.std, ctx.tools.model_dtype);
+  if (training && ctx.patch_erasing) {
+    // The plan reads the CPU copies of the coordinates and mask.
+    ctx.patch_erasing->apply(patches, naflex.patch_coord, naflex.patch_valid, static_cast<int64_t>(ctx.mean.size()),
+                             rng);
+  }
+  return PatchBatch{patches, naflex.patch_coord.to(ctx.device, non_blocking),
+                    naflex.patch_valid.to(ctx.device, non_blocking)};
 }
 
 // The task's forward and loss, under autocast when --amp.
@@ -355,7 +364,7 @@ double train_one_epoch(TrainContext& ctx, int64_t epoch, const EpochPosition* re
     const bool need_update = last_batch || (batch_idx + 1) % accum_steps == 0;
     const int64_t update_idx = batch_idx / accum_steps;
     if (batch_idx >= last_batch_idx_to_accum) accum = last_accum_steps;
-    ModelInput input = model_input(ctx, *batch, ctx.loader.transform(batch->choice), p.batch_rng);
+    ModelInput input = model_input(ctx, *batch, ctx.loader.transform(batch->choice), p.batch_rng, /*training=*/true);
     at::Tensor target = batch->targets.to(ctx.device, /*non_blocking=*/true);
     if (ctx.tools.mixup) {
       at::Tensor images = input.images("--mixup / --cutmix");
@@ -435,7 +444,7 @@ EvalMetrics validate(const TrainContext& ctx, const ModelPtr& model, Loader& loa
   Stopwatch batch_watch;
   int64_t batch_idx = 0;
   while (auto batch = loader.next()) {
-    const ModelInput input = model_input(ctx, *batch, loader.transform(), rng);
+    const ModelInput input = model_input(ctx, *batch, loader.transform(), rng, /*training=*/false);
     const at::Tensor target = batch->targets.to(ctx.device, /*non_blocking=*/true);
     const EvalBatch result = eval_batch(ctx, model, input, target);
     sums.loss_sum += result.loss * static_cast<double>(result.size);
@@ -502,6 +511,7 @@ TrainResult train_epochs(const TrainArgs& args, TrainSetup& setup, RunOutput& ou
                    .naflex = setup.naflex,
                    .mean = setup.data_config.mean,
                    .std = setup.data_config.std,
+                   .patch_erasing = setup.patch_erasing ? &*setup.patch_erasing : nullptr,
                    .tensorboard = output.tensorboard.get(),
                    .save_images_dir = args.save_images && dist.is_primary() ? output.dir : std::filesystem::path{},
                    .status_line = log_status_enabled()};

@@ -344,8 +344,10 @@ void check_naflex_flags(const TrainArgs& args, const Dataset& train, const Train
   if (setup.tools.mixup) {
     throw UsageError("--mixup / --cutmix with --naflex-loader: not implemented yet (timm's NaFlexMixup)");
   }
-  if (args.reprob > 0.0 && !args.no_aug) {
-    throw UsageError("--reprob with --naflex-loader: not implemented yet (timm's PatchRandomErasing)");
+  if (args.resplit) {
+    throw UsageError(
+        "--resplit with --naflex-loader: NaFlex batches have no clean split (timm's NaFlex loader ignores "
+        "it)");
   }
   if (args.kd_model_name) {
     throw UsageError(
@@ -669,6 +671,15 @@ void make_naflex_loaders(const TrainArgs& args, const Datasets& datasets, const 
     setup.eval_loader = make_naflex_eval_loader(datasets.eval, args, setup.data_config, patch_size, eval_batch, dist);
   }
   if (args.jpeg_dct_scale) log_jpeg_dct_scale(setup.train_loader->transform());
+  // timm's NaFlexPrefetchLoader: --reprob erases whole patches (not with --no-aug).
+  if (args.reprob > 0.0 && !args.no_aug) {
+    PatchRandomErasingOptions erasing;
+    erasing.erasing.probability = args.reprob;
+    erasing.erasing.mode = args.remode;
+    erasing.erasing.max_count = args.recount;
+    setup.patch_erasing.emplace(erasing);
+    log_info("Train batches: " + setup.patch_erasing->repr());
+  }
 }
 
 void make_loaders(const TrainArgs& args, const Datasets& datasets, const Distributed& dist, TrainSetup& setup) {

@@ -24,6 +24,7 @@
 #include "timm/data/data_config.hpp"
 #include "timm/data/loader.hpp"
 #include "timm/data/mixup.hpp"
+#include "timm/data/naflex_random_erasing.hpp"
 #include "timm/dist/ddp.hpp"
 #include "timm/dist/distribute_bn.hpp"
 #include "timm/dist/process_group.hpp"
@@ -142,6 +143,9 @@ struct TrainSetup {
   // --naflex-loader: the batches are NaFlex patch batches (Batch::patches)
   // of variable batch size, their loss scaled by --naflex-loss-scale.
   bool naflex = false;
+  // --reprob with --naflex-loader: timm's PatchRandomErasing of the
+  // normalised training patches.
+  std::optional<PatchRandomErasing> patch_erasing;
   std::shared_ptr<Loader> eval_loader;  // none without --val-split
   double lr = 0.0;                      // --lr, or scaled from --lr-base
   OptimizerPtr optimizer;

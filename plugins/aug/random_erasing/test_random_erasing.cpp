@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "scripted_erase_draws.hpp"
 #include "test_support.hpp"
 #include "timm/base/error.hpp"
 #include "timm/data/random_erasing.hpp"
@@ -20,35 +21,6 @@ namespace test_random_erasing {
 using namespace timm;
 
 namespace {
-
-// Replays the draws timm made ("r:<random()>", "i:<lo>:<hi>:<value>"),
-// checking that ours asks for the same kind of draw with the same bounds.
-class ScriptedDraws final : public EraseDraws {
- public:
-  explicit ScriptedDraws(std::vector<std::string> tokens) : tokens_(std::move(tokens)) {}
-  double random() override {
-    const std::string t = next();
-    REQUIRE_MESSAGE(t.rfind("r:", 0) == 0, "expected a random() draw, timm made " << t);
-    return std::strtod(t.c_str() + 2, nullptr);
-  }
-  int64_t randint(int64_t lo, int64_t hi) override {
-    const std::string t = next();
-    int64_t tlo = 0, thi = 0, v = 0;
-    REQUIRE_MESSAGE(std::sscanf(t.c_str(), "i:%ld:%ld:%ld", &tlo, &thi, &v) == 3, "expected randint, timm made " << t);
-    CHECK(tlo == lo);
-    CHECK(thi == hi);
-    return v;
-  }
-  bool done() const { return pos_ == tokens_.size(); }
-
- private:
-  std::string next() {
-    REQUIRE_MESSAGE(pos_ < tokens_.size(), "more draws than timm made");
-    return tokens_[pos_++];
-  }
-  std::vector<std::string> tokens_;
-  std::size_t pos_ = 0;
-};
 
 std::shared_ptr<const BatchTransform> erasing_stage(double p, const std::string& mode, int64_t count,
                                                     int64_t splits = 0) {
@@ -109,7 +81,7 @@ TEST_CASE("the rectangles equal timm's _erase for the same random draws; reprs e
       while (f >> tok && tok != "|") draws.push_back(tok);
       std::vector<std::string> want;
       while (f >> tok) want.push_back(tok);
-      ScriptedDraws scripted(draws);
+      test::ScriptedEraseDraws scripted(draws);
       const auto got = re->plan(h, w, scripted);
       std::vector<std::string> got_text;
       for (const auto& r : got) {

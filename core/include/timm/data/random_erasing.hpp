@@ -39,6 +39,26 @@ class EraseDraws {
   virtual int64_t randint(int64_t lo, int64_t hi) = 0;
 };
 
+// The draws of PatchRandomErasing (timm/data/naflex_random_erasing.hpp):
+// EraseDraws' and torch.randperm(n), the patch mode's choice of patches.
+class PatchEraseDraws : public EraseDraws {
+ public:
+  virtual std::vector<int64_t> randperm(int64_t n) = 0;
+};
+
+// The draws from an Rng: random() and randint() with Python's distributions
+// (not its numbers), randperm from a CPU generator seeded by the Rng.
+class RngEraseDraws final : public PatchEraseDraws {
+ public:
+  explicit RngEraseDraws(Rng& rng) : rng_(rng) {}
+  double random() override { return rng_.uniform(); }
+  int64_t randint(int64_t lo, int64_t hi) override { return rng_.randint(lo, hi); }
+  std::vector<int64_t> randperm(int64_t n) override;
+
+ private:
+  Rng& rng_;
+};
+
 class RandomErasing {
  public:
   // A mode other than const, rand or pixel, or bounds out of order, throw UsageError.
