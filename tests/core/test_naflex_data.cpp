@@ -209,4 +209,67 @@ TEST_CASE("a NaFlex Loader gives the sampler's batches as padded patches, the sa
                        doctest::Contains("expected one per transform"), UsageError);
 }
 
+TEST_CASE("a NaFlex Loader with NaFlexMixup: soft targets of each sample and its partner, any number of workers") {
+  NaFlexSamplerOptions sampler_options;
+  sampler_options.seq_lens = {4, 9};
+  sampler_options.max_tokens_per_batch = 36;
+  sampler_options.batch_divisor = 1;
+  auto sampler = std::make_shared<NaFlexBatchSampler>(23, sampler_options);
+  std::vector<TransformPipeline> transforms;
+  LoaderOptions options;
+  for (const int64_t seq_len : sampler->seq_lens()) {
+    const NaFlexTransformArgs naflex{{8, 8}, seq_len};
+    TransformPipeline t;
+    t.image.push_back(std::make_shared<ResizeToSeq>(naflex));
+    transforms.push_back(std::move(t));
+    options.naflex.push_back(naflex);
+  }
+  NaFlexMixupOptions mixup;
+  mixup.num_classes = 23;
+  mixup.mixup_off_epoch = 1;  // epoch 1: one-hot targets
+  options.naflex_mixup = std::make_shared<const NaFlexMixup>(mixup);
+  std::vector<std::vector<at::Tensor>> runs;
+  for (const int64_t workers : {0, 2}) {
+    options.num_workers = workers;
+    Loader loader(std::make_shared<VariedDataset>(), sampler, transforms, options);
+    std::vector<at::Tensor> run;
+    int64_t mixed_rows = 0;
+    for (const int64_t epoch : {0, 1}) {
+      loader.start_epoch(epoch);
+      const auto expected = sampler->batches(epoch);
+      std::size_t b = 0;
+      while (auto batch = loader.next()) {
+        const std::vector<int64_t>& indices = expected.at(b).second;
+        const auto n = static_cast<int64_t>(indices.size());
+        const at::Tensor& targets = batch->targets;
+        REQUIRE(targets.sizes() == at::IntArrayRef({n, 23}));
+        CHECK(at::allclose(targets.sum(1), at::ones({n})));
+        for (int64_t k = 0; k < n; ++k) {
+          // Mass on the sample's class and at most one partner's, all in the batch.
+          const at::Tensor classes = targets[k].nonzero().flatten();
+          CHECK(classes.numel() <= 2);
+          for (int64_t c = 0; c < classes.numel(); ++c) {
+            CHECK(std::find(indices.begin(), indices.end(), classes[c].item<int64_t>()) != indices.end());
+          }
+          if (epoch == 1) CHECK(targets[k][indices[static_cast<size_t>(k)]].item<float>() == 1.0f);
+          if (classes.numel() == 2) ++mixed_rows;
+        }
+        run.push_back(targets);
+        run.push_back(batch->patches.patches);
+        ++b;
+      }
+      CHECK(b == expected.size());
+    }
+    CHECK(mixed_rows > 10);  // epoch 0 mixed
+    runs.push_back(run);
+  }
+  REQUIRE(runs[0].size() == runs[1].size());
+  for (size_t i = 0; i < runs[0].size(); ++i) CHECK(at::equal(runs[0][i], runs[1][i]));
+
+  LoaderOptions images_only;
+  images_only.naflex_mixup = options.naflex_mixup;
+  CHECK_THROWS_WITH_AS(Loader(std::make_shared<VariedDataset>(), sampler, transforms.front(), images_only),
+                       doctest::Contains("needs a NaFlex loader"), UsageError);
+}
+
 }  // namespace test_naflex_data

@@ -2,8 +2,8 @@
 // subset and a small NaFlexViT: the batches per epoch of timm's
 // NaFlexMapDatasetWrapper for the same samples, lengths, token budget and
 // seed (tests/oracle/naflex_sampler_oracle.py), train.py's log lines, the
-// evaluation of every sample at --naflex-max-seq-len; --reprob as timm's
-// PatchRandomErasing; --naflex-loss-scale as
+// evaluation of every sample at --naflex-max-seq-len; --reprob and --mixup /
+// --cutmix as timm's PatchRandomErasing and NaFlexMixup; --naflex-loss-scale as
 // train.py's local_scale (a batch's loss times (B / --batch-size) or its
 // square root: one SGD step of three runs that differ only in the mode moves
 // each weight by exactly those multiples of one step); and the combinations
@@ -102,13 +102,22 @@ TEST_CASE("--naflex-loader trains a NaFlexViT on timm's batch schedule and evalu
                                                             "--reprob",
                                                             "0.25",
                                                             "--recount",
-                                                            "2"}));
+                                                            "2",
+                                                            "--mixup",
+                                                            "0.8",
+                                                            "--cutmix",
+                                                            "1.0",
+                                                            "--smoothing",
+                                                            "0.1",
+                                                            "--mixup-off-epoch",
+                                                            "1"}));
   CHECK(has(r, "Using NaFlex loader"));
   CHECK(has(r, "Using model patch size: (16, 16)"));
   CHECK(has(r,
             "Train transform (seq_len 16): Compose(\n    RandomResizedCropToSequence(patch_size=(16, 16), "
             "max_seq_len=16"));
   CHECK(has(r, "Train transform (seq_len 49): "));
+  CHECK(has(r, "NaFlex mixing: mixup_alpha=0.8, cutmix_alpha=1.0, prob=1.0, switch_prob=0.5, label_smoothing=0.1"));
   CHECK(has(r,
             "Train batches: PatchRandomErasing(p=0.25, mode=pixel, spatial=region, area=(0.02, "
             "0.3333333333333333)), count=(1, 2))"));
@@ -190,7 +199,8 @@ TEST_CASE("--naflex-loader: what it cannot combine with is a usage error naming 
   };
   const std::vector<Case> cases{
       {{"--train-img-sizes", "24", "28"}, "--naflex-loader and --train-img-sizes are alternative loader modes."},
-      {{"--mixup", "0.2"}, "--mixup / --cutmix with --naflex-loader: not implemented yet (timm's NaFlexMixup)"},
+      {{"--mixup", "0.2", "--cutmix-minmax", "0.2", "0.8"}, "--cutmix-minmax with --naflex-loader: timm's NaFlexMixup"},
+      {{"--mixup", "0.2", "--mixup-mode", "pair"}, "--mixup-mode 'pair' with --naflex-loader: timm's NaFlexMixup"},
       {{"--reprob", "0.25", "--resplit"}, "--resplit with --naflex-loader: NaFlex batches have no clean split"},
       {{"--kd-model-name", "resnet18"}, "--kd-model-name with --naflex-loader: distillation feeds the teacher"},
       {{"--save-images"}, "--save-images with --naflex-loader: the batches are patches, not images"},

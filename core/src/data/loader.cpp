@@ -164,6 +164,8 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<Sampler> 
     for (const TransformPipeline& t : transforms_) {
       if (t.num_splits() > 1) throw UsageError("--aug-splits is not supported with --naflex-loader (nor in timm)");
     }
+  } else if (options_.naflex_mixup) {
+    throw UsageError("NaFlex mixing (LoaderOptions::naflex_mixup) needs a NaFlex loader (LoaderOptions::naflex)");
   }
 }
 
@@ -245,13 +247,20 @@ static Batch build_patch_batch(const Dataset& dataset, const TransformPipeline& 
   batch.choice = choice;
   batch.targets = at::empty({static_cast<int64_t>(end - begin)}, at::kLong);
   int64_t* targets = batch.targets.data_ptr<int64_t>();
-  std::vector<ImagePatches> samples;
+  std::vector<Image> images;
   for (std::size_t k = 0; k < end - begin; ++k) {
     if (stop != nullptr && stop->load(std::memory_order_relaxed)) return {};
-    const std::vector<Image> sample =
-        load_sample(dataset, transform, order[begin + k], options, epoch, skipped, targets[k]);
-    samples.push_back(patchify_image(sample.front(), naflex.patch_size));
+    std::vector<Image> sample = load_sample(dataset, transform, order[begin + k], options, epoch, skipped, targets[k]);
+    images.push_back(std::move(sample.front()));
   }
+  if (options.naflex_mixup) {
+    // Seeded by the batch (a negative index, apart from the samples' seeds),
+    // whichever worker builds it.
+    Rng rng(sample_seed(options.seed, epoch, -1 - static_cast<int64_t>(begin)));
+    batch.targets = options.naflex_mixup->apply(images, batch.targets, epoch, rng);
+  }
+  std::vector<ImagePatches> samples;
+  for (const Image& image : images) samples.push_back(patchify_image(image, naflex.patch_size));
   batch.patches = collate_patches(samples, naflex.max_seq_len);
   if (options.pin_memory) {
     batch.targets = batch.targets.pin_memory();

@@ -319,13 +319,30 @@ std::shared_ptr<Loader> make_scheduled_train_loader(std::shared_ptr<const Datase
                                   loader_options(args, /*is_training=*/true, largest, dist));
 }
 
+// train.py's mixup_args.
+MixupOptions mixup_options(const TrainArgs& args, int64_t num_classes) {
+  MixupOptions options;
+  options.mixup_alpha = args.mixup;
+  options.cutmix_alpha = args.cutmix;
+  if (const auto& minmax = args.cutmix_minmax) {
+    if (minmax->size() != 2) throw UsageError("--cutmix-minmax: expected two values, MIN and MAX");
+    options.cutmix_minmax = std::make_pair((*minmax)[0], (*minmax)[1]);
+  }
+  options.prob = args.mixup_prob;
+  options.switch_prob = args.mixup_switch_prob;
+  options.mode = args.mixup_mode;
+  options.label_smoothing = args.smoothing;
+  options.num_classes = num_classes;
+  return options;
+}
+
 // --naflex-loader's refusals, before any loader is built: timm's
 // (train.py's alternative loader modes, create_naflex_loader's aug repeats and
 // map-style datasets), the NaFlex parts not ported yet (NaFlexMixup,
 // PatchRandomErasing, patch-size choices: refused as flags not implemented),
 // and what cannot take patches (a teacher, --save-images). Without
 // --naflex-loader, the group's other flags are refused.
-void check_naflex_flags(const TrainArgs& args, const Dataset& train, const TrainSetup& setup) {
+void check_naflex_flags(const TrainArgs& args, const Dataset& train) {
   if (!args.naflex_loader) {
     if (!args.naflex_flags_set.empty()) {
       throw UsageError(args.naflex_flags_set.front() + ": only used with --naflex-loader (NaFlex patch batches)");
@@ -341,8 +358,13 @@ void check_naflex_flags(const TrainArgs& args, const Dataset& train, const Train
         "--naflex-loader: NaFlex batches need a map-style dataset, not a streamed (wds/) one (as timm's "
         "create_naflex_loader)");
   }
-  if (setup.tools.mixup) {
-    throw UsageError("--mixup / --cutmix with --naflex-loader: not implemented yet (timm's NaFlexMixup)");
+  // train.py drops these two from NaFlexMixup's arguments.
+  if (args.cutmix_minmax) {
+    throw UsageError("--cutmix-minmax with --naflex-loader: timm's NaFlexMixup has no min/max CutMix box");
+  }
+  if (args.mixup_mode != "batch") {
+    throw UsageError("--mixup-mode " + in_quotes(args.mixup_mode) +
+                     " with --naflex-loader: timm's NaFlexMixup mixes pairs of nearest aspect ratio, its one mode");
   }
   if (args.resplit) {
     throw UsageError(
@@ -378,6 +400,28 @@ std::array<int64_t, 2> naflex_patch_size(const ClassifierImpl& model) {
   return *patch;
 }
 
+// train.py's NaFlexMixup (--mixup / --cutmix with --naflex-loader): its
+// mixup_args, with --mixup-off-epoch (which timm's NaFlex loader fails on);
+// null when no mixing is active.
+std::shared_ptr<const NaFlexMixup> make_naflex_mixup(const TrainArgs& args, int64_t num_classes) {
+  const MixupOptions mixup = mixup_options(args, num_classes);
+  if (!mixup_active(mixup)) return nullptr;
+  NaFlexMixupOptions options;
+  options.num_classes = num_classes;
+  options.mixup_alpha = mixup.mixup_alpha;
+  options.cutmix_alpha = mixup.cutmix_alpha;
+  options.switch_prob = mixup.switch_prob;
+  options.prob = mixup.prob;
+  options.label_smoothing = mixup.label_smoothing;
+  options.mixup_off_epoch = args.mixup_off_epoch;
+  auto result = std::make_shared<const NaFlexMixup>(options);
+  log_info(format("NaFlex mixing: mixup_alpha=%s, cutmix_alpha=%s, prob=%s, switch_prob=%s, label_smoothing=%s",
+                  python_float_repr(options.mixup_alpha).c_str(), python_float_repr(options.cutmix_alpha).c_str(),
+                  python_float_repr(options.prob).c_str(), python_float_repr(options.switch_prob).c_str(),
+                  python_float_repr(options.label_smoothing).c_str()));
+  return result;
+}
+
 // train.py's NaFlex train loader (create_naflex_loader, is_training): timm's
 // NaFlexBatchSampler schedule (a token budget of --batch-size times the
 // longest of --naflex-train-seq-lens, batch sizes a multiple of 8, seeded
@@ -387,7 +431,7 @@ std::array<int64_t, 2> naflex_patch_size(const ClassifierImpl& model) {
 // length.
 std::shared_ptr<Loader> make_naflex_train_loader(std::shared_ptr<const Dataset> dataset, const TrainArgs& args,
                                                  const DataConfig& data, std::array<int64_t, 2> patch_size,
-                                                 const Distributed& dist) {
+                                                 int64_t num_classes, const Distributed& dist) {
   const std::vector<int64_t>& seq_lens = args.naflex_train_seq_lens;
   NaFlexSamplerOptions options;
   options.seq_lens = seq_lens;
@@ -399,6 +443,7 @@ std::shared_ptr<Loader> make_naflex_train_loader(std::shared_ptr<const Dataset> 
   auto sampler = std::make_shared<NaFlexBatchSampler>(static_cast<int64_t>(dataset->size()), options);
   std::vector<TransformPipeline> transforms;
   LoaderOptions loader = loader_options(args, /*is_training=*/true, args.batch_size, dist);
+  loader.naflex_mixup = make_naflex_mixup(args, num_classes);
   // One choice per sequence length, in the sampler's (sorted) order.
   for (const int64_t seq_len : sampler->seq_lens()) {
     TransformArgs transform = transform_args(args, data, true);
@@ -478,19 +523,7 @@ std::unique_ptr<ModelEma> make_model_ema(const TrainArgs& args, const ModelArgs&
 
 // train.py's Mixup set-up: active when --mixup or --cutmix > 0 or
 // --cutmix-minmax is set; not with aug splits (train.py asserts it).
-std::optional<Mixup> make_mixup(const TrainArgs& args, int64_t num_classes) {
-  MixupOptions options;
-  options.mixup_alpha = args.mixup;
-  options.cutmix_alpha = args.cutmix;
-  if (const auto& minmax = args.cutmix_minmax) {
-    if (minmax->size() != 2) throw UsageError("--cutmix-minmax: expected two values, MIN and MAX");
-    options.cutmix_minmax = std::make_pair((*minmax)[0], (*minmax)[1]);
-  }
-  options.prob = args.mixup_prob;
-  options.switch_prob = args.mixup_switch_prob;
-  options.mode = args.mixup_mode;
-  options.label_smoothing = args.smoothing;
-  options.num_classes = num_classes;
+std::optional<Mixup> make_mixup(const TrainArgs& args, const MixupOptions& options) {
   if (!mixup_active(options)) return std::nullopt;
   if (args.aug_splits > 1) throw UsageError("--mixup / --cutmix cannot be combined with --aug-splits");
   return Mixup(options);
@@ -498,10 +531,13 @@ std::optional<Mixup> make_mixup(const TrainArgs& args, int64_t num_classes) {
 
 StepTools make_step_tools(const TrainArgs& args, const torch::Device& device, int64_t num_classes) {
   StepTools tools;
-  tools.mixup = make_mixup(args, num_classes);
+  const MixupOptions mixup = mixup_options(args, num_classes);
+  // --naflex-loader mixes in its loader, before the images are cut into
+  // patches (make_naflex_mixup); the loss takes soft targets either way.
+  if (!args.naflex_loader) tools.mixup = make_mixup(args, mixup);
   tools.mixup_off_epoch = args.mixup_off_epoch;
   TrainLossArgs loss_args = train_loss_args(args);
-  loss_args.mixup_active = tools.mixup.has_value();
+  loss_args.mixup_active = mixup_active(mixup);
   tools.loss_fn = create_train_loss(loss_args);
   setup_amp(args, device, tools);
   tools.clip_grad = args.clip_grad;
@@ -664,7 +700,8 @@ void check_tta(const TrainArgs& args, const Dataset* eval, int64_t eval_batch, c
 void make_naflex_loaders(const TrainArgs& args, const Datasets& datasets, const Distributed& dist, TrainSetup& setup) {
   log_info("Using NaFlex loader");
   const std::array<int64_t, 2> patch_size = naflex_patch_size(*setup.model);
-  setup.train_loader = make_naflex_train_loader(datasets.train, args, setup.data_config, patch_size, dist);
+  setup.train_loader =
+      make_naflex_train_loader(datasets.train, args, setup.data_config, patch_size, setup.num_classes, dist);
   if (datasets.eval) {
     const int64_t eval_batch = args.validation_batch_size.value_or(args.batch_size);
     check_tta(args, datasets.eval.get(), eval_batch, dist);
@@ -773,7 +810,7 @@ void set_up_model_and_data(const TrainArgs& args, const Config& config, Distribu
   to_model_dtype(*setup.model, model_dtype);
   if (uses_sync_bn(args, dist)) convert_to_sync_bn(*setup.model, dist);
   setup.tools = make_step_tools(args, device, setup.num_classes);
-  check_naflex_flags(args, *datasets.train, setup);  // before a teacher is made
+  check_naflex_flags(args, *datasets.train);  // before a teacher is made
   if (args.channels_last) to_channels_last(*setup.model);
   setup.task = make_task(args, config, setup, defaults, device);
   log_info(setup.task->describe());

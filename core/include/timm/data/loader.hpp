@@ -11,6 +11,7 @@
 
 #include "timm/data/dataset.hpp"
 #include "timm/data/naflex.hpp"
+#include "timm/data/naflex_mixup.hpp"
 #include "timm/data/transform.hpp"
 
 namespace timm {
@@ -21,7 +22,9 @@ struct Batch {
   // patches and padded to the choice's sequence length, uint8 until
   // normalize_patches.
   NaFlexBatch patches;
-  at::Tensor targets;  // int64 (N)
+  // int64 (N); with LoaderOptions::naflex_mixup, float32 soft targets
+  // (N, num_classes).
+  at::Tensor targets;
   // Which of the loader's transforms made it (Sampler::batch_choices); its
   // batch stages are the ones to apply.
   std::size_t choice = 0;
@@ -83,6 +86,11 @@ struct LoaderOptions {
   // NaFlexMapDatasetWrapper; the batches are then Batch::patches. Empty:
   // image batches. One per transform when set; no aug splits.
   std::vector<NaFlexTransformArgs> naflex;
+  // With `naflex`: each batch's images mixed (timm's NaFlexMixup, in the
+  // loader as timm's NaFlexMapDatasetWrapper) before they are cut into
+  // patches, seeded per (seed, epoch, batch); the batch's targets are then
+  // soft. Null: no mixing.
+  std::shared_ptr<const NaFlexMixup> naflex_mixup;
 };
 
 class Loader {
