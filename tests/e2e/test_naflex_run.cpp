@@ -8,6 +8,7 @@
 // square root: one SGD step of three runs that differ only in the mode moves
 // each weight by exactly those multiples of one step); and the combinations
 // refused, each naming its flag.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -191,6 +192,54 @@ TEST_CASE("--naflex-loss-scale none, sqrt, linear: one SGD step scaled by 1, sqr
   CHECK(largest_move > 1e-4);
 }
 
+TEST_CASE("--naflex-patch-sizes: batches of 8x8 and 16x16 patches on timm's schedule, the projection resampled") {
+  timm::test::TempDir tmp;
+  json cases = json::array({{{"size", 160},
+                             {"epochs", json::array()},
+                             {"seq_lens", {16, 36}},
+                             {"max_tokens_per_batch", 16 * 36},
+                             {"seed", 42},
+                             {"patch_size_choices", {8, 16}},
+                             {"patch_size_choice_probs", {1.0, 3.0}}}});
+  const json out = json::parse(timm::test::run_oracle("naflex_sampler_oracle.py", {cases.dump()}));
+  REQUIRE_FALSE(out[0].contains("error"));
+  const int64_t batches = out[0]["len"];
+  std::vector<std::string> args = naflex_run(tmp.path(), "patches",
+                                             {"--naflex-train-seq-lens",
+                                              "16",
+                                              "36",
+                                              "--naflex-max-seq-len",
+                                              "36",
+                                              "--naflex-patch-sizes",
+                                              "8",
+                                              "16",
+                                              "--naflex-patch-size-probs",
+                                              "1",
+                                              "3",
+                                              "-b",
+                                              "16",
+                                              "--epochs",
+                                              "1",
+                                              "--train-num-samples",
+                                              "160",
+                                              "--val-num-samples",
+                                              "50",
+                                              "--lr",
+                                              "0.001",
+                                              "--opt",
+                                              "adamw",
+                                              "--log-interval",
+                                              "100"});
+  args.insert(std::find(args.begin(), args.end(), "num_heads=2") + 1, "enable_patch_interpolator=true");
+  const auto r = timm::test::train_successfully(args);
+  CHECK(has(r, "Using variable patch sizes: [8, 16]"));
+  CHECK_FALSE(has(r, "Using model patch size"));
+  CHECK(has(r, "Train transform (seq_len 16, patch 8): "));
+  CHECK(has(r, "Train transform (seq_len 36, patch 16): "));
+  CHECK(has(r, "NaFlex loader has " + std::to_string(batches) + " batches/epoch"));
+  CHECK(has(r, "(50 images)"));  // evaluated at the model's own patch size
+}
+
 TEST_CASE("--naflex-loader: what it cannot combine with is a usage error naming the flag") {
   timm::test::TempDir tmp;
   struct Case {
@@ -206,7 +255,12 @@ TEST_CASE("--naflex-loader: what it cannot combine with is a usage error naming 
       {{"--save-images"}, "--save-images with --naflex-loader: the batches are patches, not images"},
       {{"--naflex-max-seq-len", "0"}, "--naflex-max-seq-len 0: expected a positive sequence length"},
       {{"--naflex-train-seq-lens", "16", "0"}, "--naflex-train-seq-lens: expected one or more positive"},
-      {{"--naflex-patch-sizes", "8", "16"}, "--naflex-patch-sizes is not implemented yet"},
+      {{"--naflex-patch-size-probs", "1", "2"}, "--naflex-patch-size-probs: only used with --naflex-patch-sizes"},
+      {{"--naflex-patch-sizes", "8", "16", "--naflex-patch-size-probs", "1"},
+       "--naflex-patch-size-probs must have same length as --naflex-patch-sizes"},
+      {{"--naflex-patch-sizes", "8", "0"}, "--naflex-patch-sizes [8, 0]: expected positive patch sizes"},
+      {{"--naflex-patch-sizes", "8", "16"},
+       "patches of 8x8, but its patch size is 16 (--model-kwargs enable_patch_interpolator=true"},
       {{"--use-multi-epochs-loader"}, "--use-multi-epochs-loader is not supported with --naflex-loader."},
       {{"--aug-splits", "2"}, "--aug-splits is not supported with --naflex-loader"},
   };

@@ -1,7 +1,9 @@
 """Python oracle for test_naflexvit (NaFlex patch input): timm's NaFlexVit on patch dicts.
 
 OUT.safetensors CASES_JSON
-    CASES_JSON is a list of {"id", "name", "kwargs"}. For each case, timm.create_model(name,
+    CASES_JSON is a list of {"id", "name", "kwargs", "batch_patch" (optional: the batch's patch
+    size when it is not the model's; the patches then go in as timm's variable patch size
+    batches, (B, N, Ph, Pw, C))}. For each case, timm.create_model(name,
     num_classes=10, **kwargs) with model_parity.perturb's random norms, biases, tokens and
     layer scales, fed a batch of images of different sizes as timm's NaFlex collator
     lays them out: each image cut into patches by timm's batch_patchify ((Ph, Pw, C) flat,
@@ -27,11 +29,12 @@ import model_parity
 # (height, width) of the batch's images: grids 2x3, 3x2, 4x4, 1x1 and 2x3 again
 # (two samples sharing a grid), at patch size 16.
 IMAGE_SIZES = [(32, 48), (48, 32), (64, 64), (16, 16), (32, 48)]
-PADDED_LEN = 20
 NUM_CLASSES = 10
 
 
 def patch_batch(generator, patch_size, in_chans=3):
+    # Padded past the longest image: 20 at patch size 16.
+    padded_len = max((h // patch_size) * (w // patch_size) for h, w in IMAGE_SIZES) + 4
     patches, coords, valid = [], [], []
     for h, w in IMAGE_SIZES:
         image = torch.randn(1, in_chans, h, w, generator=generator)
@@ -39,9 +42,9 @@ def patch_batch(generator, patch_size, in_chans=3):
         n = gh * gw
         ys, xs = torch.meshgrid(torch.arange(gh), torch.arange(gw), indexing="ij")
         coord = torch.stack([ys.reshape(-1), xs.reshape(-1)], dim=1)
-        patches.append(F.pad(p[0], (0, 0, 0, PADDED_LEN - n)))
-        coords.append(F.pad(coord, (0, 0, 0, PADDED_LEN - n)))
-        valid.append(torch.arange(PADDED_LEN) < n)
+        patches.append(F.pad(p[0], (0, 0, 0, padded_len - n)))
+        coords.append(F.pad(coord, (0, 0, 0, padded_len - n)))
+        valid.append(torch.arange(padded_len) < n)
     return torch.stack(patches), torch.stack(coords).long(), torch.stack(valid)
 
 
@@ -50,8 +53,10 @@ def run_case(case, out):
     model = timm.create_model(case["name"], num_classes=NUM_CLASSES, **case.get("kwargs", {}))
     generator = torch.Generator().manual_seed(1)
     model_parity.perturb(model, generator)
-    patch_size = model.get_patch_size()[0]
+    patch_size = case.get("batch_patch", model.get_patch_size()[0])
     patches, coord, valid = patch_batch(generator, patch_size)
+    if "batch_patch" in case:
+        patches = patches.reshape(patches.shape[0], patches.shape[1], patch_size, patch_size, -1)
     target = torch.randint(0, NUM_CLASSES, (patches.shape[0],), generator=generator)
     batch = {"patches": patches, "patch_coord": coord, "patch_valid": valid}
     prefix = case["id"] + "."

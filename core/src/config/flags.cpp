@@ -45,8 +45,9 @@ constexpr std::array kImplementedFlags = {
     "train-img-sizes", "train-batch-sizes", "train-size-probs", "train-size-schedule",
     "train-size-schedule-spread", "train-size-random-mix", "train-batches-per-epoch",
     "variable-batch-loss-scale",
-    // NaFlex patch batches (one patch size, channels-last patches).
-    "naflex-loader", "naflex-train-seq-lens", "naflex-max-seq-len", "naflex-loss-scale",
+    // NaFlex patch batches (channels-last patches).
+    "naflex-loader", "naflex-train-seq-lens", "naflex-max-seq-len", "naflex-loss-scale", "naflex-patch-sizes",
+    "naflex-patch-size-probs",
     // Batch norm and EMA.
     "dist-bn", "model-ema", "model-ema-decay", "model-ema-warmup", "model-ema-force-cpu",
     // Training step and loss.

@@ -34,7 +34,10 @@ void read_naflex(const Config& config, TrainArgs& args) {
   args.naflex_train_seq_lens = config.get<std::vector<int64_t>>("naflex_train_seq_lens");
   args.naflex_max_seq_len = config.get<int64_t>("naflex_max_seq_len");
   args.naflex_loss_scale = config.get<std::string>("naflex_loss_scale");
-  for (const char* flag : {"naflex-train-seq-lens", "naflex-max-seq-len", "naflex-loss-scale"}) {
+  args.naflex_patch_sizes = config.get_optional<std::vector<int64_t>>("naflex_patch_sizes");
+  args.naflex_patch_size_probs = config.get_optional<std::vector<double>>("naflex_patch_size_probs");
+  for (const char* flag : {"naflex-train-seq-lens", "naflex-max-seq-len", "naflex-loss-scale", "naflex-patch-sizes",
+                           "naflex-patch-size-probs"}) {
     if (is_set(config, flag)) args.naflex_flags_set.push_back(std::string("--") + flag);
   }
 }

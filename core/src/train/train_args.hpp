@@ -169,6 +169,10 @@ struct TrainArgs {
   std::vector<int64_t> naflex_train_seq_lens;  // the training sequence lengths
   int64_t naflex_max_seq_len = 576;            // the evaluation's
   std::string naflex_loss_scale;               // "none", "sqrt" or "linear"
+  // Variable patch sizes: the choices and their weights (none: uniform);
+  // none: the model's patch size.
+  std::optional<std::vector<int64_t>> naflex_patch_sizes;
+  std::optional<std::vector<double>> naflex_patch_size_probs;
   // The group's other flags set away from their default: timm ignores them
   // without --naflex-loader, we refuse them there.
   std::vector<std::string> naflex_flags_set;

@@ -46,6 +46,8 @@ struct TrainContext {
   bool naflex = false;
   std::vector<double> mean, std;
   const PatchRandomErasing* patch_erasing = nullptr;  // --reprob with --naflex-loader
+  // --naflex-patch-sizes: the patch size of each train choice; empty: the model's.
+  std::vector<std::array<int64_t, 2>> choice_patch_sizes{};
   // Saves recovery-<epoch>-<update_idx> (--recovery-interval) with the
   // epoch's `position`; collective.
   std::function<void(int64_t epoch, int64_t update_idx, EpochPosition position)> save_recovery{};
@@ -82,6 +84,11 @@ ModelInput model_input(const TrainContext& ctx, const Batch& batch, const Transf
     // The plan reads the CPU copies of the coordinates and mask.
     ctx.patch_erasing->apply(patches, naflex.patch_coord, naflex.patch_valid, static_cast<int64_t>(ctx.mean.size()),
                              rng);
+  }
+  if (training && !ctx.choice_patch_sizes.empty()) {
+    // Variable patch sizes: unflattened, the model reads the batch's size.
+    const auto [ph, pw] = ctx.choice_patch_sizes.at(batch.choice);
+    patches = patches.view({patches.size(0), patches.size(1), ph, pw, -1});
   }
   return PatchBatch{patches, naflex.patch_coord.to(ctx.device, non_blocking),
                     naflex.patch_valid.to(ctx.device, non_blocking)};
@@ -512,6 +519,7 @@ TrainResult train_epochs(const TrainArgs& args, TrainSetup& setup, RunOutput& ou
                    .mean = setup.data_config.mean,
                    .std = setup.data_config.std,
                    .patch_erasing = setup.patch_erasing ? &*setup.patch_erasing : nullptr,
+                   .choice_patch_sizes = setup.naflex_choice_patch_sizes,
                    .tensorboard = output.tensorboard.get(),
                    .save_images_dir = args.save_images && dist.is_primary() ? output.dir : std::filesystem::path{},
                    .status_line = log_status_enabled()};

@@ -336,6 +336,21 @@ MixupOptions mixup_options(const TrainArgs& args, int64_t num_classes) {
   return options;
 }
 
+// --naflex-patch-sizes and their weights, as train.py checks them (and
+// positive sizes, which timm leaves to fail in the transforms).
+void check_naflex_patch_sizes(const TrainArgs& args) {
+  const auto& sizes = args.naflex_patch_sizes;
+  const auto& probs = args.naflex_patch_size_probs;
+  if (probs && !sizes) throw UsageError("--naflex-patch-size-probs: only used with --naflex-patch-sizes");
+  if (!sizes) return;
+  if (sizes->empty() || std::any_of(sizes->begin(), sizes->end(), [](int64_t p) { return p < 1; })) {
+    throw UsageError("--naflex-patch-sizes " + python_list_repr(*sizes) + ": expected positive patch sizes");
+  }
+  if (probs && probs->size() != sizes->size()) {
+    throw UsageError("--naflex-patch-size-probs must have same length as --naflex-patch-sizes");  // train.py's words
+  }
+}
+
 // --naflex-loader's refusals, before any loader is built: timm's
 // (train.py's alternative loader modes, create_naflex_loader's aug repeats and
 // map-style datasets), the NaFlex parts not ported yet (NaFlexMixup,
@@ -383,6 +398,7 @@ void check_naflex_flags(const TrainArgs& args, const Dataset& train) {
     throw UsageError("--naflex-max-seq-len " + std::to_string(args.naflex_max_seq_len) +
                      ": expected a positive sequence length");
   }
+  check_naflex_patch_sizes(args);
 }
 
 // train.py's patch size of the NaFlex loader: the model's. timm falls back to
@@ -395,8 +411,6 @@ std::array<int64_t, 2> naflex_patch_size(const ClassifierImpl& model) {
                      " takes images only, not patches (NaFlex batches need a model that takes patches, such as "
                      "naflexvit_*)");
   }
-  log_info(format("Using model patch size: (%lld, %lld)", static_cast<long long>((*patch)[0]),
-                  static_cast<long long>((*patch)[1])));
   return *patch;
 }
 
@@ -431,9 +445,21 @@ std::shared_ptr<const NaFlexMixup> make_naflex_mixup(const TrainArgs& args, int6
 // length.
 std::shared_ptr<Loader> make_naflex_train_loader(std::shared_ptr<const Dataset> dataset, const TrainArgs& args,
                                                  const DataConfig& data, std::array<int64_t, 2> patch_size,
-                                                 int64_t num_classes, const Distributed& dist) {
+                                                 int64_t num_classes, const Distributed& dist,
+                                                 std::vector<std::array<int64_t, 2>>& choice_patch_sizes) {
   const std::vector<int64_t>& seq_lens = args.naflex_train_seq_lens;
+  // The patch sizes a batch draws from (timm's patch_size_choices), or the model's.
+  std::vector<std::array<int64_t, 2>> patch_sizes{patch_size};
   NaFlexSamplerOptions options;
+  if (const auto& sizes = args.naflex_patch_sizes) {
+    patch_sizes.clear();
+    for (const int64_t p : *sizes) patch_sizes.push_back({p, p});
+    options.patch_size_probs = args.naflex_patch_size_probs.value_or(std::vector<double>(sizes->size(), 1.0));
+    log_info("Using variable patch sizes: " + python_list_repr(*sizes));
+  } else {
+    log_info(format("Using model patch size: (%lld, %lld)", static_cast<long long>(patch_size[0]),
+                    static_cast<long long>(patch_size[1])));
+  }
   options.seq_lens = seq_lens;
   const int64_t longest = seq_lens.empty() ? 0 : *std::max_element(seq_lens.begin(), seq_lens.end());
   options.max_tokens_per_batch = args.batch_size * longest;
@@ -444,13 +470,20 @@ std::shared_ptr<Loader> make_naflex_train_loader(std::shared_ptr<const Dataset> 
   std::vector<TransformPipeline> transforms;
   LoaderOptions loader = loader_options(args, /*is_training=*/true, args.batch_size, dist);
   loader.naflex_mixup = make_naflex_mixup(args, num_classes);
-  // One choice per sequence length, in the sampler's (sorted) order.
+  // One choice per (sequence length, patch size), in the sampler's order:
+  // choice = length index * patch sizes + patch index.
   for (const int64_t seq_len : sampler->seq_lens()) {
-    TransformArgs transform = transform_args(args, data, true);
-    transform.naflex = NaFlexTransformArgs{patch_size, seq_len};
-    transforms.push_back(create_transform(transform));
-    loader.naflex.push_back(*transform.naflex);
-    log_info(format("Train transform (seq_len %lld): ", static_cast<long long>(seq_len)) + transforms.back().repr());
+    for (const std::array<int64_t, 2>& patch : patch_sizes) {
+      TransformArgs transform = transform_args(args, data, true);
+      transform.naflex = NaFlexTransformArgs{patch, seq_len};
+      transforms.push_back(create_transform(transform));
+      loader.naflex.push_back(*transform.naflex);
+      if (args.naflex_patch_sizes) choice_patch_sizes.push_back(patch);
+      const std::string patch_text =
+          args.naflex_patch_sizes ? format(", patch %lld", static_cast<long long>(patch[0])) : std::string();
+      log_info(format("Train transform (seq_len %lld%s): ", static_cast<long long>(seq_len), patch_text.c_str()) +
+               transforms.back().repr());
+    }
   }
   log_info(format("NaFlex loader has %zu batches/epoch over sequence lengths %s, at most %lld tokens per batch.",
                   sampler->size(), python_list_repr(sampler->seq_lens()).c_str(),
@@ -700,8 +733,8 @@ void check_tta(const TrainArgs& args, const Dataset* eval, int64_t eval_batch, c
 void make_naflex_loaders(const TrainArgs& args, const Datasets& datasets, const Distributed& dist, TrainSetup& setup) {
   log_info("Using NaFlex loader");
   const std::array<int64_t, 2> patch_size = naflex_patch_size(*setup.model);
-  setup.train_loader =
-      make_naflex_train_loader(datasets.train, args, setup.data_config, patch_size, setup.num_classes, dist);
+  setup.train_loader = make_naflex_train_loader(datasets.train, args, setup.data_config, patch_size, setup.num_classes,
+                                                dist, setup.naflex_choice_patch_sizes);
   if (datasets.eval) {
     const int64_t eval_batch = args.validation_batch_size.value_or(args.batch_size);
     check_tta(args, datasets.eval.get(), eval_batch, dist);

@@ -10,6 +10,7 @@
 //                     config.toml, summary.csv, checkpoints, the result
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -143,6 +144,10 @@ struct TrainSetup {
   // --naflex-loader: the batches are NaFlex patch batches (Batch::patches)
   // of variable batch size, their loss scaled by --naflex-loss-scale.
   bool naflex = false;
+  // --naflex-patch-sizes: each train choice's patch size; its batches go to
+  // the model as (B, N, Ph, Pw, C), timm's variable patch size batches.
+  // Empty: the model's patch size, flat patches.
+  std::vector<std::array<int64_t, 2>> naflex_choice_patch_sizes;
   // --reprob with --naflex-loader: timm's PatchRandomErasing of the
   // normalised training patches.
   std::optional<PatchRandomErasing> patch_erasing;

@@ -23,9 +23,11 @@
 // pool_include_prefix, dynamic_img_pad, use_key_only_attn_mask, pos_embed
 // ('learned', 'factorized', 'none'), pos_embed_interp_mode ('bicubic',
 // 'bilinear'), pos_embed_ar_preserving, pos_embed_antialias,
-// pos_embed_align_corners. Not here: rope, EVA blocks, conv patch
-// embedding, patch dropout, grid_sample position embedding, variable patch
-// size (patch interpolator).
+// pos_embed_align_corners, enable_patch_interpolator (patch batches of
+// another patch size: the projection resampled to it, FlexiViT's
+// pseudo-inverse resize, as timm's PatchEmbedInterpolator). Not here: rope,
+// EVA blocks, conv patch embedding, patch dropout, grid_sample position
+// embedding.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -105,6 +107,7 @@ struct NaFlexSpec {
   std::string global_pool = "map";
   bool pool_include_prefix = false;
   bool use_key_only_attn_mask = false;
+  bool enable_patch_interpolator = false;
   std::string act_layer = "gelu";
   PretrainedCfg cfg;
 };
@@ -129,7 +132,8 @@ const std::vector<std::string> kKwargs = {"embed_dim",
                                           "pos_embed_interp_mode",
                                           "pos_embed_ar_preserving",
                                           "pos_embed_antialias",
-                                          "pos_embed_align_corners"};
+                                          "pos_embed_align_corners",
+                                          "enable_patch_interpolator"};
 
 // A text keyword's value, one of `allowed`; `fallback` when absent.
 std::string kwarg_choice(const std::string& model, const ModelArgs& args, const std::string& key,
@@ -181,6 +185,8 @@ NaFlexSpec with_kwargs(NaFlexSpec s, const ModelArgs& args) {
   s.pos_embed_antialias = model_kwarg_bool(name, args, "pos_embed_antialias").value_or(s.pos_embed_antialias);
   s.pos_embed_align_corners =
       model_kwarg_bool(name, args, "pos_embed_align_corners").value_or(s.pos_embed_align_corners);
+  s.enable_patch_interpolator =
+      model_kwarg_bool(name, args, "enable_patch_interpolator").value_or(s.enable_patch_interpolator);
   if (args.global_pool) s.global_pool = *args.global_pool;
   if (s.embed_dim % s.num_heads != 0) {
     throw UsageError(name + ": num_heads=" + std::to_string(s.num_heads) +
@@ -240,6 +246,7 @@ struct EmbedArgs {
   bool ar_preserving = false;
   bool antialias = true;
   bool align_corners = false;
+  bool patch_interpolator = false;  // patches of other sizes: the projection resampled
 };
 
 // timm's NaFlexEmbeds with a Linear projection: patches, position embedding,
@@ -311,11 +318,12 @@ class NaFlexEmbedsImpl : public nn::Module {
     return with_prefix(tokens);
   }
 
-  // NaFlex input: (B, N, P*P*C) patches whose (y, x) coordinates give each
+  // NaFlex input: (B, N, P*P*C) patches, or (B, N, Ph, Pw, C) (timm's
+  // variable patch size batches), whose (y, x) coordinates give each
   // sample's grid (the largest coordinate plus one); each sample's first
   // H*W tokens get its grid's position embedding, the padding none.
   at::Tensor forward_patches(const at::Tensor& patches, const at::Tensor& patch_coord) {
-    at::Tensor tokens = proj(patches);
+    at::Tensor tokens = project(patches);
     if (a_.pos_embed == "none") return with_prefix(tokens);
     const at::Tensor grids = (patch_coord.amax(1) + 1).to(at::kCPU, at::kLong).contiguous();
     const auto* g = grids.data_ptr<int64_t>();
@@ -339,6 +347,14 @@ class NaFlexEmbedsImpl : public nn::Module {
     }
     return with_prefix(tokens);
   }
+
+  // Whether (Ph, Pw) patches can be projected: the model's own size, or any
+  // with the patch interpolator.
+  bool takes_patch_size(int64_t ph, int64_t pw) const {
+    return (ph == a_.patch_size && pw == a_.patch_size) || (a_.patch_interpolator && ph > 0 && pw > 0);
+  }
+  bool patch_interpolator() const { return a_.patch_interpolator; }
+  int64_t in_chans() const { return a_.in_chans; }
 
   at::Tensor cls_token, reg_token;                 // undefined when the model has none
   at::Tensor pos_embed, pos_embed_y, pos_embed_x;  // 'learned': pos_embed; 'factorized': the two tables
@@ -365,6 +381,44 @@ class NaFlexEmbedsImpl : public nn::Module {
     return (y.unsqueeze(2) + x.unsqueeze(1)).flatten(1, 2);
   }
 
+  // timm's NaFlexEmbeds projection: flat patches through proj; 5-D patches of
+  // another size through proj's weight resampled to theirs
+  // (PatchEmbedInterpolator.resample_linear_weight), the bias as it is.
+  at::Tensor project(const at::Tensor& patches) {
+    if (patches.dim() == 3) return proj(patches);
+    const int64_t ph = patches.size(2), pw = patches.size(3);
+    const at::Tensor flat = patches.flatten(2);
+    if (ph == a_.patch_size && pw == a_.patch_size) return proj(flat);
+    const at::Tensor& weight = proj->weight;
+    const int64_t dim = weight.size(0), p = a_.patch_size, c = a_.in_chans;
+    // (D, P*P*C) as a conv weight (D, C, P, P), resampled, back to (Ph, Pw, C) flat.
+    const at::Tensor conv = weight.reshape({dim, p, p, c}).permute({0, 3, 1, 2});
+    const at::Tensor resampled = at::matmul(conv.reshape({dim, c, p * p}).to(at::kFloat), resample_matrix(ph, pw))
+                                     .reshape({dim, c, ph, pw})
+                                     .to(weight.scalar_type());
+    return at::linear(flat, resampled.permute({0, 2, 3, 1}).reshape({dim, -1}), proj->bias);
+  }
+
+  // timm's PatchEmbedResamplerFixedOrigSize matrix for (Ph, Pw): the
+  // pseudo-inverse of the resize (the interpolation mode of the position
+  // embedding, antialiased) of each basis vector of the P x P patch, float32
+  // (P*P, Ph*Pw); cached per size and device, outside autograd.
+  at::Tensor resample_matrix(int64_t ph, int64_t pw) {
+    const at::Device device = proj->weight.device();
+    const std::string key = std::to_string(ph) + "x" + std::to_string(pw) + "@" + device.str();
+    if (const auto it = resample_cache_.find(key); it != resample_cache_.end()) return it->second;
+    const c10::NoGradGuard no_grad;
+    const int64_t p = a_.patch_size, old_total = p * p;
+    const at::Tensor basis =
+        at::eye(old_total, at::TensorOptions().dtype(at::kFloat).device(device)).reshape({old_total, 1, p, p});
+    const at::Tensor resized = layers::interpolate_grid(basis, {ph, pw}, a_.interp_mode, /*align_corners=*/false,
+                                                        /*antialias=*/true);
+    const at::Tensor resize = resized.squeeze(1).permute({1, 2, 0}).reshape({ph * pw, old_total});
+    at::Tensor pinv = at::linalg_pinv(resize);
+    resample_cache_.emplace(key, pinv);
+    return pinv;
+  }
+
   // A factorized table (1, L, C) resampled to `length` (linear, as timm's _interp1d).
   static at::Tensor resize_1d(const at::Tensor& table, int64_t length, at::ScalarType dtype) {
     if (length == table.size(1)) return table.to(dtype);
@@ -384,6 +438,7 @@ class NaFlexEmbedsImpl : public nn::Module {
   }
 
   EmbedArgs a_;
+  std::map<std::string, at::Tensor> resample_cache_;  // resample_matrix's
 };
 TORCH_MODULE(NaFlexEmbeds);
 
@@ -414,6 +469,7 @@ class NaFlexVitImpl : public ClassifierImpl {
     e.ar_preserving = s.pos_embed_ar_preserving;
     e.antialias = s.pos_embed_antialias;
     e.align_corners = s.pos_embed_align_corners;
+    e.patch_interpolator = s.enable_patch_interpolator;
     embeds = register_module("embeds", NaFlexEmbeds(e));
     const auto norm_options = layers::LayerNormOptions(dim).eps(1e-6);
     if (s.pre_norm) norm_pre = register_module("norm_pre", layers::LayerNorm(norm_options));
@@ -531,13 +587,21 @@ class NaFlexVitImpl : public ClassifierImpl {
  private:
   void check_patch_batch(const PatchBatch& batch) const {
     const at::Tensor& p = batch.patches;
-    const bool ok = p.defined() && p.dim() == 3 && p.size(2) == embeds->patch_dim() && batch.patch_coord.defined() &&
+    if (p.defined() && p.dim() == 5 && !embeds->takes_patch_size(p.size(2), p.size(3))) {
+      throw UsageError(describe_model(*this) + ": patches of " + std::to_string(p.size(2)) + "x" +
+                       std::to_string(p.size(3)) + ", but its patch size is " + std::to_string(embeds->patch_size()) +
+                       " (--model-kwargs enable_patch_interpolator=true resamples its projection to other sizes)");
+    }
+    const bool shape_ok = p.defined() && ((p.dim() == 3 && p.size(2) == embeds->patch_dim()) ||
+                                          (p.dim() == 5 && p.size(4) == embeds->in_chans()));
+    const bool ok = shape_ok && batch.patch_coord.defined() &&
                     batch.patch_coord.sizes() == at::IntArrayRef{p.size(0), p.size(1), 2} &&
                     !at::isFloatingType(batch.patch_coord.scalar_type()) && batch.patch_valid.defined() &&
                     batch.patch_valid.sizes() == at::IntArrayRef{p.size(0), p.size(1)};
     if (!ok) {
       auto shape = [](const at::Tensor& t) { return t.defined() ? std::string(c10::str(t.sizes())) : "none"; };
       throw UsageError(describe_model(*this) + ": expected patches (B, N, " + std::to_string(embeds->patch_dim()) +
+                       ") or (B, N, Ph, Pw, " + std::to_string(embeds->in_chans()) +
                        "), integer patch_coord (B, N, 2) and patch_valid (B, N), got " + shape(p) + ", " +
                        shape(batch.patch_coord) + " and " + shape(batch.patch_valid));
     }

@@ -65,6 +65,7 @@ struct PatchCase {
   std::string id;
   std::string name;
   nlohmann::json kwargs;
+  int64_t batch_patch = 0;  // the batch's patch size, as (B, N, Ph, Pw, C); 0: the model's, flat
 };
 
 const std::vector<PatchCase> kPatchCases = {
@@ -80,6 +81,11 @@ const std::vector<PatchCase> kPatchCases = {
      small({{"class_token", true}, {"pool_include_prefix", true}})},
     {"avgmax_factorized", "naflexvit_base_patch16_gap",
      small({{"global_pool", "avgmax"}, {"pos_embed", "factorized"}})},
+    // timm's variable patch size batches: the projection resampled (bicubic,
+    // bilinear for SigLIP) to 8x8 patches; 16x16 ones unflattened.
+    {"interp_p8", "naflexvit_base_patch16_gap", small({{"enable_patch_interpolator", true}}), 8},
+    {"interp_p8_siglip", "naflexvit_base_patch16_siglip", small({{"enable_patch_interpolator", true}}), 8},
+    {"interp_p16", "naflexvit_base_patch16_map", small({{"enable_patch_interpolator", true}}), 16},
 };
 
 timm::ModelPtr make(const std::string& name, const nlohmann::json& kwargs, int64_t num_classes = 10) {
@@ -115,7 +121,11 @@ TEST_CASE("naflexvit on images matches timm both ways: eval and train logits, gr
 
 TEST_CASE("naflexvit on NaFlex patch batches matches timm: eval logits, train loss, every gradient") {
   nlohmann::json cases = nlohmann::json::array();
-  for (const auto& c : kPatchCases) cases.push_back({{"id", c.id}, {"name", c.name}, {"kwargs", c.kwargs}});
+  for (const auto& c : kPatchCases) {
+    nlohmann::json one = {{"id", c.id}, {"name", c.name}, {"kwargs", c.kwargs}};
+    if (c.batch_patch > 0) one["batch_patch"] = c.batch_patch;
+    cases.push_back(one);
+  }
   const auto timm_out = timm::test::oracle_tensors("naflex_patches_oracle.py", {cases.dump()});
   const timm::test::ThreadCount one_thread(1);
   const timm::test::Tolerance tol{1e-4, 1e-4};
@@ -185,6 +195,13 @@ TEST_CASE("naflexvit refuses bad input and arguments with a message naming them"
   CHECK_THROWS_AS(model->forward_patches(float_coord), timm::UsageError);
   timm::PatchBatch no_valid{batch.patches, batch.patch_coord, at::Tensor()};
   CHECK_THROWS_WITH_AS(model->forward_patches(no_valid), doctest::Contains("none"), timm::UsageError);
+  // Patches of another size need the patch interpolator.
+  const timm::PatchBatch eights = as_patches(at::randn({2, 3, 32, 32}), 8);
+  const timm::PatchBatch unflat{eights.patches.view({2, 16, 8, 8, 3}), eights.patch_coord, eights.patch_valid};
+  CHECK_THROWS_WITH_AS(model->forward_patches(unflat),
+                       doctest::Contains("patches of 8x8, but its patch size is 16 (--model-kwargs "
+                                         "enable_patch_interpolator=true"),
+                       timm::UsageError);
   CHECK_THROWS_WITH_AS(make("naflexvit_base_patch16_gap", small({{"pos_embed", "rope"}})),
                        doctest::Contains("pos_embed=rope: expected one of 'learned'"), timm::UsageError);
   CHECK_THROWS_WITH_AS(make("naflexvit_base_patch16_gap", small({{"global_pool", "token"}})),
