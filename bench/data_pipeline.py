@@ -23,6 +23,14 @@ not PIL's pixels) against the same timm figure. The scale is 1 unless the
 crop is at least twice the output on both sides, so at 224 on 500x375 images
 it rarely helps; --img-size (both sides) or larger --images show its effect.
 
+--naflex: the NaFlex train loader instead (timm-run --naflex-loader against
+timm's create_naflex_loader, its defaults: sequence lengths 128 256 576 784
+1024, patch 16, a token budget of --batch-size x 1024): decode,
+RandomResizedCropToSequence, flip, RandAugment, patchify and pad per batch,
+normalisation and PatchRandomErasing of the patches; images/s counts the
+images of the variable-size batches (no --jpeg-dct-scale row: the sequence
+crop decodes whole images on both sides).
+
 The loaders run alternately --repeats times (bench/interleave.py): the
 figures are medians, the ratios with their spread (target >= 2.0).
 --no-decode leaves the decode-only rates out (an explanation, not a target:
@@ -30,7 +38,7 @@ best of three passes over the images per decoder, about 30 s;
 bench/run_all.sh passes it).
 
 Usage: bench/data_pipeline.py [--images DIR | --synthetic] [--count 3000] [--threads 2] [--batch-size 64]
-       [--img-size 224] [--repeats 3] [--basic] [--no-decode] [--summary FILE]
+       [--img-size 224] [--repeats 3] [--basic] [--naflex] [--no-decode] [--summary FILE]
        [--bench-exe build/bin/timm-bench-data]
 """
 import argparse
@@ -79,6 +87,17 @@ def allow_posterize_zero_bits():
     ImageOps.posterize = posterize_or_black
 
 
+def second_epoch_rate(loader, batch_size_of):
+    """Images/s of the loader's second epoch: the first starts the workers and warms the page cache."""
+    for _ in range(2):
+        start = time.perf_counter()
+        n = 0
+        for x, _ in loader:
+            n += batch_size_of(x)
+        rate = n / (time.perf_counter() - start)
+    return rate
+
+
 def python_loader_rate(root, threads, batch_size, with_aa, img_size=224):
     import torch
     from timm.data import create_dataset, create_loader
@@ -87,14 +106,47 @@ def python_loader_rate(root, threads, batch_size, with_aa, img_size=224):
     loader = create_loader(ds, input_size=(3, img_size, img_size), batch_size=batch_size, is_training=True,
                            use_prefetcher=True, device=torch.device('cpu'), num_workers=threads,
                            color_jitter=None, interpolation='bilinear', **kwargs)
-    rates = []
-    for _ in range(2):  # the first epoch starts the workers and warms the page cache
-        start = time.perf_counter()
-        n = 0
-        for x, _ in loader:
-            n += x.shape[0]
-        rates.append(n / (time.perf_counter() - start))
-    return rates[-1], str(ds.transform)
+    return second_epoch_rate(loader, lambda x: x.shape[0]), str(ds.transform)
+
+
+def python_naflex_rate(root, threads, batch_size, with_aa):
+    import torch
+    from timm.data import create_dataset, create_naflex_loader
+    ds = create_dataset('', root=root, split='train', is_training=True)
+    kwargs = dict(auto_augment='rand-m9-mstd0.5-inc1', re_prob=0.25, re_mode='pixel') if with_aa else {}
+    loader = create_naflex_loader(ds, patch_size=16, batch_size=batch_size, is_training=True, use_prefetcher=True,
+                                  device=torch.device('cpu'), num_workers=threads, pin_memory=False,
+                                  color_jitter=None, interpolation='bilinear', **kwargs)
+    return (second_epoch_rate(loader, lambda x: x['patches'].shape[0]),
+            'create_naflex_loader(patch_size=16, train_seq_lens=(128, 256, 576, 784, 1024))')
+
+
+def naflex_main(a, with_aa, aug):
+    """--naflex: the NaFlex train loaders, interleaved."""
+
+    def cpp_rate():
+        out = run_cpp(a.bench_exe, ['naflex', a.images, '--workers', str(a.threads), '--batch-size',
+                                    str(a.batch_size)] + aug)
+        stages = re.search(r'^stages (.*)$', out, re.M).group(1)
+        if with_aa and ('RandAugment' not in stages or 'PatchRandomErasing' not in stages):
+            raise RuntimeError(f'timm-bench-data naflex ran without RandAugment or erasing: {stages}')
+        return float(re.findall(r'images/s ([\d.]+)', out)[-1]), stages
+
+    runs = interleave([('timm-cpp', cpp_rate),
+                       ('timm', lambda: python_naflex_rate(a.images, a.threads, a.batch_size, with_aa))], a.repeats)
+    cpp_rates = [rate for rate, _ in runs['timm-cpp']]
+    py_rates = [rate for rate, _ in runs['timm']]
+    ratio = Ratio.of(cpp_rates, py_rates)
+    print(f'timm-cpp stages: {runs["timm-cpp"][0][1]}')
+    print(f'timm stages: {runs["timm"][0][1]}')
+    print(f'NaFlex train pipeline, {a.threads} threads/workers, token budget {a.batch_size} x 1024, '
+          f'median of {a.repeats}:')
+    print(f'  timm-cpp  {median(cpp_rates):9.1f} images/s')
+    print(f'  timm      {median(py_rates):9.1f} images/s')
+    print(f'  ratio     {ratio}')
+    if a.summary:
+        row = f'NaFlex train input pipeline, {a.threads} workers{", RandAugment + RE" if with_aa else ""}'
+        append_summary(a.summary, f'{row} (img/s)', median(cpp_rates), median(py_rates), ratio, target=2.0)
 
 
 def pil_decode_rate(files):
@@ -119,6 +171,7 @@ def main():
     p.add_argument('--img-size', type=int, default=224, help='the crop output size, both sides (default 224)')
     p.add_argument('--repeats', type=int, default=3)
     p.add_argument('--basic', action='store_true', help='crop and flip only: no RandAugment, no random erasing')
+    p.add_argument('--naflex', action='store_true', help='the NaFlex train loaders (--naflex-loader)')
     p.add_argument('--no-decode', action='store_true', help='leave the decode-only rates out')
     p.add_argument('--summary', help='append the train pipeline row to this JSON-lines file (bench/run_all.sh)')
     p.add_argument('--bench-exe', default=os.path.join(HERE, '..', 'build', 'bin', 'timm-bench-data'))
@@ -138,6 +191,9 @@ def main():
     aug = ['--aa', 'rand-m9-mstd0.5-inc1', '--reprob', '0.25', '--remode', 'pixel'] if with_aa else \
         ['--aa', '', '--reprob', '0']
 
+    if a.naflex:
+        naflex_main(a, with_aa, aug)
+        return
     size = [] if a.img_size == 224 else ['--img-size', str(a.img_size)]
 
     def cpp_train(extra=()):
