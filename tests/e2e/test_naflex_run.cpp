@@ -7,10 +7,12 @@
 // train.py's local_scale (a batch's loss times (B / --batch-size) or its
 // square root: one SGD step of three runs that differ only in the mode moves
 // each weight by exactly those multiples of one step); and the combinations
-// refused, each naming its flag.
+// refused, each naming its flag; and one step of timm-run against
+// train.py's (tests/oracle/naflex_step_oracle.py): the same weights after it.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -55,6 +57,34 @@ std::vector<std::string> naflex_run(const fs::path& out, const std::string& expe
 
 bool has(const timm::test::CommandResult& r, const std::string& text) {
   return r.output.find(text) != std::string::npos;
+}
+
+// One batch of 8 (--naflex-train-seq-lens 16, -b 12: a budget of 192
+// tokens, 12 floored to a multiple of 8), one plain SGD step at lr 0.1.
+std::vector<std::string> one_sgd_step() {
+  return {"--naflex-train-seq-lens",
+          "16",
+          "--naflex-max-seq-len",
+          "16",
+          "-b",
+          "12",
+          "--epochs",
+          "1",
+          "--train-num-samples",
+          "8",
+          "--val-num-samples",
+          "8",
+          "--no-aug",
+          "--opt",
+          "sgd",
+          "--weight-decay",
+          "0",
+          "--lr",
+          "0.1",
+          "--warmup-epochs",
+          "0",
+          "--sched",
+          "step"};
 }
 
 // timm's NaFlexMapDatasetWrapper over `size` samples: its batches per epoch
@@ -131,6 +161,49 @@ TEST_CASE("--naflex-loader trains a NaFlexViT on timm's batch schedule and evalu
   CHECK(fs::exists(tmp.path() / "a" / "last.safetensors"));
 }
 
+TEST_CASE("one NaFlex training step equals train.py's: the same weights after it, to float rounding") {
+  timm::test::TempDir tmp;
+  // timm's model and step (tests/oracle/naflex_step_oracle.py): its initial
+  // weights, then train.py's NaFlex loader, loss, loss scale and SGD step.
+  const json timm_step = json::parse(timm::test::run_oracle("naflex_step_oracle.py", {tmp.path().string()}));
+  REQUIRE(timm_step["batch"] == 8);
+  std::vector<std::string> args{(timm::test::bin_dir() / "timm-run").string(),
+                                "--model",
+                                "naflexvit_base_patch16_gap",
+                                "--model-kwargs",
+                                "embed_dim=32",
+                                "depth=1",
+                                "num_heads=2",
+                                "--naflex-loader",
+                                "--initial-checkpoint",
+                                (tmp.path() / "init.safetensors").string(),
+                                "-j",
+                                "1",
+                                "--output",
+                                tmp.path().string(),
+                                "--experiment",
+                                "step"};
+  const auto r = timm::test::train_successfully(
+      timm::test::plus(timm::test::plus(args, one_sgd_step()), {"--smoothing", "0", "--mean", "0.5", "--std", "0.25"}));
+  CHECK(has(r, "Train: 0 [   0/1 (100%)]"));
+  CHECK(timm::test::number_after(r.output, "Loss:") == doctest::Approx(timm_step["loss"].get<double>()).epsilon(5e-3));
+  // By name: safetensors files need not keep one order.
+  std::map<std::string, at::Tensor> timm_after, init;
+  for (auto& [name, tensor] : timm::read_safetensors(tmp.path() / "after.safetensors")) timm_after[name] = tensor;
+  for (auto& [name, tensor] : timm::read_safetensors(tmp.path() / "init.safetensors")) init[name] = tensor;
+  const auto ours = timm::read_safetensors(tmp.path() / "step" / "last.safetensors");
+  REQUIRE(ours.size() == timm_after.size());
+  double largest_move = 0.0;
+  for (const auto& [name, weight] : ours) {
+    CAPTURE(name);
+    REQUIRE(timm_after.count(name) == 1);
+    // Measured: 3.7e-9 at most, where the step moved a weight by up to 0.08.
+    CHECK(at::allclose(weight, timm_after.at(name), /*rtol=*/0.0, /*atol=*/1e-6));
+    largest_move = std::max(largest_move, (timm_after.at(name) - init.at(name)).abs().max().item<double>());
+  }
+  CHECK(largest_move > 1e-2);
+}
+
 TEST_CASE("--naflex-loss-scale none, sqrt, linear: one SGD step scaled by 1, sqrt(B / b), B / b") {
   timm::test::TempDir tmp;
   // One batch: 8 samples of length 16 with -b 12 (a budget of 192 tokens,
@@ -140,32 +213,8 @@ TEST_CASE("--naflex-loss-scale none, sqrt, linear: one SGD step scaled by 1, sqr
   const double s = 8.0 / 12.0;
   std::vector<std::string> losses;
   for (const std::string mode : {"none", "sqrt", "linear"}) {
-    const auto r = timm::test::train_successfully(naflex_run(tmp.path(), mode,
-                                                             {"--naflex-loss-scale",
-                                                              mode,
-                                                              "--naflex-train-seq-lens",
-                                                              "16",
-                                                              "--naflex-max-seq-len",
-                                                              "16",
-                                                              "-b",
-                                                              "12",
-                                                              "--epochs",
-                                                              "1",
-                                                              "--train-num-samples",
-                                                              "8",
-                                                              "--val-num-samples",
-                                                              "8",
-                                                              "--no-aug",
-                                                              "--opt",
-                                                              "sgd",
-                                                              "--weight-decay",
-                                                              "0",
-                                                              "--lr",
-                                                              "0.1",
-                                                              "--warmup-epochs",
-                                                              "0",
-                                                              "--sched",
-                                                              "step"}));
+    const auto r = timm::test::train_successfully(
+        naflex_run(tmp.path(), mode, timm::test::plus({"--naflex-loss-scale", mode}, one_sgd_step())));
     CHECK(has(r, "Train: 0 [   0/1 (100%)]"));
     losses.push_back(r.output.substr(r.output.find("Loss: "), 20));
   }
