@@ -40,6 +40,8 @@ timm::ToolArgs make_args() {
   args.add("results-file", "", "", "output CSV or JSON file for validation results");
   args.add("results-format", "", "", "csv or json (default: from the file's extension)");
   args.add_list("plugin-dir", "", "extra folders to load plugins from (repeatable)", /*accumulate=*/true);
+  args.add_switch("naflex-loader", "", "Use NaFlex loader (Requires NaFlex compatible model)");
+  args.add("naflex-max-seq-len", "", "576", "Fixed maximum sequence length for NaFlex loader (validation)");
   return args;
 }
 
@@ -50,8 +52,8 @@ struct Outcome {
   int64_t samples = 0;
 };
 
-Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, const timm::EvalPrecision& precision,
-                 int64_t log_freq) {
+Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, const timm::DataConfig& data_config,
+                 const timm::EvalPrecision& precision, int64_t log_freq) {
   model.eval();
   torch::NoGradGuard no_grad;
   loader.start_epoch(0);
@@ -63,8 +65,8 @@ Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, const timm::
   timm::Stopwatch batch_watch;
   int64_t index = 0;
   while (auto batch = loader.next()) {
-    const at::Tensor input =
-        timm::prepare_eval_images(*batch, loader.transform(), precision.channels_last, precision.model_dtype);
+    const timm::ModelInput input = timm::prepare_eval_input(*batch, loader.transform(), data_config,
+                                                            precision.channels_last, precision.model_dtype);
     at::Tensor output, loss_tensor;
     {
       // validate.py: the forward and the loss under autocast. The loss and
@@ -73,12 +75,12 @@ Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, const timm::
       // are scored exactly (validate.py: in that dtype).
       std::optional<timm::AutocastGuard> autocast;
       if (precision.amp_dtype) autocast.emplace(at::kCPU, *precision.amp_dtype);
-      output = model.forward(input).to(at::kFloat);
+      output = timm::forward_input(model, input).to(at::kFloat);
       loss_tensor = at::cross_entropy_loss(output, batch->targets);
     }
     const double loss = loss_tensor.item<double>();
     const auto correct = timm::correct_topk(output, batch->targets, {1, 5});
-    const int64_t n = input.size(0);
+    const int64_t n = input.batch_size();
     loss_sum += loss * static_cast<double>(n);
     top1 += correct[0];
     top5 += correct[1];
@@ -97,6 +99,38 @@ Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, const timm::
   progress.finish();
   if (samples == 0) throw timm::Error("the dataset produced no sample");
   return {loss_sum / samples, 100.0 * top1 / samples, 100.0 * top5 / samples, samples};
+}
+
+// validate.py's --naflex-loader: NaFlex batches cut by the model's patch
+// size, padded to --naflex-max-seq-len. validate.py falls back to 16x16
+// patches for a model without one and fails at its first forward; refused
+// here, naming the model.
+std::optional<timm::NaFlexTransformArgs> naflex_args(const timm::ToolArgs& args, const timm::ClassifierImpl& model) {
+  if (!args.get_switch("naflex-loader")) {
+    if (args.given("naflex-max-seq-len"))
+      throw timm::UsageError("--naflex-max-seq-len: only used with --naflex-loader");
+    return std::nullopt;
+  }
+  const auto patch = model.patch_size();
+  if (!patch) {
+    throw timm::UsageError("--naflex-loader: " + timm::describe_model(model) +
+                           " takes images only, not patches (NaFlex batches need a model that takes patches, such as "
+                           "naflexvit_*)");
+  }
+  return timm::NaFlexTransformArgs{*patch, args.get_int_at_least("naflex-max-seq-len", 1)};
+}
+
+void warm_up(timm::ClassifierImpl& model, const timm::DataConfig& data_config, int64_t batch_size,
+             const timm::EvalPrecision& precision) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  std::vector<int64_t> shape{batch_size};
+  shape.insert(shape.end(), data_config.input_size.begin(), data_config.input_size.end());
+  at::Tensor input = at::randn(shape).to(precision.model_dtype);
+  if (precision.channels_last) input = input.contiguous(at::MemoryFormat::ChannelsLast);
+  std::optional<timm::AutocastGuard> autocast;
+  if (precision.amp_dtype) autocast.emplace(at::kCPU, *precision.amp_dtype);
+  model.forward(input);
 }
 
 double round_to(double value, int digits) {
@@ -143,20 +177,16 @@ timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std
   timm::to_model_dtype(*model, precision.model_dtype);
   if (precision.channels_last) timm::to_channels_last(*model);
 
-  auto loader = timm::make_eval_loader(dataset, data_config, args.get_int("batch-size"), args.get_int("workers"));
-  {
-    // validate.py's warm-up forward on random input.
-    torch::NoGradGuard no_grad;
-    model->eval();
-    std::vector<int64_t> shape{args.get_int("batch-size")};
-    shape.insert(shape.end(), data_config.input_size.begin(), data_config.input_size.end());
-    at::Tensor input = at::randn(shape).to(precision.model_dtype);
-    if (precision.channels_last) input = input.contiguous(at::MemoryFormat::ChannelsLast);
-    std::optional<timm::AutocastGuard> autocast;
-    if (precision.amp_dtype) autocast.emplace(at::kCPU, *precision.amp_dtype);
-    model->forward(input);
-  }
-  const Outcome outcome = validate(*model, *loader, precision, std::max<int64_t>(1, args.get_int("log-freq")));
+  const std::optional<timm::NaFlexTransformArgs> naflex = naflex_args(args, *model);
+  auto loader =
+      timm::make_eval_loader(dataset, data_config, args.get_int("batch-size"), args.get_int("workers"), naflex);
+  // validate.py's warm-up forward on random images of the input size; not
+  // with NaFlex batches, whose images have their own sizes (validate.py warms
+  // up on the input size there too, which a NaFlexVit refuses unless it is a
+  // multiple of the patch).
+  if (!naflex) warm_up(*model, data_config, args.get_int("batch-size"), precision);
+  const Outcome outcome =
+      validate(*model, *loader, data_config, precision, std::max<int64_t>(1, args.get_int("log-freq")));
   timm::log_info(timm::format(" * Acc@1 %.3f (%.3f) Acc@5 %.3f (%.3f)", outcome.top1, 100.0 - outcome.top1,
                               outcome.top5, 100.0 - outcome.top5));
   timm::log_info(timm::format(" * Loss %.4f over %lld images", outcome.loss, static_cast<long long>(outcome.samples)));

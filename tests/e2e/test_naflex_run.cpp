@@ -8,7 +8,8 @@
 // square root: one SGD step of three runs that differ only in the mode moves
 // each weight by exactly those multiples of one step); and the combinations
 // refused, each naming its flag; and one step of timm-run against
-// train.py's (tests/oracle/naflex_step_oracle.py): the same weights after it.
+// train.py's (tests/oracle/naflex_step_oracle.py): the same weights after it;
+// timm-validate --naflex-loader (validate.py's) gives timm-run's evaluation.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -35,22 +36,13 @@ using timm::test::run_command;
 namespace {
 
 // A NaFlexViT small enough for the suite: 64 wide, 2 blocks.
+const std::vector<std::string> kSmallNaFlexVit{
+    "--model", "naflexvit_base_patch16_gap", "--model-kwargs", "embed_dim=64", "depth=2", "num_heads=2"};
+
 std::vector<std::string> naflex_run(const fs::path& out, const std::string& experiment,
                                     const std::vector<std::string>& extra) {
-  std::vector<std::string> args{(timm::test::bin_dir() / "timm-run").string(),
-                                "--model",
-                                "naflexvit_base_patch16_gap",
-                                "--model-kwargs",
-                                "embed_dim=64",
-                                "depth=2",
-                                "num_heads=2",
-                                "--naflex-loader",
-                                "-j",
-                                "1",
-                                "--output",
-                                out.string(),
-                                "--experiment",
-                                experiment};
+  std::vector<std::string> args = timm::test::plus({(timm::test::bin_dir() / "timm-run").string()}, kSmallNaFlexVit);
+  args.insert(args.end(), {"--naflex-loader", "-j", "1", "--output", out.string(), "--experiment", experiment});
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -159,6 +151,37 @@ TEST_CASE("--naflex-loader trains a NaFlexViT on timm's batch schedule and evalu
   CHECK(has(r, "Train: 1 ["));
   CHECK(has(r, "(100 images)"));  // every validation sample, once
   CHECK(fs::exists(tmp.path() / "a" / "last.safetensors"));
+}
+
+TEST_CASE("timm-validate --naflex-loader reproduces timm-run's NaFlex evaluation exactly") {
+  timm::test::TempDir tmp;
+  const auto run = timm::test::train_successfully(
+      naflex_run(tmp.path(), "v",
+                 {"--naflex-train-seq-lens", "16", "36", "--naflex-max-seq-len", "36", "-b", "16", "--epochs", "1",
+                  "--train-num-samples", "160", "--val-num-samples", "100", "--lr", "0.001", "--opt", "adamw"}));
+  const std::string validate = (timm::test::bin_dir() / "timm-validate").string();
+  const std::vector<std::string> common = timm::test::plus(
+      timm::test::plus({validate}, kSmallNaFlexVit), {"--num-samples", "100", "-b", "16", "-j", "1", "--checkpoint",
+                                                      (tmp.path() / "v" / "last.safetensors").string()});
+  const auto r = run_command(timm::test::plus(common, {"--naflex-loader", "--naflex-max-seq-len", "36"}));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // timm-run's final evaluation: top-1, top-5 and loss over the same 100
+  // images, resized to at most 36 patches.
+  const auto number = [](const std::string& text, const std::string& label) {
+    return timm::test::number_after(text, label);
+  };
+  CHECK(number(r.output, R"( \* Acc@1)") == doctest::Approx(number(run.output, "Test top-1:")).epsilon(1e-9));
+  CHECK(number(r.output, R"(Acc@5)") == doctest::Approx(number(run.output, "top-5:")).epsilon(1e-9));
+  CHECK(number(r.output, R"( \* Loss)") == doctest::Approx(number(run.output, R"(loss:)")).epsilon(1e-4));
+  CHECK(has(r, "over 100 images"));
+  // The flag alone, and a model that takes images only, are refused.
+  const auto alone = run_command(timm::test::plus(common, {"--naflex-max-seq-len", "36"}));
+  CHECK(alone.exit_code == 2);
+  CHECK(has(alone, "--naflex-max-seq-len: only used with --naflex-loader"));
+  const auto images_only = run_command({validate, "--model", "resnet18", "--num-samples", "8", "--naflex-loader"});
+  CHECK(images_only.exit_code == 2);
+  CHECK(has(images_only, "takes images only, not patches"));
 }
 
 TEST_CASE("one NaFlex training step equals train.py's: the same weights after it, to float rounding") {

@@ -7,6 +7,7 @@
 #include "timm/base/error.hpp"
 #include "timm/base/names.hpp"
 #include "timm/data/dataset.hpp"
+#include "timm/data/naflex.hpp"
 #include "timm/io/safetensors.hpp"
 #include "timm/layers/fast_norm.hpp"
 #include "timm/log/log.hpp"
@@ -158,12 +159,17 @@ CheckpointShape checkpoint_shape(const std::filesystem::path& checkpoint, const 
 }
 
 std::shared_ptr<Loader> make_eval_loader(std::shared_ptr<const Dataset> dataset, const DataConfig& data_config,
-                                         int64_t batch_size, int64_t workers) {
-  const TransformArgs targs = eval_transform_args(data_config);
+                                         int64_t batch_size, int64_t workers,
+                                         std::optional<NaFlexTransformArgs> naflex) {
+  TransformArgs targs = eval_transform_args(data_config);
   LoaderOptions options;
   options.batch_size = batch_size;
   options.drop_last = false;
   options.num_workers = workers;
+  if (naflex) {
+    targs.naflex = naflex;
+    options.naflex.push_back(*naflex);
+  }
   auto sampler = make_local_sampler(dataset->size(), /*shuffle=*/false, options.seed);
   return std::make_shared<Loader>(std::move(dataset), std::move(sampler), create_transform(targs), options);
 }
@@ -172,6 +178,14 @@ at::Tensor prepare_eval_images(const Batch& batch, const TransformPipeline& tran
                                c10::ScalarType dtype) {
   Rng rng(0);  // eval batch transforms are deterministic
   return prepare_input(batch.images, transform, rng, {.dtype = dtype, .channels_last = channels_last});
+}
+
+ModelInput prepare_eval_input(const Batch& batch, const TransformPipeline& transform, const DataConfig& data_config,
+                              bool channels_last, c10::ScalarType dtype) {
+  if (!batch.patches.patches.defined()) return prepare_eval_images(batch, transform, channels_last, dtype);
+  const NaFlexBatch& naflex = batch.patches;
+  return PatchBatch{normalize_patches(naflex.patches, data_config.mean, data_config.std, dtype), naflex.patch_coord,
+                    naflex.patch_valid};
 }
 
 }  // namespace timm

@@ -17,6 +17,7 @@
 #include "timm/data/dataset.hpp"
 #include "timm/data/loader.hpp"
 #include "timm/models/model.hpp"
+#include "timm/models/model_input.hpp"
 #include "timm/tools/tool_args.hpp"
 
 namespace timm {
@@ -102,9 +103,12 @@ struct CheckpointShape {
 CheckpointShape checkpoint_shape(const std::filesystem::path& checkpoint, const std::string& model_name);
 
 // An in-order eval loader over `dataset` with create_transform(is_training
-// false) of `data_config`.
+// false) of `data_config`; with `naflex` (validate.py's --naflex-loader),
+// timm's NaFlex eval loader: each image resized to at most max_seq_len
+// patches of patch_size (aspect kept), the batches Batch::patches.
 std::shared_ptr<Loader> make_eval_loader(std::shared_ptr<const Dataset> dataset, const DataConfig& data_config,
-                                         int64_t batch_size, int64_t workers);
+                                         int64_t batch_size, int64_t workers,
+                                         std::optional<NaFlexTransformArgs> naflex = std::nullopt);
 
 // A uint8 batch as `dtype` (float32, or --model-dtype's: timm's img_dtype)
 // on the CPU with the loader's batch transforms (normalisation) applied in
@@ -113,5 +117,11 @@ std::shared_ptr<Loader> make_eval_loader(std::shared_ptr<const Dataset> dataset,
 // memory_format=torch.channels_last)).
 at::Tensor prepare_eval_images(const Batch& batch, const TransformPipeline& transform, bool channels_last = false,
                                c10::ScalarType dtype = c10::ScalarType::Float);
+
+// The model's input of an eval batch: prepare_eval_images' images, or a
+// NaFlex batch's patches normalised with `data_config`'s mean and std in
+// `dtype` (timm's NaFlexPrefetchLoader), with their coordinates and mask.
+ModelInput prepare_eval_input(const Batch& batch, const TransformPipeline& transform, const DataConfig& data_config,
+                              bool channels_last = false, c10::ScalarType dtype = c10::ScalarType::Float);
 
 }  // namespace timm
