@@ -3,6 +3,7 @@
 #include <ostream>
 
 #include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 
 namespace timm::layers {
 namespace {
@@ -50,9 +51,8 @@ const ActEntry& find_act(const std::string& name) {
   for (const auto& entry : activation_table()) {
     if (entry.name == name) return entry;
   }
-  std::string expected;
-  for (const auto& known : activation_names()) expected += (expected.empty() ? "" : ", ") + known;
-  throw UsageError("activation " + in_quotes(name) + ": unknown (expected one of " + expected + ")");
+  throw UsageError("activation " + in_quotes(name) + ": unknown (expected one of " + joined_names(activation_names()) +
+                   ")");
 }
 
 }  // namespace

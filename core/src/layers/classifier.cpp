@@ -7,6 +7,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 #include "timm/layers/activations.hpp"
 #include "timm/layers/linear.hpp"
 #include "timm/layers/rms_norm.hpp"
@@ -21,9 +22,8 @@ void check_pool_type(const std::string& pool_type) {
   for (auto known : kPoolTypes) {
     if (pool_type == known) return;
   }
-  std::string expected;
-  for (auto known : kPoolTypes) expected += (expected.empty() ? "'" : ", '") + std::string(known) + "'";
-  throw UsageError("global_pool " + in_quotes(pool_type) + ": unknown pool type (expected one of " + expected + ")");
+  throw UsageError("global_pool " + in_quotes(pool_type) + ": unknown pool type (expected one of " +
+                   joined_names(kPoolTypes, /*quoted=*/true) + ")");
 }
 
 // Pooled to (N, C, 1, 1), or (N, 1, 1, C) channels last. The 'fast' variants

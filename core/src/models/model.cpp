@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 #include "timm/base/python_repr.hpp"
 #include "timm/plugin/registry.hpp"
 
@@ -77,10 +78,8 @@ ModelPtr create_model(const std::string& name, const ModelArgs& args) {
 void check_model_kwargs(const std::string& model, const ModelArgs& args, const std::vector<std::string>& known) {
   for (const auto& [key, value] : args.kwargs) {
     if (std::find(known.begin(), known.end(), key) == known.end()) {
-      std::string expected;
-      for (const auto& k : known) expected += (expected.empty() ? "" : ", ") + k;
       throw UsageError("model '" + model + "' has no argument '" + key + "'" +
-                       (expected.empty() ? " (it takes none)" : " (expected one of: " + expected + ")"));
+                       (known.empty() ? " (it takes none)" : " (expected one of: " + joined_names(known) + ")"));
     }
   }
 }

@@ -314,10 +314,8 @@ OptimizerKwargs::OptimizerKwargs(const OptimizerArgs& args, const std::vector<st
                        ")");
     }
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
-    std::string expected;
-    for (const auto& k : known) expected += (expected.empty() ? "" : ", ") + k;
     throw UsageError("--opt-kwargs: optimizer " + timm::in_quotes(opt_) + " has no argument " + timm::in_quotes(key) +
-                     " (expected one of: " + expected + ")");
+                     " (expected one of: " + joined_names(known) + ")");
   }
 }
 

@@ -50,6 +50,7 @@
 
 #include "naflexvit.hpp"
 #include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 #include "timm/layers/attention_pool_latent.hpp"
 #include "timm/layers/drop_path.hpp"
 #include "timm/layers/linear.hpp"
@@ -141,9 +142,7 @@ std::string kwarg_choice(const std::string& model, const ModelArgs& args, const 
   const auto it = args.kwargs.find(key);
   if (it == args.kwargs.end()) return fallback;
   if (std::find(allowed.begin(), allowed.end(), it->second) == allowed.end()) {
-    std::string expected;
-    for (const auto& choice : allowed) expected += (expected.empty() ? "" : ", ") + in_quotes(choice);
-    throw UsageError(model + ": " + key + "=" + it->second + ": expected one of " + expected);
+    throw UsageError(model + ": " + key + "=" + it->second + ": expected one of " + joined_names(allowed, true));
   }
   return it->second;
 }

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 #include "timm/base/stopwatch.hpp"
 #include "timm/dist/world.hpp"
 #include "timm/log/log.hpp"
@@ -671,10 +672,8 @@ OptimizerPtr make_muon(std::vector<ParamGroup> groups, const OptimizerArgs& args
                                                ? std::vector<std::string>{"match_rms_adamw", "rms_to_rms", "rsqrt_in"}
                                                : std::vector<std::string>{"original", "match_rms_adamw", "rms_to_rms"};
     if (std::find(valid.begin(), valid.end(), *c.adjust_lr_fn) == valid.end()) {
-      std::string names;
-      for (const auto& v : valid) names += (names.empty() ? "" : ", ") + v;
       throw UsageError("optimizer " + opt + ": invalid adjust_lr_fn " + in_quotes(*c.adjust_lr_fn) + " for algo " +
-                       in_quotes(*algo) + " (expected one of: " + names + ", or None)");
+                       in_quotes(*algo) + " (expected one of: " + joined_names(valid) + ", or None)");
     }
   }
   const std::optional<std::string> conv_mode = string_kwarg(args, "conv_mode", std::string("flatten"));

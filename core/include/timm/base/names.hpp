@@ -31,6 +31,20 @@ bool natural_less(std::string_view a, std::string_view b);
 std::vector<std::string> nearest_names(std::string_view name, const std::vector<std::string>& known,
                                        std::size_t max_count = 3);
 
+// `names` joined by ", ", each in single quotes when `quoted`: the list of
+// an "expected one of ..." message ("avg, max" or "'avg', 'max'").
+template <class Names>
+std::string joined_names(const Names& names, bool quoted = false) {
+  std::string text;
+  for (const auto& name : names) {
+    if (!text.empty()) text += ", ";
+    if (quoted) text += '\'';
+    text += name;
+    if (quoted) text += '\'';
+  }
+  return text;
+}
+
 // Integers joined by `sep`, "6-12-24-16": the depths and widths a model's
 // description lists in --list-models. Appended piecewise (g++ 12 warns
 // falsely on `"-" + std::to_string(v)` at -O2, -Wstringop-overflow).
