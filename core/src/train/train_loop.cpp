@@ -165,8 +165,9 @@ double variable_batch_loss_scale(const TrainContext& ctx, int64_t batch_size) {
 
 // Forward, loss and backward of one batch of an accumulation of `accum`
 // batches, and the optimizer step when it updates; the backward pass takes
-// the loss times `loss_scale` (--variable-batch-loss-scale). Returns the
-// batch's loss (unscaled by the accumulation and `loss_scale`).
+// the loss times `loss_scale` (--variable-batch-loss-scale or
+// --naflex-loss-scale). Returns the batch's loss (unscaled by the
+// accumulation and `loss_scale`).
 double train_batch(TrainContext& ctx, const ModelInput& input, const at::Tensor& target, int64_t accum,
                    double loss_scale, bool need_update, int64_t epoch, int64_t batch_idx) {
   // Under DDP, the batches that do not update skip the all-reduce (torch's

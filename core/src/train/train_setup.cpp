@@ -351,11 +351,11 @@ void check_naflex_patch_sizes(const TrainArgs& args) {
   }
 }
 
-// --naflex-loader's refusals, before any loader is built: timm's
+// --naflex-loader's refusals, before a teacher or a loader is built: timm's
 // (train.py's alternative loader modes, create_naflex_loader's aug repeats and
-// map-style datasets), the NaFlex parts not ported yet (NaFlexMixup,
-// PatchRandomErasing, patch-size choices: refused as flags not implemented),
-// and what cannot take patches (a teacher, --save-images). Without
+// map-style datasets), the mixing and erasing flags timm's NaFlex loader
+// drops or ignores (--cutmix-minmax, --mixup-mode, --resplit), what cannot
+// take patches (a teacher, --save-images) and bad sizes. Without
 // --naflex-loader, the group's other flags are refused.
 void check_naflex_flags(const TrainArgs& args, const Dataset& train) {
   if (!args.naflex_loader) {
@@ -436,36 +436,51 @@ std::shared_ptr<const NaFlexMixup> make_naflex_mixup(const TrainArgs& args, int6
   return result;
 }
 
-// train.py's NaFlex train loader (create_naflex_loader, is_training): timm's
-// NaFlexBatchSampler schedule (a token budget of --batch-size times the
-// longest of --naflex-train-seq-lens, batch sizes a multiple of 8, seeded
-// --seed where timm always seeds 42, which is --seed's default), one train
-// transform per sequence length (the same augmentation flags, the image
-// sized to that many patches), each batch cut into patches and padded to its
-// length.
-std::shared_ptr<Loader> make_naflex_train_loader(std::shared_ptr<const Dataset> dataset, const TrainArgs& args,
-                                                 const DataConfig& data, std::array<int64_t, 2> patch_size,
-                                                 int64_t num_classes, const Distributed& dist,
-                                                 std::vector<std::array<int64_t, 2>>& choice_patch_sizes) {
+// The NaFlexBatchSampler of create_naflex_loader: --naflex-train-seq-lens, a
+// budget of --batch-size times the longest, --seed, this rank's share, and
+// with --naflex-patch-sizes their weights (uniform by default).
+NaFlexSamplerOptions naflex_sampler_options(const TrainArgs& args, const Distributed& dist) {
   const std::vector<int64_t>& seq_lens = args.naflex_train_seq_lens;
-  // The patch sizes a batch draws from (timm's patch_size_choices), or the model's.
-  std::vector<std::array<int64_t, 2>> patch_sizes{patch_size};
   NaFlexSamplerOptions options;
-  if (const auto& sizes = args.naflex_patch_sizes) {
-    patch_sizes.clear();
-    for (const int64_t p : *sizes) patch_sizes.push_back({p, p});
-    options.patch_size_probs = args.naflex_patch_size_probs.value_or(std::vector<double>(sizes->size(), 1.0));
-    log_info("Using variable patch sizes: " + python_list_repr(*sizes));
-  } else {
-    log_info(format("Using model patch size: (%lld, %lld)", static_cast<long long>(patch_size[0]),
-                    static_cast<long long>(patch_size[1])));
-  }
   options.seq_lens = seq_lens;
   const int64_t longest = seq_lens.empty() ? 0 : *std::max_element(seq_lens.begin(), seq_lens.end());
   options.max_tokens_per_batch = args.batch_size * longest;
   options.seed = args.seed;
   options.rank = dist.active() ? dist.world.rank : 0;
   options.world_size = dist.active() ? dist.size() : 1;
+  if (const auto& sizes = args.naflex_patch_sizes) {
+    options.patch_size_probs = args.naflex_patch_size_probs.value_or(std::vector<double>(sizes->size(), 1.0));
+  }
+  return options;
+}
+
+// The patch sizes a batch draws from (timm's patch_size_choices), or the
+// model's alone; logged as train.py does.
+std::vector<std::array<int64_t, 2>> naflex_patch_sizes(const TrainArgs& args, std::array<int64_t, 2> model_patch) {
+  if (const auto& sizes = args.naflex_patch_sizes) {
+    log_info("Using variable patch sizes: " + python_list_repr(*sizes));
+    std::vector<std::array<int64_t, 2>> patches;
+    for (const int64_t p : *sizes) patches.push_back({p, p});
+    return patches;
+  }
+  log_info(format("Using model patch size: (%lld, %lld)", static_cast<long long>(model_patch[0]),
+                  static_cast<long long>(model_patch[1])));
+  return {model_patch};
+}
+
+// train.py's NaFlex train loader (create_naflex_loader, is_training): timm's
+// NaFlexBatchSampler schedule (batch sizes a multiple of 8, seeded --seed
+// where timm always seeds 42, which is --seed's default), one train
+// transform per (sequence length, patch size) (the same augmentation flags,
+// the image sized to that many patches), each batch mixed when --mixup /
+// --cutmix, cut into patches and padded to its length. `choice_patch_sizes`
+// gets each choice's patch size with --naflex-patch-sizes.
+std::shared_ptr<Loader> make_naflex_train_loader(std::shared_ptr<const Dataset> dataset, const TrainArgs& args,
+                                                 const DataConfig& data, std::array<int64_t, 2> model_patch,
+                                                 int64_t num_classes, const Distributed& dist,
+                                                 std::vector<std::array<int64_t, 2>>& choice_patch_sizes) {
+  const std::vector<std::array<int64_t, 2>> patch_sizes = naflex_patch_sizes(args, model_patch);
+  const NaFlexSamplerOptions options = naflex_sampler_options(args, dist);
   auto sampler = std::make_shared<NaFlexBatchSampler>(static_cast<int64_t>(dataset->size()), options);
   std::vector<TransformPipeline> transforms;
   LoaderOptions loader = loader_options(args, /*is_training=*/true, args.batch_size, dist);
