@@ -25,7 +25,6 @@
 #include "timm/base/cpu_allocator.hpp"
 #include "timm/base/error.hpp"
 #include "timm/base/stopwatch.hpp"
-#include "timm/layers/fast_norm.hpp"
 #include "timm/log/log.hpp"
 #include "timm/models/channels_last.hpp"
 #include "timm/optim/optimizer.hpp"
@@ -52,7 +51,7 @@ timm::ToolArgs make_args() {
   args.add_switch("amp", "", "use automatic mixed precision (autocast)");
   args.add("amp-dtype", "", "bfloat16", "autocast dtype: bfloat16 (CPU) or float16");
   args.add_switch("channels-last", "", "use channels_last memory layout");
-  args.add_switch("fast-norm", "", "enable experimental fast-norm (norm layers in the AMP dtype)");
+  timm::add_fast_norm_flag(args);
   timm::add_reparam_flag(args);
   args.add_switch("grad-checkpointing", "",
                   "enable gradient checkpointing through model blocks/stages (train and fwd-bwd benchmarks)");
@@ -236,7 +235,7 @@ Setup make_setup(const timm::ToolArgs& args) {
   model_args.global_pool = args.get_optional("gp");
   model_args.kwargs = args.get_kwargs("model-kwargs");
   Setup setup;
-  if (args.get_switch("fast-norm")) timm::layers::set_fast_norm(true);  // benchmark.py: before create_model
+  timm::set_fast_norm_if_asked(args);  // benchmark.py: before create_model
   setup.model = timm::create_model(args.get("model"), model_args);
   timm::reparameterize_if_asked(args, *setup.model);  // benchmark.py: right after create_model
   setup.num_classes = model_args.num_classes;

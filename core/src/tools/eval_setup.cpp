@@ -38,7 +38,7 @@ void add_eval_model_flags(ToolArgs& args) {
   args.add("model-dtype", "", "",
            "model dtype override (non-AMP): float32 (default), float16 or bfloat16; the weights and the input in it");
   args.add_switch("channels-last", "", "use channels_last memory layout");
-  args.add_switch("fast-norm", "", "enable experimental fast-norm (norm layers in the AMP dtype)");
+  add_fast_norm_flag(args);
   args.add_switch("pretrained", "",
                   "use the model's default pretrained weights from the local Hugging Face hub cache "
                   "(ignored with --checkpoint)");
@@ -48,6 +48,14 @@ void add_reparam_flag(ToolArgs& args) {
   args.add_switch("reparam", "",
                   "reparameterize the model: fold multi-branch blocks (RepVGG, MobileOne, FastViT, GhostNetV3) into "
                   "single convs for inference");
+}
+
+void add_fast_norm_flag(ToolArgs& args) {
+  args.add_switch("fast-norm", "", "enable experimental fast-norm (norm layers in the AMP dtype)");
+}
+
+void set_fast_norm_if_asked(const ToolArgs& args) {
+  if (args.get_switch("fast-norm")) layers::set_fast_norm(true);
 }
 
 void reparameterize_if_asked(const ToolArgs& args, ClassifierImpl& model) {
@@ -67,7 +75,7 @@ EvalPrecision eval_precision(const ToolArgs& args) {
   if (amp) precision.amp_dtype = dtype;
   precision.channels_last = args.get_switch("channels-last");
   // validate.py's set_fast_norm(), before the model is built.
-  if (args.get_switch("fast-norm")) layers::set_fast_norm(true);
+  set_fast_norm_if_asked(args);
   return precision;
 }
 

@@ -34,6 +34,12 @@ void add_eval_model_flags(ToolArgs& args);
 
 // Declares --reparam (validate.py's and benchmark.py's).
 void add_reparam_flag(ToolArgs& args);
+
+// Declares --fast-norm (validate.py's and benchmark.py's), and with it sets
+// timm's fast norm for the models built afterwards (layers::set_fast_norm;
+// call it before create_model, as they do).
+void add_fast_norm_flag(ToolArgs& args);
+void set_fast_norm_if_asked(const ToolArgs& args);
 // With --reparam, timm's reparameterize_model: folds the model's
 // multi-branch blocks in place (ClassifierImpl::reparameterize) and logs how
 // many; a model without such blocks is left as it is, as timm's. Call it
