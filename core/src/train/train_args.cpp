@@ -1,5 +1,10 @@
 #include "train_args.hpp"
 
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "timm/base/error.hpp"
 #include "timm/train/model_dtype_flag.hpp"
 
@@ -8,10 +13,15 @@ namespace {
 
 // One function per group of the flag table, in its order.
 
-// A flag set away from its default (as check_implemented compares).
-bool is_set(const Config& config, std::string_view name) {
-  const FlagSpec* flag = find_flag(name);
-  return flag != nullptr && config.value(flag->dest) != flag->default_value;
+// The flags of `names` set away from their default (as check_implemented
+// compares), as "--name", in the order given.
+std::vector<std::string> flags_set(const Config& config, std::initializer_list<std::string_view> names) {
+  std::vector<std::string> set;
+  for (const std::string_view name : names) {
+    const FlagSpec* flag = find_flag(name);
+    if (flag != nullptr && config.value(flag->dest) != flag->default_value) set.push_back("--" + std::string(name));
+  }
+  return set;
 }
 
 void read_scheduled_sizes(const Config& config, TrainArgs& args) {
@@ -23,10 +33,9 @@ void read_scheduled_sizes(const Config& config, TrainArgs& args) {
   args.train_size_random_mix = config.get<double>("train_size_random_mix");
   args.train_batches_per_epoch = config.get_optional<int64_t>("train_batches_per_epoch");
   args.variable_batch_loss_scale = config.get<std::string>("variable_batch_loss_scale");
-  for (const char* flag : {"train-batch-sizes", "train-size-probs", "train-size-schedule", "train-size-schedule-spread",
-                           "train-size-random-mix", "train-batches-per-epoch", "variable-batch-loss-scale"}) {
-    if (is_set(config, flag)) args.train_size_flags_set.push_back(std::string("--") + flag);
-  }
+  args.train_size_flags_set =
+      flags_set(config, {"train-batch-sizes", "train-size-probs", "train-size-schedule", "train-size-schedule-spread",
+                         "train-size-random-mix", "train-batches-per-epoch", "variable-batch-loss-scale"});
 }
 
 void read_naflex(const Config& config, TrainArgs& args) {
@@ -36,10 +45,8 @@ void read_naflex(const Config& config, TrainArgs& args) {
   args.naflex_loss_scale = config.get<std::string>("naflex_loss_scale");
   args.naflex_patch_sizes = config.get_optional<std::vector<int64_t>>("naflex_patch_sizes");
   args.naflex_patch_size_probs = config.get_optional<std::vector<double>>("naflex_patch_size_probs");
-  for (const char* flag : {"naflex-train-seq-lens", "naflex-max-seq-len", "naflex-loss-scale", "naflex-patch-sizes",
-                           "naflex-patch-size-probs"}) {
-    if (is_set(config, flag)) args.naflex_flags_set.push_back(std::string("--") + flag);
-  }
+  args.naflex_flags_set = flags_set(config, {"naflex-train-seq-lens", "naflex-max-seq-len", "naflex-loss-scale",
+                                             "naflex-patch-sizes", "naflex-patch-size-probs"});
 }
 
 void read_dataset_and_model(const Config& config, TrainArgs& args) {
