@@ -65,8 +65,9 @@ Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, const timm::
   timm::Stopwatch batch_watch;
   int64_t index = 0;
   while (auto batch = loader.next()) {
-    const timm::ModelInput input = timm::prepare_eval_input(*batch, loader.transform(), data_config,
-                                                            precision.channels_last, precision.model_dtype);
+    const timm::ModelInput input =
+        timm::prepare_eval_input(*batch, loader.transform(), data_config, precision.channels_last,
+                                 precision.model_dtype, model.patchify_channels_last());
     at::Tensor output, loss_tensor;
     {
       // validate.py: the forward and the loss under autocast. The loss and

@@ -23,6 +23,7 @@
 #include "timm/data/loader.hpp"
 #include "timm/data/naflex.hpp"
 #include "timm/data/naflex_sampler.hpp"
+#include "timm/models/model_input.hpp"
 
 // Last: c10/util/Logging.h defines a CHECK macro that doctest must override.
 #include <doctest/doctest.h>
@@ -89,6 +90,21 @@ TEST_CASE("NaFlex pieces equal timm's: image size for a sequence, patchify, coll
   CHECK(at::equal(batch.patch_coord, timm_out.at("batch.coord")));
   CHECK(at::equal(batch.patch_valid, timm_out.at("batch.valid")));
   CHECK(at::allclose(normalize_patches(batch.patches, kMean, kStd), timm_out.at("batch.normalized"), 1e-6, 1e-6));
+  // The model's input, channels last and first, flat and unflattened.
+  const PatchBatch last = patch_input(batch, {.mean = kMean, .std = kStd});
+  CHECK(at::allclose(last.patches, timm_out.at("batch.normalized"), 1e-6, 1e-6));
+  CHECK(at::equal(last.patch_coord, batch.patch_coord));
+  CHECK(at::equal(last.patch_valid, batch.patch_valid));
+  const at::Tensor& cf = timm_out.at("batch.normalized_cf");
+  CHECK(at::allclose(patch_input(batch, {.mean = kMean, .std = kStd, .channels_last = false}).patches, cf, 1e-6, 1e-6));
+  const at::Tensor unflat =
+      patch_input(batch, {.mean = kMean, .std = kStd, .channels_last = false, .unflatten = {{16, 16}}}).patches;
+  CHECK(at::allclose(unflat, cf.view({cf.size(0), cf.size(1), 3, 16, 16}), 1e-6, 1e-6));
+  // Erasing sees the normalised patches channels last, before the relayout.
+  const PatchBatch erased = patch_input(batch, {.mean = kMean, .std = kStd, .channels_last = false},
+                                        [](at::Tensor& patches) { patches.select(2, 0).fill_(7); });
+  CHECK(at::equal(erased.patches.view({cf.size(0), cf.size(1), 3, 256}).select(2, 0).select(2, 0),
+                  at::full({cf.size(0), cf.size(1)}, 7.0)));
 }
 
 TEST_CASE("NaFlex pieces refuse bad input with a message naming it") {
@@ -104,6 +120,8 @@ TEST_CASE("NaFlex pieces refuse bad input with a message naming it") {
   CHECK_THROWS_AS(
       normalize_patches(collate_patches({rgb}, 4).patches, std::vector<double>(5, 0.5), std::vector<double>(5, 0.5)),
       UsageError);
+  CHECK_THROWS_WITH_AS(patches_channels_first(at::zeros({1, 2, 10}), 3), doctest::Contains("got shape [1, 2, 10]"),
+                       UsageError);
 }
 
 namespace {

@@ -184,37 +184,41 @@ TEST_CASE("timm-validate --naflex-loader reproduces timm-run's NaFlex evaluation
   CHECK(has(images_only, "takes images only, not patches"));
 }
 
-TEST_CASE("one NaFlex training step equals train.py's: the same weights after it, to float rounding") {
-  timm::test::TempDir tmp;
-  // timm's model and step (tests/oracle/naflex_step_oracle.py): its initial
-  // weights, then train.py's NaFlex loader, loss, loss scale and SGD step.
-  const json timm_step = json::parse(timm::test::run_oracle("naflex_step_oracle.py", {tmp.path().string()}));
+namespace {
+
+// `tool` with the step tests' NaFlexViT, 32 wide, 1 block (the oracle's).
+std::vector<std::string> tiny_naflexvit(const std::string& tool) {
+  return {(timm::test::bin_dir() / tool).string(),
+          "--model",
+          "naflexvit_base_patch16_gap",
+          "--model-kwargs",
+          "embed_dim=32",
+          "depth=1",
+          "num_heads=2"};
+}
+
+// timm's model and step (tests/oracle/naflex_step_oracle.py, with
+// `oracle_args`): its initial weights, then train.py's NaFlex loader, loss,
+// loss scale and SGD step; timm-run's step from the same weights with
+// `extra` must give the same weights. Returns timm-run's output.
+timm::test::CommandResult check_one_step(const fs::path& dir, const std::vector<std::string>& oracle_args,
+                                         const std::vector<std::string>& kwargs,
+                                         const std::vector<std::string>& extra) {
+  const json timm_step =
+      json::parse(timm::test::run_oracle("naflex_step_oracle.py", timm::test::plus({dir.string()}, oracle_args)));
   REQUIRE(timm_step["batch"] == 8);
-  std::vector<std::string> args{(timm::test::bin_dir() / "timm-run").string(),
-                                "--model",
-                                "naflexvit_base_patch16_gap",
-                                "--model-kwargs",
-                                "embed_dim=32",
-                                "depth=1",
-                                "num_heads=2",
-                                "--naflex-loader",
-                                "--initial-checkpoint",
-                                (tmp.path() / "init.safetensors").string(),
-                                "-j",
-                                "1",
-                                "--output",
-                                tmp.path().string(),
-                                "--experiment",
-                                "step"};
-  const auto r = timm::test::train_successfully(
-      timm::test::plus(timm::test::plus(args, one_sgd_step()), {"--smoothing", "0", "--mean", "0.5", "--std", "0.25"}));
+  std::vector<std::string> args = tiny_naflexvit("timm-run");
+  args = timm::test::plus(args, kwargs);
+  args = timm::test::plus(args, {"--naflex-loader", "--initial-checkpoint", (dir / "init.safetensors").string(), "-j",
+                                 "1", "--output", dir.string(), "--experiment", "step", "--smoothing", "0"});
+  const auto r = timm::test::train_successfully(timm::test::plus(timm::test::plus(args, one_sgd_step()), extra));
   CHECK(has(r, "Train: 0 [   0/1 (100%)]"));
   CHECK(timm::test::number_after(r.output, "Loss:") == doctest::Approx(timm_step["loss"].get<double>()).epsilon(5e-3));
   // By name: safetensors files need not keep one order.
   std::map<std::string, at::Tensor> timm_after, init;
-  for (auto& [name, tensor] : timm::read_safetensors(tmp.path() / "after.safetensors")) timm_after[name] = tensor;
-  for (auto& [name, tensor] : timm::read_safetensors(tmp.path() / "init.safetensors")) init[name] = tensor;
-  const auto ours = timm::read_safetensors(tmp.path() / "step" / "last.safetensors");
+  for (auto& [name, tensor] : timm::read_safetensors(dir / "after.safetensors")) timm_after[name] = tensor;
+  for (auto& [name, tensor] : timm::read_safetensors(dir / "init.safetensors")) init[name] = tensor;
+  const auto ours = timm::read_safetensors(dir / "step" / "last.safetensors");
   REQUIRE(ours.size() == timm_after.size());
   double largest_move = 0.0;
   for (const auto& [name, weight] : ours) {
@@ -225,6 +229,58 @@ TEST_CASE("one NaFlex training step equals train.py's: the same weights after it
     largest_move = std::max(largest_move, (timm_after.at(name) - init.at(name)).abs().max().item<double>());
   }
   CHECK(largest_move > 1e-2);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("one NaFlex training step equals train.py's: the same weights after it, to float rounding") {
+  timm::test::TempDir tmp;
+  check_one_step(tmp.path(), {}, {}, {"--mean", "0.5", "--std", "0.25"});
+}
+
+TEST_CASE(
+    "--naflex-patchify-channels-first: train.py's step with (C, Ph, Pw) patches; timm-validate follows the model") {
+  timm::test::TempDir tmp;
+  // RGB with three different means and stds: a patch read in the wrong
+  // layout is normalised and projected wrongly.
+  const std::vector<std::string> kwargs{"patchify_channels_last=false"};
+  const std::vector<std::string> three{"--in-chans", "3", "--mean", "0.5", "0.4", "0.3", "--std", "0.25", "0.2", "0.3"};
+  const std::vector<std::string> rgb = timm::test::plus({"--input-img-mode", "RGB"}, three);
+  const auto run = check_one_step(tmp.path(), {"channels_first"}, kwargs,
+                                  timm::test::plus({"--naflex-patchify-channels-first"}, rgb));
+  // timm-validate has no layout flag (validate.py's neither, which feeds
+  // such a model scrambled patches): it cuts them as the model takes them,
+  // and gives timm-run's evaluation of the same 8 images.
+  std::vector<std::string> validate = tiny_naflexvit("timm-validate");
+  // validate.py's image mode: RGB for 3 channels.
+  validate = timm::test::plus(timm::test::plus(validate, kwargs), three);
+  validate = timm::test::plus(
+      validate, {"--num-samples", "8", "-b", "12", "-j", "1", "--naflex-loader", "--naflex-max-seq-len", "16",
+                 "--checkpoint", (tmp.path() / "step" / "last.safetensors").string()});
+  const auto r = run_command(validate);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(timm::test::number_after(r.output, R"( \* Loss)") ==
+        doctest::Approx(timm::test::number_after(run.output, R"(loss:)")).epsilon(1e-4));
+  // The flag and the model must agree, both ways.
+  const std::vector<std::string> short_run{"--epochs", "1", "--train-num-samples", "16", "--val-num-samples", "8"};
+  const auto flag_only =
+      run_command(naflex_run(tmp.path(), "bad", timm::test::plus(short_run, {"--naflex-patchify-channels-first"})));
+  INFO(flag_only.output);
+  CHECK(flag_only.exit_code == 2);
+  CHECK(has(flag_only,
+            "takes patches laid out (Ph, Pw, C), but --naflex-patchify-channels-first makes them (C, Ph, Pw)"));
+  const auto model_only = run_command(
+      timm::test::plus({(timm::test::bin_dir() / "timm-run").string(), "--model", "naflexvit_base_patch16_gap",
+                        "--model-kwargs", "embed_dim=64", "depth=2", "num_heads=2", "patchify_channels_last=false",
+                        "--naflex-loader", "--output", tmp.path().string(), "--experiment", "bad"},
+                       short_run));
+  INFO(model_only.output);
+  CHECK(model_only.exit_code == 2);
+  CHECK(has(model_only,
+            "takes patches laid out (C, Ph, Pw), but without --naflex-patchify-channels-first makes them "
+            "(Ph, Pw, C)"));
 }
 
 TEST_CASE("--naflex-loss-scale none, sqrt, linear: one SGD step scaled by 1, sqrt(B / b), B / b") {

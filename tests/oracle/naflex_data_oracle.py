@@ -8,7 +8,9 @@ OUT.safetensors SIZES_JSON
     timm's Patchify(16) of the image as a (C, H, W) uint8 tensor ("patches<i>", "coord<i>"),
     NaFlexCollator(SEQ_LEN) over the RGB ones ("batch.patches" float32, "batch.coord",
     "batch.valid") and NaFlexPrefetchLoader's normalisation of those patches with ImageNet's
-    mean and std ("batch.normalized").
+    mean and std ("batch.normalized"); the same RGB images through the channels-first
+    pipeline (Patchify(16, channels_last=False), the collator, the loader's channels-first
+    normalisation): "batch.normalized_cf", each patch (C, Ph, Pw) flat.
 
 CPU, one thread.
 """
@@ -42,7 +44,8 @@ def main():
 
     generator = torch.Generator().manual_seed(0)
     patchify = Patchify(16)
-    samples = []
+    patchify_cf = Patchify(16, channels_last=False)
+    samples, samples_cf = [], []
     for i, (h, w, c) in enumerate(IMAGE_SIZES):
         img = torch.randint(0, 256, (h, w, c), generator=generator, dtype=torch.uint8)
         d = patchify(img.permute(2, 0, 1).contiguous())
@@ -51,6 +54,7 @@ def main():
         out[f"coord{i}"] = d["patch_coord"].contiguous()
         if c == 3:
             samples.append((d, 0))
+            samples_cf.append((patchify_cf(img.permute(2, 0, 1).contiguous()), 0))
     batch, _ = NaFlexCollator(SEQ_LEN)(samples)
     out["batch.patches"] = batch["patches"]
     out["batch.coord"] = batch["patch_coord"]
@@ -59,6 +63,9 @@ def main():
     std = torch.tensor([x * 255 for x in IMAGENET_DEFAULT_STD], dtype=torch.float32).view(1, 1, 3)
     b, n, _ = batch["patches"].shape
     out["batch.normalized"] = batch["patches"].view(b, n, -1, 3).sub(mean).div(std).view(b, n, -1)
+    batch_cf, _ = NaFlexCollator(SEQ_LEN)(samples_cf)
+    mean_cf, std_cf = mean.view(1, 3, 1), std.view(1, 3, 1)
+    out["batch.normalized_cf"] = batch_cf["patches"].view(b, n, 3, -1).sub(mean_cf).div(std_cf).view(b, n, -1)
     save_file(out, out_path)
     return 0
 

@@ -3,11 +3,12 @@
 OUT.safetensors CASES_JSON
     CASES_JSON is a list of {"id", "name", "kwargs", "batch_patch" (optional: the batch's patch
     size when it is not the model's; the patches then go in as timm's variable patch size
-    batches, (B, N, Ph, Pw, C))}. For each case, timm.create_model(name,
+    batches, (B, N, Ph, Pw, C), or (B, N, C, Ph, Pw) with kwargs patchify_channels_last
+    false)}. For each case, timm.create_model(name,
     num_classes=10, **kwargs) with model_parity.perturb's random norms, biases, tokens and
     layer scales, fed a batch of images of different sizes as timm's NaFlex collator
     lays them out: each image cut into patches by timm's batch_patchify ((Ph, Pw, C) flat,
-    row-major over its own grid), then all padded with zero patches, (0, 0) coordinates and
+    (C, Ph, Pw) with kwargs patchify_channels_last false; row-major over its own grid), then all padded with zero patches, (0, 0) coordinates and
     patch_valid False to one length (longer than the longest image). Writes
     "<id>.model.<key>" (the state_dict), "<id>.patches", "<id>.patch_coord",
     "<id>.patch_valid", "<id>.target", "<id>.logits" (eval mode), "<id>.loss" (train mode,
@@ -32,13 +33,13 @@ IMAGE_SIZES = [(32, 48), (48, 32), (64, 64), (16, 16), (32, 48)]
 NUM_CLASSES = 10
 
 
-def patch_batch(generator, patch_size, in_chans=3):
+def patch_batch(generator, patch_size, channels_last, in_chans=3):
     # Padded past the longest image: 20 at patch size 16.
     padded_len = max((h // patch_size) * (w // patch_size) for h, w in IMAGE_SIZES) + 4
     patches, coords, valid = [], [], []
     for h, w in IMAGE_SIZES:
         image = torch.randn(1, in_chans, h, w, generator=generator)
-        p, (gh, gw) = batch_patchify(image, (patch_size, patch_size))
+        p, (gh, gw) = batch_patchify(image, (patch_size, patch_size), channels_last=channels_last)
         n = gh * gw
         ys, xs = torch.meshgrid(torch.arange(gh), torch.arange(gw), indexing="ij")
         coord = torch.stack([ys.reshape(-1), xs.reshape(-1)], dim=1)
@@ -54,9 +55,12 @@ def run_case(case, out):
     generator = torch.Generator().manual_seed(1)
     model_parity.perturb(model, generator)
     patch_size = case.get("batch_patch", model.get_patch_size()[0])
-    patches, coord, valid = patch_batch(generator, patch_size)
+    channels_last = case.get("kwargs", {}).get("patchify_channels_last", True)
+    patches, coord, valid = patch_batch(generator, patch_size, channels_last)
     if "batch_patch" in case:
-        patches = patches.reshape(patches.shape[0], patches.shape[1], patch_size, patch_size, -1)
+        b, n = patches.shape[:2]
+        unflat = (patch_size, patch_size, -1) if channels_last else (-1, patch_size, patch_size)
+        patches = patches.reshape(b, n, *unflat)
     target = torch.randint(0, NUM_CLASSES, (patches.shape[0],), generator=generator)
     batch = {"patches": patches, "patch_coord": coord, "patch_valid": valid}
     prefix = case["id"] + "."

@@ -45,9 +45,9 @@ constexpr std::array kImplementedFlags = {
     "train-img-sizes", "train-batch-sizes", "train-size-probs", "train-size-schedule",
     "train-size-schedule-spread", "train-size-random-mix", "train-batches-per-epoch",
     "variable-batch-loss-scale",
-    // NaFlex patch batches (channels-last patches).
+    // NaFlex patch batches.
     "naflex-loader", "naflex-train-seq-lens", "naflex-max-seq-len", "naflex-loss-scale", "naflex-patch-sizes",
-    "naflex-patch-size-probs",
+    "naflex-patch-size-probs", "naflex-patchify-channels-first",
     // Batch norm and EMA.
     "dist-bn", "model-ema", "model-ema-decay", "model-ema-warmup", "model-ema-force-cpu",
     // Training step and loss.

@@ -115,4 +115,13 @@ at::Tensor normalize_patches(const at::Tensor& patches, const std::vector<double
   return patches.to(dtype).view({sizes[0], sizes[1], -1, channels}).sub(m).div(s).view(sizes);
 }
 
+at::Tensor patches_channels_first(const at::Tensor& patches, int64_t channels) {
+  if (patches.dim() != 3 || channels < 1 || patches.size(2) % channels != 0) {
+    throw UsageError("patches_channels_first: expected (B, N, P*P*C) patches with C = " + std::to_string(channels) +
+                     ", got shape " + std::string(c10::str(patches.sizes())));
+  }
+  const auto sizes = patches.sizes();
+  return patches.view({sizes[0], sizes[1], -1, channels}).transpose(2, 3).contiguous().view(sizes);
+}
+
 }  // namespace timm

@@ -28,4 +28,21 @@ at::Tensor forward_input(ClassifierImpl& model, const ModelInput& input) {
   return model.forward(input.images("the model"));
 }
 
+PatchBatch patch_input(const NaFlexBatch& batch, const PatchInputOptions& options,
+                       const std::function<void(at::Tensor& patches)>& erase) {
+  const bool non_blocking = true;
+  at::Tensor patches =
+      normalize_patches(batch.patches.to(options.device, non_blocking), options.mean, options.std, options.dtype);
+  if (erase) erase(patches);
+  const auto channels = static_cast<int64_t>(options.mean.size());
+  if (!options.channels_last) patches = patches_channels_first(patches, channels);
+  if (const auto& hw = options.unflatten) {
+    const auto [ph, pw] = *hw;
+    const int64_t b = patches.size(0), n = patches.size(1);
+    patches = options.channels_last ? patches.view({b, n, ph, pw, channels}) : patches.view({b, n, channels, ph, pw});
+  }
+  return PatchBatch{patches, batch.patch_coord.to(options.device, non_blocking),
+                    batch.patch_valid.to(options.device, non_blocking)};
+}
+
 }  // namespace timm

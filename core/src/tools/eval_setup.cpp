@@ -189,11 +189,11 @@ at::Tensor prepare_eval_images(const Batch& batch, const TransformPipeline& tran
 }
 
 ModelInput prepare_eval_input(const Batch& batch, const TransformPipeline& transform, const DataConfig& data_config,
-                              bool channels_last, c10::ScalarType dtype) {
+                              bool channels_last, c10::ScalarType dtype, bool patchify_channels_last) {
   if (!batch.patches.patches.defined()) return prepare_eval_images(batch, transform, channels_last, dtype);
-  const NaFlexBatch& naflex = batch.patches;
-  return PatchBatch{normalize_patches(naflex.patches, data_config.mean, data_config.std, dtype), naflex.patch_coord,
-                    naflex.patch_valid};
+  return patch_input(
+      batch.patches,
+      {.mean = data_config.mean, .std = data_config.std, .dtype = dtype, .channels_last = patchify_channels_last});
 }
 
 }  // namespace timm

@@ -45,8 +45,10 @@ void read_naflex(const Config& config, TrainArgs& args) {
   args.naflex_loss_scale = config.get<std::string>("naflex_loss_scale");
   args.naflex_patch_sizes = config.get_optional<std::vector<int64_t>>("naflex_patch_sizes");
   args.naflex_patch_size_probs = config.get_optional<std::vector<double>>("naflex_patch_size_probs");
-  args.naflex_flags_set = flags_set(config, {"naflex-train-seq-lens", "naflex-max-seq-len", "naflex-loss-scale",
-                                             "naflex-patch-sizes", "naflex-patch-size-probs"});
+  args.naflex_patchify_channels_first = config.get<bool>("naflex_patchify_channels_first");
+  args.naflex_flags_set =
+      flags_set(config, {"naflex-train-seq-lens", "naflex-max-seq-len", "naflex-loss-scale", "naflex-patch-sizes",
+                         "naflex-patch-size-probs", "naflex-patchify-channels-first"});
 }
 
 void read_dataset_and_model(const Config& config, TrainArgs& args) {

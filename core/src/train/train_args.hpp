@@ -173,6 +173,8 @@ struct TrainArgs {
   // none: the model's patch size.
   std::optional<std::vector<int64_t>> naflex_patch_sizes;
   std::optional<std::vector<double>> naflex_patch_size_probs;
+  // Patches laid out (C, Ph, Pw) instead of (Ph, Pw, C); the model must take them so.
+  bool naflex_patchify_channels_first = false;
   // The group's other flags set away from their default: timm ignores them
   // without --naflex-loader, we refuse them there.
   std::vector<std::string> naflex_flags_set;

@@ -17,6 +17,7 @@
 #include "timm/data/transform.hpp"
 #include "timm/dist/eval.hpp"
 #include "timm/log/log.hpp"
+#include "timm/models/model_input.hpp"
 #include "timm/train/clip_grad.hpp"
 #include "timm/train/metrics.hpp"
 #include "timm/train/train_status.hpp"
@@ -77,21 +78,22 @@ ModelInput model_input(const TrainContext& ctx, const Batch& batch, const Transf
                        bool training) {
   if (!batch.patches.patches.defined()) return prepare_input(batch.images, transform, rng, input_options(ctx));
   const NaFlexBatch& naflex = batch.patches;
-  const bool non_blocking = true;  // pinned with --pin-mem on CUDA
-  at::Tensor patches =
-      normalize_patches(naflex.patches.to(ctx.device, non_blocking), ctx.mean, ctx.std, ctx.tools.model_dtype);
+  PatchInputOptions options{.mean = ctx.mean,
+                            .std = ctx.std,
+                            .dtype = ctx.tools.model_dtype,
+                            .device = ctx.device,
+                            .channels_last = !ctx.args.naflex_patchify_channels_first};
+  // Variable patch sizes: unflattened, the model reads the batch's size.
+  if (training && !ctx.choice_patch_sizes.empty()) options.unflatten = ctx.choice_patch_sizes.at(batch.choice);
+  std::function<void(at::Tensor&)> erase;
   if (training && ctx.patch_erasing) {
     // The plan reads the CPU copies of the coordinates and mask.
-    ctx.patch_erasing->apply(patches, naflex.patch_coord, naflex.patch_valid, static_cast<int64_t>(ctx.mean.size()),
-                             rng);
+    erase = [&](at::Tensor& patches) {
+      ctx.patch_erasing->apply(patches, naflex.patch_coord, naflex.patch_valid, static_cast<int64_t>(ctx.mean.size()),
+                               rng);
+    };
   }
-  if (training && !ctx.choice_patch_sizes.empty()) {
-    // Variable patch sizes: unflattened, the model reads the batch's size.
-    const auto [ph, pw] = ctx.choice_patch_sizes.at(batch.choice);
-    patches = patches.view({patches.size(0), patches.size(1), ph, pw, -1});
-  }
-  return PatchBatch{patches, naflex.patch_coord.to(ctx.device, non_blocking),
-                    naflex.patch_valid.to(ctx.device, non_blocking)};
+  return patch_input(naflex, options, erase);
 }
 
 // The task's forward and loss, under autocast when --amp.

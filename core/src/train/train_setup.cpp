@@ -414,6 +414,20 @@ std::array<int64_t, 2> naflex_patch_size(const ClassifierImpl& model) {
   return *patch;
 }
 
+// --naflex-patchify-channels-first lays each patch out (C, Ph, Pw); the model
+// must take that layout. timm passes either layout to any model, which then
+// trains on scrambled pixels without a word; refused here, naming the model.
+void check_patch_layout(const TrainArgs& args, const ClassifierImpl& model) {
+  const bool channels_last = !args.naflex_patchify_channels_first;
+  if (model.patchify_channels_last() == channels_last) return;
+  const auto layout = [](bool last) { return std::string(last ? "(Ph, Pw, C)" : "(C, Ph, Pw)"); };
+  throw UsageError("--naflex-loader: " + describe_model(model) + " takes patches laid out " + layout(!channels_last) +
+                   ", but " +
+                   (channels_last ? std::string("without --naflex-patchify-channels-first")
+                                  : std::string("--naflex-patchify-channels-first")) +
+                   " makes them " + layout(channels_last) + " (the model's layout is one of its --model-kwargs)");
+}
+
 // train.py's NaFlexMixup (--mixup / --cutmix with --naflex-loader): its
 // mixup_args, with --mixup-off-epoch (which timm's NaFlex loader fails on);
 // null when no mixing is active.
@@ -748,6 +762,7 @@ void check_tta(const TrainArgs& args, const Dataset* eval, int64_t eval_batch, c
 void make_naflex_loaders(const TrainArgs& args, const Datasets& datasets, const Distributed& dist, TrainSetup& setup) {
   log_info("Using NaFlex loader");
   const std::array<int64_t, 2> patch_size = naflex_patch_size(*setup.model);
+  check_patch_layout(args, *setup.model);
   setup.train_loader = make_naflex_train_loader(datasets.train, args, setup.data_config, patch_size, setup.num_classes,
                                                 dist, setup.naflex_choice_patch_sizes);
   if (datasets.eval) {

@@ -25,7 +25,9 @@
 // 'bilinear'), pos_embed_ar_preserving, pos_embed_antialias,
 // pos_embed_align_corners, enable_patch_interpolator (patch batches of
 // another patch size: the projection resampled to it, FlexiViT's
-// pseudo-inverse resize, as timm's PatchEmbedInterpolator). Not here: rope,
+// pseudo-inverse resize, as timm's PatchEmbedInterpolator),
+// patchify_channels_last (false: each patch's pixels flat as (C, Ph, Pw),
+// HF / Gemma4 style, the projection's weight read so). Not here: rope,
 // EVA blocks, conv patch embedding, patch dropout, grid_sample position
 // embedding.
 #include <algorithm>
@@ -109,6 +111,7 @@ struct NaFlexSpec {
   bool pool_include_prefix = false;
   bool use_key_only_attn_mask = false;
   bool enable_patch_interpolator = false;
+  bool patchify_channels_last = true;
   std::string act_layer = "gelu";
   PretrainedCfg cfg;
 };
@@ -134,7 +137,8 @@ const std::vector<std::string> kKwargs = {"embed_dim",
                                           "pos_embed_ar_preserving",
                                           "pos_embed_antialias",
                                           "pos_embed_align_corners",
-                                          "enable_patch_interpolator"};
+                                          "enable_patch_interpolator",
+                                          "patchify_channels_last"};
 
 // A text keyword's value, one of `allowed`; `fallback` when absent.
 std::string kwarg_choice(const std::string& model, const ModelArgs& args, const std::string& key,
@@ -186,6 +190,7 @@ NaFlexSpec with_kwargs(NaFlexSpec s, const ModelArgs& args) {
       model_kwarg_bool(name, args, "pos_embed_align_corners").value_or(s.pos_embed_align_corners);
   s.enable_patch_interpolator =
       model_kwarg_bool(name, args, "enable_patch_interpolator").value_or(s.enable_patch_interpolator);
+  s.patchify_channels_last = model_kwarg_bool(name, args, "patchify_channels_last").value_or(s.patchify_channels_last);
   if (args.global_pool) s.global_pool = *args.global_pool;
   if (s.embed_dim % s.num_heads != 0) {
     throw UsageError(name + ": num_heads=" + std::to_string(s.num_heads) +
@@ -246,6 +251,7 @@ struct EmbedArgs {
   bool antialias = true;
   bool align_corners = false;
   bool patch_interpolator = false;  // patches of other sizes: the projection resampled
+  bool channels_last = true;        // each patch flat as (Ph, Pw, C); false: (C, Ph, Pw)
 };
 
 // timm's NaFlexEmbeds with a Linear projection: patches, position embedding,
@@ -291,7 +297,7 @@ class NaFlexEmbedsImpl : public nn::Module {
   }
 
   // Images (B, C, H, W): cut into the patch grid (timm's batch_patchify,
-  // (Ph, Pw, C) flat), projected, the position embedding resampled to the
+  // each patch flat in the model's layout), projected, the position embedding resampled to the
   // grid added, then the prefix tokens. H and W must be multiples of the
   // patch size unless dynamic_img_pad pads them with zeros.
   at::Tensor forward_image(at::Tensor x) {
@@ -309,16 +315,17 @@ class NaFlexEmbedsImpl : public nn::Module {
                        " (dynamic_img_pad=true pads the image up to one)");
     }
     const int64_t batch = x.size(0);
-    at::Tensor patches = x.reshape({batch, a_.in_chans, gh, p, gw, p})
-                             .permute({0, 2, 4, 3, 5, 1})
-                             .reshape({batch, gh * gw, patch_dim()});
+    using Order = std::array<int64_t, 6>;
+    const Order order = a_.channels_last ? Order{0, 2, 4, 3, 5, 1} : Order{0, 2, 4, 1, 3, 5};
+    at::Tensor patches =
+        x.reshape({batch, a_.in_chans, gh, p, gw, p}).permute(order).reshape({batch, gh * gw, patch_dim()});
     at::Tensor tokens = proj(patches);
     if (a_.pos_embed != "none") tokens.add_(pos_table({gh, gw}, tokens.scalar_type()));
     return with_prefix(tokens);
   }
 
   // NaFlex input: (B, N, P*P*C) patches, or (B, N, Ph, Pw, C) (timm's
-  // variable patch size batches), whose (y, x) coordinates give each
+  // variable patch size batches; (B, N, C, Ph, Pw) channels first), whose (y, x) coordinates give each
   // sample's grid (the largest coordinate plus one); each sample's first
   // H*W tokens get its grid's position embedding, the padding none.
   at::Tensor forward_patches(const at::Tensor& patches, const at::Tensor& patch_coord) {
@@ -354,6 +361,13 @@ class NaFlexEmbedsImpl : public nn::Module {
   }
   bool patch_interpolator() const { return a_.patch_interpolator; }
   int64_t in_chans() const { return a_.in_chans; }
+  bool channels_last() const { return a_.channels_last; }
+  // The (Ph, Pw) and channel count of 5-D patches, per the layout.
+  std::array<int64_t, 2> patch_hw(const at::Tensor& patches) const {
+    return a_.channels_last ? std::array<int64_t, 2>{patches.size(2), patches.size(3)}
+                            : std::array<int64_t, 2>{patches.size(3), patches.size(4)};
+  }
+  int64_t patch_channels(const at::Tensor& patches) const { return patches.size(a_.channels_last ? 4 : 2); }
 
   at::Tensor cls_token, reg_token;                 // undefined when the model has none
   at::Tensor pos_embed, pos_embed_y, pos_embed_x;  // 'learned': pos_embed; 'factorized': the two tables
@@ -385,17 +399,20 @@ class NaFlexEmbedsImpl : public nn::Module {
   // (PatchEmbedInterpolator.resample_linear_weight), the bias as it is.
   at::Tensor project(const at::Tensor& patches) {
     if (patches.dim() == 3) return proj(patches);
-    const int64_t ph = patches.size(2), pw = patches.size(3);
+    const auto [ph, pw] = patch_hw(patches);
     const at::Tensor flat = patches.flatten(2);
     if (ph == a_.patch_size && pw == a_.patch_size) return proj(flat);
     const at::Tensor& weight = proj->weight;
     const int64_t dim = weight.size(0), p = a_.patch_size, c = a_.in_chans;
-    // (D, P*P*C) as a conv weight (D, C, P, P), resampled, back to (Ph, Pw, C) flat.
-    const at::Tensor conv = weight.reshape({dim, p, p, c}).permute({0, 3, 1, 2});
+    // (D, P*P*C) as a conv weight (D, C, P, P), resampled, back to the layout's flat order.
+    const at::Tensor conv =
+        a_.channels_last ? weight.reshape({dim, p, p, c}).permute({0, 3, 1, 2}) : weight.reshape({dim, c, p, p});
     const at::Tensor resampled = at::matmul(conv.reshape({dim, c, p * p}).to(at::kFloat), resample_matrix(ph, pw))
                                      .reshape({dim, c, ph, pw})
                                      .to(weight.scalar_type());
-    return at::linear(flat, resampled.permute({0, 2, 3, 1}).reshape({dim, -1}), proj->bias);
+    const at::Tensor flat_weight =
+        a_.channels_last ? resampled.permute({0, 2, 3, 1}).reshape({dim, -1}) : resampled.reshape({dim, -1});
+    return at::linear(flat, flat_weight, proj->bias);
   }
 
   // timm's PatchEmbedResamplerFixedOrigSize matrix for (Ph, Pw): the
@@ -469,6 +486,7 @@ class NaFlexVitImpl : public ClassifierImpl {
     e.antialias = s.pos_embed_antialias;
     e.align_corners = s.pos_embed_align_corners;
     e.patch_interpolator = s.enable_patch_interpolator;
+    e.channels_last = s.patchify_channels_last;
     embeds = register_module("embeds", NaFlexEmbeds(e));
     const auto norm_options = layers::LayerNormOptions(dim).eps(1e-6);
     if (s.pre_norm) norm_pre = register_module("norm_pre", layers::LayerNorm(norm_options));
@@ -528,6 +546,7 @@ class NaFlexVitImpl : public ClassifierImpl {
     return head_of(pool(x, batch.patch_valid), /*pre_logits=*/false);
   }
 
+  bool patchify_channels_last() const override { return embeds->channels_last(); }
   std::optional<std::array<int64_t, 2>> patch_size() const override {
     return std::array<int64_t, 2>{embeds->patch_size(), embeds->patch_size()};
   }
@@ -586,13 +605,9 @@ class NaFlexVitImpl : public ClassifierImpl {
  private:
   void check_patch_batch(const PatchBatch& batch) const {
     const at::Tensor& p = batch.patches;
-    if (p.defined() && p.dim() == 5 && !embeds->takes_patch_size(p.size(2), p.size(3))) {
-      throw UsageError(describe_model(*this) + ": patches of " + std::to_string(p.size(2)) + "x" +
-                       std::to_string(p.size(3)) + ", but its patch size is " + std::to_string(embeds->patch_size()) +
-                       " (--model-kwargs enable_patch_interpolator=true resamples its projection to other sizes)");
-    }
+    const std::string c = std::to_string(embeds->in_chans());
     const bool shape_ok = p.defined() && ((p.dim() == 3 && p.size(2) == embeds->patch_dim()) ||
-                                          (p.dim() == 5 && p.size(4) == embeds->in_chans()));
+                                          (p.dim() == 5 && embeds->patch_channels(p) == embeds->in_chans()));
     const bool ok = shape_ok && batch.patch_coord.defined() &&
                     batch.patch_coord.sizes() == at::IntArrayRef{p.size(0), p.size(1), 2} &&
                     !at::isFloatingType(batch.patch_coord.scalar_type()) && batch.patch_valid.defined() &&
@@ -600,9 +615,15 @@ class NaFlexVitImpl : public ClassifierImpl {
     if (!ok) {
       auto shape = [](const at::Tensor& t) { return t.defined() ? std::string(c10::str(t.sizes())) : "none"; };
       throw UsageError(describe_model(*this) + ": expected patches (B, N, " + std::to_string(embeds->patch_dim()) +
-                       ") or (B, N, Ph, Pw, " + std::to_string(embeds->in_chans()) +
-                       "), integer patch_coord (B, N, 2) and patch_valid (B, N), got " + shape(p) + ", " +
+                       ") or " + (embeds->channels_last() ? "(B, N, Ph, Pw, " + c + ")" : "(B, N, " + c + ", Ph, Pw)") +
+                       ", integer patch_coord (B, N, 2) and patch_valid (B, N), got " + shape(p) + ", " +
                        shape(batch.patch_coord) + " and " + shape(batch.patch_valid));
+    }
+    if (p.dim() != 5) return;
+    if (const auto [ph, pw] = embeds->patch_hw(p); !embeds->takes_patch_size(ph, pw)) {
+      throw UsageError(describe_model(*this) + ": patches of " + std::to_string(ph) + "x" + std::to_string(pw) +
+                       ", but its patch size is " + std::to_string(embeds->patch_size()) +
+                       " (--model-kwargs enable_patch_interpolator=true resamples its projection to other sizes)");
     }
   }
 

@@ -55,6 +55,8 @@ const std::vector<ParityCase> kCases = {
     {"gap_pad_50x70", "naflexvit_base_patch16_gap", 3, 70, 2, small({{"dynamic_img_pad", true}}), 50},
     {"cls_avgmax_prefix", "naflexvit_base_patch16_gap", 3, 64, 2,
      small({{"class_token", true}, {"global_pool", "avgmax"}, {"pool_include_prefix", true}})},
+    {"gap_channels_first_48x80", "naflexvit_base_patch16_gap", 3, 80, 2, small({{"patchify_channels_last", false}}),
+     48},
 };
 
 const timm::test::ParityOptions kParity = {.tol = {1e-4, 1e-4}, .block_rates = timm::test::blocks_drop_path1_rates};
@@ -86,6 +88,10 @@ const std::vector<PatchCase> kPatchCases = {
     {"interp_p8", "naflexvit_base_patch16_gap", small({{"enable_patch_interpolator", true}}), 8},
     {"interp_p8_siglip", "naflexvit_base_patch16_siglip", small({{"enable_patch_interpolator", true}}), 8},
     {"interp_p16", "naflexvit_base_patch16_map", small({{"enable_patch_interpolator", true}}), 16},
+    // Channels-first patches ((C, Ph, Pw) flat; (B, N, C, Ph, Pw) unflattened).
+    {"gap_channels_first", "naflexvit_base_patch16_gap", small({{"patchify_channels_last", false}})},
+    {"interp_p8_channels_first", "naflexvit_base_patch16_gap",
+     small({{"enable_patch_interpolator", true}, {"patchify_channels_last", false}}), 8},
 };
 
 timm::ModelPtr make(const std::string& name, const nlohmann::json& kwargs, int64_t num_classes = 10) {
@@ -201,6 +207,13 @@ TEST_CASE("naflexvit refuses bad input and arguments with a message naming them"
   CHECK_THROWS_WITH_AS(model->forward_patches(unflat),
                        doctest::Contains("patches of 8x8, but its patch size is 16 (--model-kwargs "
                                          "enable_patch_interpolator=true"),
+                       timm::UsageError);
+  // A channels-first model reads 5-D patches as (B, N, C, Ph, Pw).
+  timm::ModelPtr first = make("naflexvit_base_patch16_gap",
+                              small({{"patchify_channels_last", false}, {"enable_patch_interpolator", true}}));
+  CHECK(model->patchify_channels_last());
+  CHECK_FALSE(first->patchify_channels_last());
+  CHECK_THROWS_WITH_AS(first->forward_patches(unflat), doctest::Contains("or (B, N, 3, Ph, Pw), integer patch_coord"),
                        timm::UsageError);
   CHECK_THROWS_WITH_AS(make("naflexvit_base_patch16_gap", small({{"pos_embed", "rope"}})),
                        doctest::Contains("pos_embed=rope: expected one of 'learned'"), timm::UsageError);

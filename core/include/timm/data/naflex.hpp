@@ -59,4 +59,10 @@ NaFlexBatch collate_patches(const std::vector<ImagePatches>& samples, int64_t se
 at::Tensor normalize_patches(const at::Tensor& patches, const std::vector<double>& mean, const std::vector<double>& std,
                              at::ScalarType dtype = at::kFloat);
 
+// (B, N, P*P*C) patches laid out channels last, each patch's pixels flat as
+// (Ph, Pw, C), relaid channels first, (C, Ph, Pw) (timm's Patchify with
+// channels_last=False), contiguous. Throws UsageError when the last
+// dimension is not a multiple of `channels`.
+at::Tensor patches_channels_first(const at::Tensor& patches, int64_t channels);
+
 }  // namespace timm

@@ -91,9 +91,10 @@ using GroupMatcher = std::vector<std::pair<std::string, std::vector<MatcherRule>
 
 // A batch of images cut into patches, as timm's NaFlex collator makes it (the
 // dict NaFlexVit.forward takes): each sample's patches in row-major order of
-// its own patch grid, padded to a common length N.
+// its own patch grid, padded to a common length N. Each patch's pixels are
+// laid out as the model's patchify_channels_last() says.
 struct PatchBatch {
-  at::Tensor patches;      // (B, N, P*P*C) float, each patch's pixels flat (Ph, Pw, C)
+  at::Tensor patches;      // (B, N, P*P*C) float, each patch's pixels flat (Ph, Pw, C) or (C, Ph, Pw)
   at::Tensor patch_coord;  // (B, N, 2) int64, each patch's (y, x) in its sample's grid
   at::Tensor patch_valid;  // (B, N) bool, false for padding
 };
@@ -136,6 +137,11 @@ class ClassifierImpl : public torch::nn::Module {
   // timm's model.get_patch_size() (height, width), which the NaFlex loader
   // cuts images by; nullopt for a model that takes no patches.
   virtual std::optional<std::array<int64_t, 2>> patch_size() const { return std::nullopt; }
+  // timm's patchify_channels_last: the flat layout of each patch the model
+  // takes, (Ph, Pw, C) when true (timm's default), (C, Ph, Pw) when false
+  // (HF / Gemma4 style; train.py's --naflex-patchify-channels-first). Only
+  // meaningful when patch_size() has a value.
+  virtual bool patchify_channels_last() const { return true; }
   // Whether the model has a distillation head (DeiT's
   // VisionTransformerDistilled): --kd-distill-type token trains it.
   virtual bool has_distillation_head() const { return false; }

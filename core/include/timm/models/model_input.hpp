@@ -6,12 +6,17 @@
 //   at::Tensor logits = timm::forward_input(*model, input);
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
+#include "timm/data/naflex.hpp"
 #include "timm/models/model.hpp"
 
 namespace timm {
@@ -39,5 +44,25 @@ class ModelInput {
 // model.forward_patches(patches), which a model that takes images only
 // refuses by name.
 at::Tensor forward_input(ClassifierImpl& model, const ModelInput& input);
+
+// How patch_input makes a NaFlex loader batch the model's PatchBatch.
+struct PatchInputOptions {
+  std::vector<double> mean, std;      // per channel: the data config's
+  at::ScalarType dtype = at::kFloat;  // the model's input dtype
+  at::Device device = at::kCPU;       // copied there non-blocking (pinned batches on CUDA)
+  bool channels_last = true;          // the model's patchify_channels_last()
+  // (Ph, Pw): the patches unflattened to (B, N, Ph, Pw, C), or (B, N, C, Ph,
+  // Pw) channels first, for a model that reads each batch's patch size
+  // (--naflex-patch-sizes); nullopt keeps them flat.
+  std::optional<std::array<int64_t, 2>> unflatten{};
+};
+
+// timm's NaFlexPrefetchLoader: the batch's uint8 (Ph, Pw, C) patches moved
+// to `options.device`, normalised in its dtype (normalize_patches), passed to
+// `erase` when given (still (B, N, P*P*C) channels last, as timm's
+// PatchRandomErasing reads them in either layout), then laid out as the
+// model takes them; the coordinates and mask moved beside them.
+PatchBatch patch_input(const NaFlexBatch& batch, const PatchInputOptions& options,
+                       const std::function<void(at::Tensor& patches)>& erase = {});
 
 }  // namespace timm

@@ -126,8 +126,11 @@ at::Tensor prepare_eval_images(const Batch& batch, const TransformPipeline& tran
 
 // The model's input of an eval batch: prepare_eval_images' images, or a
 // NaFlex batch's patches normalised with `data_config`'s mean and std in
-// `dtype` (timm's NaFlexPrefetchLoader), with their coordinates and mask.
+// `dtype` (timm's NaFlexPrefetchLoader), each patch's pixels laid out as
+// `patchify_channels_last` says (the model's), with their coordinates and
+// mask.
 ModelInput prepare_eval_input(const Batch& batch, const TransformPipeline& transform, const DataConfig& data_config,
-                              bool channels_last = false, c10::ScalarType dtype = c10::ScalarType::Float);
+                              bool channels_last = false, c10::ScalarType dtype = c10::ScalarType::Float,
+                              bool patchify_channels_last = true);
 
 }  // namespace timm
