@@ -68,6 +68,14 @@ timm::ToolArgs make_args() {
   args.add("results-file", "", "", "output CSV or JSON file for the results");
   args.add("results-format", "", "", "csv or json (default: from the file's extension)");
   args.add_list("plugin-dir", "", "extra folders to load plugins from (repeatable)", /*accumulate=*/true);
+  timm::add_runtime_flags(args, /*num_gpu=*/false);
+  args.add_refused("detail",
+                   "its fwd/bwd/opt breakdown profiles with Python's fvcore / DeepSpeed (--profile writes "
+                   "torch's op-level trace)");
+  for (const std::string flag : {"model-list", "no-retry", "precision", "clip-grad", "clip-mode", "drop", "drop-path",
+                                 "drop-block", "opt-betas", "opt-eps"}) {
+    args.add_refused(flag, "");
+  }
   return args;
 }
 
@@ -259,6 +267,7 @@ Setup make_setup(const timm::ToolArgs& args) {
 int run(int argc, char** argv) {
   timm::ToolArgs args = make_args();
   if (!args.parse_or_print_help(argc, argv)) return 0;
+  timm::check_runtime_flags(args);
   if (auto threads = args.get_optional_int("threads")) at::set_num_threads(static_cast<int>(*threads));
   const std::string bench = args.get("bench");
   if (bench != "both" && bench != "inference" && bench != "train" && bench != "fwd-bwd") {

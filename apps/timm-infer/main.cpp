@@ -53,6 +53,11 @@ timm::ToolArgs make_args() {
   args.add("results-file", "", "", "output CSV or JSON file");
   args.add("results-format", "", "", "csv or json (default: from the file's extension)");
   args.add_list("plugin-dir", "", "extra folders to load plugins from (repeatable)", /*accumulate=*/true);
+  timm::add_runtime_flags(args, /*num_gpu=*/true);
+  for (const std::string flag : {"test-pool", "results-dir", "filename-col", "index-col", "label-col", "output-col",
+                                 "exclude-output", "no-console-results"}) {
+    args.add_refused(flag, "");
+  }
   return args;
 }
 
@@ -166,6 +171,7 @@ Options make_options(const timm::ToolArgs& args, const std::string& dataset_name
 int run(int argc, char** argv) {
   timm::ToolArgs args = make_args();
   if (!args.parse_or_print_help(argc, argv)) return 0;
+  timm::check_runtime_flags(args);
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
   // The precision flags' errors before any data or weights are read.
   const timm::EvalPrecision precision = timm::eval_precision(args);

@@ -5,11 +5,13 @@
 // Metrics are exact: the loss and the hits are summed over samples and divided
 // once, so the numbers equal timm-run's eval of the same weights and data.
 #include <cmath>
+#include <fstream>
 #include <iostream>
 #include <optional>
 
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/randn.h>
+#include <ATen/ops/tensor.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
@@ -42,6 +44,24 @@ timm::ToolArgs make_args() {
   args.add_list("plugin-dir", "", "extra folders to load plugins from (repeatable)", /*accumulate=*/true);
   args.add_switch("naflex-loader", "", "Use NaFlex loader (Requires NaFlex compatible model)");
   args.add("naflex-max-seq-len", "", "576", "Fixed maximum sequence length for NaFlex loader (validation)");
+  args.add("input-img-mode", "", "", "dataset image mode: RGB or L (default: from the input channels)");
+  args.add("input-key", "", "", "dataset key for input images (wds/ datasets)");
+  args.add("target-key", "", "", "dataset key for target labels (wds/ datasets)");
+  args.add("valid-labels", "", "",
+           "valid label indices txt file (one per line) for validation of a partial label space: the model's "
+           "outputs at those indices, in that order, are scored against the dataset's labels");
+  args.add("seed", "", "42", "random seed (of the warm-up's random input)");
+  args.add_switch("no-prefetcher", "", "accepted: batches are normalised once, in the loader's last step, either way");
+  args.add_switch("pin-mem", "",
+                  "accepted: pinned memory only speeds host-to-GPU copies, and the tools run on the CPU");
+  timm::add_runtime_flags(args, /*num_gpu=*/true);
+  for (const std::string flag : {"dataset-download", "dataset-trust-remote-code"}) {
+    args.add_refused(flag, timm::find_flag(flag)->unsupported);
+  }
+  args.add_refused("tf-preprocessing", "it is TensorFlow's preprocessing pipeline (Python TensorFlow)");
+  for (const std::string flag : {"use-ema", "test-pool", "crop-border-pixels", "real-labels", "metrics-avg", "retry"}) {
+    args.add_refused(flag, "");
+  }
   return args;
 }
 
@@ -53,7 +73,7 @@ struct Outcome {
 };
 
 Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, const timm::DataConfig& data_config,
-                 const timm::EvalPrecision& precision, int64_t log_freq) {
+                 const timm::EvalPrecision& precision, const at::Tensor& valid_labels, int64_t log_freq) {
   model.eval();
   torch::NoGradGuard no_grad;
   loader.start_epoch(0);
@@ -77,6 +97,7 @@ Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, const timm::
       std::optional<timm::AutocastGuard> autocast;
       if (precision.amp_dtype) autocast.emplace(at::kCPU, *precision.amp_dtype);
       output = timm::forward_input(model, input).to(at::kFloat);
+      if (valid_labels.defined()) output = output.index_select(1, valid_labels);
       loss_tensor = at::cross_entropy_loss(output, batch->targets);
     }
     const double loss = loss_tensor.item<double>();
@@ -119,6 +140,40 @@ std::optional<timm::NaFlexTransformArgs> naflex_args(const timm::ToolArgs& args,
                            "naflexvit_*)");
   }
   return timm::NaFlexTransformArgs{*patch, args.get_int_at_least("naflex-max-seq-len", 1)};
+}
+
+// validate.py's --valid-labels: the class indices (one integer per line)
+// whose outputs are scored, the dataset's label i naming valid_labels[i].
+// Each must be a class of the model, and the dataset's labels must each
+// have one; throws UsageError naming the file and what is wrong.
+at::Tensor read_valid_labels(const std::filesystem::path& file, int64_t num_classes, int64_t dataset_classes) {
+  std::ifstream in(file);
+  if (!in) throw timm::UsageError("--valid-labels " + timm::in_quotes(file.string()) + ": cannot open the file");
+  std::vector<int64_t> labels;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    const std::string where = "--valid-labels " + timm::in_quotes(file.string()) + ", line " + std::to_string(number);
+    std::size_t used = 0;
+    int64_t label = -1;
+    try {
+      label = std::stoll(line, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || line.find_first_not_of(" \t\r", used) != std::string::npos) {
+      throw timm::UsageError(where + ": expected a class index, got '" + line + "'");
+    }
+    if (label < 0 || label >= num_classes) {
+      throw timm::UsageError(where + ": class " + std::to_string(label) + " is not one of the model's " +
+                             std::to_string(num_classes));
+    }
+    labels.push_back(label);
+  }
+  if (static_cast<int64_t>(labels.size()) < dataset_classes) {
+    throw timm::UsageError("--valid-labels " + timm::in_quotes(file.string()) + ": " + std::to_string(labels.size()) +
+                           " labels for a dataset of " + std::to_string(dataset_classes) + " classes");
+  }
+  return at::tensor(labels, at::kLong);
 }
 
 void warm_up(timm::ClassifierImpl& model, const timm::DataConfig& data_config, int64_t batch_size,
@@ -186,8 +241,12 @@ timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std
   // up on the input size there too, which a NaFlexVit refuses unless it is a
   // multiple of the patch).
   if (!naflex) warm_up(*model, data_config, args.get_int("batch-size"), precision);
+  const at::Tensor valid_labels =
+      args.has("valid-labels")
+          ? read_valid_labels(args.get("valid-labels"), model->num_classes(), dataset->num_classes())
+          : at::Tensor();
   const Outcome outcome =
-      validate(*model, *loader, data_config, precision, std::max<int64_t>(1, args.get_int("log-freq")));
+      validate(*model, *loader, data_config, precision, valid_labels, std::max<int64_t>(1, args.get_int("log-freq")));
   timm::log_info(timm::format(" * Acc@1 %.3f (%.3f) Acc@5 %.3f (%.3f)", outcome.top1, 100.0 - outcome.top1,
                               outcome.top5, 100.0 - outcome.top5));
   timm::log_info(timm::format(" * Loss %.4f over %lld images", outcome.loss, static_cast<long long>(outcome.samples)));
@@ -210,7 +269,10 @@ double top1_of(const timm::ResultRow& row) { return std::get<double>(row[1].seco
 int run(int argc, char** argv) {
   timm::ToolArgs args = make_args();
   if (!args.parse_or_print_help(argc, argv)) return 0;
+  timm::check_runtime_flags(args);
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
+  // validate.py's random_seed, before any model is made.
+  at::manual_seed(static_cast<uint64_t>(args.get_int("seed")));
   const timm::EvalPrecision precision = timm::eval_precision(args);
   timm::log_info(timm::describe_eval_precision(precision, "Validating"));
   if (args.get_switch("pretrained") && args.has("checkpoint")) {
@@ -230,9 +292,13 @@ int run(int argc, char** argv) {
   if (checkpoints.front() && !args.given("in-chans") && !args.given("input-size")) {
     if (auto c = timm::checkpoint_shape(*checkpoints.front(), args.get("model")).in_chans) in_chans = *c;
   }
-  auto dataset = timm::first_samples(
-      timm::create_dataset(dataset_name, args.get("data-dir"), args.get("split"), in_chans, args.get("class-map")),
-      args.get_optional_int("num-samples"), "num-samples");
+  timm::check_input_img_mode(args.get_optional("input-img-mode"), in_chans);
+  timm::IterableOptions keys;
+  keys.input_key = args.get("input-key");
+  keys.target_key = args.get("target-key");
+  auto dataset = timm::first_samples(timm::create_dataset(dataset_name, args.get("data-dir"), args.get("split"),
+                                                          in_chans, args.get("class-map"), keys),
+                                     args.get_optional_int("num-samples"), "num-samples");
 
   std::vector<timm::ResultRow> rows;
   for (const auto& checkpoint : checkpoints)

@@ -163,6 +163,84 @@ TEST_CASE("timm-validate on a folder of checkpoints writes one CSV row per check
   }
 }
 
+TEST_CASE("timm-validate --valid-labels scores the outputs at those indices as validate.py does") {
+  const TrainedRun& run = trained_run();
+  timm::test::TempDir tmp;
+  // A permutation of the 10 classes: dataset label i is scored against output 9 - i.
+  const fs::path labels = tmp / "valid.txt";
+  std::ofstream(labels) << "9\n8\n7\n6\n5\n4\n3\n2\n1\n0\n";
+  const auto result =
+      run_command({tool("timm-validate"), "--checkpoint", run.checkpoint().string(), "--num-samples", "128", "-b", "64",
+                   "-j", "1", "--valid-labels", labels.string(), "--results-file", (tmp / "val.json").string()});
+  REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+  const json row = parse_json_file(tmp / "val.json");
+  const json oracle =
+      json::parse(run_oracle("tools_oracle.py", concat({"validate", run.checkpoint().string(), "--num-samples", "128",
+                                                        "-b", "64", "--valid-labels", labels.string()},
+                                                       logged_data_config(result.output))));
+  CHECK(std::abs(row["top1"].get<double>() - oracle["top1"].get<double>()) <= 100.0 / 128 + 1e-3);
+  CHECK(std::abs(row["top5"].get<double>() - oracle["top5"].get<double>()) <= 100.0 / 128 + 1e-3);
+  CHECK(std::abs(row["loss"].get<double>() - oracle["loss"].get<double>()) <= 1e-3);
+  // The permuted labels score far below the trained model's own (one run's top-1 is above 60%).
+  CHECK(row["top1"].get<double>() < 40.0);
+
+  // Bad files name the file, the line and what is wrong.
+  const auto bad = [&](const std::string& text, const std::string& message) {
+    std::ofstream(tmp / "bad.txt") << text;
+    const auto r = run_command({tool("timm-validate"), "--checkpoint", run.checkpoint().string(), "--num-samples", "8",
+                                "-j", "1", "--valid-labels", (tmp / "bad.txt").string()});
+    CHECK(r.exit_code == 2);
+    CHECK_MESSAGE(r.output.find(message) != std::string::npos, r.output);
+  };
+  bad("0\n1\nseven\n", "line 3: expected a class index, got 'seven'");
+  bad("0\n10\n", "line 2: class 10 is not one of the model's 10");
+  bad("0\n1\n2\n", ": 3 labels for a dataset of 10 classes");
+}
+
+TEST_CASE("the tools take every flag of timm's validate.py, benchmark.py and inference.py, or say why not") {
+  struct Case {
+    std::string tool;
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases{
+      {"timm-validate", {"--torchscript"}, "--torchscript is not supported: TorchScript compiles Python models"},
+      {"timm-validate", {"--torchcompile", "inductor"}, "--torchcompile is not supported: torch.compile compiles"},
+      {"timm-validate", {"--aot-autograd"}, "--aot-autograd is not supported: AOT Autograd compiles Python models"},
+      {"timm-validate", {"--fuser", "te"}, "--fuser is not supported: TorchScript fusers"},
+      {"timm-validate", {"--tf-preprocessing"}, "--tf-preprocessing is not supported: it is TensorFlow's"},
+      {"timm-validate", {"--dataset-download"}, "--dataset-download is not supported: timm-cpp reads datasets from "},
+      {"timm-validate", {"--test-pool"}, "--test-pool is not implemented yet"},
+      {"timm-validate", {"--device", "cuda"}, "--device 'cuda': the tools run on the CPU only (--device cpu)"},
+      {"timm-validate", {"--num-gpu", "2"}, "--num-gpu 2: expected 1 (DataParallel over several GPUs"},
+      {"timm-validate", {"--input-img-mode", "RGB"}, "--input-img-mode 'RGB' gives 3-channel images, but the model "},
+      {"timm-validate", {"--input-img-mode", "CMYK"}, "--input-img-mode 'CMYK': expected 'RGB' or 'L'"},
+      {"timm-benchmark", {"--detail"}, "--detail is not supported: its fwd/bwd/opt breakdown"},
+      {"timm-benchmark", {"--torchscript"}, "--torchscript is not supported"},
+      {"timm-benchmark", {"--device", "mps"}, "--device 'mps': the tools run on the CPU only"},
+      {"timm-infer", {"--exclude-output"}, "--exclude-output is not implemented yet"},
+      {"timm-infer", {"--aot-autograd"}, "--aot-autograd is not supported"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.tool);
+    CAPTURE(c.args.front());
+    const auto r = run_command(concat({tool(c.tool)}, c.args));
+    CHECK(r.exit_code == 2);
+    CHECK_MESSAGE(r.output.find(c.message) != std::string::npos, r.output);
+  }
+  // The accepted ones run: --device cpu, --num-gpu 1, --use-train-size, --no-prefetcher, --pin-mem, --input-img-mode
+  // L; --seed seeds the random weights of a run without a checkpoint (validate.py's random_seed).
+  const auto loss_with = [&](const std::vector<std::string>& extra) {
+    const auto r = run_command(concat({tool("timm-validate"), "--num-samples", "16", "-b", "16", "-j", "1"}, extra));
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    return last_capture(r.output, R"( \* Loss ([0-9.]+) over 16 images)");
+  };
+  const std::string seed_1 = loss_with({"--seed", "1", "--device", "cpu", "--num-gpu", "1", "--use-train-size",
+                                        "--no-prefetcher", "--pin-mem", "--input-img-mode", "L"});
+  CHECK(loss_with({"--seed", "1"}) == seed_1);
+  CHECK(loss_with({"--seed", "2"}) != seed_1);
+}
+
 TEST_CASE("timm-validate draws a progress bar on a terminal") {
   const TrainedRun& run = trained_run();
   const auto result = run_command(
@@ -487,8 +565,8 @@ TEST_CASE("timm-validate --reparam folds RepVGG's blocks as Python timm's valida
   timm::test::TempDir tmp;
   const std::string checkpoint = (tmp / "repvgg_a0.safetensors").string();
   run_oracle("tools_oracle.py", {"save", checkpoint, "--model", "repvgg_a0"});
-  const std::vector<std::string> common = {"--model", "repvgg_a0", "--checkpoint", checkpoint, "--img-size", "64",
-                                           "--num-samples", "64", "-b", "32", "-j", "1"};
+  const std::vector<std::string> common = {"--model",       "repvgg_a0", "--checkpoint", checkpoint, "--img-size", "64",
+                                           "--num-samples", "64",        "-b",           "32",       "-j",         "1"};
   const ToolRun plain = run_tool("timm-validate", tmp / "plain.json", common);
   const ToolRun folded = run_tool("timm-validate", tmp / "folded.json", concat(common, {"--reparam"}));
   // repvgg_a0: the stem and 2 + 4 + 14 + 1 stage blocks.
@@ -501,18 +579,18 @@ TEST_CASE("timm-validate --reparam folds RepVGG's blocks as Python timm's valida
   CHECK(folded.results["top1"] == plain.results["top1"]);
   CHECK(folded.results["top5"] == plain.results["top5"]);
   CHECK(relative_diff(folded.results["loss"].get<double>(), plain.results["loss"].get<double>()) <= 1e-4);
-  const json oracle = json::parse(run_oracle(
-      "tools_oracle.py", concat({"validate", checkpoint, "--model", "repvgg_a0", "--num-samples", "64", "-b", "32",
-                                 "--reparam"},
-                                logged_data_config(folded.output))));
+  const json oracle = json::parse(run_oracle("tools_oracle.py", concat({"validate", checkpoint, "--model", "repvgg_a0",
+                                                                        "--num-samples", "64", "-b", "32", "--reparam"},
+                                                                       logged_data_config(folded.output))));
   MESSAGE("folded: ours top1 " << folded.results["top1"] << " loss " << folded.results["loss"] << ", timm's top1 "
                                << oracle["top1"] << " loss " << oracle["loss"]);
   CHECK(top_diff(folded.results, oracle, "top1") <= 100.0 / 64 + 1e-3);
   CHECK(top_diff(folded.results, oracle, "top5") <= 100.0 / 64 + 1e-3);
   CHECK(std::abs(folded.results["loss"].get<double>() - oracle["loss"].get<double>()) <= 1e-3);
 
-  const std::vector<std::string> bench = {"--model", "repvgg_a0", "-b", "2", "--img-size", "64", "--bench",
-                                          "inference", "--num-warm-iter", "1", "--num-bench-iter", "1"};
+  const std::vector<std::string> bench = {
+      "--model", "repvgg_a0",        "-b", "2", "--img-size", "64", "--bench", "inference", "--num-warm-iter",
+      "1",       "--num-bench-iter", "1"};
   const ToolRun bench_plain = run_tool("timm-benchmark", tmp / "bench_plain.json", bench);
   const ToolRun bench_folded = run_tool("timm-benchmark", tmp / "bench_folded.json", concat(bench, {"--reparam"}));
   CHECK(bench_folded.output.find(": 22 blocks folded") != std::string::npos);

@@ -3,7 +3,7 @@ numbers for a timm-cpp safetensors checkpoint, with timm's own model and eval
 transform.
 
 Usage:
-  tools_oracle.py validate CKPT --num-samples N -b B [--reparam] DATACFG...
+  tools_oracle.py validate CKPT --num-samples N -b B [--reparam] [--valid-labels FILE] DATACFG...
   tools_oracle.py save CKPT --model M  (writes timm's M, 10 classes, one channel, seeded, with BatchNorm
                                         statistics and head drawn away from their init, as safetensors)
   tools_oracle.py infer CKPT (--num-samples N | --folder DIR) --topk K DATACFG...
@@ -83,11 +83,17 @@ def cmd_validate(args):
     if args.reparam:
         model = timm.models.reparameterize_model(model)
     images, labels = fmnist_test(args.num_samples)
+    valid_labels = None
+    if args.valid_labels:  # validate.py's: the outputs at those indices, in that order
+        with open(args.valid_labels, 'r') as f:
+            valid_labels = [int(line.rstrip()) for line in f]
     loss_sum, hit1, hit5 = 0.0, 0.0, 0.0
     with torch.no_grad():
         for i, x in batches(images, t, args.batch_size):
             y = labels[i:i + len(x)]
             out = model(x)
+            if valid_labels is not None:
+                out = out[:, valid_labels]
             loss_sum += F.cross_entropy(out, y).item() * len(x)
             a1, a5 = accuracy(out, y, topk=(1, 5))
             hit1 += a1.item() * len(x) / 100
@@ -179,6 +185,7 @@ def main():
     p.add_argument('--std', type=float, default=0.3530)
     p.add_argument('--crop-pct', type=float, default=0.875)
     p.add_argument('--reparam', action='store_true')
+    p.add_argument('--valid-labels', default='')
     args = p.parse_args()
     {'validate': cmd_validate, 'infer': cmd_infer, 'images': cmd_images, 'parse': cmd_parse, 'svg': cmd_svg,
      'save': cmd_save}[args.command](args)

@@ -516,6 +516,18 @@ fs::path find_split_folder(const fs::path& root, const std::string& split) {
   return root;
 }
 
+void check_input_img_mode(const std::optional<std::string>& mode, int64_t channels) {
+  if (!mode) return;
+  if (*mode != "RGB" && *mode != "L") {
+    throw UsageError("--input-img-mode " + in_quotes(*mode) + ": expected 'RGB' or 'L' (the modes timm-cpp decodes)");
+  }
+  const int64_t decoded = *mode == "RGB" ? 3 : 1;
+  if (decoded != channels) {
+    throw UsageError("--input-img-mode " + in_quotes(*mode) + " gives " + std::to_string(decoded) +
+                     "-channel images, but the model takes " + std::to_string(channels) + " (--in-chans)");
+  }
+}
+
 std::unique_ptr<Dataset> create_dataset(const std::string& name, const fs::path& root, const std::string& split,
                                         int64_t channels, const fs::path& class_map, const IterableOptions& iterable) {
   const std::size_t prefix_end = name.find('/');

@@ -44,6 +44,30 @@ void add_eval_model_flags(ToolArgs& args) {
                   "(ignored with --checkpoint)");
 }
 
+void add_runtime_flags(ToolArgs& args, bool num_gpu) {
+  args.add("device", "", "cpu", "device to run on: cpu (the tools run on the CPU; timm-run also trains on CUDA)");
+  if (num_gpu) args.add("num-gpu", "", "1", "number of GPUs (DataParallel): 1");
+  args.add_switch("use-train-size", "",
+                  "use the train input size even where the pretrained cfg names a test size (timm-cpp's name none, "
+                  "so the train size is used either way)");
+  for (const std::string flag : {"torchscript", "torchcompile", "torchcompile-mode", "fuser"}) {
+    args.add_refused(flag, find_flag(flag)->unsupported);
+  }
+  args.add_refused("aot-autograd", "AOT Autograd compiles Python models; timm-cpp's models are C++");
+}
+
+void check_runtime_flags(const ToolArgs& args) {
+  if (args.get("device") != "cpu") {
+    throw UsageError("--device " + in_quotes(args.get("device")) +
+                     ": the tools run on the CPU only (--device cpu); timm-run trains on CUDA too");
+  }
+  if (args.given("num-gpu") && args.get_int("num-gpu") != 1) {
+    throw UsageError("--num-gpu " + args.get("num-gpu") +
+                     ": expected 1 (DataParallel over several GPUs is not supported; timm-run trains on several with "
+                     "distributed_train.sh)");
+  }
+}
+
 void add_reparam_flag(ToolArgs& args) {
   args.add_switch("reparam", "",
                   "reparameterize the model: fold multi-branch blocks (RepVGG, MobileOne, FastViT, GhostNetV3) into "

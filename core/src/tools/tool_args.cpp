@@ -25,6 +25,10 @@ void ToolArgs::add_switch(const std::string& name, const std::string& short_name
   specs_.push_back({name, short_name, "", help, Kind::kSwitch, false});
 }
 
+void ToolArgs::add_refused(const std::string& name, const std::string& reason) {
+  specs_.push_back({name, "", "", reason, Kind::kRefused, false});
+}
+
 void ToolArgs::add_positional(const std::string& name, const std::string& help) {
   positionals_.emplace_back(name, help);
 }
@@ -85,6 +89,10 @@ void ToolArgs::parse(int argc, const char* const* argv) {
       if (s != nullptr && body.size() > s->short_name.size()) inline_value = body.substr(s->short_name.size());
     }
     if (s == nullptr) throw UsageError(program_ + ": unrecognized argument '" + token + "' (see --help)");
+    if (s->kind == Kind::kRefused) {
+      throw UsageError("--" + s->name +
+                       (s->help.empty() ? " is not implemented yet" : " is not supported: " + s->help));
+    }
     std::vector<std::string>& slot = values_[s->name];
     const std::size_t kept = s->accumulate ? slot.size() : 0;
     slot.resize(kept);
@@ -130,7 +138,13 @@ std::string ToolArgs::help() const {
   out << "\n\n" << description_ << "\n\n";
   for (const auto& [name, help] : positionals_) out << "  " << name << "\n      " << help << "\n";
   out << "options:\n  -h, --help\n      show this help message and exit\n";
+  std::string refused;
   for (const auto& s : specs_) {
+    if (s.kind == Kind::kRefused) {
+      refused +=
+          "  --" + s.name + "\n      " + (s.help.empty() ? "not implemented yet" : "not supported: " + s.help) + "\n";
+      continue;
+    }
     out << "  ";
     if (!s.short_name.empty()) out << "-" << s.short_name << ", ";
     out << "--" << s.name;
@@ -140,6 +154,7 @@ std::string ToolArgs::help() const {
     if (!s.default_value.empty()) out << " (default: " << s.default_value << ")";
     out << "\n";
   }
+  if (!refused.empty()) out << "\ntimm's flags this tool refuses:\n" << refused;
   return out.str();
 }
 

@@ -616,26 +616,9 @@ struct Datasets {
   std::shared_ptr<const Dataset> eval;  // none without --val-split
 };
 
-// --input-img-mode: the datasets decode to --in-chans channels (train.py's
-// default mode: 'RGB' for 3, else 'L'). A mode given must be one our images
-// hold (RGB, L) and give those channels (timm would fail at the first
-// forward instead).
-void check_input_img_mode(const TrainArgs& args, int64_t in_chans) {
-  if (!args.input_img_mode) return;
-  const std::string& mode = *args.input_img_mode;
-  if (mode != "RGB" && mode != "L") {
-    throw UsageError("--input-img-mode " + in_quotes(mode) + ": expected 'RGB' or 'L' (the modes timm-cpp decodes)");
-  }
-  const int64_t channels = mode == "RGB" ? 3 : 1;
-  if (channels != in_chans) {
-    throw UsageError("--input-img-mode " + in_quotes(mode) + " gives " + std::to_string(channels) +
-                     "-channel images, but the model takes " + std::to_string(in_chans) + " (--in-chans)");
-  }
-}
-
 Datasets load_datasets(const TrainArgs& args, const std::string& dataset, int64_t in_chans) {
   const std::filesystem::path root = args.data_dir.value_or("");
-  check_input_img_mode(args, in_chans);
+  check_input_img_mode(args.input_img_mode, in_chans);
   Datasets datasets;
   // train.py: --epoch-repeats for the train split only.
   IterableOptions iterable;

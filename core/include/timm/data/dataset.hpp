@@ -218,4 +218,11 @@ std::unique_ptr<Dataset> create_dataset(const std::string& name, const std::file
                                         const std::filesystem::path& class_map = {},
                                         const IterableOptions& iterable = {});
 
+// --input-img-mode (train.py's and validate.py's): the datasets decode to
+// the model's channels (timm's default mode: 'RGB' for 3, else 'L'). A mode
+// given must be one our images hold (RGB, L) and give `channels`; throws
+// UsageError naming the flag otherwise (timm would fail at the first
+// forward instead).
+void check_input_img_mode(const std::optional<std::string>& mode, int64_t channels);
+
 }  // namespace timm

@@ -32,6 +32,17 @@ void add_model_data_flags(ToolArgs& args, const std::string& default_model);
 // --channels-last, --pretrained.
 void add_eval_model_flags(ToolArgs& args);
 
+// Declares what validate.py, benchmark.py and inference.py take to pick a
+// device or compile the model: --device (default cpu: the tools run on the
+// CPU), --use-train-size (no pretrained cfg here names a separate test size,
+// so the train size is the one used either way), with `num_gpu` --num-gpu,
+// and their compilers refused with the reasons timm-run gives
+// (--torchscript, --torchcompile, --torchcompile-mode, --aot-autograd,
+// --fuser).
+void add_runtime_flags(ToolArgs& args, bool num_gpu);
+// Throws UsageError for a --device other than cpu or a --num-gpu other than 1.
+void check_runtime_flags(const ToolArgs& args);
+
 // Declares --reparam (validate.py's and benchmark.py's).
 void add_reparam_flag(ToolArgs& args);
 

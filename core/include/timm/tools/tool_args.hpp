@@ -33,6 +33,10 @@ class ToolArgs {
                 bool accumulate = false);
   // store_true.
   void add_switch(const std::string& name, const std::string& short_name, const std::string& help);
+  // A flag of timm's script that this tool does not take: given, parse()
+  // throws UsageError "--NAME is not supported: REASON", or "--NAME is not
+  // implemented yet" when `reason` is empty (timm-run's words for its own).
+  void add_refused(const std::string& name, const std::string& reason);
   // Positional arguments, in order; all required.
   void add_positional(const std::string& name, const std::string& help);
 
@@ -68,7 +72,7 @@ class ToolArgs {
   std::map<std::string, std::string> get_kwargs(const std::string& name) const;
 
  private:
-  enum class Kind { kValue, kList, kSwitch };
+  enum class Kind { kValue, kList, kSwitch, kRefused };
   struct Spec {
     std::string name, short_name, default_value, help;
     Kind kind = Kind::kValue;
