@@ -27,12 +27,14 @@
 #include "timm/base/stopwatch.hpp"
 #include "timm/log/log.hpp"
 #include "timm/models/channels_last.hpp"
+#include "timm/models/model_args.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/plugin/loader.hpp"
 #include "timm/plugin/registry.hpp"
 #include "timm/tools/eval_setup.hpp"
 #include "timm/tools/results_file.hpp"
 #include "timm/train/amp.hpp"
+#include "timm/train/clip_grad.hpp"
 #include "timm/train/losses.hpp"
 
 namespace {
@@ -60,6 +62,13 @@ timm::ToolArgs make_args() {
   args.add("momentum", "", "0.9", "optimizer momentum");
   args.add("weight-decay", "", "0.0001", "weight decay");
   args.add("smoothing", "", "0.0", "label smoothing of the train loss (benchmark.py: plain cross-entropy)");
+  args.add("opt-eps", "", "", "optimizer epsilon (default: the optimizer's)");
+  args.add_list("opt-betas", "", "optimizer betas (default: the optimizer's)");
+  args.add("clip-grad", "", "", "clip gradient norm of the train benchmark (default: no clipping)");
+  args.add("clip-mode", "", "norm", "gradient clipping mode: norm, value or agc");
+  args.add("drop", "", "0.0", "dropout rate");
+  args.add("drop-path", "", "", "drop path rate (default: the model's)");
+  args.add("drop-block", "", "", "drop block rate (a model with DropBlock)");
   args.add("threads", "", "", "intra-op threads (default: torch's)");
   args.add("profile", "", "",
            "after the timed steps, run --profile-steps more under torch's profiler (CPU ops) and write its Chrome "
@@ -72,8 +81,9 @@ timm::ToolArgs make_args() {
   args.add_refused("detail",
                    "its fwd/bwd/opt breakdown profiles with Python's fvcore / DeepSpeed (--profile writes "
                    "torch's op-level trace)");
-  for (const std::string flag : {"model-list", "no-retry", "precision", "clip-grad", "clip-mode", "drop", "drop-path",
-                                 "drop-block", "opt-betas", "opt-eps"}) {
+  args.add_switch("no-retry", "",
+                  "accepted: timm-benchmark never retries (benchmark.py decays the batch size after out-of-memory)");
+  for (const std::string flag : {"model-list", "precision"}) {
     args.add_refused(flag, "");
   }
   return args;
@@ -195,6 +205,8 @@ void bench_train(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarT
     opt.lr = args.get_double("lr");
     opt.momentum = args.get_double("momentum");
     opt.weight_decay = args.get_double("weight-decay");
+    opt.eps = args.get_optional_double("opt-eps");
+    opt.betas = args.get_optional_doubles("opt-betas");
     optimizer = timm::create_optimizer(*setup.model, setup.model->no_weight_decay(), opt);
     timm::log_info("Created " + optimizer->describe());
   }
@@ -202,6 +214,10 @@ void bench_train(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarT
   const char* what = optimizer_step ? "train" : "forward + backward";
   const std::string key = optimizer_step ? "train" : "fwd_bwd";
   const double smoothing = args.get_double("smoothing");
+  // benchmark.py clips between backward and the optimizer step (AGC leaves the head out).
+  const std::optional<double> clip_grad = args.get_optional_double("clip-grad");
+  const std::string clip_mode = args.get("clip-mode");
+  const bool clip_exclude_head = clip_mode.find("agc") != std::string::npos;
   const at::Tensor x = make_input(setup);
   const at::Tensor target = at::randint(setup.num_classes, {setup.input_shape[0]}, at::kLong);
   timm::log_info(timm::format("Running %s benchmark on %s for %lld steps w/ input size %s and batch size %lld.", what,
@@ -222,7 +238,10 @@ void bench_train(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarT
                              : at::cross_entropy_loss(logits, target);
     }
     loss.backward();
-    if (optimizer) optimizer->step();
+    if (!optimizer) return;
+    if (clip_grad)
+      timm::dispatch_clip_grad(timm::model_parameters(*setup.model, clip_exclude_head), *clip_grad, clip_mode);
+    optimizer->step();
   };
   const auto [rate, step_ms] =
       time_steps(label, args.get_int("num-warm-iter"), timed_steps(args), setup.input_shape[0], step);
@@ -242,6 +261,9 @@ Setup make_setup(const timm::ToolArgs& args) {
   model_args.num_classes = args.get_optional_int("num-classes").value_or(1000);
   model_args.global_pool = args.get_optional("gp");
   model_args.kwargs = args.get_kwargs("model-kwargs");
+  model_args.drop_rate = args.get_double("drop");
+  model_args.drop_path_rate = args.get_optional_double("drop-path");
+  if (auto rate = args.get_optional_double("drop-block")) timm::set_drop_block_rate(model_args, *rate);
   Setup setup;
   timm::set_fast_norm_if_asked(args);  // benchmark.py: before create_model
   setup.model = timm::create_model(args.get("model"), model_args);

@@ -419,6 +419,41 @@ TEST_CASE("timm-benchmark --bench fwd-bwd times forward + backward alone; bad ar
   CHECK(unknown.output.find("unrecognized argument '--iters'") != std::string::npos);
 }
 
+TEST_CASE("timm-benchmark takes benchmark.py's optimizer, clipping and dropout flags") {
+  timm::test::TempDir tmp;
+  // AGC clipping between backward and the step, the head left out: one
+  // aten::where per clipped tensor (resnet18: 62 parameters, 60 without the
+  // head), none without --clip-grad.
+  const auto where_ops = [&](const std::vector<std::string>& extra) {
+    const fs::path trace = tmp / "trace.json";
+    const auto r = run_command(
+        concat({tool("timm-benchmark"), "--model", "resnet18", "-b", "2", "--img-size", "64", "--num-warm-iter", "0",
+                "--num-bench-iter", "1", "--bench", "train", "--profile", trace.string(), "--profile-steps", "1"},
+               extra));
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    const json events = parse_json_file(trace).at("traceEvents");
+    return std::make_pair(r.output, std::count_if(events.begin(), events.end(), [](const json& e) {
+                            return e.value("cat", "") == "cpu_op" && e.value("name", "") == "aten::where";
+                          }));
+  };
+  const auto [output, clipped] =
+      where_ops({"--opt", "adamw", "--opt-betas", "0.8", "0.9", "--opt-eps", "1e-6", "--drop", "0.1", "--drop-path",
+                 "0.1", "--clip-grad", "0.01", "--clip-mode", "agc"});
+  CHECK(clipped == 60);
+  CHECK(output.find("Created AdamW (adamw) optimizer: lr: 0.0001, betas: (0.8, 0.9), eps: 1e-06") != std::string::npos);
+  CHECK(where_ops({}).second == 0);
+  // Bad values are usage errors naming the flag.
+  const auto bad_mode =
+      run_command({tool("timm-benchmark"), "--model", "resnet18", "-b", "2", "--img-size", "64", "--num-warm-iter", "0",
+                   "--num-bench-iter", "1", "--bench", "train", "--clip-grad", "1", "--clip-mode", "bad"});
+  CHECK(bad_mode.exit_code == 2);
+  CHECK(bad_mode.output.find("--clip-mode 'bad': expected norm, value or agc") != std::string::npos);
+  const auto no_drop_block = run_command({tool("timm-benchmark"), "--model", "vit_tiny_patch16_224", "--model-kwargs",
+                                          "depth=1", "-b", "2", "--bench", "inference", "--drop-block", "0.1"});
+  CHECK(no_drop_block.exit_code == 2);
+  CHECK_MESSAGE(no_drop_block.output.find("drop_block_rate") != std::string::npos, no_drop_block.output);
+}
+
 TEST_CASE("timm-benchmark --min-bench-time times steps past --num-bench-iter until the time has passed") {
   timm::test::TempDir tmp;
   const double min_seconds = 0.5;

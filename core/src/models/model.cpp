@@ -6,6 +6,7 @@
 #include "timm/base/error.hpp"
 #include "timm/base/names.hpp"
 #include "timm/base/python_repr.hpp"
+#include "timm/models/model_args.hpp"
 #include "timm/plugin/registry.hpp"
 
 namespace timm {
@@ -73,6 +74,13 @@ ModelPtr create_model(const std::string& name, const ModelArgs& args) {
   if (!model) throw Error("model '" + name + "': its factory returned no model");
   model->set_registered(entry.name, entry.origin);
   return model;
+}
+
+void set_drop_block_rate(ModelArgs& args, double rate) {
+  if (args.kwargs.contains("drop_block_rate")) {
+    throw UsageError("--drop-block and --model-kwargs drop_block_rate both set the drop block rate; give one");
+  }
+  args.kwargs["drop_block_rate"] = python_float_repr(rate);
 }
 
 void check_model_kwargs(const std::string& model, const ModelArgs& args, const std::vector<std::string>& known) {

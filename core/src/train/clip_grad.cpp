@@ -60,6 +60,12 @@ void adaptive_clip_grad_(const std::vector<at::Tensor>& parameters, double clip_
   }
 }
 
+std::vector<at::Tensor> model_parameters(const torch::nn::Module& model, bool exclude_head) {
+  std::vector<at::Tensor> params = model.parameters();
+  if (exclude_head && params.size() >= 2) params.resize(params.size() - 2);
+  return params;
+}
+
 void dispatch_clip_grad(const std::vector<at::Tensor>& parameters, double value, const std::string& mode,
                         double norm_type) {
   if (mode == "norm") {

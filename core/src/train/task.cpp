@@ -1,6 +1,7 @@
 #include "timm/train/task.hpp"
 
 #include "timm/base/error.hpp"
+#include "timm/train/clip_grad.hpp"
 
 namespace timm {
 
@@ -18,9 +19,7 @@ OptimizerPtr TrainingTask::create_optimizer(const std::string& model_name, const
 }
 
 std::vector<at::Tensor> TrainingTask::clip_parameters(bool exclude_head) const {
-  std::vector<at::Tensor> params = model()->parameters();
-  if (exclude_head && params.size() >= 2) params.resize(params.size() - 2);
-  return params;
+  return model_parameters(*model(), exclude_head);
 }
 
 void TrainingTask::prepare_distributed(const std::function<void(torch::nn::Module&)>& wrap) {

@@ -21,6 +21,7 @@
 #include "timm/log/log.hpp"
 #include "timm/models/channels_last.hpp"
 #include "timm/models/load_weights.hpp"
+#include "timm/models/model_args.hpp"
 #include "timm/models/model_dtype.hpp"
 #include "trainer_internal.hpp"
 
@@ -46,12 +47,7 @@ ModelArgs model_args(const TrainArgs& args, int64_t num_classes, int64_t in_chan
   result.kwargs = args.model_kwargs;
   // train.py passes --drop-block to create_model as the keyword
   // drop_block_rate; a model without DropBlock refuses it by name.
-  if (args.drop_block) {
-    if (result.kwargs.contains("drop_block_rate")) {
-      throw UsageError("--drop-block and --model-kwargs drop_block_rate both set the drop block rate; give one");
-    }
-    result.kwargs["drop_block_rate"] = python_float_repr(*args.drop_block);
-  }
+  if (args.drop_block) set_drop_block_rate(result, *args.drop_block);
   return result;
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
 
 namespace timm {
 
@@ -21,6 +22,11 @@ void clip_grad_value_(const std::vector<at::Tensor>& parameters, double value);
 // clip_factor * max(|W|, eps) is scaled down to it.
 void adaptive_clip_grad_(const std::vector<at::Tensor>& parameters, double clip_factor, double eps = 1e-3,
                          double norm_type = 2.0);
+
+// timm's model_parameters: `model`'s parameters, without the last two (the
+// classifier's weight and bias) when `exclude_head` (train.py and
+// benchmark.py exclude them for AGC: 'agc' in --clip-mode).
+std::vector<at::Tensor> model_parameters(const torch::nn::Module& model, bool exclude_head);
 
 // dispatch_clip_grad: mode "norm", "value" or "agc"; anything else is a
 // UsageError naming --clip-mode.
