@@ -28,6 +28,7 @@
 #include "timm/tools/progress.hpp"
 #include "timm/tools/results_file.hpp"
 #include "timm/train/amp.hpp"
+#include "timm/train/checkpoint.hpp"
 #include "timm/train/metrics.hpp"
 
 namespace {
@@ -59,7 +60,9 @@ timm::ToolArgs make_args() {
     args.add_refused(flag, timm::find_flag(flag)->unsupported);
   }
   args.add_refused("tf-preprocessing", "it is TensorFlow's preprocessing pipeline (Python TensorFlow)");
-  for (const std::string flag : {"use-ema", "test-pool", "crop-border-pixels", "real-labels", "metrics-avg", "retry"}) {
+  args.add_switch("use-ema", "",
+                  "validate the checkpoint's EMA weights (timm-run --model-ema) where it has them, else its weights");
+  for (const std::string flag : {"test-pool", "crop-border-pixels", "real-labels", "metrics-avg", "retry"}) {
     args.add_refused(flag, "");
   }
   return args;
@@ -176,6 +179,22 @@ at::Tensor read_valid_labels(const std::filesystem::path& file, int64_t num_clas
   return at::tensor(labels, at::kLong);
 }
 
+// validate.py's load_checkpoint(model, checkpoint, use_ema): the EMA weights
+// with --use-ema where the checkpoint holds them; its weights otherwise
+// (timm falls back without a word; we say so).
+void load_weights(const timm::ToolArgs& args, timm::ClassifierImpl& model, const std::filesystem::path& checkpoint) {
+  if (args.get_switch("use-ema")) {
+    if (timm::load_ema_weights(model, checkpoint)) {
+      timm::log_info("Loaded state_dict_ema from checkpoint '" + checkpoint.string() + "'");
+      return;
+    }
+    timm::log_warning("--use-ema: " + checkpoint.string() +
+                      " holds no EMA weights (a run without --model-ema); validating its weights");
+  }
+  timm::load_checkpoint_weights(model, checkpoint);
+  timm::log_info("Loaded state_dict from checkpoint '" + checkpoint.string() + "'");
+}
+
 void warm_up(timm::ClassifierImpl& model, const timm::DataConfig& data_config, int64_t batch_size,
              const timm::EvalPrecision& precision) {
   torch::NoGradGuard no_grad;
@@ -214,8 +233,7 @@ timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std
   }
   timm::ModelPtr model = timm::create_model(model_name, model_args);
   if (checkpoint) {
-    timm::load_checkpoint_weights(*model, *checkpoint);
-    timm::log_info("Loaded state_dict from checkpoint '" + checkpoint->string() + "'");
+    load_weights(args, *model, *checkpoint);
   } else if (pretrained) {
     timm::load_hub_pretrained(*model, model_name, in_chans, model_args.num_classes);
   } else {

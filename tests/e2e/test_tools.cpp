@@ -197,6 +197,53 @@ TEST_CASE("timm-validate --valid-labels scores the outputs at those indices as v
   bad("0\n1\n2\n", ": 3 labels for a dataset of 10 classes");
 }
 
+TEST_CASE("timm-validate --use-ema validates the EMA weights of a --model-ema run: its '(EMA)' evaluation exactly") {
+  timm::test::TempDir tmp;
+  const auto run = run_command({tool("timm-run"),
+                                "--model",
+                                "resnet18",
+                                "--epochs",
+                                "1",
+                                "--train-num-samples",
+                                "128",
+                                "--val-num-samples",
+                                "64",
+                                "-b",
+                                "32",
+                                "-j",
+                                "1",
+                                "--model-ema",
+                                "--model-ema-decay",
+                                "0.9",
+                                "--output",
+                                tmp.path().string(),
+                                "--experiment",
+                                "ema"});
+  REQUIRE_MESSAGE(run.exit_code == 0, run.output);
+  const std::string checkpoint = (tmp / "ema" / "last.safetensors").string();
+  const auto validate = [&](const std::vector<std::string>& extra) {
+    const auto r = run_command(concat(
+        {tool("timm-validate"), "--checkpoint", checkpoint, "--num-samples", "64", "-b", "32", "-j", "1"}, extra));
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    return r.output;
+  };
+  const std::string ema = validate({"--use-ema"});
+  CHECK(ema.find("Loaded state_dict_ema from checkpoint") != std::string::npos);
+  // timm-run's last "Test (EMA)" line and its plain "Test" line, top-1 averages.
+  const std::string run_ema = last_capture(run.output, R"(Test \(EMA\): .*Acc@1: +[0-9.]+ \( *([0-9.]+)\))");
+  const std::string run_plain = last_capture(run.output, R"(Test: .*Acc@1: +[0-9.]+ \( *([0-9.]+)\))");
+  CHECK(last_capture(ema, R"( \* Acc@1 ([0-9.]+) )") == run_ema);
+  CHECK(last_capture(run.output, R"(Test top-1: .* loss: ([0-9.]+))") ==
+        last_capture(ema, R"( \* Loss ([0-9.]+) over 64 images)"));
+  CHECK(last_capture(validate({}), R"( \* Acc@1 ([0-9.]+) )") == run_plain);
+  // A checkpoint without EMA weights: its weights, with a warning.
+  const auto plain = run_command({tool("timm-validate"), "--checkpoint", trained_run().checkpoint().string(),
+                                  "--num-samples", "8", "-j", "1", "--use-ema"});
+  REQUIRE_MESSAGE(plain.exit_code == 0, plain.output);
+  CHECK(plain.output.find("holds no EMA weights (a run without --model-ema); validating its weights") !=
+        std::string::npos);
+}
+
 TEST_CASE("the tools take every flag of timm's validate.py, benchmark.py and inference.py, or say why not") {
   struct Case {
     std::string tool;

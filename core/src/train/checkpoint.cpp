@@ -622,6 +622,23 @@ ResumePoint resume_checkpoint_at(const fs::path& path, const ResumeTargets& targ
   return point;
 }
 
+bool load_ema_weights(torch::nn::Module& model, const fs::path& weights) {
+  const fs::path stem = checkpoint_stem(weights);
+  const fs::path state_file = stem.string() + kStateExt;
+  const fs::path weights_file = stem.string() + kWeightsExt;
+  if (!fs::exists(state_file)) return false;
+  const SafetensorsFile file = read_safetensors_file(weights_file);
+  const auto id = file.metadata.find("checkpoint_id");
+  if (id == file.metadata.end()) return false;  // not written by timm-run: no state of its own
+  const fs::path matching_state = matching_state_file(state_file, id->second, weights_file);
+  torch::serialize::InputArchive archive = read_state_archive(matching_state);
+  torch::serialize::InputArchive ema_archive;
+  if (!archive.try_read("ema", ema_archive)) return false;
+  torch::NoGradGuard no_grad;
+  copy_by_name(state_dict(model), ema_archive, matching_state, "EMA weights");
+  return true;
+}
+
 std::optional<fs::path> newest_checkpoint(const fs::path& dir) {
   std::optional<fs::path> newest;
   fs::file_time_type newest_time;

@@ -184,6 +184,15 @@ struct ResumePoint {
 // epoch resumes that epoch where it was written rather than at the next one.
 ResumePoint resume_checkpoint_at(const std::filesystem::path& path, const ResumeTargets& targets);
 
+// validate.py's --use-ema: the EMA weights (--model-ema) of the checkpoint
+// `weights` (<stem>.safetensors, or its path without extension) into
+// `model`, strictly by name, from the training state saved with it. Returns
+// false, loading nothing, when the checkpoint holds no EMA (no state file
+// beside it, or a run without --model-ema); timm's load_checkpoint then
+// loads the plain weights. Throws Error naming the file when the state does
+// not match the weights or lacks a weight of the model.
+bool load_ema_weights(torch::nn::Module& model, const std::filesystem::path& weights);
+
 // The newest checkpoint (by modification time) among `last` and `recovery-*`
 // in `dir`, for --auto-resume; none if there is none.
 std::optional<std::filesystem::path> newest_checkpoint(const std::filesystem::path& dir);
