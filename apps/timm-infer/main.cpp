@@ -5,8 +5,10 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <filesystem>
 #include <iostream>
 #include <optional>
+#include <system_error>
 
 #include "timm/base/app_main.hpp"
 #include "timm/base/error.hpp"
@@ -54,10 +56,16 @@ timm::ToolArgs make_args() {
   args.add("results-format", "", "", "csv or json (default: from the file's extension)");
   args.add_list("plugin-dir", "", "extra folders to load plugins from (repeatable)", /*accumulate=*/true);
   timm::add_runtime_flags(args, /*num_gpu=*/true);
-  for (const std::string flag : {"test-pool", "results-dir", "filename-col", "index-col", "label-col", "output-col",
-                                 "exclude-output", "no-console-results"}) {
-    args.add_refused(flag, "");
-  }
+  args.add("results-dir", "", "", "folder for the results file (created; the file defaults to <model>-<img size>.csv)");
+  args.add("filename-col", "", "filename", "name for the filename / sample name column");
+  args.add("index-col", "", "index", "name for the output indices column(s)");
+  args.add("label-col", "", "label", "name for the output labels column(s)");
+  args.add("output-col", "", "", "name for the logit / prob column(s) (default: prob or logit)");
+  args.add_switch("exclude-output", "",
+                  "exclude logits/probs from the results, just the indices (and labels); inference.py parses it and "
+                  "ignores it");
+  args.add_switch("no-console-results", "", "do not print the results to the console");
+  args.add_refused("test-pool", "");
   return args;
 }
 
@@ -77,7 +85,8 @@ void add_ranked(timm::ResultRow& row, const std::string& column, const std::vect
 
 struct Options {
   int64_t topk;
-  bool prob, include_index, fullname, separate;
+  bool prob, include_index, fullname, separate, exclude_output;
+  std::string filename_col, index_col, label_col, output_col;
   const std::vector<std::pair<std::string, std::string>>* labels;  // null: no label column
   bool label_names;                                                // name rather than description
   timm::EvalPrecision precision;
@@ -113,8 +122,8 @@ std::vector<timm::ResultRow> predict(timm::ClassifierImpl& model, timm::Loader& 
       const auto sample = rows.size();
       std::vector<double> out(v[r].data_ptr<float>(), v[r].data_ptr<float>() + v.size(1));
       std::vector<int64_t> idx(ix[r].data_ptr<int64_t>(), ix[r].data_ptr<int64_t>() + ix.size(1));
-      timm::ResultRow row{{"filename", sample_filename(dataset, sample, opt.fullname)}};
-      if (opt.include_index) add_ranked(row, "index", idx, opt.separate);
+      timm::ResultRow row{{opt.filename_col, sample_filename(dataset, sample, opt.fullname)}};
+      if (opt.include_index || opt.exclude_output) add_ranked(row, opt.index_col, idx, opt.separate);
       if (opt.labels != nullptr) {
         std::vector<std::string> names;
         for (int64_t i : idx) {
@@ -122,9 +131,9 @@ std::vector<timm::ResultRow> predict(timm::ClassifierImpl& model, timm::Loader& 
           names.push_back(known ? (opt.label_names ? (*opt.labels)[i].first : (*opt.labels)[i].second)
                                 : std::to_string(i));
         }
-        add_ranked(row, "label", names, opt.separate);
+        add_ranked(row, opt.label_col, names, opt.separate);
       }
-      add_ranked(row, opt.prob ? "prob" : "logit", out, opt.separate);
+      if (!opt.exclude_output) add_ranked(row, opt.output_col, out, opt.separate);
       rows.push_back(std::move(row));
     }
     batch_time.update(batch_watch.lap());
@@ -144,6 +153,11 @@ Options make_options(const timm::ToolArgs& args, const std::string& dataset_name
               args.get_switch("include-index"),
               args.get_switch("fullname"),
               args.get_switch("results-separate-col"),
+              args.get_switch("exclude-output"),
+              args.get("filename-col"),
+              args.get("index-col"),
+              args.get("label-col"),
+              "",
               nullptr,
               false,
               precision};
@@ -153,6 +167,7 @@ Options make_options(const timm::ToolArgs& args, const std::string& dataset_name
     throw timm::UsageError("--output-type " + timm::in_quotes(output_type) + ": expected prob or logit");
   }
   opt.prob = output_type == "prob";
+  opt.output_col = args.has("output-col") ? args.get("output-col") : output_type;
   const std::string label_type = args.get("label-type");
   if (label_type != "none" && label_type != "name" && label_type != "description") {
     throw timm::UsageError("--label-type " + timm::in_quotes(label_type) + ": expected none, name or description");
@@ -166,6 +181,22 @@ Options make_options(const timm::ToolArgs& args, const std::string& dataset_name
                            ": class names are known only for Fashion-MNIST; use --label-type none");
   }
   return opt;
+}
+
+// The results file: --results-file, in --results-dir when given (created;
+// inference.py's default name there: <model>-<img size>.csv); none without
+// either.
+std::optional<std::filesystem::path> results_path(const timm::ToolArgs& args, const timm::DataConfig& data_config) {
+  if (!args.has("results-dir")) {
+    if (!args.has("results-file")) return std::nullopt;
+    return std::filesystem::path(args.get("results-file"));
+  }
+  const std::filesystem::path dir = args.get("results-dir");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw timm::UsageError("--results-dir " + timm::in_quotes(dir.string()) + ": " + ec.message());
+  if (args.has("results-file")) return dir / args.get("results-file");
+  return dir / (args.get("model") + "-" + std::to_string(data_config.input_size.at(1)) + ".csv");
 }
 
 int run(int argc, char** argv) {
@@ -227,12 +258,13 @@ int run(int argc, char** argv) {
   if (options.precision.channels_last) timm::to_channels_last(*model);
   auto loader = timm::make_eval_loader(dataset, data_config, args.get_int("batch-size"), args.get_int("workers"));
   const auto rows = predict(*model, *loader, *dataset, options, std::max<int64_t>(1, args.get_int("log-freq")));
-  if (args.has("results-file")) {
-    timm::write_results_file(args.get("results-file"), rows, args.get("results-format"));
-    timm::log_info("Wrote " + std::to_string(rows.size()) + " predictions to " + args.get("results-file"));
-  } else {
-    std::cout << "--result\n" << timm::format_results(rows, "json") << std::flush;
+  if (const auto file = results_path(args, data_config)) {
+    timm::write_results_file(*file, rows, args.get("results-format"));
+    timm::log_info("Wrote " + std::to_string(rows.size()) + " predictions to " + file->string());
   }
+  // inference.py prints them unless --no-console-results, a file written or not.
+  if (!args.get_switch("no-console-results"))
+    std::cout << "--result\n" << timm::format_results(rows, "json") << std::flush;
   return 0;
 }
 

@@ -265,7 +265,7 @@ TEST_CASE("the tools take every flag of timm's validate.py, benchmark.py and inf
       {"timm-benchmark", {"--detail"}, "--detail is not supported: its fwd/bwd/opt breakdown"},
       {"timm-benchmark", {"--torchscript"}, "--torchscript is not supported"},
       {"timm-benchmark", {"--device", "mps"}, "--device 'mps': the tools run on the CPU only"},
-      {"timm-infer", {"--exclude-output"}, "--exclude-output is not implemented yet"},
+      {"timm-infer", {"--test-pool"}, "--test-pool is not implemented yet"},
       {"timm-infer", {"--aot-autograd"}, "--aot-autograd is not supported"},
   };
   for (const Case& c : cases) {
@@ -370,6 +370,28 @@ TEST_CASE("timm-infer's top-5 equal Python timm's for the same images and weight
     CHECK(parsed["rows"] == 10);
     CHECK(parsed["columns"] == json({"filename", "index", "label", "prob"}));
     CHECK(parsed["first"]["filename"] == "fashion-mnist[0]");
+  }
+
+  SUBCASE("inference.py's column names, --results-dir, --exclude-output, --no-console-results") {
+    const std::vector<std::string> common = concat(
+        {tool("timm-infer"), "--checkpoint", run.checkpoint().string(), "--num-samples", "4", "-j", "1", "--topk", "2"},
+        data);
+    const auto named =
+        run_command(concat(common, {"--filename-col", "name", "--index-col", "idx", "--label-col", "lab",
+                                    "--output-col", "p", "--include-index", "--results-dir", (tmp / "out").string()}));
+    REQUIRE_MESSAGE(named.exit_code == 0, named.output);
+    CHECK(named.output.find("--result") != std::string::npos);  // printed beside the file, as inference.py
+    // inference.py's default name in --results-dir: <model>-<img size>.csv.
+    const json parsed =
+        json::parse(run_oracle("tools_oracle.py", {"parse", (tmp / "out" / "resnet18-28.csv").string()}));
+    CHECK(parsed["rows"] == 4);
+    CHECK(parsed["columns"] == json({"name", "idx", "lab", "p"}));
+    const auto excluded = run_command(concat(common, {"--exclude-output", "--label-type", "none", "--results-file",
+                                                      (tmp / "ex.csv").string(), "--no-console-results"}));
+    REQUIRE_MESSAGE(excluded.exit_code == 0, excluded.output);
+    CHECK(excluded.output.find("--result") == std::string::npos);
+    const json indices = json::parse(run_oracle("tools_oracle.py", {"parse", (tmp / "ex.csv").string()}));
+    CHECK(indices["columns"] == json({"filename", "index"}));
   }
 }
 
