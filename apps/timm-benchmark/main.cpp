@@ -14,8 +14,11 @@
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -24,6 +27,7 @@
 #include "timm/base/app_main.hpp"
 #include "timm/base/cpu_allocator.hpp"
 #include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 #include "timm/base/stopwatch.hpp"
 #include "timm/log/log.hpp"
 #include "timm/models/channels_last.hpp"
@@ -81,15 +85,15 @@ timm::ToolArgs make_args() {
   args.add_refused("detail",
                    "its fwd/bwd/opt breakdown profiles with Python's fvcore / DeepSpeed (--profile writes "
                    "torch's op-level trace)");
+  args.add("model-list", "", "", "txt file of model names to benchmark, one per line (results sorted by samples/s)");
   args.add_switch("no-retry", "",
                   "accepted: timm-benchmark never retries (benchmark.py decays the batch size after out-of-memory)");
-  for (const std::string flag : {"model-list", "precision"}) {
-    args.add_refused(flag, "");
-  }
+  args.add_refused("precision", "");
   return args;
 }
 
 struct Setup {
+  std::string model_name;
   timm::ModelPtr model;
   std::vector<int64_t> input_shape;  // B, C, H, W
   int64_t num_classes = 0;
@@ -179,14 +183,14 @@ void bench_inference(const timm::ToolArgs& args, Setup& setup, bool amp, at::Sca
   torch::NoGradGuard no_grad;
   const at::Tensor x = make_input(setup);
   timm::log_info(timm::format("Running inference benchmark on %s for %lld steps w/ input size %s and batch size %lld.",
-                              args.get("model").c_str(), static_cast<long long>(args.get_int("num-bench-iter")),
+                              setup.model_name.c_str(), static_cast<long long>(args.get_int("num-bench-iter")),
                               c10::str(setup.input_shape).c_str(), static_cast<long long>(setup.input_shape[0])));
   timm::AutocastGuard autocast(at::kCPU, dtype, amp);
   const auto [rate, step_ms] = time_steps("Infer", args.get_int("num-warm-iter"), timed_steps(args),
                                           setup.input_shape[0], [&] { setup.model->forward(x); });
   profile_steps(args, [&] { setup.model->forward(x); });
   timm::log_info(timm::format("Inference benchmark of %s done. %.2f samples/sec, %.2f ms/step",
-                              args.get("model").c_str(), rate, step_ms));
+                              setup.model_name.c_str(), rate, step_ms));
   row.emplace_back("infer_samples_per_sec", std::round(rate * 100) / 100);
   row.emplace_back("infer_step_time", std::round(step_ms * 1000) / 1000);
   row.emplace_back("infer_batch_size", setup.input_shape[0]);
@@ -221,7 +225,7 @@ void bench_train(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarT
   const at::Tensor x = make_input(setup);
   const at::Tensor target = at::randint(setup.num_classes, {setup.input_shape[0]}, at::kLong);
   timm::log_info(timm::format("Running %s benchmark on %s for %lld steps w/ input size %s and batch size %lld.", what,
-                              args.get("model").c_str(), static_cast<long long>(args.get_int("num-bench-iter")),
+                              setup.model_name.c_str(), static_cast<long long>(args.get_int("num-bench-iter")),
                               c10::str(setup.input_shape).c_str(), static_cast<long long>(setup.input_shape[0])));
   auto step = [&] {
     if (optimizer) {
@@ -247,14 +251,14 @@ void bench_train(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarT
       time_steps(label, args.get_int("num-warm-iter"), timed_steps(args), setup.input_shape[0], step);
   profile_steps(args, step);
   timm::log_info(timm::format("%s benchmark of %s done. %.2f samples/sec, %.2f ms/sample", label,
-                              args.get("model").c_str(), rate, 1000.0 / rate));
+                              setup.model_name.c_str(), rate, 1000.0 / rate));
   row.emplace_back(key + "_samples_per_sec", std::round(rate * 100) / 100);
   row.emplace_back(key + "_step_time", std::round(step_ms * 1000) / 1000);
   row.emplace_back(key + "_batch_size", setup.input_shape[0]);
   row.emplace_back(key + "_img_size", setup.input_shape.back());
 }
 
-Setup make_setup(const timm::ToolArgs& args) {
+Setup make_setup(const timm::ToolArgs& args, const std::string& model_name) {
   timm::Config config = timm::data_flags_config(args);
   timm::ModelArgs model_args;
   model_args.in_chans = timm::resolve_in_chans(config, {});
@@ -265,12 +269,13 @@ Setup make_setup(const timm::ToolArgs& args) {
   model_args.drop_path_rate = args.get_optional_double("drop-path");
   if (auto rate = args.get_optional_double("drop-block")) timm::set_drop_block_rate(model_args, *rate);
   Setup setup;
+  setup.model_name = model_name;
   timm::set_fast_norm_if_asked(args);  // benchmark.py: before create_model
-  setup.model = timm::create_model(args.get("model"), model_args);
+  setup.model = timm::create_model(model_name, model_args);
   timm::reparameterize_if_asked(args, *setup.model);  // benchmark.py: right after create_model
   setup.num_classes = model_args.num_classes;
   setup.param_count = timm::count_parameters(*setup.model);
-  timm::log_info(timm::format("Model %s created, param count: %lld", args.get("model").c_str(),
+  timm::log_info(timm::format("Model %s created, param count: %lld", model_name.c_str(),
                               static_cast<long long>(setup.param_count)));
   const timm::DataConfig data = timm::resolve_data_config(config, setup.model->pretrained_cfg(), {});
   setup.input_shape = {args.get_int("batch-size")};
@@ -284,6 +289,34 @@ Setup make_setup(const timm::ToolArgs& args) {
     timm::log_info("Gradient checkpointing enabled; CPU allocator: " + timm::cpu_allocator_policy().reason);
   }
   return setup;
+}
+
+// benchmark.py's bulk mode: the names of --model-list (one per line), or of
+// the registered models a --model wildcard matches ('resnet*'); nullopt for
+// one model. Throws UsageError for an unreadable or empty list and a
+// pattern that matches nothing.
+std::optional<std::vector<std::string>> bulk_model_names(const timm::ToolArgs& args) {
+  std::vector<std::string> names;
+  if (args.has("model-list")) {
+    const std::string file = args.get("model-list");
+    std::ifstream in(file);
+    if (!in) throw timm::UsageError("--model-list " + timm::in_quotes(file) + ": cannot open the file");
+    for (std::string line; std::getline(in, line);) {
+      while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+      if (!line.empty()) names.push_back(line);
+    }
+    if (names.empty()) throw timm::UsageError("--model-list " + timm::in_quotes(file) + ": no model names in it");
+    return names;
+  }
+  const std::string model = args.get("model");
+  const timm::Registry& registry = timm::Registry::global();
+  if (registry.find(timm::PluginKind::kModel, model) != nullptr || model.find_first_of("*?[") == std::string::npos) {
+    return std::nullopt;
+  }
+  names = registry.list(timm::PluginKind::kModel, model);
+  if (names.empty()) throw timm::UsageError("--model " + timm::in_quotes(model) + ": no registered model matches it");
+  timm::log_info("Running bulk benchmark on these models: " + timm::joined_names(names));
+  return names;
 }
 
 int run(int argc, char** argv) {
@@ -313,16 +346,25 @@ int run(int argc, char** argv) {
   const at::ScalarType dtype = timm::parse_amp_dtype(args.get("amp-dtype"));
   timm::log_info(amp ? "Using native Torch AMP (" + args.get("amp-dtype") + ") on the CPU." : "AMP not enabled.");
 
-  timm::ResultRow row{{"model", args.get("model")}};
-  Setup setup = make_setup(args);
-  if (bench == "inference" || bench == "both") bench_inference(args, setup, amp, dtype, row);
-  if (bench == "both") setup = make_setup(args);  // fresh weights, as benchmark.py builds a new runner
-  if (bench == "train" || bench == "both") bench_train(args, setup, amp, dtype, /*optimizer_step=*/true, row);
-  if (bench == "fwd-bwd") bench_train(args, setup, amp, dtype, /*optimizer_step=*/false, row);
-  row.emplace_back("param_count", std::round(setup.param_count / 1e4) / 100);
-  std::cout << "--result\n" << timm::results_json(row) << "\n" << std::flush;
+  const std::optional<std::vector<std::string>> bulk = bulk_model_names(args);
+  std::vector<timm::ResultRow> rows;
+  for (const std::string& name : bulk.value_or(std::vector<std::string>{args.get("model")})) {
+    timm::ResultRow row{{"model", name}};
+    Setup setup = make_setup(args, name);
+    if (bench == "inference" || bench == "both") bench_inference(args, setup, amp, dtype, row);
+    if (bench == "both") setup = make_setup(args, name);  // fresh weights, as benchmark.py builds a new runner
+    if (bench == "train" || bench == "both") bench_train(args, setup, amp, dtype, /*optimizer_step=*/true, row);
+    if (bench == "fwd-bwd") bench_train(args, setup, amp, dtype, /*optimizer_step=*/false, row);
+    row.emplace_back("param_count", std::round(setup.param_count / 1e4) / 100);
+    rows.push_back(std::move(row));
+  }
+  // benchmark.py sorts bulk results by the first mode's samples/s, fastest first.
+  if (bulk)
+    std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a[1].second > b[1].second; });
+  const bool single = !bulk;
+  std::cout << "--result\n" << timm::format_results(rows, "json", single) << std::flush;
   if (args.has("results-file"))
-    timm::write_results_file(args.get("results-file"), {row}, args.get("results-format"), true);
+    timm::write_results_file(args.get("results-file"), rows, args.get("results-format"), single);
   return 0;
 }
 

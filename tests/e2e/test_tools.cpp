@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <regex>
+#include <set>
 
 #include "e2e_support.hpp"
 #include "test_support.hpp"
@@ -521,6 +522,33 @@ TEST_CASE("timm-benchmark takes benchmark.py's optimizer, clipping and dropout f
                                           "depth=1", "-b", "2", "--bench", "inference", "--drop-block", "0.1"});
   CHECK(no_drop_block.exit_code == 2);
   CHECK_MESSAGE(no_drop_block.output.find("drop_block_rate") != std::string::npos, no_drop_block.output);
+}
+
+TEST_CASE("timm-benchmark --model-list and a --model wildcard benchmark each model, fastest first") {
+  timm::test::TempDir tmp;
+  std::ofstream(tmp / "models.txt") << "resnet18\nresnet10t\n\n";
+  const std::vector<std::string> quick{"-b", "2",       "--img-size", "64", "--num-warm-iter", "0", "--num-bench-iter",
+                                       "1",  "--bench", "inference"};
+  const auto listed = run_command(concat({tool("timm-benchmark"), "--model-list", (tmp / "models.txt").string(),
+                                          "--results-file", (tmp / "bulk.json").string()},
+                                         quick));
+  REQUIRE_MESSAGE(listed.exit_code == 0, listed.output);
+  const json rows = parse_json_file(tmp / "bulk.json");
+  REQUIRE(rows.is_array());
+  REQUIRE(rows.size() == 2);
+  std::set<std::string> models{rows[0]["model"].get<std::string>(), rows[1]["model"].get<std::string>()};
+  CHECK(models == std::set<std::string>{"resnet18", "resnet10t"});
+  CHECK(rows[0]["infer_samples_per_sec"].get<double>() >= rows[1]["infer_samples_per_sec"].get<double>());
+  const auto pattern = run_command(concat({tool("timm-benchmark"), "--model", "resnet1[08]"}, quick));
+  REQUIRE_MESSAGE(pattern.exit_code == 0, pattern.output);
+  CHECK(pattern.output.find("Running bulk benchmark on these models: resnet18") != std::string::npos);
+  const auto nothing = run_command({tool("timm-benchmark"), "--model", "zzz*"});
+  CHECK(nothing.exit_code == 2);
+  CHECK(nothing.output.find("--model 'zzz*': no registered model matches it") != std::string::npos);
+  std::ofstream(tmp / "empty.txt") << "\n";
+  const auto empty = run_command({tool("timm-benchmark"), "--model-list", (tmp / "empty.txt").string()});
+  CHECK(empty.exit_code == 2);
+  CHECK(empty.output.find("no model names in it") != std::string::npos);
 }
 
 TEST_CASE("timm-benchmark --min-bench-time times steps past --num-bench-iter until the time has passed") {

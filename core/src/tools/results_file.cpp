@@ -93,6 +93,4 @@ void write_results_file(const std::filesystem::path& file, const std::vector<Res
   write_file_atomically(file, format_results(rows, results_format(file, format), single));
 }
 
-std::string results_json(const ResultRow& row) { return to_json(row).dump(4); }
-
 }  // namespace timm

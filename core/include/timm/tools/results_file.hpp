@@ -29,7 +29,4 @@ std::string format_results(const std::vector<ResultRow>& rows, const std::string
 void write_results_file(const std::filesystem::path& file, const std::vector<ResultRow>& rows,
                         const std::string& format = "", bool single = false);
 
-// validate.py's JSON (indent 4) of one row, for the "--result" stdout block.
-std::string results_json(const ResultRow& row);
-
 }  // namespace timm
