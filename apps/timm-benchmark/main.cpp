@@ -32,6 +32,7 @@
 #include "timm/log/log.hpp"
 #include "timm/models/channels_last.hpp"
 #include "timm/models/model_args.hpp"
+#include "timm/models/model_dtype.hpp"
 #include "timm/optim/optimizer.hpp"
 #include "timm/plugin/loader.hpp"
 #include "timm/plugin/registry.hpp"
@@ -88,7 +89,9 @@ timm::ToolArgs make_args() {
   args.add("model-list", "", "", "txt file of model names to benchmark, one per line (results sorted by samples/s)");
   args.add_switch("no-retry", "",
                   "accepted: timm-benchmark never retries (benchmark.py decays the batch size after out-of-memory)");
-  args.add_refused("precision", "");
+  args.add("precision", "", "float32",
+           "numeric precision: amp (float16 autocast), amp_bfloat16, float16, bfloat16 (weights and input in it) or "
+           "float32; --amp overrides it");
   return args;
 }
 
@@ -99,10 +102,11 @@ struct Setup {
   int64_t num_classes = 0;
   int64_t param_count = 0;
   bool channels_last = false;
+  at::ScalarType dtype = at::kFloat;  // the weights' and the input's (--precision float16 / bfloat16)
 };
 
 at::Tensor make_input(const Setup& setup) {
-  at::Tensor x = at::randn(setup.input_shape);
+  at::Tensor x = at::randn(setup.input_shape).to(setup.dtype);
   return setup.channels_last ? x.contiguous(at::MemoryFormat::ChannelsLast) : x;
 }
 
@@ -258,7 +262,30 @@ void bench_train(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarT
   row.emplace_back(key + "_img_size", setup.input_shape.back());
 }
 
-Setup make_setup(const timm::ToolArgs& args, const std::string& model_name) {
+// benchmark.py's resolve_precision, --amp overriding --precision: autocast
+// in `amp_dtype`, or the weights and input in `model_dtype`.
+struct Precision {
+  std::optional<at::ScalarType> amp_dtype;
+  at::ScalarType model_dtype = at::kFloat;
+};
+
+Precision resolve_precision(const timm::ToolArgs& args) {
+  const at::ScalarType amp_dtype = timm::parse_amp_dtype(args.get("amp-dtype"));
+  std::string precision = args.get("precision");
+  if (args.get_switch("amp")) {
+    if (args.given("precision")) timm::log_warning("Overriding precision to 'amp' since --amp flag set.");
+    precision = amp_dtype == at::kHalf ? "amp" : "amp_bfloat16";
+  }
+  if (precision == "amp") return {at::kHalf, at::kFloat};
+  if (precision == "amp_bfloat16") return {at::kBFloat16, at::kFloat};
+  if (precision == "float16") return {std::nullopt, at::kHalf};
+  if (precision == "bfloat16") return {std::nullopt, at::kBFloat16};
+  if (precision == "float32") return {std::nullopt, at::kFloat};
+  throw timm::UsageError("--precision " + timm::in_quotes(precision) +
+                         ": expected amp, amp_bfloat16, float16, bfloat16 or float32");
+}
+
+Setup make_setup(const timm::ToolArgs& args, const std::string& model_name, at::ScalarType dtype) {
   timm::Config config = timm::data_flags_config(args);
   timm::ModelArgs model_args;
   model_args.in_chans = timm::resolve_in_chans(config, {});
@@ -280,6 +307,8 @@ Setup make_setup(const timm::ToolArgs& args, const std::string& model_name) {
   const timm::DataConfig data = timm::resolve_data_config(config, setup.model->pretrained_cfg(), {});
   setup.input_shape = {args.get_int("batch-size")};
   setup.input_shape.insert(setup.input_shape.end(), data.input_size.begin(), data.input_size.end());
+  setup.dtype = dtype;
+  timm::to_model_dtype(*setup.model, dtype);  // benchmark.py: model.to(device, dtype), then channels_last
   setup.channels_last = args.get_switch("channels-last");
   if (setup.channels_last) timm::to_channels_last(*setup.model);
   // benchmark.py: set_grad_checkpointing() right after the model is created.
@@ -342,17 +371,20 @@ int run(int argc, char** argv) {
     }
   }
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
-  const bool amp = args.get_switch("amp");
-  const at::ScalarType dtype = timm::parse_amp_dtype(args.get("amp-dtype"));
-  timm::log_info(amp ? "Using native Torch AMP (" + args.get("amp-dtype") + ") on the CPU." : "AMP not enabled.");
+  const Precision precision = resolve_precision(args);
+  const bool amp = precision.amp_dtype.has_value();
+  const at::ScalarType dtype = precision.amp_dtype.value_or(at::kBFloat16);
+  timm::log_info(amp ? "Using native Torch AMP (" + timm::dtype_name(dtype) + ") on the CPU."
+                     : "AMP not enabled; weights and input in " + timm::dtype_name(precision.model_dtype) + ".");
 
   const std::optional<std::vector<std::string>> bulk = bulk_model_names(args);
   std::vector<timm::ResultRow> rows;
   for (const std::string& name : bulk.value_or(std::vector<std::string>{args.get("model")})) {
     timm::ResultRow row{{"model", name}};
-    Setup setup = make_setup(args, name);
+    Setup setup = make_setup(args, name, precision.model_dtype);
     if (bench == "inference" || bench == "both") bench_inference(args, setup, amp, dtype, row);
-    if (bench == "both") setup = make_setup(args, name);  // fresh weights, as benchmark.py builds a new runner
+    if (bench == "both")
+      setup = make_setup(args, name, precision.model_dtype);  // fresh weights, as benchmark.py builds a new runner
     if (bench == "train" || bench == "both") bench_train(args, setup, amp, dtype, /*optimizer_step=*/true, row);
     if (bench == "fwd-bwd") bench_train(args, setup, amp, dtype, /*optimizer_step=*/false, row);
     row.emplace_back("param_count", std::round(setup.param_count / 1e4) / 100);

@@ -489,7 +489,7 @@ TEST_CASE("timm-benchmark --bench fwd-bwd times forward + backward alone; bad ar
   CHECK(unknown.output.find("unrecognized argument '--iters'") != std::string::npos);
 }
 
-TEST_CASE("timm-benchmark takes benchmark.py's optimizer, clipping and dropout flags") {
+TEST_CASE("timm-benchmark takes benchmark.py's optimizer, clipping, dropout and precision flags") {
   timm::test::TempDir tmp;
   // AGC clipping between backward and the step, the head left out: one
   // aten::where per clipped tensor (resnet18: 62 parameters, 60 without the
@@ -518,6 +518,20 @@ TEST_CASE("timm-benchmark takes benchmark.py's optimizer, clipping and dropout f
                    "--num-bench-iter", "1", "--bench", "train", "--clip-grad", "1", "--clip-mode", "bad"});
   CHECK(bad_mode.exit_code == 2);
   CHECK(bad_mode.output.find("--clip-mode 'bad': expected norm, value or agc") != std::string::npos);
+  // --precision: the weights and input in bfloat16, or autocast (which --amp picks over it).
+  const std::vector<std::string> quick{
+      tool("timm-benchmark"), "--model", "resnet18",         "-b", "2", "--img-size", "64",
+      "--num-warm-iter",      "0",       "--num-bench-iter", "1"};
+  const auto bf16 = run_command(concat(quick, {"--precision", "bfloat16"}));
+  REQUIRE_MESSAGE(bf16.exit_code == 0, bf16.output);
+  CHECK(bf16.output.find("AMP not enabled; weights and input in bfloat16.") != std::string::npos);
+  const auto overridden = run_command(concat(quick, {"--bench", "inference", "--precision", "float16", "--amp"}));
+  REQUIRE_MESSAGE(overridden.exit_code == 0, overridden.output);
+  CHECK(overridden.output.find("Overriding precision to 'amp' since --amp flag set.") != std::string::npos);
+  CHECK(overridden.output.find("Using native Torch AMP (bfloat16) on the CPU.") != std::string::npos);
+  const auto bad_precision = run_command(concat(quick, {"--precision", "int8"}));
+  CHECK(bad_precision.exit_code == 2);
+  CHECK(bad_precision.output.find("--precision 'int8': expected amp, amp_bfloat16") != std::string::npos);
   const auto no_drop_block = run_command({tool("timm-benchmark"), "--model", "vit_tiny_patch16_224", "--model-kwargs",
                                           "depth=1", "-b", "2", "--bench", "inference", "--drop-block", "0.1"});
   CHECK(no_drop_block.exit_code == 2);
