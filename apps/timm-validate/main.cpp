@@ -26,6 +26,7 @@
 #include "timm/plugin/registry.hpp"
 #include "timm/tools/eval_setup.hpp"
 #include "timm/tools/progress.hpp"
+#include "timm/tools/real_labels.hpp"
 #include "timm/tools/results_file.hpp"
 #include "timm/train/amp.hpp"
 #include "timm/train/checkpoint.hpp"
@@ -62,7 +63,10 @@ timm::ToolArgs make_args() {
   args.add_refused("tf-preprocessing", "it is TensorFlow's preprocessing pipeline (Python TensorFlow)");
   args.add_switch("use-ema", "",
                   "validate the checkpoint's EMA weights (timm-run --model-ema) where it has them, else its weights");
-  for (const std::string flag : {"test-pool", "crop-border-pixels", "real-labels", "metrics-avg", "retry"}) {
+  args.add("real-labels", "", "",
+           "real labels JSON file for ImageNet evaluation (the reassessed labels of 'Are we done with ImageNet?'): "
+           "top-1 / top-5 over the images that have them");
+  for (const std::string flag : {"test-pool", "crop-border-pixels", "metrics-avg", "retry"}) {
     args.add_refused(flag, "");
   }
   return args;
@@ -76,7 +80,8 @@ struct Outcome {
 };
 
 Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, const timm::DataConfig& data_config,
-                 const timm::EvalPrecision& precision, const at::Tensor& valid_labels, int64_t log_freq) {
+                 const timm::EvalPrecision& precision, const at::Tensor& valid_labels, timm::RealLabels* real_labels,
+                 int64_t log_freq) {
   model.eval();
   torch::NoGradGuard no_grad;
   loader.start_epoch(0);
@@ -103,6 +108,7 @@ Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, const timm::
       if (valid_labels.defined()) output = output.index_select(1, valid_labels);
       loss_tensor = at::cross_entropy_loss(output, batch->targets);
     }
+    if (real_labels != nullptr) real_labels->add_result(output);
     const double loss = loss_tensor.item<double>();
     const auto correct = timm::correct_topk(output, batch->targets, {1, 5});
     const int64_t n = input.batch_size();
@@ -123,6 +129,8 @@ Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, const timm::
   }
   progress.finish();
   if (samples == 0) throw timm::Error("the dataset produced no sample");
+  // validate.py: real labels replace the top-k values at the end.
+  if (real_labels != nullptr) return {loss_sum / samples, real_labels->accuracy(1), real_labels->accuracy(5), samples};
   return {loss_sum / samples, 100.0 * top1 / samples, 100.0 * top5 / samples, samples};
 }
 
@@ -195,6 +203,12 @@ void load_weights(const timm::ToolArgs& args, timm::ClassifierImpl& model, const
   timm::log_info("Loaded state_dict from checkpoint '" + checkpoint.string() + "'");
 }
 
+std::vector<std::string> sample_filenames(const timm::Dataset& dataset) {
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < dataset.size(); ++i) names.push_back(dataset.describe(i));
+  return names;
+}
+
 void warm_up(timm::ClassifierImpl& model, const timm::DataConfig& data_config, int64_t batch_size,
              const timm::EvalPrecision& precision) {
   torch::NoGradGuard no_grad;
@@ -263,8 +277,11 @@ timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std
       args.has("valid-labels")
           ? read_valid_labels(args.get("valid-labels"), model->num_classes(), dataset->num_classes())
           : at::Tensor();
+  std::optional<timm::RealLabels> real_labels;
+  if (args.has("real-labels")) real_labels.emplace(args.get("real-labels"), sample_filenames(*dataset));
   const Outcome outcome =
-      validate(*model, *loader, data_config, precision, valid_labels, std::max<int64_t>(1, args.get_int("log-freq")));
+      validate(*model, *loader, data_config, precision, valid_labels, real_labels ? &*real_labels : nullptr,
+               std::max<int64_t>(1, args.get_int("log-freq")));
   timm::log_info(timm::format(" * Acc@1 %.3f (%.3f) Acc@5 %.3f (%.3f)", outcome.top1, 100.0 - outcome.top1,
                               outcome.top5, 100.0 - outcome.top5));
   timm::log_info(timm::format(" * Loss %.4f over %lld images", outcome.loss, static_cast<long long>(outcome.samples)));

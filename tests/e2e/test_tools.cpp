@@ -245,6 +245,27 @@ TEST_CASE("timm-validate --use-ema validates the EMA weights of a --model-ema ru
         std::string::npos);
 }
 
+TEST_CASE("timm-validate --real-labels scores ImageNet-named images by their real labels (test_real_labels: timm's)") {
+  const TrainedRun& run = trained_run();
+  timm::test::TempDir tmp;
+  // 30 test images as DIR/<label>/ILSVRC2012_val_<i>.JPEG; DIR.json gives each its own label.
+  const fs::path images = tmp / "val";
+  run_oracle("tools_oracle.py", {"valimages", images.string(), "--num-samples", "30"});
+  const std::vector<std::string> common{
+      tool("timm-validate"), "--checkpoint", run.checkpoint().string(), "--data-dir", images.string(), "-j", "1"};
+  const auto plain = run_command(common);
+  REQUIRE_MESSAGE(plain.exit_code == 0, plain.output);
+  const auto real = run_command(concat(common, {"--real-labels", images.string() + ".json"}));
+  REQUIRE_MESSAGE(real.exit_code == 0, real.output);
+  // One real label per image, its own: the same top-1 and top-5.
+  CHECK(last_capture(real.output, R"( \* Acc@1 ([0-9.]+) )") == last_capture(plain.output, R"( \* Acc@1 ([0-9.]+) )"));
+  CHECK(last_capture(real.output, R"(Acc@5 ([0-9.]+) \()") == last_capture(plain.output, R"(Acc@5 ([0-9.]+) \()"));
+  // A subset of the validation set has fewer samples than entries (timm asserts).
+  const auto subset = run_command(concat(common, {"--real-labels", images.string() + ".json", "--num-samples", "10"}));
+  CHECK(subset.exit_code == 2);
+  CHECK(subset.output.find("30 entries for a dataset of 10 samples") != std::string::npos);
+}
+
 TEST_CASE("the tools take every flag of timm's validate.py, benchmark.py and inference.py, or say why not") {
   struct Case {
     std::string tool;

@@ -8,6 +8,9 @@ Usage:
                                         statistics and head drawn away from their init, as safetensors)
   tools_oracle.py infer CKPT (--num-samples N | --folder DIR) --topk K DATACFG...
   tools_oracle.py images DIR --num-samples N   (writes N Fashion-MNIST test PNGs into DIR)
+  tools_oracle.py valimages DIR --num-samples N (the first N test images as JPEGs named as ImageNet's
+                                        validation set, DIR/<label>/ILSVRC2012_val_<i + 1>.JPEG, and their
+                                        labels as DIR.json, one single-label entry each: real labels)
   tools_oracle.py parse FILE            (a results file read by Python's csv / json: rows, columns)
   tools_oracle.py svg FILE --csv SUMMARY (the SVG parsed by xml.etree; each curve's points mapped back to
                                          data values and compared with the CSV's: max abs error per series)
@@ -128,6 +131,17 @@ def cmd_images(args):
     print(json.dumps({'written': len(images)}))
 
 
+def cmd_valimages(args):
+    images, labels = fmnist_test(args.num_samples)
+    for i, (im, label) in enumerate(zip(images, labels.tolist())):
+        folder = os.path.join(args.checkpoint, str(label))
+        os.makedirs(folder, exist_ok=True)
+        im.save(os.path.join(folder, f'ILSVRC2012_val_{i + 1:08d}.JPEG'), quality=95)
+    with open(args.checkpoint + '.json', 'w') as f:
+        json.dump([[label] for label in labels.tolist()], f)
+    print(json.dumps({'written': len(images)}))
+
+
 def cmd_parse(args):
     path = args.checkpoint
     if path.endswith('.json'):
@@ -170,7 +184,7 @@ def cmd_svg(args):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument('command', choices=['validate', 'infer', 'images', 'parse', 'svg', 'save'])
+    p.add_argument('command', choices=['validate', 'infer', 'images', 'valimages', 'parse', 'svg', 'save'])
     p.add_argument('checkpoint')  # the folder for 'images'
     p.add_argument('--model', default='resnet18')
     p.add_argument('--num-classes', type=int, default=10)
@@ -187,7 +201,7 @@ def main():
     p.add_argument('--reparam', action='store_true')
     p.add_argument('--valid-labels', default='')
     args = p.parse_args()
-    {'validate': cmd_validate, 'infer': cmd_infer, 'images': cmd_images, 'parse': cmd_parse, 'svg': cmd_svg,
+    {'validate': cmd_validate, 'infer': cmd_infer, 'images': cmd_images, 'valimages': cmd_valimages, 'parse': cmd_parse, 'svg': cmd_svg,
      'save': cmd_save}[args.command](args)
 
 
