@@ -52,7 +52,7 @@ timm::ToolArgs make_args() {
   args.add("valid-labels", "", "",
            "valid label indices txt file (one per line) for validation of a partial label space: the model's "
            "outputs at those indices, in that order, are scored against the dataset's labels");
-  args.add("seed", "", "42", "random seed (of the warm-up's random input)");
+  args.add("seed", "", "42", "random seed (of the weights of a model without a checkpoint, and the warm-up's input)");
   args.add_switch("no-prefetcher", "", "accepted: batches are normalised once, in the loader's last step, either way");
   args.add_switch("pin-mem", "",
                   "accepted: pinned memory only speeds host-to-GPU copies, and the tools run on the CPU");

@@ -259,6 +259,10 @@ std::string Config::to_toml() const {
   return out.str();
 }
 
+std::string flag_refusal(const std::string& unsupported) {
+  return unsupported.empty() ? "not implemented yet" : "not supported: " + unsupported;
+}
+
 void check_implemented(const Config& config) {
   std::vector<std::string> refused;
   const FlagSpec* first = nullptr;
@@ -269,8 +273,7 @@ void check_implemented(const Config& config) {
     refused.push_back("--" + flag.name);
   }
   if (refused.empty()) return;
-  std::string message = refused.front() + (first->unsupported.empty() ? " is not implemented yet"
-                                                                      : " is not supported: " + first->unsupported);
+  std::string message = refused.front() + " is " + flag_refusal(first->unsupported);
   if (refused.size() > 1) {
     message += refused.size() == 2 ? "; nor is " : "; nor are ";
     for (std::size_t i = 1; i < refused.size(); ++i) {

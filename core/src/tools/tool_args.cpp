@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "timm/base/error.hpp"
+#include "timm/config/config.hpp"
 
 namespace timm {
 
@@ -89,10 +90,7 @@ void ToolArgs::parse(int argc, const char* const* argv) {
       if (s != nullptr && body.size() > s->short_name.size()) inline_value = body.substr(s->short_name.size());
     }
     if (s == nullptr) throw UsageError(program_ + ": unrecognized argument '" + token + "' (see --help)");
-    if (s->kind == Kind::kRefused) {
-      throw UsageError("--" + s->name +
-                       (s->help.empty() ? " is not implemented yet" : " is not supported: " + s->help));
-    }
+    if (s->kind == Kind::kRefused) throw UsageError("--" + s->name + " is " + flag_refusal(s->help));
     std::vector<std::string>& slot = values_[s->name];
     const std::size_t kept = s->accumulate ? slot.size() : 0;
     slot.resize(kept);
@@ -141,8 +139,7 @@ std::string ToolArgs::help() const {
   std::string refused;
   for (const auto& s : specs_) {
     if (s.kind == Kind::kRefused) {
-      refused +=
-          "  --" + s.name + "\n      " + (s.help.empty() ? "not implemented yet" : "not supported: " + s.help) + "\n";
+      refused += "  --" + s.name + "\n      " + flag_refusal(s.help) + "\n";
       continue;
     }
     out << "  ";

@@ -155,6 +155,12 @@ std::string train_help_text();
 // kept in one list, kImplementedFlags in core/src/config/flags.cpp.
 void check_implemented(const Config& config);
 
+// Why a timm flag is refused, in the words check_implemented and the tools'
+// ToolArgs::add_refused both use: "not supported: <reason>" for one that
+// will not be implemented (FlagSpec::unsupported), "not implemented yet"
+// when `unsupported` is empty.
+std::string flag_refusal(const std::string& unsupported);
+
 // ---------------------------------------------------------------------------
 // Implementation details.
 

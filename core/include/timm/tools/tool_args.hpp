@@ -34,8 +34,9 @@ class ToolArgs {
   // store_true.
   void add_switch(const std::string& name, const std::string& short_name, const std::string& help);
   // A flag of timm's script that this tool does not take: given, parse()
-  // throws UsageError "--NAME is not supported: REASON", or "--NAME is not
-  // implemented yet" when `reason` is empty (timm-run's words for its own).
+  // throws UsageError "--NAME is " + flag_refusal(reason) ("not supported:
+  // REASON", or "not implemented yet" when `reason` is empty), timm-run's
+  // words for its own.
   void add_refused(const std::string& name, const std::string& reason);
   // Positional arguments, in order; all required.
   void add_positional(const std::string& name, const std::string& help);
