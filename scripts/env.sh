@@ -10,6 +10,8 @@ NUMPY_VERSION="${NUMPY_VERSION:-}"
 # The tests read --log-tensorboard's event files with tensorboard's own reader.
 TENSORBOARD_VERSION="${TENSORBOARD_VERSION:-2.21.0}"
 WEBDATASET_VERSION="${WEBDATASET_VERSION:-1.0.2}"
+# validate.py's --metrics-avg scores with scikit-learn; its oracle does too.
+SKLEARN_VERSION="${SKLEARN_VERSION:-1.9.1}"
 
 # The virtual environment lives in a cache keyed by the pinned versions, so a
 # fresh clone (or CI's) reuses it instead of downloading gigabytes again.

@@ -34,7 +34,8 @@ create_venv() {
   "$TIMM_CPP_VENV/bin/pip" install -q --disable-pip-version-check \
     "torch==$TORCH_VERSION" "timm==$TIMM_VERSION" \
     "safetensors==$SAFETENSORS_VERSION" "pillow==$PILLOW_VERSION" numpy \
-    "tensorboard==$TENSORBOARD_VERSION" "webdataset==$WEBDATASET_VERSION" >&2
+    "tensorboard==$TENSORBOARD_VERSION" "webdataset==$WEBDATASET_VERSION" \
+    "scikit-learn==$SKLEARN_VERSION" >&2
   touch "$marker"
 }
 
@@ -49,6 +50,11 @@ complete_venv() {
   if ! "$TIMM_CPP_VENV/bin/python" -c "import webdataset" 2>/dev/null; then
     log "installing webdataset $WEBDATASET_VERSION into $TIMM_CPP_VENV"
     "$TIMM_CPP_VENV/bin/pip" install -q --disable-pip-version-check "webdataset==$WEBDATASET_VERSION" >&2
+  fi
+  # scikit-learn's precision / recall / F1, for tests/oracle/tools_oracle.py (--metrics-avg).
+  if ! "$TIMM_CPP_VENV/bin/python" -c "import sklearn" 2>/dev/null; then
+    log "installing scikit-learn $SKLEARN_VERSION into $TIMM_CPP_VENV"
+    "$TIMM_CPP_VENV/bin/pip" install -q --disable-pip-version-check "scikit-learn==$SKLEARN_VERSION" >&2
   fi
 }
 

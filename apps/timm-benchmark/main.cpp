@@ -304,7 +304,8 @@ Setup make_setup(const timm::ToolArgs& args, const std::string& model_name, at::
   setup.param_count = timm::count_parameters(*setup.model);
   timm::log_info(timm::format("Model %s created, param count: %lld", model_name.c_str(),
                               static_cast<long long>(setup.param_count)));
-  const timm::DataConfig data = timm::resolve_data_config(config, setup.model->pretrained_cfg(), {});
+  const timm::DataConfig data = timm::resolve_data_config(config, setup.model->pretrained_cfg(), {},
+                                                          /*use_test_size=*/!args.get_switch("use-train-size"));
   setup.input_shape = {args.get_int("batch-size")};
   setup.input_shape.insert(setup.input_shape.end(), data.input_size.begin(), data.input_size.end());
   setup.dtype = dtype;

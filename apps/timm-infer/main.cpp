@@ -65,7 +65,7 @@ timm::ToolArgs make_args() {
                   "exclude logits/probs from the results, just the indices (and labels); inference.py parses it and "
                   "ignores it");
   args.add_switch("no-console-results", "", "do not print the results to the console");
-  args.add_refused("test-pool", "");
+  timm::add_test_pool_flag(args);
   return args;
 }
 
@@ -247,16 +247,19 @@ int run(int argc, char** argv) {
   }
   timm::log_info(timm::format("Model %s created, param count: %lld", model_name.c_str(),
                               static_cast<long long>(timm::count_parameters(*model))));
+  // inference.py: the train size and crop (its --use-train-size changes nothing).
   timm::DataConfig data_config = timm::resolve_data_config(config, model->pretrained_cfg(), defaults);
   timm::apply_crop_mode(args, data_config);
   for (const auto& line : timm::describe_data_config(data_config)) timm::log_info(line);
+  model = timm::test_pool_if_asked(args, std::move(model), model_name, data_config);
 
   const Options options = make_options(args, dataset_name, model_args.num_classes, precision);
   timm::log_info(timm::describe_eval_precision(options.precision, "Running inference"));
   // inference.py: model.to(device=device, dtype=model_dtype), then channels_last.
   timm::to_model_dtype(*model, options.precision.model_dtype);
   if (options.precision.channels_last) timm::to_channels_last(*model);
-  auto loader = timm::make_eval_loader(dataset, data_config, args.get_int("batch-size"), args.get_int("workers"));
+  auto loader = timm::make_eval_loader(dataset, data_config,
+                                       {.batch_size = args.get_int("batch-size"), .workers = args.get_int("workers")});
   const auto rows = predict(*model, *loader, *dataset, options, std::max<int64_t>(1, args.get_int("log-freq")));
   if (const auto file = results_path(args, data_config)) {
     timm::write_results_file(*file, rows, args.get("results-format"));

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <optional>
 
+#include <ATen/ops/cat.h>
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/tensor.h>
@@ -24,6 +25,7 @@
 #include "timm/models/model_dtype.hpp"
 #include "timm/plugin/loader.hpp"
 #include "timm/plugin/registry.hpp"
+#include "timm/tools/classification_scores.hpp"
 #include "timm/tools/eval_setup.hpp"
 #include "timm/tools/progress.hpp"
 #include "timm/tools/real_labels.hpp"
@@ -66,9 +68,12 @@ timm::ToolArgs make_args() {
   args.add("real-labels", "", "",
            "real labels JSON file for ImageNet evaluation (the reassessed labels of 'Are we done with ImageNet?'): "
            "top-1 / top-5 over the images that have them");
-  for (const std::string flag : {"test-pool", "crop-border-pixels", "metrics-avg", "retry"}) {
-    args.add_refused(flag, "");
-  }
+  args.add("crop-border-pixels", "", "0", "crop pixels from the image border before the eval crop (timm's TrimBorder)");
+  timm::add_test_pool_flag(args);
+  args.add("metrics-avg", "", "",
+           "precision, recall and F1-score of the top-1 predictions, averaged micro, macro or weighted "
+           "(scikit-learn's, zero_division=0)");
+  args.add_refused("retry", "");
   return args;
 }
 
@@ -77,6 +82,8 @@ struct Outcome {
   double top1 = 0.0;
   double top5 = 0.0;
   int64_t samples = 0;
+  at::Tensor predictions;  // top-1 class per sample, for --metrics-avg
+  at::Tensor targets;
 };
 
 Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, const timm::DataConfig& data_config,
@@ -89,6 +96,7 @@ Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, const timm::
   timm::Progress progress("Test", num_batches, log_freq);
   double loss_sum = 0.0;
   int64_t top1 = 0, top5 = 0, samples = 0;
+  std::vector<at::Tensor> predictions, targets;
   timm::AverageMeter batch_time;
   timm::Stopwatch batch_watch;
   int64_t index = 0;
@@ -109,6 +117,8 @@ Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, const timm::
       loss_tensor = at::cross_entropy_loss(output, batch->targets);
     }
     if (real_labels != nullptr) real_labels->add_result(output);
+    predictions.push_back(output.argmax(1));
+    targets.push_back(batch->targets);
     const double loss = loss_tensor.item<double>();
     const auto correct = timm::correct_topk(output, batch->targets, {1, 5});
     const int64_t n = input.batch_size();
@@ -129,9 +139,14 @@ Outcome validate(timm::ClassifierImpl& model, timm::Loader& loader, const timm::
   }
   progress.finish();
   if (samples == 0) throw timm::Error("the dataset produced no sample");
+  Outcome outcome{loss_sum / samples,   100.0 * top1 / samples, 100.0 * top5 / samples, samples,
+                  at::cat(predictions), at::cat(targets)};
   // validate.py: real labels replace the top-k values at the end.
-  if (real_labels != nullptr) return {loss_sum / samples, real_labels->accuracy(1), real_labels->accuracy(5), samples};
-  return {loss_sum / samples, 100.0 * top1 / samples, 100.0 * top5 / samples, samples};
+  if (real_labels != nullptr) {
+    outcome.top1 = real_labels->accuracy(1);
+    outcome.top5 = real_labels->accuracy(5);
+  }
+  return outcome;
 }
 
 // validate.py's --naflex-loader: NaFlex batches cut by the model's patch
@@ -258,16 +273,21 @@ timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std
   const int64_t param_count = timm::count_parameters(*model);
   timm::log_info(
       timm::format("Model %s created, param count: %lld", model_name.c_str(), static_cast<long long>(param_count)));
-  timm::DataConfig data_config = timm::resolve_data_config(config, model->pretrained_cfg(), defaults);
+  timm::DataConfig data_config = timm::resolve_data_config(config, model->pretrained_cfg(), defaults,
+                                                           /*use_test_size=*/!args.get_switch("use-train-size"));
   timm::apply_crop_mode(args, data_config);
   for (const auto& line : timm::describe_data_config(data_config)) timm::log_info(line);
+  model = timm::test_pool_if_asked(args, std::move(model), model_name, data_config);
   // validate.py: model.to(device=device, dtype=model_dtype), then channels_last.
   timm::to_model_dtype(*model, precision.model_dtype);
   if (precision.channels_last) timm::to_channels_last(*model);
 
   const std::optional<timm::NaFlexTransformArgs> naflex = naflex_args(args, *model);
-  auto loader =
-      timm::make_eval_loader(dataset, data_config, args.get_int("batch-size"), args.get_int("workers"), naflex);
+  auto loader = timm::make_eval_loader(dataset, data_config,
+                                       {.batch_size = args.get_int("batch-size"),
+                                        .workers = args.get_int("workers"),
+                                        .naflex = naflex,
+                                        .crop_border_pixels = args.get_int("crop-border-pixels")});
   // validate.py's warm-up forward on random images of the input size; not
   // with NaFlex batches, whose images have their own sizes (validate.py warms
   // up on the input size there too, which a NaFlexVit refuses unless it is a
@@ -282,19 +302,30 @@ timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std
   const Outcome outcome =
       validate(*model, *loader, data_config, precision, valid_labels, real_labels ? &*real_labels : nullptr,
                std::max<int64_t>(1, args.get_int("log-freq")));
-  timm::log_info(timm::format(" * Acc@1 %.3f (%.3f) Acc@5 %.3f (%.3f)", outcome.top1, 100.0 - outcome.top1,
-                              outcome.top5, 100.0 - outcome.top5));
+  std::string summary = timm::format(" * Acc@1 %.3f (%.3f) Acc@5 %.3f (%.3f)", outcome.top1, 100.0 - outcome.top1,
+                                     outcome.top5, 100.0 - outcome.top5);
+  timm::ResultRow scores;
+  if (const auto average = args.get_optional("metrics-avg")) {
+    const timm::ClassificationScores s = timm::classification_scores(outcome.targets, outcome.predictions, *average);
+    scores = {{*average + "_precision", round_to(100.0 * s.precision, 4)},
+              {*average + "_recall", round_to(100.0 * s.recall, 4)},
+              {*average + "_f1_score", round_to(100.0 * s.f1, 4)}};
+    summary += timm::format(" | Precision(%s) %.3f | Recall(%s) %.3f | F1-score(%s) %.3f", average->c_str(),
+                            100.0 * s.precision, average->c_str(), 100.0 * s.recall, average->c_str(), 100.0 * s.f1);
+  }
+  timm::log_info(summary);
   timm::log_info(timm::format(" * Loss %.4f over %lld images", outcome.loss, static_cast<long long>(outcome.samples)));
   timm::ResultRow row{{"model", model_name},
                       {"top1", round_to(outcome.top1, 4)},
                       {"top1_err", round_to(100.0 - outcome.top1, 4)},
                       {"top5", round_to(outcome.top5, 4)},
                       {"top5_err", round_to(100.0 - outcome.top5, 4)},
-                      {"loss", outcome.loss},
-                      {"param_count", round_to(param_count / 1e6, 2)},
-                      {"img_size", data_config.input_size.back()},
-                      {"crop_pct", data_config.crop_pct},
-                      {"interpolation", data_config.interpolation}};
+                      {"loss", outcome.loss}};
+  row.insert(row.end(), scores.begin(), scores.end());  // validate.py: after the top-k
+  row.insert(row.end(), {{"param_count", round_to(param_count / 1e6, 2)},
+                         {"img_size", data_config.input_size.back()},
+                         {"crop_pct", data_config.crop_pct},
+                         {"interpolation", data_config.interpolation}});
   if (checkpoint) row.emplace_back("checkpoint", checkpoint->string());
   return row;
 }
@@ -305,6 +336,7 @@ int run(int argc, char** argv) {
   timm::ToolArgs args = make_args();
   if (!args.parse_or_print_help(argc, argv)) return 0;
   timm::check_runtime_flags(args);
+  if (const auto average = args.get_optional("metrics-avg")) timm::check_metrics_average(*average);
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
   // validate.py's random_seed, before any model is made.
   at::manual_seed(static_cast<uint64_t>(args.get_int("seed")));

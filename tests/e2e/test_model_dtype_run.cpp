@@ -122,9 +122,10 @@ TEST_CASE("--model-dtype bfloat16 trains, checkpoints bfloat16 weights as timm, 
 
   {
     INFO("timm-validate --model-dtype bfloat16 gives timm-run's eval of the same weights");
-    const auto validated = run_command({tool("timm-validate"), "--checkpoint", (dir / "last.safetensors").string(),
-                                        "--model-dtype", "bfloat16", "--num-samples", "64", "-b", "32", "-j", "1"},
-                                       std::chrono::seconds(300), {"OMP_NUM_THREADS=1"});
+    const auto validated =
+        run_command({tool("timm-validate"), "--checkpoint", (dir / "last.safetensors").string(), "--model-dtype",
+                     "bfloat16", "--num-samples", "64", "-b", "32", "-j", "1", "--use-train-size"},
+                    std::chrono::seconds(300), {"OMP_NUM_THREADS=1"});
     REQUIRE_MESSAGE(validated.exit_code == 0, validated.output);
     CHECK(validated.output.find("Validating in bfloat16. AMP not enabled.") != std::string::npos);
     // timm-run's last line of the model's (not the EMA's) evaluation: the

@@ -100,8 +100,10 @@ std::vector<std::string> concat(std::vector<std::string> a, const std::vector<st
 TEST_CASE("timm-validate reproduces timm-run's eval exactly and Python timm's within one sample") {
   const TrainedRun& run = trained_run();
   timm::test::TempDir tmp;
-  const auto result = run_command({tool("timm-validate"), "--checkpoint", run.checkpoint().string(), "--num-samples",
-                                   "256", "-b", "64", "-j", "1", "--results-file", (tmp / "val.json").string()});
+  // --use-train-size: timm-run evaluates at the train crop (resnet18's 0.95, not its test crop 1.0).
+  const auto result =
+      run_command({tool("timm-validate"), "--checkpoint", run.checkpoint().string(), "--num-samples", "256", "-b", "64",
+                   "-j", "1", "--use-train-size", "--results-file", (tmp / "val.json").string()});
   REQUIRE_MESSAGE(result.exit_code == 0, result.output);
   MESSAGE(result.output.substr(0, 2000));
   CHECK(result.output.find("Test: [   0/4]  Time: ") != std::string::npos);
@@ -223,8 +225,9 @@ TEST_CASE("timm-validate --use-ema validates the EMA weights of a --model-ema ru
   REQUIRE_MESSAGE(run.exit_code == 0, run.output);
   const std::string checkpoint = (tmp / "ema" / "last.safetensors").string();
   const auto validate = [&](const std::vector<std::string>& extra) {
-    const auto r = run_command(concat(
-        {tool("timm-validate"), "--checkpoint", checkpoint, "--num-samples", "64", "-b", "32", "-j", "1"}, extra));
+    const auto r = run_command(concat({tool("timm-validate"), "--checkpoint", checkpoint, "--num-samples", "64", "-b",
+                                       "32", "-j", "1", "--use-train-size"},
+                                      extra));
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
     return r.output;
   };
@@ -279,7 +282,6 @@ TEST_CASE("the tools take every flag of timm's validate.py, benchmark.py and inf
       {"timm-validate", {"--fuser", "te"}, "--fuser is not supported: TorchScript fusers"},
       {"timm-validate", {"--tf-preprocessing"}, "--tf-preprocessing is not supported: it is TensorFlow's"},
       {"timm-validate", {"--dataset-download"}, "--dataset-download is not supported: timm-cpp reads datasets from "},
-      {"timm-validate", {"--test-pool"}, "--test-pool is not implemented yet"},
       {"timm-validate", {"--device", "cuda"}, "--device 'cuda': the tools run on the CPU only (--device cpu)"},
       {"timm-validate", {"--num-gpu", "2"}, "--num-gpu 2: expected 1 (DataParallel over several GPUs"},
       {"timm-validate", {"--input-img-mode", "RGB"}, "--input-img-mode 'RGB' gives 3-channel images, but the model "},
@@ -287,7 +289,6 @@ TEST_CASE("the tools take every flag of timm's validate.py, benchmark.py and inf
       {"timm-benchmark", {"--detail"}, "--detail is not supported: its fwd/bwd/opt breakdown"},
       {"timm-benchmark", {"--torchscript"}, "--torchscript is not supported"},
       {"timm-benchmark", {"--device", "mps"}, "--device 'mps': the tools run on the CPU only"},
-      {"timm-infer", {"--test-pool"}, "--test-pool is not implemented yet"},
       {"timm-infer", {"--aot-autograd"}, "--aot-autograd is not supported"},
   };
   for (const Case& c : cases) {
@@ -297,17 +298,48 @@ TEST_CASE("the tools take every flag of timm's validate.py, benchmark.py and inf
     CHECK(r.exit_code == 2);
     CHECK_MESSAGE(r.output.find(c.message) != std::string::npos, r.output);
   }
-  // The accepted ones run: --device cpu, --num-gpu 1, --use-train-size, --no-prefetcher, --pin-mem, --input-img-mode
-  // L; --seed seeds the random weights of a run without a checkpoint (validate.py's random_seed).
+  // The accepted ones run: --device cpu, --num-gpu 1, --no-prefetcher, --pin-mem, --input-img-mode L, changing
+  // nothing; --seed seeds the random weights of a run without a checkpoint (validate.py's random_seed).
   const auto loss_with = [&](const std::vector<std::string>& extra) {
     const auto r = run_command(concat({tool("timm-validate"), "--num-samples", "16", "-b", "16", "-j", "1"}, extra));
     REQUIRE_MESSAGE(r.exit_code == 0, r.output);
     return last_capture(r.output, R"( \* Loss ([0-9.]+) over 16 images)");
   };
-  const std::string seed_1 = loss_with({"--seed", "1", "--device", "cpu", "--num-gpu", "1", "--use-train-size",
-                                        "--no-prefetcher", "--pin-mem", "--input-img-mode", "L"});
+  const std::string seed_1 = loss_with(
+      {"--seed", "1", "--device", "cpu", "--num-gpu", "1", "--no-prefetcher", "--pin-mem", "--input-img-mode", "L"});
   CHECK(loss_with({"--seed", "1"}) == seed_1);
   CHECK(loss_with({"--seed", "2"}) != seed_1);
+}
+
+TEST_CASE(
+    "timm-validate and timm-benchmark evaluate at the pretrained cfg's test size and crop unless --use-train-size") {
+  // resnet18's cfg: 224 px at crop 0.95, tested at 288 px at crop 1.0 (timm's
+  // resolve_data_config in test_data_config). timm-validate on Fashion-MNIST
+  // keeps the dataset's 28 px; the crop is the test one, as validate.py's.
+  const auto crop_with = [&](const std::vector<std::string>& extra) {
+    const auto r = run_command(concat(
+        {tool("timm-validate"), "--checkpoint", trained_run().checkpoint().string(), "--num-samples", "8"}, extra));
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    CHECK(last_capture(r.output, R"(input_size: (\(1, 28, 28\)))") == "(1, 28, 28)");
+    return last_capture(r.output, R"(crop_pct: ([0-9.]+))");
+  };
+  CHECK(crop_with({}) == "1");
+  CHECK(crop_with({"--use-train-size"}) == "0.95");
+  CHECK(crop_with({"--crop-pct", "0.9"}) == "0.9");
+
+  timm::test::TempDir tmp;
+  const auto img_size_with = [&](const std::vector<std::string>& extra) {
+    const fs::path file = tmp / "bench.json";
+    const auto r =
+        run_command(concat({tool("timm-benchmark"), "--model", "resnet18", "-b", "1", "--bench", "inference",
+                            "--num-warm-iter", "0", "--num-bench-iter", "1", "--results-file", file.string()},
+                           extra));
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    return parse_json_file(file)["infer_img_size"].get<int64_t>();
+  };
+  CHECK(img_size_with({}) == 288);
+  CHECK(img_size_with({"--use-train-size"}) == 224);
+  CHECK(img_size_with({"--img-size", "96"}) == 96);
 }
 
 TEST_CASE("timm-validate draws a progress bar on a terminal") {
@@ -837,6 +869,106 @@ TEST_CASE("timm-validate and timm-infer --pretrained use the model's default wei
   CHECK_MESSAGE(
       missing.output.find("'timm/resnet18.a1_in1k' are not in the Hugging Face hub cache") != std::string::npos,
       missing.output);
+}
+
+TEST_CASE("timm-validate --crop-border-pixels trims each image's border first, as validate.py's TrimBorder") {
+  const TrainedRun& run = trained_run();
+  timm::test::TempDir tmp;
+  const std::vector<std::string> common = {
+      "--checkpoint", run.checkpoint().string(), "--num-samples", "128", "-b", "64", "-j", "1"};
+  const ToolRun trimmed = run_tool("timm-validate", tmp / "trim.json", concat(common, {"--crop-border-pixels", "5"}));
+  const ToolRun whole = run_tool("timm-validate", tmp / "whole.json", common);
+  CHECK(trimmed.results["loss"] != whole.results["loss"]);  // 18x18 of 28x28 pixels: the border matters
+  // Python timm: create_transform(..., crop_border_pixels=5) on the same weights; one sample may flip on a near-tie.
+  const json oracle = json::parse(run_oracle(
+      "tools_oracle.py",
+      concat({"validate", run.checkpoint().string(), "--num-samples", "128", "-b", "64", "--crop-border-pixels", "5"},
+             logged_data_config(trimmed.output))));
+  CHECK(std::abs(trimmed.results["top1"].get<double>() - oracle["top1"].get<double>()) <= 100.0 / 128 + 1e-3);
+  CHECK(std::abs(trimmed.results["loss"].get<double>() - oracle["loss"].get<double>()) <= 1e-3);
+
+  const auto negative = run_command(concat({tool("timm-validate"), "--crop-border-pixels", "-1"}, common));
+  CHECK(negative.exit_code == 2);
+  CHECK(negative.output.find("--crop-border-pixels must be >= 0, got -1") != std::string::npos);
+  const auto too_wide = run_command(concat({tool("timm-validate"), "--crop-border-pixels", "14"}, common));
+  CHECK(too_wide.exit_code == 1);
+  CHECK_MESSAGE(
+      too_wide.output.find("TrimBorder(14): a 28x28 image has no pixels inside a border of 14") != std::string::npos,
+      too_wide.output);
+}
+
+TEST_CASE(
+    "--test-pool: timm-validate and timm-infer pool a CNN's logits over training-size windows (timm's "
+    "TestTimePoolHead)") {
+  const TrainedRun& run = trained_run();
+  timm::test::TempDir tmp;
+  const std::vector<std::string> common = {
+      "--checkpoint", run.checkpoint().string(), "--num-samples", "64", "-b", "32", "-j", "1"};
+  // 256 px > resnet18's 224: 2x2 windows of its 7x7 feature map on the 8x8 one.
+  const ToolRun pooled =
+      run_tool("timm-validate", tmp / "pool.json", concat(common, {"--test-pool", "--img-size", "256"}));
+  CHECK(pooled.output.find("Target input size (256, 256) > pretrained default (224, 224), using test time pooling") !=
+        std::string::npos);
+  CHECK(pooled.results["crop_pct"] == 1.0);
+  // Python timm: apply_test_time_pool on the same weights, crop_pct 1.0, as validate.py.
+  const json oracle = json::parse(
+      run_oracle("tools_oracle.py",
+                 concat({"validate", run.checkpoint().string(), "--num-samples", "64", "-b", "32", "--test-pool"},
+                        logged_data_config(pooled.output))));
+  CHECK(oracle["pooled"] == true);
+  CHECK(std::abs(pooled.results["top1"].get<double>() - oracle["top1"].get<double>()) <= 100.0 / 64 + 1e-3);
+  CHECK(std::abs(pooled.results["loss"].get<double>() - oracle["loss"].get<double>()) <= 1e-3);
+  const ToolRun unpooled = run_tool("timm-validate", tmp / "plain.json", concat(common, {"--img-size", "256"}));
+  CHECK(unpooled.results["loss"] != pooled.results["loss"]);
+
+  // Not larger than the training size (Fashion-MNIST's 28 px): the model as it is, as timm's.
+  const ToolRun small = run_tool("timm-validate", tmp / "small.json", concat(common, {"--test-pool"}));
+  CHECK(small.output.find("using test time pooling") == std::string::npos);
+
+  const auto infer = run_command({tool("timm-infer"), "--checkpoint", run.checkpoint().string(), "--num-samples", "8",
+                                  "-j", "1", "--test-pool", "--img-size", "256"});
+  REQUIRE_MESSAGE(infer.exit_code == 0, infer.output);
+  CHECK(infer.output.find("using test time pooling") != std::string::npos);
+
+  // A transformer's tokens have no windows to pool (timm fails on its missing pool_size).
+  const auto vit = run_command({tool("timm-validate"), "--model", "vit_tiny_patch16_224", "--num-samples", "8",
+                                "--test-pool", "--img-size", "256"});
+  CHECK(vit.exit_code == 2);
+  CHECK_MESSAGE(vit.output.find("--test-pool: vit_tiny_patch16_224's forward_features gives a 3-D tensor, not NCHW "
+                                "feature maps") != std::string::npos,
+                vit.output);
+}
+
+TEST_CASE(
+    "timm-validate --metrics-avg adds validate.py's precision, recall and F1 (test_classification_scores: sklearn's)") {
+  const TrainedRun& run = trained_run();
+  timm::test::TempDir tmp;
+  const std::vector<std::string> common = {
+      "--checkpoint", run.checkpoint().string(), "--num-samples", "128", "-b", "64", "-j", "1", "--use-train-size"};
+  const ToolRun micro = run_tool("timm-validate", tmp / "micro.json", concat(common, {"--metrics-avg", "micro"}));
+  // Single-label micro averages all equal top-1.
+  for (const char* key : {"micro_precision", "micro_recall", "micro_f1_score"}) {
+    CHECK_MESSAGE(micro.results[key].get<double>() == doctest::Approx(micro.results["top1"].get<double>()), key);
+  }
+  const ToolRun macro = run_tool("timm-validate", tmp / "macro.json", concat(common, {"--metrics-avg", "macro"}));
+  CHECK(macro.output.find(" | Precision(macro) ") != std::string::npos);
+  const json parsed = json::parse(run_oracle("tools_oracle.py", {"parse", (tmp / "macro.json").string()}));
+  CHECK(parsed["columns"] ==
+        json({"model", "top1", "top1_err", "top5", "top5_err", "loss", "macro_precision", "macro_recall",
+              "macro_f1_score", "param_count", "img_size", "crop_pct", "interpolation", "checkpoint"}));
+  // Python timm's predictions scored by sklearn: one of 128 samples may flip on a near-tie, moving the scores of two
+  // of the 10 classes (~13 samples each) by up to 1/13, their macro mean by up to 1.6 points.
+  const json oracle = json::parse(run_oracle(
+      "tools_oracle.py",
+      concat({"validate", run.checkpoint().string(), "--num-samples", "128", "-b", "64", "--metrics-avg", "macro"},
+             logged_data_config(micro.output))));
+  for (const char* key : {"macro_precision", "macro_recall", "macro_f1_score"}) {
+    CHECK_MESSAGE(std::abs(macro.results[key].get<double>() - oracle[key].get<double>()) <= 1.6, key);
+  }
+
+  const auto bad = run_command(concat({tool("timm-validate"), "--metrics-avg", "samples"}, common));
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("--metrics-avg 'samples': expected micro, macro or weighted") != std::string::npos);
 }
 
 }  // namespace test_tools

@@ -13,6 +13,10 @@ Usage: data_oracle.py <command> <outdir>
            MNIST / KMNIST / FashionMNIST / QMNIST IDX files), read with timm's
            create_dataset('torch/...'); manifest.txt; hostile CIFAR batches
            under hostile/<case>/
+  dataconfig  timm.data.resolve_data_config's input_size and crop_pct for the
+           pretrained cfgs of resnet18 (a test size and crop), nfnet_f0 (a test
+           size only) and vit_small_patch16_224 (neither), with and without
+           use_test_size and size / crop flags; prints them as JSON
 
 Images are written raw (H x W x C, uint8, row-major); manifest lines are
 whitespace-separated fields described per command.
@@ -228,26 +232,29 @@ def cmd_eval(out):
         a = np.stack([127 + 120 * np.sin(xx / 11.0), 255 * yy / h, 127 + 120 * np.cos((xx + yy) / 17.0)], -1)
         images[name] = np.clip(a + rng.randint(-30, 31, a.shape), 0, 255).astype(np.uint8)
     configs = [
-        # mode interpolation crop_pct H W no_aug
-        ('center', 'bilinear', 0.875, 224, 224, 0),
-        ('center', 'bicubic', 0.95, 160, 160, 0),
-        ('center', 'bilinear', 0.9, 96, 128, 0),
-        ('squash', 'bicubic', 0.875, 112, 100, 0),
-        ('border', 'bilinear', 0.875, 120, 120, 0),
-        ('center', 'bilinear', 1.0, 64, 48, 1),
+        # mode interpolation crop_pct H W no_aug crop_border_pixels
+        ('center', 'bilinear', 0.875, 224, 224, 0, 0),
+        ('center', 'bicubic', 0.95, 160, 160, 0, 0),
+        ('center', 'bilinear', 0.9, 96, 128, 0, 0),
+        ('squash', 'bicubic', 0.875, 112, 100, 0, 0),
+        ('border', 'bilinear', 0.875, 120, 120, 0, 0),
+        ('center', 'bilinear', 1.0, 64, 48, 1, 0),
+        ('center', 'bilinear', 0.875, 96, 96, 0, 7),
+        ('squash', 'bicubic', 0.9, 64, 80, 0, 12),
     ]
     lines = []
     for name, a in images.items():
         a.tofile(os.path.join(out, f'{name}.in'))
-        for k, (mode, interp, crop_pct, h, w, no_aug) in enumerate(configs):
+        for k, (mode, interp, crop_pct, h, w, no_aug, border) in enumerate(configs):
             t = create_transform((3, h, w), is_training=bool(no_aug), no_aug=bool(no_aug), interpolation=interp,
-                                 crop_pct=crop_pct, crop_mode=mode, use_prefetcher=True)
+                                 crop_pct=crop_pct, crop_mode=mode, crop_border_pixels=border or None,
+                                 use_prefetcher=True)
             res = t(Image.fromarray(a))
             res = res.numpy() if isinstance(res, torch.Tensor) else np.asarray(res)
             np.ascontiguousarray(res.transpose(1, 2, 0)).tofile(os.path.join(out, f'{name}_{k}.out'))
             with open(os.path.join(out, f'repr_{k}.txt'), 'w') as f:
                 f.write(repr(t))
-            lines.append(f'{name} {a.shape[0]} {a.shape[1]} {mode} {interp} {crop_pct!r} {h} {w} {no_aug} '
+            lines.append(f'{name} {a.shape[0]} {a.shape[1]} {mode} {interp} {crop_pct!r} {h} {w} {no_aug} {border} '
                          f'{res.shape[1]} {res.shape[2]} {name}_{k}.out repr_{k}.txt')
     with open(os.path.join(out, 'manifest.txt'), 'w') as f:
         f.write('\n'.join(lines) + '\n')
@@ -387,9 +394,27 @@ def cmd_torchvision(out):
     hostile('labels', pickle.dumps(short, protocol=2))
 
 
+def cmd_dataconfig(_):
+    import json
+    from timm.data import resolve_data_config
+    from timm.models import get_pretrained_cfg
+    cases = []
+    for name in ('resnet18', 'nfnet_f0', 'vit_small_patch16_224'):
+        cfg = get_pretrained_cfg(name).to_dict()
+        for args in ({}, {'img_size': 160}, {'input_size': (3, 100, 120)}, {'crop_pct': 0.8}):
+            for use_test_size in (False, True):
+                resolved = resolve_data_config(dict(args), pretrained_cfg=cfg, use_test_size=use_test_size)
+                cases.append({
+                    'cfg': {k: cfg.get(k) for k in ('input_size', 'crop_pct', 'test_input_size', 'test_crop_pct')},
+                    'args': args, 'use_test_size': use_test_size,
+                    'input_size': list(resolved['input_size']), 'crop_pct': resolved['crop_pct']})
+    print(json.dumps(cases))
+
+
 if __name__ == '__main__':
     command, out = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else ''
     if out:
         os.makedirs(out, exist_ok=True)
     {'resize': cmd_resize, 'decode': cmd_decode, 'enhance': cmd_enhance, 'folder': cmd_folder,
-     'fmnist': cmd_fmnist, 'classmap': cmd_classmap, 'eval': cmd_eval, 'torchvision': cmd_torchvision}[command](out)
+     'fmnist': cmd_fmnist, 'classmap': cmd_classmap, 'eval': cmd_eval, 'torchvision': cmd_torchvision,
+     'dataconfig': cmd_dataconfig}[command](out)

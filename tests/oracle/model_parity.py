@@ -232,6 +232,8 @@ def info(names, patterns, drop_path_rates_fn):
             "param_count": sum(p.numel() for p in model.parameters()),
             "input_size": list(cfg["input_size"]),
             "crop_pct": cfg["crop_pct"],
+            "test_input_size": list(cfg["test_input_size"]) if cfg.get("test_input_size") else None,
+            "test_crop_pct": cfg.get("test_crop_pct"),
             "interpolation": cfg["interpolation"],
             "mean": list(cfg["mean"]),
             "std": list(cfg["std"]),

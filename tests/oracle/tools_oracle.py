@@ -3,7 +3,10 @@ numbers for a timm-cpp safetensors checkpoint, with timm's own model and eval
 transform.
 
 Usage:
-  tools_oracle.py validate CKPT --num-samples N -b B [--reparam] [--valid-labels FILE] DATACFG...
+  tools_oracle.py validate CKPT --num-samples N -b B [--reparam] [--valid-labels FILE] [--test-pool]
+                                 [--crop-border-pixels P] [--metrics-avg A] DATACFG...
+                                       (--test-pool: timm's apply_test_time_pool for DATACFG's size, and
+                                        then crop_pct 1.0, as validate.py; prints "pooled" too)
   tools_oracle.py save CKPT --model M  (writes timm's M, 10 classes, one channel, seeded, with BatchNorm
                                         statistics and head drawn away from their init, as safetensors)
   tools_oracle.py infer CKPT (--num-samples N | --folder DIR) --topk K DATACFG...
@@ -11,6 +14,10 @@ Usage:
   tools_oracle.py valimages DIR --num-samples N (the first N test images as JPEGs named as ImageNet's
                                         validation set, DIR/<label>/ILSVRC2012_val_<i + 1>.JPEG, and their
                                         labels as DIR.json, one single-label entry each: real labels)
+  tools_oracle.py scores DIR             (seeded targets and predictions over 12 classes, two of them
+                                        never predicted and one only predicted, as DIR/scores.safetensors;
+                                        sklearn's precision, recall and f1 with zero_division=0 for each
+                                        average: {"micro": [p, r, f1], "macro": ..., "weighted": ...})
   tools_oracle.py parse FILE            (a results file read by Python's csv / json: rows, columns)
   tools_oracle.py svg FILE --csv SUMMARY (the SVG parsed by xml.etree; each curve's points mapped back to
                                          data values and compared with the CSV's: max abs error per series)
@@ -30,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 from timm.data import create_transform
+from timm.layers import apply_test_time_pool
 from timm.utils import accuracy
 
 FMNIST = '/usr/share/datasets/fashion-mnist'
@@ -56,7 +64,8 @@ def load_model(args):
 
 def transform(args):
     return create_transform((1, args.img_size, args.img_size), is_training=False, interpolation=args.interpolation,
-                            mean=(args.mean,), std=(args.std,), crop_pct=args.crop_pct)
+                            mean=(args.mean,), std=(args.std,), crop_pct=args.crop_pct,
+                            crop_border_pixels=args.crop_border_pixels)
 
 
 def batches(images, t, batch_size):
@@ -85,12 +94,19 @@ def cmd_validate(args):
     model, t = load_model(args), transform(args)
     if args.reparam:
         model = timm.models.reparameterize_model(model)
+    pooled = False
+    if args.test_pool:
+        model, pooled = apply_test_time_pool(model, {'input_size': (1, args.img_size, args.img_size)})
+        if pooled:
+            args.crop_pct = 1.0
+            t = transform(args)
     images, labels = fmnist_test(args.num_samples)
     valid_labels = None
     if args.valid_labels:  # validate.py's: the outputs at those indices, in that order
         with open(args.valid_labels, 'r') as f:
             valid_labels = [int(line.rstrip()) for line in f]
     loss_sum, hit1, hit5 = 0.0, 0.0, 0.0
+    all_preds, all_targets = [], []
     with torch.no_grad():
         for i, x in batches(images, t, args.batch_size):
             y = labels[i:i + len(x)]
@@ -98,11 +114,21 @@ def cmd_validate(args):
             if valid_labels is not None:
                 out = out[:, valid_labels]
             loss_sum += F.cross_entropy(out, y).item() * len(x)
+            all_preds.append(out.argmax(1))
+            all_targets.append(y)
             a1, a5 = accuracy(out, y, topk=(1, 5))
             hit1 += a1.item() * len(x) / 100
             hit5 += a5.item() * len(x) / 100
     n = len(images)
-    print(json.dumps({'top1': 100 * round(hit1) / n, 'top5': 100 * round(hit5) / n, 'loss': loss_sum / n, 'n': n}))
+    result = {'top1': 100 * round(hit1) / n, 'top5': 100 * round(hit5) / n, 'loss': loss_sum / n, 'n': n,
+              'pooled': pooled}
+    if args.metrics_avg:  # validate.py's
+        from sklearn.metrics import f1_score, precision_score, recall_score
+        y_true, y_pred = torch.cat(all_targets).numpy(), torch.cat(all_preds).numpy()
+        for key, f in (('precision', precision_score), ('recall', recall_score), ('f1_score', f1_score)):
+            score = f(y_true, y_pred, average=args.metrics_avg, zero_division=0)
+            result[f'{args.metrics_avg}_{key}'] = round(100 * score, 4)
+    print(json.dumps(result))
 
 
 def cmd_infer(args):
@@ -140,6 +166,22 @@ def cmd_valimages(args):
     with open(args.checkpoint + '.json', 'w') as f:
         json.dump([[label] for label in labels.tolist()], f)
     print(json.dumps({'written': len(images)}))
+
+
+def cmd_scores(args):
+    from sklearn.metrics import f1_score, precision_score, recall_score
+    g = torch.Generator().manual_seed(0)
+    targets = torch.randint(0, 11, (300,), generator=g)
+    predictions = torch.where(torch.rand(300, generator=g) < 0.6, targets, torch.randint(0, 12, (300,), generator=g))
+    predictions[predictions == 3] = 4  # class 3 never predicted
+    predictions[predictions == 7] = 8  # nor 7; 11 only predicted (no target draws it)
+    safetensors.torch.save_file({'targets': targets, 'predictions': predictions},
+                                os.path.join(args.checkpoint, 'scores.safetensors'))
+    out = {}
+    for average in ('micro', 'macro', 'weighted'):
+        out[average] = [float(f(targets.numpy(), predictions.numpy(), average=average, zero_division=0))
+                        for f in (precision_score, recall_score, f1_score)]
+    print(json.dumps(out))
 
 
 def cmd_parse(args):
@@ -184,7 +226,7 @@ def cmd_svg(args):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument('command', choices=['validate', 'infer', 'images', 'valimages', 'parse', 'svg', 'save'])
+    p.add_argument('command', choices=['validate', 'infer', 'images', 'valimages', 'scores', 'parse', 'svg', 'save'])
     p.add_argument('checkpoint')  # the folder for 'images'
     p.add_argument('--model', default='resnet18')
     p.add_argument('--num-classes', type=int, default=10)
@@ -198,11 +240,14 @@ def main():
     p.add_argument('--mean', type=float, default=0.2860)
     p.add_argument('--std', type=float, default=0.3530)
     p.add_argument('--crop-pct', type=float, default=0.875)
+    p.add_argument('--crop-border-pixels', type=int, default=None)
     p.add_argument('--reparam', action='store_true')
+    p.add_argument('--test-pool', action='store_true')
+    p.add_argument('--metrics-avg', default='')
     p.add_argument('--valid-labels', default='')
     args = p.parse_args()
     {'validate': cmd_validate, 'infer': cmd_infer, 'images': cmd_images, 'valimages': cmd_valimages, 'parse': cmd_parse, 'svg': cmd_svg,
-     'save': cmd_save}[args.command](args)
+     'save': cmd_save, 'scores': cmd_scores}[args.command](args)
 
 
 if __name__ == '__main__':

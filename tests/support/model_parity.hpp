@@ -562,6 +562,11 @@ inline void check_cfg_and_groups(const ClassifierImpl& model, const nlohmann::js
   const auto& cfg = model.pretrained_cfg();
   CHECK(cfg.input_size == e.at("input_size").get<std::vector<int64_t>>());
   CHECK(cfg.crop_pct == e.at("crop_pct").get<double>());
+  const auto& test_size = e.at("test_input_size");
+  CHECK(cfg.test_input_size ==
+        (test_size.is_null() ? std::nullopt : std::optional(test_size.get<std::vector<int64_t>>())));
+  const auto& test_crop = e.at("test_crop_pct");
+  CHECK(cfg.test_crop_pct == (test_crop.is_null() ? std::nullopt : std::optional(test_crop.get<double>())));
   CHECK(cfg.interpolation == e.at("interpolation").get<std::string>());
   CHECK(cfg.mean == e.at("mean").get<std::vector<double>>());
   CHECK(cfg.std == e.at("std").get<std::vector<double>>());

@@ -44,7 +44,12 @@ int64_t resolve_in_chans(const Config& config, const DatasetDefaults& dataset) {
   return dataset.in_chans.value_or(3);
 }
 
-DataConfig resolve_data_config(const Config& config, const PretrainedCfg& pretrained, const DatasetDefaults& dataset) {
+DataConfig resolve_data_config(const Config& config, const PretrainedCfg& pretrained, const DatasetDefaults& dataset,
+                               bool use_test_size) {
+  const bool test_size = use_test_size && pretrained.test_input_size.has_value();
+  const std::vector<int64_t>& pretrained_size = test_size ? *pretrained.test_input_size : pretrained.input_size;
+  const bool test_crop = use_test_size && pretrained.test_crop_pct.has_value();
+  const double pretrained_crop = test_crop ? *pretrained.test_crop_pct : pretrained.crop_pct;
   DataConfig out;
   const int64_t chans = resolve_in_chans(config, dataset);
   if (auto size = config.get_optional<std::vector<int64_t>>("input_size")) {
@@ -54,7 +59,7 @@ DataConfig resolve_data_config(const Config& config, const PretrainedCfg& pretra
   } else if (dataset.img_size) {
     out.input_size = {chans, *dataset.img_size, *dataset.img_size};
   } else {
-    out.input_size = {chans, pretrained.input_size.at(1), pretrained.input_size.at(2)};
+    out.input_size = {chans, pretrained_size.at(1), pretrained_size.at(2)};
   }
 
   const auto interpolation = config.get_optional<std::string>("interpolation");
@@ -70,7 +75,7 @@ DataConfig resolve_data_config(const Config& config, const PretrainedCfg& pretra
   } else {
     out.std = adapt_to_channels(dataset.std.value_or(pretrained.std), chans);
   }
-  out.crop_pct = config.get_optional<double>("crop_pct").value_or(pretrained.crop_pct);
+  out.crop_pct = config.get_optional<double>("crop_pct").value_or(pretrained_crop);
   out.crop_mode = pretrained.crop_mode.empty() ? "center" : pretrained.crop_mode;
   return out;
 }

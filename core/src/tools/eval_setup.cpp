@@ -12,6 +12,7 @@
 #include "timm/layers/fast_norm.hpp"
 #include "timm/log/log.hpp"
 #include "timm/models/state_dict.hpp"
+#include "timm/tools/test_time_pool.hpp"
 #include "timm/train/amp.hpp"
 
 namespace timm {
@@ -48,8 +49,9 @@ void add_runtime_flags(ToolArgs& args, bool num_gpu) {
   args.add("device", "", "cpu", "device to run on: cpu (the tools run on the CPU; timm-run also trains on CUDA)");
   if (num_gpu) args.add("num-gpu", "", "1", "number of GPUs (DataParallel): 1");
   args.add_switch("use-train-size", "",
-                  "use the train input size even where the pretrained cfg names a test size (timm-cpp's name none, "
-                  "so the train size is used either way)");
+                  "use the model's train input size and crop even where its pretrained cfg names test ones "
+                  "(timm-validate and timm-benchmark use the test ones by default, as validate.py and benchmark.py; "
+                  "timm-infer, as inference.py, always the train ones)");
   for (const std::string flag : {"torchscript", "torchcompile", "torchcompile-mode", "fuser"}) {
     args.add_refused(flag, find_flag(flag)->unsupported);
   }
@@ -80,6 +82,20 @@ void add_fast_norm_flag(ToolArgs& args) {
 
 void set_fast_norm_if_asked(const ToolArgs& args) {
   if (args.get_switch("fast-norm")) layers::set_fast_norm(true);
+}
+
+void add_test_pool_flag(ToolArgs& args) {
+  args.add_switch("test-pool", "",
+                  "enable test time pool: a CNN given images larger than its pretrained cfg's input size pools its "
+                  "classifier's outputs over windows of the training-size feature map (timm's TestTimePoolHead)");
+}
+
+ModelPtr test_pool_if_asked(const ToolArgs& args, ModelPtr model, const std::string& model_name,
+                            DataConfig& data_config) {
+  if (!args.get_switch("test-pool")) return model;
+  auto [pooled_model, pooled] = apply_test_time_pool(std::move(model), model_name, data_config);
+  if (pooled) data_config.crop_pct = 1.0;
+  return pooled_model;
 }
 
 void reparameterize_if_asked(const ToolArgs& args, ClassifierImpl& model) {
@@ -191,16 +207,16 @@ CheckpointShape checkpoint_shape(const std::filesystem::path& checkpoint, const 
 }
 
 std::shared_ptr<Loader> make_eval_loader(std::shared_ptr<const Dataset> dataset, const DataConfig& data_config,
-                                         int64_t batch_size, int64_t workers,
-                                         std::optional<NaFlexTransformArgs> naflex) {
+                                         const EvalLoaderOptions& eval) {
   TransformArgs targs = eval_transform_args(data_config);
+  targs.crop_border_pixels = eval.crop_border_pixels;
   LoaderOptions options;
-  options.batch_size = batch_size;
+  options.batch_size = eval.batch_size;
   options.drop_last = false;
-  options.num_workers = workers;
-  if (naflex) {
-    targs.naflex = naflex;
-    options.naflex.push_back(*naflex);
+  options.num_workers = eval.workers;
+  if (eval.naflex) {
+    targs.naflex = eval.naflex;
+    options.naflex.push_back(*eval.naflex);
   }
   auto sampler = make_local_sampler(dataset->size(), /*shuffle=*/false, options.seed);
   return std::make_shared<Loader>(std::move(dataset), std::move(sampler), create_transform(targs), options);

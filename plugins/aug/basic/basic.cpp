@@ -2,7 +2,7 @@
 // (RandomResizedCropAndInterpolation; ResizeKeepRatio with CenterCropOrPad or
 // RandomCropOrPad for --train-crop-mode rkrc / rkrr), flips, ColorJitter (in
 // a RandomApply with --color-jitter-prob), RandomGrayscale, the RandomApply'd
-// GaussianBlur, the eval crops (center, squash, border), the no-aug train
+// GaussianBlur, TrimBorder and the eval crops (center, squash, border), the no-aug train
 // resize and the batch Normalize that timm's PrefetchLoader applies. Pixel
 // work goes through the SDK's image_ops, which match PIL, except the blur
 // and the reflect padding, which follow torchvision's and numpy's.
@@ -454,6 +454,31 @@ class GaussianBlur final : public ImageTransform {
   }
 };
 
+// ---- TrimBorder --------------------------------------------------------------
+
+// timm's TrimBorder (validate.py --crop-border-pixels): the eval transform
+// first cuts `border` pixels off each side. timm would crop an image with
+// nothing inside the border to 0 pixels and fail in the resize after it;
+// here that is an error naming the sizes.
+class TrimBorder final : public ImageTransform {
+ public:
+  explicit TrimBorder(int64_t border) : border_(border) {
+    if (border < 0) throw UsageError("--crop-border-pixels must be >= 0, got " + std::to_string(border));
+  }
+  void apply(Image& image, Rng&) const override {
+    const int64_t height = image.height - 2 * border_, width = image.width - 2 * border_;
+    if (height <= 0 || width <= 0) {
+      throw Error("TrimBorder(" + std::to_string(border_) + "): a " + std::to_string(image.height) + "x" +
+                  std::to_string(image.width) + " image has no pixels inside a border of " + std::to_string(border_));
+    }
+    image = crop(image, border_, border_, height, width);
+  }
+  std::string repr() const override { return "TrimBorder()"; }
+
+ private:
+  int64_t border_;
+};
+
 // ---- Eval crops and the no-aug train resize --------------------------------
 
 Size2 scale_size(const TransformArgs& args) {
@@ -750,6 +775,11 @@ TIMM_PLUGIN("aug_basic") {
     return AugmentationTraits{.stage = Stage::kCrop,
                               .applies = [name](const TransformArgs& a) { return crop_of(a) == name; }};
   };
+  registrar.add_augmentation("trim_border", "eval: TrimBorder, --crop-border-pixels off each side before the crop",
+                             [](const TransformArgs& a) { return image_stage<TrimBorder>(a.crop_border_pixels); },
+                             {.stage = Stage::kPrepare, .order = 10, .applies = [](const TransformArgs& a) {
+                                return !a.is_training && a.crop_border_pixels != 0;
+                              }});
   registrar.add_augmentation(
       "rrc", "RandomResizedCropAndInterpolation: random area/aspect crop resized to the input size",
       [](const TransformArgs& a) { return image_stage<RandomResizedCrop>(a); }, crop("rrc"));

@@ -56,8 +56,9 @@ const ImageTransform& image_stage(const TransformPipeline& t, std::size_t i) {
 
 TEST_CASE("the plugin registers timm's stage names with descriptions") {
   test::load_builtin_plugins();
-  for (const char* name : {"rrc", "rkrc", "rkrr", "hflip", "vflip", "color_jitter", "grayscale", "gaussian_blur",
-                           "center", "squash", "border", "resize_center", "normalize", "naflex_rrc", "naflex_resize"}) {
+  for (const char* name :
+       {"rrc", "rkrc", "rkrr", "hflip", "vflip", "color_jitter", "grayscale", "gaussian_blur", "center", "squash",
+        "border", "resize_center", "normalize", "naflex_rrc", "naflex_resize", "trim_border"}) {
     const RegistryEntry* entry = Registry::global().find(PluginKind::kAugmentation, name);
     REQUIRE_MESSAGE(entry != nullptr, name);
     CHECK(!entry->description.empty());
@@ -77,8 +78,9 @@ TEST_CASE("eval and no-aug transforms match timm's PIL pipeline; reprs match tim
     int64_t in_h, in_w, h, w, out_h, out_w;
     double crop_pct;
     int no_aug;
-    f >> name >> in_h >> in_w >> mode >> interp >> crop_pct >> h >> w >> no_aug >> out_h >> out_w >> expected >>
-        repr_file;
+    int64_t border;
+    f >> name >> in_h >> in_w >> mode >> interp >> crop_pct >> h >> w >> no_aug >> border >> out_h >> out_w >>
+        expected >> repr_file;
     TransformArgs args;
     args.is_training = no_aug != 0;
     args.no_aug = no_aug != 0;
@@ -86,6 +88,7 @@ TEST_CASE("eval and no-aug transforms match timm's PIL pipeline; reprs match tim
     args.interpolation = interp;
     args.crop_pct = crop_pct;
     args.crop_mode = mode;
+    args.crop_border_pixels = border;
     const TransformPipeline t = create_transform(args);
     CHECK_MESSAGE(compose_repr(t) == test::read_file(dir / repr_file), line);
     Image img = test::read_raw(dir / (name + ".in"), in_h, in_w, 3);
@@ -99,7 +102,7 @@ TEST_CASE("eval and no-aug transforms match timm's PIL pipeline; reprs match tim
     worst = std::max(worst, d);
     ++cases;
   }
-  CHECK(cases == 24);
+  CHECK(cases == 32);  // 4 images x 8 configs, 2 of them with TrimBorder
   MESSAGE("eval transforms vs timm: " << cases << " cases, max difference " << worst);
   CHECK(worst == 0);
 
@@ -359,6 +362,26 @@ TEST_CASE("unknown crop modes are usage errors") {
   }
   train.no_aug = true;  // --no-aug ignores the train crop mode, as timm
   CHECK(create_transform(train).image.size() == 1);
+}
+
+TEST_CASE("trim_border: eval only, before the crop; a negative border or an image it leaves empty is an error") {
+  test::load_builtin_plugins();
+  TransformArgs eval;
+  eval.crop_border_pixels = 5;
+  const TransformPipeline t = create_transform(eval);
+  REQUIRE(t.image.size() == 2);
+  CHECK(t.image[0]->repr() == "TrimBorder()");
+  TransformArgs train = eval;
+  train.is_training = true;  // timm's train transforms take no border
+  for (const auto& stage : create_transform(train).image) CHECK(stage->repr() != "TrimBorder()");
+
+  eval.crop_border_pixels = -1;
+  CHECK_THROWS_WITH_AS(create_transform(eval), "--crop-border-pixels must be >= 0, got -1", UsageError);
+  eval.crop_border_pixels = 20;
+  Image image(40, 60, 3);
+  Rng rng(0);
+  CHECK_THROWS_WITH_AS(create_transform(eval).apply(image, rng),
+                       "TrimBorder(20): a 40x60 image has no pixels inside a border of 20", Error);
 }
 
 TEST_CASE("the stages declare their place in timm's create_transform") {

@@ -138,6 +138,17 @@ const std::map<std::string, std::string> kByobDefaultTags = {
     {"bat_resnext26ts", "ch_in1k"},
 };
 
+// timm's test_input_size / test_crop_pct of the models whose default cfg has them
+// (validate.py evaluates at them unless --use-train-size).
+const std::map<std::string, TestSize> kTestSizes = {
+    {"regnetz_b16", {288, 1.0}},     {"regnetz_c16", {320, 1.0}},   {"regnetz_d32", {320, std::nullopt}},
+    {"regnetz_d8", {320, 1.0}},      {"regnetz_e8", {320, 1.0}},    {"regnetz_c16_evos", {320, std::nullopt}},
+    {"regnetz_d8_evos", {320, 1.0}}, {"resnet51q", {288, 1.0}},     {"resnet61q", {288, 1.0}},
+    {"resnext26ts", {288, 1.0}},     {"gcresnext26ts", {288, 1.0}}, {"seresnext26ts", {288, 1.0}},
+    {"eca_resnext26ts", {288, 1.0}}, {"resnet32ts", {288, 1.0}},    {"resnet33ts", {288, 1.0}},
+    {"gcresnet33ts", {288, 1.0}},    {"seresnet33ts", {288, 1.0}},  {"eca_resnet33ts", {288, 1.0}},
+    {"gcresnet50t", {288, 1.0}},     {"gcresnext50ts", {288, 1.0}}, {"regnetz_b16_evos", {288, std::nullopt}}};
+
 const std::vector<std::string> kByobKnownKwargs = {"output_stride", "zero_init_last", "img_size"};
 
 // timm's ByoBlockCfg (gs < 0: RepVGG's grouped-every-other-block lambda,
@@ -622,6 +633,7 @@ class ByobNetImpl : public ClassifierImpl {
     cfg_.crop_mode = "center";
     cfg_.classifier = cfg.head_type == "attn_abs" ? "head.proj" : "head.fc";
     cfg_.hf_hub_id = timm_hub_id(name, kByobDefaultTags);
+    set_test_size(cfg_, name, kTestSizes);
     cfg_.num_classes = spec.pretrained_num_classes;
 
     // The stem (timm's create_byob_stem): a RepVggBlock or MobileOneBlock at

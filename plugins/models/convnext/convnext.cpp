@@ -85,6 +85,18 @@ const std::map<std::string, std::string> kDefaultTags = {
     // convnextv2_small, convnext_atto_rms: timm's only tag is "untrained".
 };
 
+// timm's test_input_size / test_crop_pct of the models whose default cfg has them
+// (validate.py evaluates at them unless --use-train-size).
+const std::map<std::string, TestSize> kTestSizes = {
+    {"convnext_atto", {288, 0.95}},    {"convnext_atto_ols", {288, 0.95}},  {"convnext_base", {288, 1.0}},
+    {"convnext_femto", {288, 0.95}},   {"convnext_femto_ols", {288, 0.95}}, {"convnext_large", {288, 1.0}},
+    {"convnext_nano", {288, 1.0}},     {"convnext_nano_ols", {288, 1.0}},   {"convnext_pico", {288, 0.95}},
+    {"convnext_pico_ols", {288, 1.0}}, {"convnext_small", {288, 1.0}},      {"convnext_tiny", {288, 1.0}},
+    {"convnext_tiny_hnf", {288, 1.0}}, {"convnext_xlarge", {288, 1.0}},     {"convnextv2_atto", {288, 0.95}},
+    {"convnextv2_base", {288, 1.0}},   {"convnextv2_femto", {288, 0.95}},   {"convnextv2_large", {288, 1.0}},
+    {"convnextv2_nano", {288, 1.0}},   {"convnextv2_pico", {288, 0.95}},    {"convnextv2_tiny", {288, 1.0}},
+    {"convnext_atto_rms", {256, 0.95}}};
+
 struct BlockArgs {
   int64_t dim = 0;
   bool conv_mlp = false;
@@ -234,6 +246,7 @@ class ConvNeXtImpl : public ClassifierImpl {
     cfg_.first_conv = "stem.0";
     cfg_.classifier = "head.fc";
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
+    set_test_size(cfg_, spec.name, kTestSizes);
     stem = register_module("stem", make_stem(spec, args.in_chans));
     stages = register_module("stages", nn::Sequential());
     int64_t total = 0;

@@ -80,6 +80,14 @@ const std::map<std::string, std::string> kDefaultTags = {
     {"cs3se_edgenet_x", "c2ns_in1k"},
 };
 
+// timm's test_input_size / test_crop_pct of the models whose default cfg has them
+// (validate.py evaluates at them unless --use-train-size).
+const std::map<std::string, TestSize> kTestSizes = {
+    {"darknet53", {288, 1.0}},           {"darknetaa53", {288, 1.0}},         {"cs3darknet_m", {288, 0.95}},
+    {"cs3darknet_l", {288, 0.95}},       {"cs3darknet_x", {288, 1.0}},        {"cs3darknet_focus_s", {320, 1.0}},
+    {"cs3darknet_focus_m", {288, 0.95}}, {"cs3darknet_focus_l", {288, 0.95}}, {"cs3sedarknet_l", {288, 0.95}},
+    {"cs3sedarknet_x", {288, 1.0}},      {"cs3edgenet_x", {288, 1.0}},        {"cs3se_edgenet_x", {320, 1.0}}};
+
 // The --model-kwargs keys taken: timm CspNet's constructor arguments and
 // CspModelCfg fields that text can carry.
 const std::vector<std::string> kKnownKwargs = {"output_stride", "zero_init_last", "act_layer"};
@@ -400,6 +408,7 @@ class CspNetImpl : public ClassifierImpl {
     cfg_.first_conv = "stem.conv1.conv";
     cfg_.classifier = "head.fc";
     cfg_.hf_hub_id = timm_hub_id(name, kDefaultTags);
+    set_test_size(cfg_, name, kTestSizes);
 
     const std::vector<FeatureInfo> stem_feats = build_stem(cfg, args.in_chans);
     feature_info_.assign(stem_feats.begin(), stem_feats.end() - 1);

@@ -65,6 +65,10 @@ const std::map<std::string, std::string> kDefaultTags = {{"densenet121", "ra_in1
                                                          {"densenet201", "tv_in1k"},
                                                          {"densenet161", "tv_in1k"}};
 
+// timm's test_input_size / test_crop_pct of the models whose default cfg has them
+// (validate.py evaluates at them unless --use-train-size).
+const std::map<std::string, TestSize> kTestSizes = {{"densenet121", {288, 0.95}}, {"densenetblur121d", {288, 0.95}}};
+
 // The --model-kwargs keys taken (timm DenseNet's constructor arguments that
 // text can carry; block_config, norm_layer and aa_layer cannot).
 const std::vector<std::string> kKnownKwargs = {"growth_rate",    "bn_size",          "stem_type",   "act_layer",
@@ -272,6 +276,7 @@ class DenseNetImpl : public ClassifierImpl {
     cfg_.first_conv = "features.conv0";
     cfg_.classifier = "classifier";
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
+    set_test_size(cfg_, spec.name, kTestSizes);
     num_features_ = build_features(cfg, args.in_chans);
     auto head = layers::create_classifier(num_features_, num_classes_, args.global_pool.value_or("avg"));
     global_pool = register_module("global_pool", head.global_pool);

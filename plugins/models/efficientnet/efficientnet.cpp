@@ -181,6 +181,43 @@ const std::map<std::string, std::string> kDefaultTags = {{"efficientnet_b0", "ra
                                                          {"mobilenet_edgetpu_v2_m", "ra4_e3600_r224_in1k"},
                                                          {"test_efficientnet", "r160_in1k"}};
 
+// timm's test_input_size / test_crop_pct of the models whose default cfg has them
+// (validate.py evaluates at them unless --use-train-size).
+const std::map<std::string, TestSize> kTestSizes = {{"efficientnet_b1", {288, 1.0}},
+                                                    {"efficientnet_b2", {288, 1.0}},
+                                                    {"efficientnet_b3", {320, 1.0}},
+                                                    {"efficientnet_b4", {384, 1.0}},
+                                                    {"efficientnetv2_rw_t", {288, std::nullopt}},
+                                                    {"gc_efficientnetv2_rw_t", {288, std::nullopt}},
+                                                    {"efficientnetv2_rw_s", {384, std::nullopt}},
+                                                    {"efficientnetv2_rw_m", {416, std::nullopt}},
+                                                    {"tf_efficientnetv2_s", {384, std::nullopt}},
+                                                    {"tf_efficientnetv2_m", {480, std::nullopt}},
+                                                    {"tf_efficientnetv2_l", {480, std::nullopt}},
+                                                    {"tf_efficientnetv2_xl", {512, std::nullopt}},
+                                                    {"tf_efficientnetv2_b0", {224, std::nullopt}},
+                                                    {"tf_efficientnetv2_b1", {240, std::nullopt}},
+                                                    {"tf_efficientnetv2_b2", {260, std::nullopt}},
+                                                    {"tf_efficientnetv2_b3", {300, std::nullopt}},
+                                                    {"mobilenetv3_large_150d", {320, 1.0}},
+                                                    {"mobilenetv4_conv_small_035", {256, 0.95}},
+                                                    {"mobilenetv4_conv_small_050", {256, 0.95}},
+                                                    {"mobilenetv4_conv_small", {256, 0.95}},
+                                                    {"mobilenetv4_conv_medium", {320, 1.0}},
+                                                    {"mobilenetv4_conv_large", {448, 1.0}},
+                                                    {"mobilenetv4_hybrid_medium", {320, 1.0}},
+                                                    {"mobilenetv4_hybrid_large", {448, 1.0}},
+                                                    {"mobilenetv4_conv_blur_medium", {256, 1.0}},
+                                                    {"mobilenetv4_conv_aa_large", {544, 1.0}},
+                                                    {"mobilenetv1_100", {256, 0.95}},
+                                                    {"mobilenetv1_100h", {256, 0.95}},
+                                                    {"mobilenetv1_125", {256, 1.0}},
+                                                    {"mobilenet_edgetpu_v2_m", {256, 0.95}},
+                                                    {"efficientnetv2_s", {384, std::nullopt}},
+                                                    {"efficientnetv2_m", {416, std::nullopt}},
+                                                    {"efficientnetv2_l", {480, std::nullopt}},
+                                                    {"efficientnetv2_xl", {512, std::nullopt}}};
+
 enum class Family { kEfficientNet, kMobileNetV3 };
 
 // One registered architecture: what timm's _gen_* function passes to the model class.
@@ -249,6 +286,7 @@ class EfficientNetImpl : public ClassifierImpl {
       : family_(spec.family), cfg_(spec.cfg), num_classes_(args.num_classes), drop_rate_(args.drop_rate) {
     validate_model_args(spec.name, args, {"bn_eps", "bn_momentum"});
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
+    set_test_size(cfg_, spec.name, kTestSizes);
     const NormArgs norm = norm_args(spec.name, args, spec.norm);
     const double multiplier = spec.channel_multiplier;
     const double round_limit = spec.round_limit;

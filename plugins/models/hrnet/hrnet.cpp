@@ -71,6 +71,10 @@ const std::map<std::string, std::string> kDefaultTags = {
     {"hrnet_w64", "ms_in1k"},          {"hrnet_w18_ssld", "paddle_in1k"},
     {"hrnet_w48_ssld", "paddle_in1k"}};
 
+// timm's test_input_size / test_crop_pct of the models whose default cfg has them
+// (validate.py evaluates at them unless --use-train-size).
+const std::map<std::string, TestSize> kTestSizes = {{"hrnet_w18_ssld", {288, 1.0}}, {"hrnet_w48_ssld", {288, 1.0}}};
+
 // The --model-kwargs keys taken (timm HRNet's constructor arguments and cfg
 // overrides that text can carry).
 const std::vector<std::string> kKnownKwargs = {"stem_width", "head_conv_bias", "output_stride", "head"};
@@ -327,6 +331,7 @@ class HighResolutionNetImpl : public ClassifierImpl {
     cfg_.first_conv = "conv1";
     cfg_.classifier = "classifier";
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
+    set_test_size(cfg_, spec.name, kTestSizes);
 
     conv1 = register_module("conv1", conv(args.in_chans, stem_width, 3, 2, 1));
     bn1 = register_module("bn1", layers::BatchNorm2d(stem_width));

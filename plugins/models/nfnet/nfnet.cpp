@@ -71,6 +71,24 @@ const std::map<std::string, std::string> kDefaultTags = {
     {"eca_nfnet_l1", "ra2_in1k"}, {"eca_nfnet_l2", "ra3_in1k"}, {"nf_regnet_b1", "ra2_in1k"},
     {"nf_resnet50", "ra2_in1k"},  {"test_nfnet", "r160_in1k"}};
 
+// timm's test_input_size / test_crop_pct of the models whose default cfg has them
+// (validate.py evaluates at them unless --use-train-size).
+const std::map<std::string, TestSize> kTestSizes = {
+    {"nfnet_f0", {256, std::nullopt}},     {"nfnet_f1", {320, std::nullopt}},
+    {"nfnet_f2", {352, std::nullopt}},     {"nfnet_f3", {416, std::nullopt}},
+    {"nfnet_f4", {512, std::nullopt}},     {"nfnet_f5", {544, std::nullopt}},
+    {"nfnet_f6", {576, std::nullopt}},     {"nfnet_f7", {608, std::nullopt}},
+    {"dm_nfnet_f0", {256, std::nullopt}},  {"dm_nfnet_f1", {320, std::nullopt}},
+    {"dm_nfnet_f2", {352, std::nullopt}},  {"dm_nfnet_f3", {416, std::nullopt}},
+    {"dm_nfnet_f4", {512, std::nullopt}},  {"dm_nfnet_f5", {544, std::nullopt}},
+    {"dm_nfnet_f6", {576, std::nullopt}},  {"nfnet_l0", {288, 1.0}},
+    {"eca_nfnet_l0", {288, 1.0}},          {"eca_nfnet_l1", {320, 1.0}},
+    {"eca_nfnet_l2", {384, 1.0}},          {"nf_regnet_b1", {288, std::nullopt}},
+    {"nf_resnet50", {288, std::nullopt}},  {"eca_nfnet_l3", {448, 1.0}},
+    {"nf_regnet_b0", {256, std::nullopt}}, {"nf_regnet_b2", {272, std::nullopt}},
+    {"nf_regnet_b3", {320, std::nullopt}}, {"nf_regnet_b4", {384, std::nullopt}},
+    {"nf_regnet_b5", {456, std::nullopt}}};
+
 // timm's _nonlin_gamma (DeepMind's constants): the gain that restores unit
 // variance after each activation.
 const std::map<std::string, double> kNonlinGamma = {
@@ -301,6 +319,7 @@ class NormFreeNetImpl : public ClassifierImpl {
     validate_model_args(spec.name, args, {"output_stride"});
     const int64_t output_stride = parse_output_stride(spec.name, args);
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
+    set_test_size(cfg_, spec.name, kTestSizes);
     const NfCfg& cfg = spec.cfg;
     const double gamma = kNonlinGamma.at(cfg.act_layer);
     const ConvSpec conv_spec{cfg.same_padding, cfg.gamma_in_act ? 1.0 : gamma, cfg.std_conv_eps};

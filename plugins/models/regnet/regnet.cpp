@@ -57,6 +57,12 @@ const std::map<std::string, std::string> kDefaultTags = {
     {"regnety_064", "ra3_in1k"},         {"regnety_080", "ra3_in1k"},         {"regnety_080_tv", "tv2_in1k"},
     {"regnety_120", "sw_in12k_ft_in1k"}, {"regnety_160", "sw_in12k_ft_in1k"}, {"regnety_320", "tv2_in1k"}};
 
+// timm's test_input_size / test_crop_pct of the models whose default cfg has them
+// (validate.py evaluates at them unless --use-train-size).
+const std::map<std::string, TestSize> kTestSizes = {{"regnety_032", {288, 1.0}}, {"regnety_040", {288, 1.0}},
+                                                    {"regnety_064", {288, 1.0}}, {"regnety_080", {288, 1.0}},
+                                                    {"regnety_120", {288, 1.0}}, {"regnety_160", {288, 1.0}}};
+
 // timm's RegNetCfg, the fields the registered X / Y models set.
 struct RegNetCfg {
   int64_t depth = 21;
@@ -188,6 +194,7 @@ class RegNetImpl : public ClassifierImpl {
   RegNetImpl(const RegNetSpec& spec, const ModelArgs& args) : cfg_(spec.pretrained), num_classes_(args.num_classes) {
     validate_model_args(spec.name, args);
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
+    set_test_size(cfg_, spec.name, kTestSizes);
     const RegNetCfg& cfg = spec.cfg;
     stem = register_module("stem", conv_norm_act(args.in_chans, cfg.stem_width, 3, 2));
     int64_t prev_width = cfg.stem_width;

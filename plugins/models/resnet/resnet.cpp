@@ -155,6 +155,72 @@ const std::map<std::string, std::string> kDefaultTags = {
     {"ecaresnet101d_pruned", "miil_in1k"},
 };
 
+// timm's test_input_size / test_crop_pct of the models whose default cfg has them
+// (validate.py evaluates at them unless --use-train-size).
+const std::map<std::string, TestSize> kTestSizes = {{"resnet18", {288, 1.0}},
+                                                    {"resnet18d", {288, 0.95}},
+                                                    {"resnet26", {288, 0.95}},
+                                                    {"resnet34", {288, 1.0}},
+                                                    {"resnet34d", {288, 0.95}},
+                                                    {"resnet50", {288, 1.0}},
+                                                    {"resnet50d", {288, 0.95}},
+                                                    {"resnet101", {288, 1.0}},
+                                                    {"resnet101d", {320, 1.0}},
+                                                    {"resnet152", {288, 1.0}},
+                                                    {"resnet152d", {320, 1.0}},
+                                                    {"resnext50_32x4d", {288, 1.0}},
+                                                    {"seresnet50", {288, 1.0}},
+                                                    {"seresnext26d_32x4d", {288, 0.95}},
+                                                    {"seresnext50_32x4d", {288, 0.95}},
+                                                    {"wide_resnet50_2", {288, 0.95}},
+                                                    {"resnet10t", {224, 0.95}},
+                                                    {"resnet14t", {224, 0.95}},
+                                                    {"resnet26t", {320, 1.0}},
+                                                    {"resnet26d", {288, 0.95}},
+                                                    {"resnet200d", {320, 1.0}},
+                                                    {"seresnet152d", {320, 1.0}},
+                                                    {"ecaresnet26t", {320, 0.95}},
+                                                    {"ecaresnet50d", {288, 0.95}},
+                                                    {"ecaresnet50t", {320, 0.95}},
+                                                    {"ecaresnet101d", {288, 0.95}},
+                                                    {"ecaresnet269d", {352, 1.0}},
+                                                    {"ecaresnetlight", {288, 0.95}},
+                                                    {"resnetrs50", {224, std::nullopt}},
+                                                    {"resnetrs101", {288, std::nullopt}},
+                                                    {"resnetrs152", {320, std::nullopt}},
+                                                    {"resnetrs200", {320, std::nullopt}},
+                                                    {"resnetrs270", {352, std::nullopt}},
+                                                    {"resnetrs350", {384, std::nullopt}},
+                                                    {"resnetrs420", {416, std::nullopt}},
+                                                    {"resnext50d_32x4d", {288, 0.95}},
+                                                    {"resnext101_64x4d", {288, 1.0}},
+                                                    {"seresnext26t_32x4d", {288, 0.95}},
+                                                    {"seresnext101_32x8d", {288, 1.0}},
+                                                    {"seresnext101d_32x8d", {288, 1.0}},
+                                                    {"resnetaa50", {288, 1.0}},
+                                                    {"resnetaa50d", {288, 1.0}},
+                                                    {"resnetaa101d", {288, 1.0}},
+                                                    {"seresnextaa101d_32x8d", {320, 1.0}},
+                                                    {"resnetblur50", {288, 0.95}},
+                                                    {"resnet50_gn", {288, 0.95}},
+                                                    {"ecaresnet50d_pruned", {288, 0.95}},
+                                                    {"ecaresnet101d_pruned", {288, 0.95}},
+                                                    {"resnet200", {288, 0.95}},
+                                                    {"resnet50t", {288, 0.95}},
+                                                    {"seresnet18", {288, 0.95}},
+                                                    {"seresnet34", {288, 0.95}},
+                                                    {"seresnet50t", {288, 0.95}},
+                                                    {"seresnet101", {288, 0.95}},
+                                                    {"seresnet152", {288, 0.95}},
+                                                    {"seresnet200d", {288, 0.95}},
+                                                    {"seresnet269d", {288, 0.95}},
+                                                    {"ecaresnet200d", {288, 0.95}},
+                                                    {"resnetaa34d", {288, 0.95}},
+                                                    {"seresnetaa50d", {288, 0.95}},
+                                                    {"resnetblur18", {288, 0.95}},
+                                                    {"resnetblur50d", {288, 0.95}},
+                                                    {"resnetblur101d", {288, 0.95}}};
+
 // timm's act_layer(inplace=True): every ReLU here follows a norm, a drop
 // block or the residual add, whose fresh output nothing else reads and whose
 // backward does not need it, so it is overwritten rather than a new tensor
@@ -489,6 +555,7 @@ class ResNetImpl : public ClassifierImpl {
       throw UsageError(spec.name + ": drop_block_rate must be in [0, 1], got " + args.kwargs.at("drop_block_rate"));
     }
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
+    set_test_size(cfg_, spec.name, kTestSizes);
     const Variant& v = spec.variant;
     int64_t inplanes = v.stem == StemType::kPlain ? 64 : 2 * v.stem_width;
     if (v.stem == StemType::kPlain) {

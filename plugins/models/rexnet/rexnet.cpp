@@ -50,6 +50,10 @@ const std::map<std::string, std::string> kDefaultTags = {
     {"rexnet_200", "nav_in1k"},         {"rexnet_300", "nav_in1k"}, {"rexnetr_200", "sw_in12k_ft_in1k"},
     {"rexnetr_300", "sw_in12k_ft_in1k"}};
 
+// timm's test_input_size / test_crop_pct of the models whose default cfg has them
+// (validate.py evaluates at them unless --use-train-size).
+const std::map<std::string, TestSize> kTestSizes = {{"rexnetr_200", {288, 1.0}}, {"rexnetr_300", {288, 1.0}}};
+
 const std::vector<std::string> kKnownKwargs = {"output_stride"};
 
 // Python's round(): halves to even, as std::nearbyint in the default mode.
@@ -170,6 +174,7 @@ class RexNetImpl : public ClassifierImpl {
   RexNetImpl(const RexNetSpec& spec, const ModelArgs& args) : cfg_(spec.pretrained), num_classes_(args.num_classes) {
     validate_model_args(spec.name, args, kKnownKwargs);
     cfg_.hf_hub_id = timm_hub_id(spec.name, kDefaultTags);
+    set_test_size(cfg_, spec.name, kTestSizes);
     int64_t output_stride = 32;
     if (const auto os = model_kwarg_double(spec.name, args, "output_stride"); os) {
       if (*os != 32.0 && *os != 16.0 && *os != 8.0) {

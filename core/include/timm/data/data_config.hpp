@@ -40,8 +40,12 @@ int64_t resolve_in_chans(const Config& config, const DatasetDefaults& dataset);
 
 // Priority for each field: the flags, then the dataset, then the model's
 // pretrained config, then timm's defaults. A --mean/--std of one value is
-// repeated per channel; another length must equal the channel count.
-DataConfig resolve_data_config(const Config& config, const PretrainedCfg& pretrained, const DatasetDefaults& dataset);
+// repeated per channel; another length must equal the channel count. With
+// `use_test_size` (the tools' default, as validate.py's) the pretrained
+// config's test_input_size and test_crop_pct come before its input_size and
+// crop_pct where it has them; training uses the training ones.
+DataConfig resolve_data_config(const Config& config, const PretrainedCfg& pretrained, const DatasetDefaults& dataset,
+                               bool use_test_size = false);
 
 // A model's mean or std for `channels` input channels: as they are when they
 // have one value per channel, else their mean for every channel (a model's

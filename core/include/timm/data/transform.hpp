@@ -103,6 +103,9 @@ struct TransformArgs {
   // --train-crop-mode ("rrc", "rkrc", "rkrr"); empty: timm's default crop.
   std::string crop_mode;
   std::string train_crop_mode;
+  // validate.py's --crop-border-pixels: the eval transform first trims this
+  // many pixels off each side of the image (timm's TrimBorder); 0 trims none.
+  int64_t crop_border_pixels = 0;
   // --scale and --ratio: RandomResizedCrop's area and aspect ranges; with
   // "rkrc" / "rkrr", ResizeKeepRatio's random scale (as an area) and aspect
   // ranges, as timm passes them.
@@ -154,11 +157,12 @@ struct Augmentation {
 };
 using AugmentationFactory = std::function<Augmentation(const TransformArgs&)>;
 
-// The parts of timm's create_transform, in order: the crop (exactly one),
-// timm's other primary transforms (flips), the secondary ones (auto-augment,
-// colour jitter: with --aug-splits only the augmented splits run them) and
-// the final batch transforms (normalize, random erasing).
-enum class AugmentationStage { kCrop, kPrimary, kSecondary, kFinal };
+// The parts of timm's create_transform, in order: what comes before the
+// crop (the eval transform's TrimBorder), the crop (exactly one), timm's
+// other primary transforms (flips), the secondary ones (auto-augment, colour
+// jitter: with --aug-splits only the augmented splits run them) and the
+// final batch transforms (normalize, random erasing).
+enum class AugmentationStage { kPrepare, kCrop, kPrimary, kSecondary, kFinal };
 
 // What an augmentation plugin declares about a stage when it registers it
 // (PluginRegistrar::add_augmentation), so that create_transform composes the

@@ -50,6 +50,13 @@ struct PretrainedCfg {
   // the file lacks stay an error here, where timm's strict=False would leave
   // them at their random init without a word.
   bool pretrained_strict = true;
+  // timm's test_input_size / test_crop_pct: the size and crop the weights are
+  // evaluated at when they differ from the training ones (resnet50.a1_in1k:
+  // trained at 224, tested at 288 with crop 1.0). The tools evaluate at them
+  // unless --use-train-size, as validate.py's resolve_data_config(...,
+  // use_test_size=True); unset where timm's cfg has none.
+  std::optional<std::vector<int64_t>> test_input_size;  // C, H, W
+  std::optional<double> test_crop_pct;
 };
 
 // The hf_hub_id of a model's default pretrained tag as timm names it,
@@ -59,6 +66,22 @@ struct PretrainedCfg {
 inline std::string timm_hub_id(const std::string& model, const std::map<std::string, std::string>& default_tags) {
   const auto it = default_tags.find(model);
   return it == default_tags.end() ? "" : "timm/" + model + "." + it->second;
+}
+
+// One model's timm test_input_size (square, in pixels) and test_crop_pct
+// (unset where timm's cfg names only the size).
+struct TestSize {
+  int64_t size;
+  std::optional<double> crop_pct;
+};
+
+// Sets `cfg`'s test_input_size and test_crop_pct from a plugin's table of
+// them by model name; leaves `cfg` as it is when the table has no `model`.
+inline void set_test_size(PretrainedCfg& cfg, const std::string& model, const std::map<std::string, TestSize>& table) {
+  const auto it = table.find(model);
+  if (it == table.end()) return;
+  cfg.test_input_size = std::vector<int64_t>{cfg.input_size.at(0), it->second.size, it->second.size};
+  cfg.test_crop_pct = it->second.crop_pct;
 }
 
 // What timm's create_model passes to a model constructor.

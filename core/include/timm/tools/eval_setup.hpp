@@ -34,8 +34,9 @@ void add_eval_model_flags(ToolArgs& args);
 
 // Declares what validate.py, benchmark.py and inference.py take to pick a
 // device or compile the model: --device (default cpu: the tools run on the
-// CPU), --use-train-size (no pretrained cfg here names a separate test size,
-// so the train size is the one used either way), with `num_gpu` --num-gpu,
+// CPU), --use-train-size (the caller passes its negation as
+// resolve_data_config's use_test_size, or ignores it as inference.py does),
+// with `num_gpu` --num-gpu,
 // and their compilers refused with the reasons timm-run gives
 // (--torchscript, --torchcompile, --torchcompile-mode, --aot-autograd,
 // --fuser).
@@ -45,6 +46,16 @@ void check_runtime_flags(const ToolArgs& args);
 
 // Declares --reparam (validate.py's and benchmark.py's).
 void add_reparam_flag(ToolArgs& args);
+
+// Declares --test-pool (validate.py's and inference.py's).
+void add_test_pool_flag(ToolArgs& args);
+// With --test-pool, timm's apply_test_time_pool (timm/tools/
+// test_time_pool.hpp): where it pools, the model wrapped in its
+// TestTimePoolHead and `data_config`'s crop_pct set to 1.0, as validate.py
+// and inference.py load the images. Returns the model to run. Call it after
+// the data config is resolved and logged, before the model's dtype is set.
+ModelPtr test_pool_if_asked(const ToolArgs& args, ModelPtr model, const std::string& model_name,
+                            DataConfig& data_config);
 
 // Declares --fast-norm (validate.py's and benchmark.py's), and with it sets
 // timm's fast norm for the models built afterwards (layers::set_fast_norm;
@@ -119,13 +130,21 @@ struct CheckpointShape {
 };
 CheckpointShape checkpoint_shape(const std::filesystem::path& checkpoint, const std::string& model_name);
 
+struct EvalLoaderOptions {
+  int64_t batch_size = 256;
+  int64_t workers = 4;
+  // validate.py's --naflex-loader: timm's NaFlex eval loader, each image
+  // resized to at most max_seq_len patches of patch_size (aspect kept), the
+  // batches Batch::patches.
+  std::optional<NaFlexTransformArgs> naflex;
+  // validate.py's --crop-border-pixels: TrimBorder before the crop.
+  int64_t crop_border_pixels = 0;
+};
+
 // An in-order eval loader over `dataset` with create_transform(is_training
-// false) of `data_config`; with `naflex` (validate.py's --naflex-loader),
-// timm's NaFlex eval loader: each image resized to at most max_seq_len
-// patches of patch_size (aspect kept), the batches Batch::patches.
+// false) of `data_config`.
 std::shared_ptr<Loader> make_eval_loader(std::shared_ptr<const Dataset> dataset, const DataConfig& data_config,
-                                         int64_t batch_size, int64_t workers,
-                                         std::optional<NaFlexTransformArgs> naflex = std::nullopt);
+                                         const EvalLoaderOptions& options);
 
 // A uint8 batch as `dtype` (float32, or --model-dtype's: timm's img_dtype)
 // on the CPU with the loader's batch transforms (normalisation) applied in
