@@ -19,8 +19,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <system_error>
 
@@ -36,6 +38,7 @@
 #include "timm/optim/optimizer.hpp"
 #include "timm/plugin/loader.hpp"
 #include "timm/plugin/registry.hpp"
+#include "timm/tools/batch_retry.hpp"
 #include "timm/tools/eval_setup.hpp"
 #include "timm/tools/results_file.hpp"
 #include "timm/train/amp.hpp"
@@ -88,7 +91,8 @@ timm::ToolArgs make_args() {
                    "torch's op-level trace)");
   args.add("model-list", "", "", "txt file of model names to benchmark, one per line (results sorted by samples/s)");
   args.add_switch("no-retry", "",
-                  "accepted: timm-benchmark never retries (benchmark.py decays the batch size after out-of-memory)");
+                  "do not retry a benchmark that runs out of memory with a smaller batch (by default it does, down to "
+                  "1, as benchmark.py: timm's decay_batch_step)");
   args.add("precision", "", "float32",
            "numeric precision: amp (float16 autocast), amp_bfloat16, float16, bfloat16 (weights and input in it) or "
            "float32; --amp overrides it");
@@ -285,7 +289,7 @@ Precision resolve_precision(const timm::ToolArgs& args) {
                          ": expected amp, amp_bfloat16, float16, bfloat16 or float32");
 }
 
-Setup make_setup(const timm::ToolArgs& args, const std::string& model_name, at::ScalarType dtype) {
+Setup make_setup(const timm::ToolArgs& args, const std::string& model_name, at::ScalarType dtype, int64_t batch_size) {
   timm::Config config = timm::data_flags_config(args);
   timm::ModelArgs model_args;
   model_args.in_chans = timm::resolve_in_chans(config, {});
@@ -306,7 +310,7 @@ Setup make_setup(const timm::ToolArgs& args, const std::string& model_name, at::
                               static_cast<long long>(setup.param_count)));
   const timm::DataConfig data = timm::resolve_data_config(config, setup.model->pretrained_cfg(), {},
                                                           /*use_test_size=*/!args.get_switch("use-train-size"));
-  setup.input_shape = {args.get_int("batch-size")};
+  setup.input_shape = {batch_size};
   setup.input_shape.insert(setup.input_shape.end(), data.input_size.begin(), data.input_size.end());
   setup.dtype = dtype;
   timm::to_model_dtype(*setup.model, dtype);  // benchmark.py: model.to(device, dtype), then channels_last
@@ -378,17 +382,50 @@ int run(int argc, char** argv) {
   timm::log_info(amp ? "Using native Torch AMP (" + timm::dtype_name(dtype) + ") on the CPU."
                      : "AMP not enabled; weights and input in " + timm::dtype_name(precision.model_dtype) + ".");
 
+  // benchmark.py's runners, one per mode, each on a fresh model.
+  using Mode = std::function<void(Setup&, timm::ResultRow&)>;
+  std::vector<Mode> modes;
+  if (bench == "inference" || bench == "both") {
+    modes.emplace_back([&](Setup& s, timm::ResultRow& r) { bench_inference(args, s, amp, dtype, r); });
+  }
+  if (bench == "train" || bench == "both") {
+    modes.emplace_back([&](Setup& s, timm::ResultRow& r) { bench_train(args, s, amp, dtype, true, r); });
+  }
+  if (bench == "fwd-bwd") {
+    modes.emplace_back([&](Setup& s, timm::ResultRow& r) { bench_train(args, s, amp, dtype, false, r); });
+  }
+  const bool retry = !args.get_switch("no-retry");
+  const int64_t batch_size = args.get_int("batch-size");
   const std::optional<std::vector<std::string>> bulk = bulk_model_names(args);
   std::vector<timm::ResultRow> rows;
   for (const std::string& name : bulk.value_or(std::vector<std::string>{args.get("model")})) {
     timm::ResultRow row{{"model", name}};
-    Setup setup = make_setup(args, name, precision.model_dtype);
-    if (bench == "inference" || bench == "both") bench_inference(args, setup, amp, dtype, row);
-    if (bench == "both")
-      setup = make_setup(args, name, precision.model_dtype);  // fresh weights, as benchmark.py builds a new runner
-    if (bench == "train" || bench == "both") bench_train(args, setup, amp, dtype, /*optimizer_step=*/true, row);
-    if (bench == "fwd-bwd") bench_train(args, setup, amp, dtype, /*optimizer_step=*/false, row);
-    row.emplace_back("param_count", std::round(setup.param_count / 1e4) / 100);
+    int64_t param_count = 0;
+    std::optional<std::string> error;
+    for (const Mode& mode : modes) {
+      timm::ResultRow mode_row;
+      const auto run_at = [&](int64_t batch) {
+        mode_row.clear();
+        Setup setup = make_setup(args, name, precision.model_dtype, batch);
+        param_count = setup.param_count;
+        mode(setup, mode_row);
+      };
+      // benchmark.py's _try_run: an out-of-memory error retries at a smaller batch unless --no-retry.
+      if (!retry) {
+        run_at(batch_size);
+      } else if (const auto outcome = timm::run_with_batch_retry(batch_size, "benchmark", run_at); !outcome.ran) {
+        error = outcome.error;
+        break;
+      }
+      row.insert(row.end(), mode_row.begin(), mode_row.end());
+    }
+    if (error) {
+      const std::string failed = name + " failed to benchmark at every batch size down to 1: " + *error;
+      if (!bulk) throw timm::Error(failed);
+      timm::log_error(failed);  // left out of the results, as benchmark.py's bulk runs
+      continue;
+    }
+    row.emplace_back("param_count", std::round(param_count / 1e4) / 100);
     rows.push_back(std::move(row));
   }
   // benchmark.py sorts bulk results by the first mode's samples/s, fastest first.

@@ -25,6 +25,7 @@
 #include "timm/models/model_dtype.hpp"
 #include "timm/plugin/loader.hpp"
 #include "timm/plugin/registry.hpp"
+#include "timm/tools/batch_retry.hpp"
 #include "timm/tools/classification_scores.hpp"
 #include "timm/tools/eval_setup.hpp"
 #include "timm/tools/progress.hpp"
@@ -73,7 +74,9 @@ timm::ToolArgs make_args() {
   args.add("metrics-avg", "", "",
            "precision, recall and F1-score of the top-1 predictions, averaged micro, macro or weighted "
            "(scikit-learn's, zero_division=0)");
-  args.add_refused("retry", "");
+  args.add_switch("retry", "",
+                  "after an out-of-memory error, validate again with a smaller batch (timm's decay_batch_step), "
+                  "down to 1; a folder of checkpoints always retries, as validate.py's bulk runs");
   return args;
 }
 
@@ -244,7 +247,7 @@ double round_to(double value, int digits) {
 
 timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std::filesystem::path>& checkpoint,
                              std::shared_ptr<const timm::Dataset> dataset, const timm::DatasetDefaults& defaults,
-                             int64_t in_chans, const timm::EvalPrecision& precision) {
+                             int64_t in_chans, const timm::EvalPrecision& precision, int64_t batch_size) {
   const std::string model_name = args.get("model");
   timm::Config config = timm::data_flags_config(args);
   config.set("in_chans", in_chans);
@@ -284,7 +287,7 @@ timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std
 
   const std::optional<timm::NaFlexTransformArgs> naflex = naflex_args(args, *model);
   auto loader = timm::make_eval_loader(dataset, data_config,
-                                       {.batch_size = args.get_int("batch-size"),
+                                       {.batch_size = batch_size,
                                         .workers = args.get_int("workers"),
                                         .naflex = naflex,
                                         .crop_border_pixels = args.get_int("crop-border-pixels")});
@@ -292,7 +295,7 @@ timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std
   // with NaFlex batches, whose images have their own sizes (validate.py warms
   // up on the input size there too, which a NaFlexVit refuses unless it is a
   // multiple of the patch).
-  if (!naflex) warm_up(*model, data_config, args.get_int("batch-size"), precision);
+  if (!naflex) warm_up(*model, data_config, batch_size, precision);
   const at::Tensor valid_labels =
       args.has("valid-labels")
           ? read_valid_labels(args.get("valid-labels"), model->num_classes(), dataset->num_classes())
@@ -367,9 +370,27 @@ int run(int argc, char** argv) {
                                                           in_chans, args.get("class-map"), keys),
                                      args.get_optional_int("num-samples"), "num-samples");
 
+  // validate.py: --retry, and every checkpoint of a folder (bulk: a model
+  // that fails at every batch size is left out, as validate.py's).
+  const bool bulk = args.has("checkpoint") && std::filesystem::is_directory(args.get("checkpoint"));
+  const int64_t batch_size = args.get_int_at_least("batch-size", 1);
   std::vector<timm::ResultRow> rows;
-  for (const auto& checkpoint : checkpoints)
-    rows.push_back(validate_one(args, checkpoint, dataset, defaults, in_chans, precision));
+  for (const auto& checkpoint : checkpoints) {
+    const auto validate_at = [&](int64_t batch) {
+      rows.push_back(validate_one(args, checkpoint, dataset, defaults, in_chans, precision, batch));
+    };
+    if (!bulk && !args.get_switch("retry")) {
+      validate_at(batch_size);
+      continue;
+    }
+    const timm::BatchRetryOutcome outcome = timm::run_with_batch_retry(batch_size, "validation", validate_at);
+    if (outcome.ran) continue;
+    const std::string failed = args.get("model") + (checkpoint ? " (" + checkpoint->string() + ")" : "") +
+                               " failed to validate at every batch size down to 1: " + outcome.error;
+    if (!bulk) throw timm::Error(failed);
+    timm::log_error(failed);
+  }
+  if (rows.empty()) throw timm::Error("no checkpoint in " + args.get("checkpoint") + " validated");
   // validate.py sorts bulk results by top-1, best first.
   std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return top1_of(a) > top1_of(b); });
 

@@ -971,4 +971,48 @@ TEST_CASE(
   CHECK(bad.output.find("--metrics-avg 'samples': expected micro, macro or weighted") != std::string::npos);
 }
 
+TEST_CASE("--retry: out of memory, timm-validate and timm-benchmark try again at timm's smaller batch sizes") {
+  // The address space held to 5 GB (about 2.3 GB above what the tools map at start): resnet18's first activations
+  // at 224 px take 6.4 MB per image twice over, so the warm-up batch of 512 cannot be allocated (torch's
+  // "DefaultCPUAllocator: not enough memory", validate.py's RuntimeError) and 256 or 192 can.
+  const TrainedRun& run = trained_run();
+  const auto limited = [](const std::vector<std::string>& command) {
+    std::string line = "ulimit -v 5000000 && exec";
+    for (const std::string& arg : command) line += " '" + arg + "'";
+    return run_command({"/bin/sh", "-c", line}, std::chrono::seconds(600), {"OMP_NUM_THREADS=1", "MALLOC_ARENA_MAX=1"});
+  };
+  const std::vector<std::string> validate = {tool("timm-validate"),
+                                             "--checkpoint",
+                                             run.checkpoint().string(),
+                                             "--num-samples",
+                                             "64",
+                                             "-j",
+                                             "1",
+                                             "--img-size",
+                                             "224",
+                                             "-b",
+                                             "512"};
+  const auto retried = limited(concat(validate, {"--retry"}));
+  REQUIRE_MESSAGE(retried.exit_code == 0, retried.output);
+  CHECK(retried.output.find("while running validation.") != std::string::npos);
+  CHECK(retried.output.find("Reducing batch size to 384 for retry.") != std::string::npos);
+  // The same numbers as at a batch that fits from the start (the batch does not change the per-sample outputs).
+  const auto small = run_command(concat(validate, {"-b", "64"}));
+  REQUIRE_MESSAGE(small.exit_code == 0, small.output);
+  CHECK(last_capture(retried.output, R"( \* Loss ([0-9.]+) over 64 images)") ==
+        last_capture(small.output, R"( \* Loss ([0-9.]+) over 64 images)"));
+
+  const auto failed = limited(validate);  // no --retry: the error, exit 1
+  CHECK(failed.exit_code == 1);
+  CHECK(failed.output.find("Reducing batch size") == std::string::npos);
+
+  const std::vector<std::string> bench = {
+      tool("timm-benchmark"), "--model", "resnet18",         "--bench", "inference", "-b", "512",
+      "--num-warm-iter",      "0",       "--num-bench-iter", "1"};
+  const auto bench_retried = limited(bench);  // benchmark.py retries by default
+  REQUIRE_MESSAGE(bench_retried.exit_code == 0, bench_retried.output);
+  CHECK(bench_retried.output.find("Reducing batch size to 384 for retry.") != std::string::npos);
+  CHECK(limited(concat(bench, {"--no-retry"})).exit_code == 1);
+}
+
 }  // namespace test_tools

@@ -18,6 +18,9 @@ Usage:
                                         never predicted and one only predicted, as DIR/scores.safetensors;
                                         sklearn's precision, recall and f1 with zero_division=0 for each
                                         average: {"micro": [p, r, f1], "macro": ..., "weighted": ...})
+  tools_oracle.py decay -                (timm's decay_batch_step for batch sizes 0..1100 at num_intra_steps 1, 2
+                                        and 4, no_odd off and on: {"<steps>_<no_odd 0|1>": [...]}, and
+                                        check_batch_size_retry of a few errors)
   tools_oracle.py parse FILE            (a results file read by Python's csv / json: rows, columns)
   tools_oracle.py svg FILE --csv SUMMARY (the SVG parsed by xml.etree; each curve's points mapped back to
                                          data values and compared with the CSV's: max abs error per series)
@@ -184,6 +187,17 @@ def cmd_scores(args):
     print(json.dumps(out))
 
 
+def cmd_decay(_):
+    from timm.utils import check_batch_size_retry, decay_batch_step
+    out = {f'{steps}_{int(no_odd)}': [decay_batch_step(n, steps, no_odd) for n in range(1101)]
+           for steps in (1, 2, 4) for no_odd in (False, True)}
+    errors = ['DefaultCPUAllocator: not enough memory: you tried to allocate 1 bytes.',
+              'CUDA error: an ILLEGAL memory access was encountered',
+              'required rank 4 tensor to use channels_last format', 'shape mismatch']
+    out['retry'] = {e: check_batch_size_retry(e) for e in errors}
+    print(json.dumps(out))
+
+
 def cmd_parse(args):
     path = args.checkpoint
     if path.endswith('.json'):
@@ -226,7 +240,8 @@ def cmd_svg(args):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument('command', choices=['validate', 'infer', 'images', 'valimages', 'scores', 'parse', 'svg', 'save'])
+    p.add_argument('command',
+                   choices=['validate', 'infer', 'images', 'valimages', 'scores', 'decay', 'parse', 'svg', 'save'])
     p.add_argument('checkpoint')  # the folder for 'images'
     p.add_argument('--model', default='resnet18')
     p.add_argument('--num-classes', type=int, default=10)
@@ -247,7 +262,7 @@ def main():
     p.add_argument('--valid-labels', default='')
     args = p.parse_args()
     {'validate': cmd_validate, 'infer': cmd_infer, 'images': cmd_images, 'valimages': cmd_valimages, 'parse': cmd_parse, 'svg': cmd_svg,
-     'save': cmd_save, 'scores': cmd_scores}[args.command](args)
+     'save': cmd_save, 'scores': cmd_scores, 'decay': cmd_decay}[args.command](args)
 
 
 if __name__ == '__main__':
