@@ -15,7 +15,6 @@
 #include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -330,25 +329,13 @@ Setup make_setup(const timm::ToolArgs& args, const std::string& model_name, at::
 // one model. Throws UsageError for an unreadable or empty list and a
 // pattern that matches nothing.
 std::optional<std::vector<std::string>> bulk_model_names(const timm::ToolArgs& args) {
-  std::vector<std::string> names;
-  if (args.has("model-list")) {
-    const std::string file = args.get("model-list");
-    std::ifstream in(file);
-    if (!in) throw timm::UsageError("--model-list " + timm::in_quotes(file) + ": cannot open the file");
-    for (std::string line; std::getline(in, line);) {
-      while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
-      if (!line.empty()) names.push_back(line);
-    }
-    if (names.empty()) throw timm::UsageError("--model-list " + timm::in_quotes(file) + ": no model names in it");
-    return names;
-  }
+  if (args.has("model-list")) return timm::read_model_names("model-list", args.get("model-list"));
   const std::string model = args.get("model");
   const timm::Registry& registry = timm::Registry::global();
   if (registry.find(timm::PluginKind::kModel, model) != nullptr || model.find_first_of("*?[") == std::string::npos) {
     return std::nullopt;
   }
-  names = registry.list(timm::PluginKind::kModel, model);
-  if (names.empty()) throw timm::UsageError("--model " + timm::in_quotes(model) + ": no registered model matches it");
+  const std::vector<std::string> names = timm::models_matching("model", model);
   timm::log_info("Running bulk benchmark on these models: " + timm::joined_names(names));
   return names;
 }

@@ -18,6 +18,7 @@
 
 #include "timm/base/app_main.hpp"
 #include "timm/base/error.hpp"
+#include "timm/base/names.hpp"
 #include "timm/base/stopwatch.hpp"
 #include "timm/log/log.hpp"
 #include "timm/models/channels_last.hpp"
@@ -245,10 +246,46 @@ double round_to(double value, int digits) {
   return std::round(value * scale) / scale;
 }
 
-timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std::filesystem::path>& checkpoint,
-                             std::shared_ptr<const timm::Dataset> dataset, const timm::DatasetDefaults& defaults,
-                             int64_t in_chans, const timm::EvalPrecision& precision, int64_t batch_size) {
-  const std::string model_name = args.get("model");
+// One validation of validate.py's model_cfgs: a model, and a checkpoint or
+// (with `pretrained`) its default pretrained weights.
+struct Job {
+  std::string model;
+  std::optional<std::filesystem::path> checkpoint;
+  bool pretrained = false;
+};
+
+// validate.py's bulk runs: each checkpoint of a --checkpoint folder; the
+// registered models a --model wildcard matches, or "all" of them, with their
+// pretrained weights; the model names in a --model file, one per line.
+// Empty for a single validation.
+std::vector<Job> bulk_jobs(const timm::ToolArgs& args) {
+  const std::string model = args.get("model");
+  const bool pretrained = args.get_switch("pretrained");
+  std::vector<Job> jobs;
+  if (args.has("checkpoint")) {
+    if (!std::filesystem::is_directory(args.get("checkpoint"))) return jobs;
+    for (const auto& path : timm::find_checkpoints(args.get("checkpoint"))) jobs.push_back({model, path, false});
+    return jobs;
+  }
+  const timm::Registry& registry = timm::Registry::global();
+  if (registry.find(timm::PluginKind::kModel, model) != nullptr) return jobs;
+  if (model == "all" || model.find_first_of("*?[") != std::string::npos) {
+    for (const auto& name : timm::models_matching("model", model == "all" ? "*" : model)) {
+      jobs.push_back({name, std::nullopt, true});
+    }
+  } else if (std::filesystem::is_regular_file(model)) {
+    for (const auto& name : timm::read_model_names("model", model)) jobs.push_back({name, std::nullopt, pretrained});
+  }
+  return jobs;
+}
+
+timm::ResultRow validate_one(const timm::ToolArgs& args, const Job& job, std::shared_ptr<const timm::Dataset> dataset,
+                             const timm::DatasetDefaults& defaults, int64_t in_chans,
+                             const timm::EvalPrecision& precision, int64_t batch_size) {
+  const std::string& model_name = job.model;
+  const std::optional<std::filesystem::path>& checkpoint = job.checkpoint;
+  // validate.py's random_seed, before the model is made: each of a bulk run's validations as a single one.
+  at::manual_seed(static_cast<uint64_t>(args.get_int("seed")));
   timm::Config config = timm::data_flags_config(args);
   config.set("in_chans", in_chans);
   timm::ModelArgs model_args;
@@ -256,7 +293,7 @@ timm::ResultRow validate_one(const timm::ToolArgs& args, const std::optional<std
   model_args.global_pool = args.get_optional("gp");
   model_args.kwargs = args.get_kwargs("model-kwargs");
   // validate.py: --pretrained without --num-classes keeps the pretrained head.
-  const bool pretrained = !checkpoint && args.get_switch("pretrained");
+  const bool pretrained = !checkpoint && job.pretrained;
   model_args.num_classes = pretrained ? timm::pretrained_num_classes(model_name) : dataset->num_classes();
   if (auto n = args.get_optional_int("num-classes")) model_args.num_classes = *n;
   if (checkpoint && !args.given("num-classes")) {
@@ -341,8 +378,6 @@ int run(int argc, char** argv) {
   timm::check_runtime_flags(args);
   if (const auto average = args.get_optional("metrics-avg")) timm::check_metrics_average(*average);
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
-  // validate.py's random_seed, before any model is made.
-  at::manual_seed(static_cast<uint64_t>(args.get_int("seed")));
   const timm::EvalPrecision precision = timm::eval_precision(args);
   timm::log_info(timm::describe_eval_precision(precision, "Validating"));
   if (args.get_switch("pretrained") && args.has("checkpoint")) {
@@ -352,15 +387,21 @@ int run(int argc, char** argv) {
   }
   const std::string dataset_name = timm::tool_dataset_name(args);
   const timm::DatasetDefaults defaults = timm::dataset_defaults(dataset_name);
-  std::vector<std::optional<std::filesystem::path>> checkpoints{std::nullopt};
-  if (args.has("checkpoint")) {
-    checkpoints.clear();
-    for (const auto& path : timm::find_checkpoints(args.get("checkpoint"))) checkpoints.emplace_back(path);
+  std::vector<Job> jobs = bulk_jobs(args);
+  const bool bulk = !jobs.empty();
+  if (bulk) {
+    std::vector<std::string> names;
+    for (const Job& job : jobs) names.push_back(job.checkpoint ? job.checkpoint->filename().string() : job.model);
+    timm::log_info("Running bulk validation on these pretrained models: " + timm::joined_names(names));
+  } else {
+    std::optional<std::filesystem::path> checkpoint;
+    if (args.has("checkpoint")) checkpoint = timm::find_checkpoints(args.get("checkpoint")).front();
+    jobs.push_back({args.get("model"), checkpoint, args.get_switch("pretrained")});
   }
   // The channels the checkpoint was trained with, unless --in-chans says.
   int64_t in_chans = timm::resolve_in_chans(timm::data_flags_config(args), defaults);
-  if (checkpoints.front() && !args.given("in-chans") && !args.given("input-size")) {
-    if (auto c = timm::checkpoint_shape(*checkpoints.front(), args.get("model")).in_chans) in_chans = *c;
+  if (jobs.front().checkpoint && !args.given("in-chans") && !args.given("input-size")) {
+    if (auto c = timm::checkpoint_shape(*jobs.front().checkpoint, jobs.front().model).in_chans) in_chans = *c;
   }
   timm::check_input_img_mode(args.get_optional("input-img-mode"), in_chans);
   timm::IterableOptions keys;
@@ -370,33 +411,39 @@ int run(int argc, char** argv) {
                                                           in_chans, args.get("class-map"), keys),
                                      args.get_optional_int("num-samples"), "num-samples");
 
-  // validate.py: --retry, and every checkpoint of a folder (bulk: a model
-  // that fails at every batch size is left out, as validate.py's).
-  const bool bulk = args.has("checkpoint") && std::filesystem::is_directory(args.get("checkpoint"));
+  // validate.py: --retry, and every job of a bulk run, where a job that
+  // fails is left out.
   const int64_t batch_size = args.get_int_at_least("batch-size", 1);
   std::vector<timm::ResultRow> rows;
-  for (const auto& checkpoint : checkpoints) {
+  for (const Job& job : jobs) {
+    const std::string what = job.model + (job.checkpoint ? " (" + job.checkpoint->string() + ")" : "");
     const auto validate_at = [&](int64_t batch) {
-      rows.push_back(validate_one(args, checkpoint, dataset, defaults, in_chans, precision, batch));
+      rows.push_back(validate_one(args, job, dataset, defaults, in_chans, precision, batch));
     };
     if (!bulk && !args.get_switch("retry")) {
       validate_at(batch_size);
       continue;
     }
-    const timm::BatchRetryOutcome outcome = timm::run_with_batch_retry(batch_size, "validation", validate_at);
-    if (outcome.ran) continue;
-    const std::string failed = args.get("model") + (checkpoint ? " (" + checkpoint->string() + ")" : "") +
-                               " failed to validate at every batch size down to 1: " + outcome.error;
+    std::string failed;
+    try {
+      const timm::BatchRetryOutcome outcome = timm::run_with_batch_retry(batch_size, "validation", validate_at);
+      if (outcome.ran) continue;
+      failed = what + " failed to validate at every batch size down to 1: " + outcome.error;
+    } catch (const timm::Error& e) {
+      if (!bulk) throw;
+      failed = what + " failed to validate: " + e.what();  // e.g. its pretrained weights not in the hub cache
+    }
     if (!bulk) throw timm::Error(failed);
     timm::log_error(failed);
   }
-  if (rows.empty()) throw timm::Error("no checkpoint in " + args.get("checkpoint") + " validated");
+  if (rows.empty()) throw timm::Error("bulk validation: no model validated (the errors above say why)");
   // validate.py sorts bulk results by top-1, best first.
   std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return top1_of(a) > top1_of(b); });
 
-  std::cout << "--result\n" << timm::format_results(rows, "json", /*single=*/rows.size() == 1) << std::flush;
+  // validate.py: a bulk run's results are a list, a single one's an object.
+  std::cout << "--result\n" << timm::format_results(rows, "json", /*single=*/!bulk) << std::flush;
   if (args.has("results-file")) {
-    timm::write_results_file(args.get("results-file"), rows, args.get("results-format"), rows.size() == 1);
+    timm::write_results_file(args.get("results-file"), rows, args.get("results-format"), /*single=*/!bulk);
   }
   return 0;
 }

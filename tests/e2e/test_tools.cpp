@@ -1015,4 +1015,57 @@ TEST_CASE("--retry: out of memory, timm-validate and timm-benchmark try again at
   CHECK(limited(concat(bench, {"--no-retry"})).exit_code == 1);
 }
 
+TEST_CASE("timm-validate bulk-validates pretrained models named by a --model file, wildcard or 'all', best first") {
+  timm::test::TempDir tmp;
+  const fs::path cache = tmp / "cache";
+  // Seeded weights as the default pretrained weights of resnet18 and resnet10t; no others in the cache.
+  for (const char* model : {"resnet18", "resnet10t"})
+    run_oracle("hub_cache_oracle.py", {"make", cache.string(), model, (tmp / model).string()});
+  const std::vector<std::string> env = {"HF_HUB_CACHE=" + cache.string()};
+  const std::vector<std::string> common = {"--num-samples", "32", "-b", "32", "-j", "1", "--num-classes", "10"};
+  const auto single = [&](const std::string& model) {
+    return run_tool("timm-validate", tmp / (model + ".json"), concat(common, {"--model", model, "--pretrained"}), env)
+        .results;
+  };
+  const json resnet18 = single("resnet18"), resnet10t = single("resnet10t");
+  REQUIRE(resnet18["top1"] != resnet10t["top1"]);  // the order below is seen
+  const json best_first = resnet18["top1"].get<double>() > resnet10t["top1"].get<double>()
+                              ? json::array({resnet18, resnet10t})
+                              : json::array({resnet10t, resnet18});
+  const auto same_rows = [&](const json& rows) {
+    REQUIRE(rows.size() == 2);
+    for (std::size_t i = 0; i < 2; ++i) {
+      for (const char* key : {"model", "top1", "top5", "loss", "img_size", "crop_pct"}) {
+        CHECK_MESSAGE(rows[i][key] == best_first[i][key], std::string(key));
+      }
+    }
+  };
+  // A file of names (validate.py: --pretrained as given).
+  std::ofstream(tmp / "models.txt") << "resnet18\nresnet10t\n\n";
+  const ToolRun listed = run_tool("timm-validate", tmp / "listed.json",
+                                  concat(common, {"--model", (tmp / "models.txt").string(), "--pretrained"}), env);
+  CHECK(listed.output.find("Running bulk validation on these pretrained models: resnet18, resnet10t") !=
+        std::string::npos);
+  same_rows(listed.results);
+  // A wildcard: the registered models it matches (resnet10t, resnet14t), with their pretrained weights; one not in
+  // the cache is left out, naming it. A bulk run's results are a list even of one row.
+  const ToolRun matched =
+      run_tool("timm-validate", tmp / "matched.json", concat(common, {"--model", "resnet1?t"}), env);
+  CHECK(matched.output.find("resnet14t failed to validate: pretrained weights of 'timm/resnet14t.c3_in1k' are not in "
+                            "the Hugging Face hub cache") != std::string::npos);
+  REQUIRE(matched.results.is_array());
+  REQUIRE(matched.results.size() == 1);
+  CHECK(matched.results[0]["model"] == "resnet10t");
+  CHECK(matched.results[0]["top1"] == resnet10t["top1"]);
+  CHECK(matched.results[0]["loss"] == resnet10t["loss"]);
+
+  const auto none = run_command(concat({tool("timm-validate"), "--model", "resnet1?t"}, common),
+                                std::chrono::seconds(600), {"HF_HUB_CACHE=" + (tmp / "empty").string()});
+  CHECK(none.exit_code == 1);
+  CHECK(none.output.find("bulk validation: no model validated") != std::string::npos);
+  const auto nothing = run_command(concat({tool("timm-validate"), "--model", "zzz*"}, common));
+  CHECK(nothing.exit_code == 2);
+  CHECK(nothing.output.find("--model 'zzz*': no registered model matches it") != std::string::npos);
+}
+
 }  // namespace test_tools

@@ -1,6 +1,8 @@
 #include "timm/tools/eval_setup.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <fstream>
 
 #include <ATen/ops/_to_copy.h>
 
@@ -12,6 +14,7 @@
 #include "timm/layers/fast_norm.hpp"
 #include "timm/log/log.hpp"
 #include "timm/models/state_dict.hpp"
+#include "timm/plugin/registry.hpp"
 #include "timm/tools/test_time_pool.hpp"
 #include "timm/train/amp.hpp"
 
@@ -82,6 +85,24 @@ void add_fast_norm_flag(ToolArgs& args) {
 
 void set_fast_norm_if_asked(const ToolArgs& args) {
   if (args.get_switch("fast-norm")) layers::set_fast_norm(true);
+}
+
+std::vector<std::string> read_model_names(const std::string& flag, const std::string& file) {
+  std::ifstream in(file);
+  if (!in) throw UsageError("--" + flag + " " + in_quotes(file) + ": cannot open the file");
+  std::vector<std::string> names;
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+    if (!line.empty()) names.push_back(line);
+  }
+  if (names.empty()) throw UsageError("--" + flag + " " + in_quotes(file) + ": no model names in it");
+  return names;
+}
+
+std::vector<std::string> models_matching(const std::string& flag, const std::string& pattern) {
+  auto names = Registry::global().list(PluginKind::kModel, pattern);
+  if (names.empty()) throw UsageError("--" + flag + " " + in_quotes(pattern) + ": no registered model matches it");
+  return names;
 }
 
 void add_test_pool_flag(ToolArgs& args) {

@@ -44,6 +44,16 @@ void add_runtime_flags(ToolArgs& args, bool num_gpu);
 // Throws UsageError for a --device other than cpu or a --num-gpu other than 1.
 void check_runtime_flags(const ToolArgs& args);
 
+// The bulk runs' model names (benchmark.py's --model-list, validate.py's
+// --model FILE): one per line, trailing blanks dropped, empty lines skipped.
+// Throws UsageError naming `flag` and the file when it cannot be opened or
+// names no model.
+std::vector<std::string> read_model_names(const std::string& flag, const std::string& file);
+// The registered models that the wildcard `pattern` matches (timm's
+// list_models filter), in timm's order; throws UsageError naming `flag`
+// when none does.
+std::vector<std::string> models_matching(const std::string& flag, const std::string& pattern);
+
 // Declares --reparam (validate.py's and benchmark.py's).
 void add_reparam_flag(ToolArgs& args);
 
