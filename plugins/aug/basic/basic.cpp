@@ -466,12 +466,12 @@ class TrimBorder final : public ImageTransform {
     if (border < 0) throw UsageError("--crop-border-pixels must be >= 0, got " + std::to_string(border));
   }
   void apply(Image& image, Rng&) const override {
-    const int64_t height = image.height - 2 * border_, width = image.width - 2 * border_;
-    if (height <= 0 || width <= 0) {
+    // A pixel is left inside iff side - 2 * border >= 1 (written so that no border overflows).
+    if (border_ > (std::min(image.height, image.width) - 1) / 2) {
       throw Error("TrimBorder(" + std::to_string(border_) + "): a " + std::to_string(image.height) + "x" +
                   std::to_string(image.width) + " image has no pixels inside a border of " + std::to_string(border_));
     }
-    image = crop(image, border_, border_, height, width);
+    image = crop(image, border_, border_, image.height - 2 * border_, image.width - 2 * border_);
   }
   std::string repr() const override { return "TrimBorder()"; }
 

@@ -382,6 +382,13 @@ TEST_CASE("trim_border: eval only, before the crop; a negative border or an imag
   Rng rng(0);
   CHECK_THROWS_WITH_AS(create_transform(eval).apply(image, rng),
                        "TrimBorder(20): a 40x60 image has no pixels inside a border of 20", Error);
+  eval.crop_border_pixels = 19;  // (40 - 38) x (60 - 38) left
+  Image thin(40, 60, 3);
+  create_transform(eval).image[0]->apply(thin, rng);
+  CHECK(thin.height == 2);
+  CHECK(thin.width == 22);
+  eval.crop_border_pixels = INT64_MAX;  // no overflow on the way to the error
+  CHECK_THROWS_AS(create_transform(eval).apply(image, rng), Error);
 }
 
 TEST_CASE("the stages declare their place in timm's create_transform") {
