@@ -98,6 +98,13 @@ timm::ToolArgs make_args() {
   return args;
 }
 
+// benchmark.py's resolve_precision: autocast's dtype (unset: no autocast),
+// and the weights' and the input's.
+struct Precision {
+  std::optional<at::ScalarType> amp_dtype;
+  at::ScalarType model_dtype = at::kFloat;
+};
+
 struct Setup {
   std::string model_name;
   timm::ModelPtr model;
@@ -105,7 +112,8 @@ struct Setup {
   int64_t num_classes = 0;
   int64_t param_count = 0;
   bool channels_last = false;
-  at::ScalarType dtype = at::kFloat;  // the weights' and the input's (--precision float16 / bfloat16)
+  at::ScalarType dtype = at::kFloat;        // the weights' and the input's (--precision float16 / bfloat16)
+  std::optional<at::ScalarType> amp_dtype;  // autocast's; unset: none
 };
 
 at::Tensor make_input(const Setup& setup) {
@@ -185,14 +193,15 @@ std::pair<double, double> time_steps(const char* label, int64_t warm, TimedSteps
   return {batch * done / total, ms_per_step(step_sum, done)};
 }
 
-void bench_inference(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarType dtype, timm::ResultRow& row) {
+void bench_inference(const timm::ToolArgs& args, Setup& setup, timm::ResultRow& row) {
   setup.model->eval();
   torch::NoGradGuard no_grad;
   const at::Tensor x = make_input(setup);
   timm::log_info(timm::format("Running inference benchmark on %s for %lld steps w/ input size %s and batch size %lld.",
                               setup.model_name.c_str(), static_cast<long long>(args.get_int("num-bench-iter")),
                               c10::str(setup.input_shape).c_str(), static_cast<long long>(setup.input_shape[0])));
-  timm::AutocastGuard autocast(at::kCPU, dtype, amp);
+  std::optional<timm::AutocastGuard> autocast;
+  if (setup.amp_dtype) autocast.emplace(at::kCPU, *setup.amp_dtype);
   const auto [rate, step_ms] = time_steps("Infer", args.get_int("num-warm-iter"), timed_steps(args),
                                           setup.input_shape[0], [&] { setup.model->forward(x); });
   profile_steps(args, [&] { setup.model->forward(x); });
@@ -206,8 +215,7 @@ void bench_inference(const timm::ToolArgs& args, Setup& setup, bool amp, at::Sca
 
 // The train benchmark (zero_grad, forward, loss, backward, optimizer step)
 // or, without `optimizer_step`, forward + backward alone (--bench fwd-bwd).
-void bench_train(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarType dtype, bool optimizer_step,
-                 timm::ResultRow& row) {
+void bench_train(const timm::ToolArgs& args, Setup& setup, bool optimizer_step, timm::ResultRow& row) {
   setup.model->train();
   timm::OptimizerPtr optimizer;
   if (optimizer_step) {
@@ -242,7 +250,8 @@ void bench_train(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarT
     }
     at::Tensor loss;
     {
-      timm::AutocastGuard autocast(at::kCPU, dtype, amp);
+      std::optional<timm::AutocastGuard> autocast;
+      if (setup.amp_dtype) autocast.emplace(at::kCPU, *setup.amp_dtype);
       const at::Tensor logits = setup.model->forward(x).to(at::kFloat);
       // benchmark.py's nn.CrossEntropyLoss unless --smoothing is set.
       loss = smoothing > 0.0 ? timm::label_smoothing_cross_entropy(logits, target, smoothing)
@@ -267,11 +276,6 @@ void bench_train(const timm::ToolArgs& args, Setup& setup, bool amp, at::ScalarT
 
 // benchmark.py's resolve_precision, --amp overriding --precision: autocast
 // in `amp_dtype`, or the weights and input in `model_dtype`.
-struct Precision {
-  std::optional<at::ScalarType> amp_dtype;
-  at::ScalarType model_dtype = at::kFloat;
-};
-
 Precision resolve_precision(const timm::ToolArgs& args) {
   const at::ScalarType amp_dtype = timm::parse_amp_dtype(args.get("amp-dtype"));
   std::string precision = args.get("precision");
@@ -288,7 +292,8 @@ Precision resolve_precision(const timm::ToolArgs& args) {
                          ": expected amp, amp_bfloat16, float16, bfloat16 or float32");
 }
 
-Setup make_setup(const timm::ToolArgs& args, const std::string& model_name, at::ScalarType dtype, int64_t batch_size) {
+Setup make_setup(const timm::ToolArgs& args, const std::string& model_name, const Precision& precision,
+                 int64_t batch_size) {
   timm::Config config = timm::data_flags_config(args);
   timm::ModelArgs model_args;
   model_args.in_chans = timm::resolve_in_chans(config, {});
@@ -311,8 +316,9 @@ Setup make_setup(const timm::ToolArgs& args, const std::string& model_name, at::
                                                           /*use_test_size=*/!args.get_switch("use-train-size"));
   setup.input_shape = {batch_size};
   setup.input_shape.insert(setup.input_shape.end(), data.input_size.begin(), data.input_size.end());
-  setup.dtype = dtype;
-  timm::to_model_dtype(*setup.model, dtype);  // benchmark.py: model.to(device, dtype), then channels_last
+  setup.dtype = precision.model_dtype;
+  setup.amp_dtype = precision.amp_dtype;
+  timm::to_model_dtype(*setup.model, setup.dtype);  // benchmark.py: model.to(device, dtype), then channels_last
   setup.channels_last = args.get_switch("channels-last");
   if (setup.channels_last) timm::to_channels_last(*setup.model);
   // benchmark.py: set_grad_checkpointing() right after the model is created.
@@ -364,22 +370,21 @@ int run(int argc, char** argv) {
   }
   timm::load_plugins(timm::Registry::global(), timm::plugin_search_path(args.get_list("plugin-dir")));
   const Precision precision = resolve_precision(args);
-  const bool amp = precision.amp_dtype.has_value();
-  const at::ScalarType dtype = precision.amp_dtype.value_or(at::kBFloat16);
-  timm::log_info(amp ? "Using native Torch AMP (" + timm::dtype_name(dtype) + ") on the CPU."
+  timm::log_info(precision.amp_dtype
+                     ? "Using native Torch AMP (" + timm::dtype_name(*precision.amp_dtype) + ") on the CPU."
                      : "AMP not enabled; weights and input in " + timm::dtype_name(precision.model_dtype) + ".");
 
   // benchmark.py's runners, one per mode, each on a fresh model.
   using Mode = std::function<void(Setup&, timm::ResultRow&)>;
   std::vector<Mode> modes;
   if (bench == "inference" || bench == "both") {
-    modes.emplace_back([&](Setup& s, timm::ResultRow& r) { bench_inference(args, s, amp, dtype, r); });
+    modes.emplace_back([&](Setup& s, timm::ResultRow& r) { bench_inference(args, s, r); });
   }
   if (bench == "train" || bench == "both") {
-    modes.emplace_back([&](Setup& s, timm::ResultRow& r) { bench_train(args, s, amp, dtype, true, r); });
+    modes.emplace_back([&](Setup& s, timm::ResultRow& r) { bench_train(args, s, /*optimizer_step=*/true, r); });
   }
   if (bench == "fwd-bwd") {
-    modes.emplace_back([&](Setup& s, timm::ResultRow& r) { bench_train(args, s, amp, dtype, false, r); });
+    modes.emplace_back([&](Setup& s, timm::ResultRow& r) { bench_train(args, s, /*optimizer_step=*/false, r); });
   }
   const bool retry = !args.get_switch("no-retry");
   const int64_t batch_size = args.get_int("batch-size");
@@ -393,7 +398,7 @@ int run(int argc, char** argv) {
       timm::ResultRow mode_row;
       const auto run_at = [&](int64_t batch) {
         mode_row.clear();
-        Setup setup = make_setup(args, name, precision.model_dtype, batch);
+        Setup setup = make_setup(args, name, precision, batch);
         param_count = setup.param_count;
         mode(setup, mode_row);
       };
