@@ -63,7 +63,9 @@ def python_bench(model_name, batch, warm, iters, min_seconds, mode):
 def cpp_bench(exe, model_name, batch, threads, warm, iters, min_seconds, mode):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, 'bench.json')
-        subprocess.run([exe, '--model', model_name, '-b', str(batch), '--bench', mode, '--threads', str(threads),
+        # --img-size 224 as the Python side (timm-benchmark's default is the cfg's test size, as benchmark.py's).
+        subprocess.run([exe, '--model', model_name, '-b', str(batch), '--img-size', '224', '--bench', mode,
+                        '--threads', str(threads),
                         '--num-warm-iter', str(warm), '--num-bench-iter', str(iters),
                         '--min-bench-time', str(min_seconds), '--results-file', out],
                        check=True, capture_output=True, text=True)
