@@ -21,6 +21,7 @@
 #include "timm/plugin/loader.hpp"
 #include "timm/plugin/registry.hpp"
 #include "timm/tools/eval_setup.hpp"
+#include "timm/tools/imagenet_info.hpp"
 #include "timm/tools/progress.hpp"
 #include "timm/tools/results_file.hpp"
 #include "timm/train/amp.hpp"
@@ -40,6 +41,35 @@ const std::vector<std::pair<std::string, std::string>> kFashionMnistLabels = {{"
                                                                               {"bag", "Bag"},
                                                                               {"ankle_boot", "Ankle boot"}};
 
+// inference.py's labels by --label-type (name, description, detail or
+// detailed): Fashion-MNIST's for its 10 classes; ImageNet-1k's (timm's
+// ImageNetInfo) for 1000 outputs, as inference.py's infer_imagenet_subset;
+// none otherwise (inference.py logs that it cannot deduce the subset), an
+// error when --label-type asked for them.
+std::vector<std::string> class_labels(const timm::ToolArgs& args, bool fashion_mnist, int64_t num_classes) {
+  const std::string type = args.get("label-type");
+  if (type != "none" && type != "name" && type != "description" && type != "detail" && type != "detailed") {
+    throw timm::UsageError("--label-type " + timm::in_quotes(type) +
+                           ": expected none, name, description, detail or detailed");
+  }
+  std::vector<std::string> labels;
+  if (type == "none") return labels;
+  if (fashion_mnist) {
+    for (const auto& [name, description] : kFashionMnistLabels) labels.push_back(type == "name" ? name : description);
+  } else if (num_classes == 1000) {
+    for (const timm::ClassLabel& label : timm::imagenet1k_labels()) {
+      labels.push_back(type == "name"          ? label.name
+                       : type == "description" ? label.description
+                                               : label.detailed_description());
+    }
+  } else if (args.given("label-type")) {
+    throw timm::UsageError("--label-type " + type + ": class names are known for Fashion-MNIST (10 classes) and " +
+                           "ImageNet-1k (1000), not for " + std::to_string(num_classes) +
+                           " classes; use --label-type none");
+  }
+  return labels;
+}
+
 timm::ToolArgs make_args() {
   timm::ToolArgs args("timm-infer", "Top-k predictions per image of a folder or dataset (timm's inference.py).");
   timm::add_model_data_flags(args, "resnet18");
@@ -48,7 +78,8 @@ timm::ToolArgs make_args() {
   args.add("checkpoint", "", "", "a .safetensors checkpoint written by timm-run");
   args.add("topk", "", "5", "top-k to output");
   args.add("output-type", "", "prob", "prob (softmax) or logit");
-  args.add("label-type", "", "description", "none, name or description (Fashion-MNIST's class names)");
+  args.add("label-type", "", "description",
+           "none, name, description, detail or detailed (Fashion-MNIST's class names; ImageNet-1k's for 1000 outputs)");
   args.add_switch("include-index", "", "include the class index column");
   args.add_switch("fullname", "", "use the full sample path (or name) as filename, not the basename");
   args.add_switch("results-separate-col", "", "one column per rank (index_0, prob_0, ...) instead of lists");
@@ -87,8 +118,7 @@ struct Options {
   int64_t topk;
   bool prob, include_index, fullname, separate, exclude_output;
   std::string filename_col, index_col, label_col, output_col;
-  const std::vector<std::pair<std::string, std::string>>* labels;  // null: no label column
-  bool label_names;                                                // name rather than description
+  std::vector<std::string> labels;  // each class's label; empty: no label column
   timm::EvalPrecision precision;
 };
 
@@ -124,12 +154,11 @@ std::vector<timm::ResultRow> predict(timm::ClassifierImpl& model, timm::Loader& 
       std::vector<int64_t> idx(ix[r].data_ptr<int64_t>(), ix[r].data_ptr<int64_t>() + ix.size(1));
       timm::ResultRow row{{opt.filename_col, sample_filename(dataset, sample, opt.fullname)}};
       if (opt.include_index || opt.exclude_output) add_ranked(row, opt.index_col, idx, opt.separate);
-      if (opt.labels != nullptr) {
+      if (!opt.labels.empty()) {
         std::vector<std::string> names;
         for (int64_t i : idx) {
-          const bool known = i >= 0 && static_cast<std::size_t>(i) < opt.labels->size();
-          names.push_back(known ? (opt.label_names ? (*opt.labels)[i].first : (*opt.labels)[i].second)
-                                : std::to_string(i));
+          const bool known = i >= 0 && static_cast<std::size_t>(i) < opt.labels.size();
+          names.push_back(known ? opt.labels[static_cast<std::size_t>(i)] : "<unmapped:" + std::to_string(i) + ">");
         }
         add_ranked(row, opt.label_col, names, opt.separate);
       }
@@ -158,8 +187,7 @@ Options make_options(const timm::ToolArgs& args, const std::string& dataset_name
               args.get("index-col"),
               args.get("label-col"),
               "",
-              nullptr,
-              false,
+              {},
               precision};
   if (opt.topk <= 0) throw timm::UsageError("--topk " + std::to_string(opt.topk) + ": expected a positive integer");
   const std::string output_type = args.get("output-type");
@@ -168,18 +196,7 @@ Options make_options(const timm::ToolArgs& args, const std::string& dataset_name
   }
   opt.prob = output_type == "prob";
   opt.output_col = args.has("output-col") ? args.get("output-col") : output_type;
-  const std::string label_type = args.get("label-type");
-  if (label_type != "none" && label_type != "name" && label_type != "description") {
-    throw timm::UsageError("--label-type " + timm::in_quotes(label_type) + ": expected none, name or description");
-  }
-  const bool fmnist = timm::is_fashion_mnist(dataset_name) && num_classes == 10;
-  if (label_type != "none" && fmnist) {
-    opt.labels = &kFashionMnistLabels;
-    opt.label_names = label_type == "name";
-  } else if (label_type != "none" && args.given("label-type")) {
-    throw timm::UsageError("--label-type " + label_type +
-                           ": class names are known only for Fashion-MNIST; use --label-type none");
-  }
+  opt.labels = class_labels(args, timm::is_fashion_mnist(dataset_name) && num_classes == 10, num_classes);
   return opt;
 }
 
@@ -259,7 +276,10 @@ int run(int argc, char** argv) {
   timm::to_model_dtype(*model, options.precision.model_dtype);
   if (options.precision.channels_last) timm::to_channels_last(*model);
   auto loader = timm::make_eval_loader(dataset, data_config,
-                                       {.batch_size = args.get_int("batch-size"), .workers = args.get_int("workers")});
+                                       {.batch_size = args.get_int("batch-size"),
+                                        .workers = args.get_int("workers"),
+                                        .naflex = std::nullopt,
+                                        .crop_border_pixels = 0});
   const auto rows = predict(*model, *loader, *dataset, options, std::max<int64_t>(1, args.get_int("log-freq")));
   if (const auto file = results_path(args, data_config)) {
     timm::write_results_file(*file, rows, args.get("results-format"));

@@ -1068,4 +1068,26 @@ TEST_CASE("timm-validate bulk-validates pretrained models named by a --model fil
   CHECK(nothing.output.find("--model 'zzz*': no registered model matches it") != std::string::npos);
 }
 
+TEST_CASE("timm-infer labels a 1000-class model's predictions with ImageNet-1k's names, as inference.py") {
+  timm::test::TempDir tmp;
+  const json imagenet = json::parse(run_oracle("tools_oracle.py", {"imagenet", "-"}));
+  const std::vector<std::string> common = {"--num-classes", "1000", "--num-samples", "4", "-j", "1", "--include-index"};
+  for (const std::string type : {"name", "description", "detailed"}) {
+    CAPTURE(type);
+    const ToolRun run =
+        run_tool("timm-infer", tmp / (type + ".json"), concat(common, {"--label-type", type, "--topk", "3"}));
+    REQUIRE(run.results.size() == 4);
+    const json& expected = imagenet.at(type == "detailed" ? "detailed" : type);
+    for (const json& row : run.results) {
+      REQUIRE(row["label"].size() == 3);
+      for (std::size_t k = 0; k < 3; ++k) CHECK(row["label"][k] == expected[row["index"][k].get<std::size_t>()]);
+    }
+  }
+  const auto unknown = run_command(
+      concat({tool("timm-infer"), "--label-type", "name"}, {"--num-classes", "7", "--num-samples", "4", "-j", "1"}));
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.output.find("class names are known for Fashion-MNIST (10 classes) and ImageNet-1k (1000), not for 7") !=
+        std::string::npos);
+}
+
 }  // namespace test_tools

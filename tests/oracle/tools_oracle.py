@@ -21,6 +21,8 @@ Usage:
   tools_oracle.py decay -                (timm's decay_batch_step for batch sizes 0..1100 at num_intra_steps 1, 2
                                         and 4, no_odd off and on: {"<steps>_<no_odd 0|1>": [...]}, and
                                         check_batch_size_retry of a few errors)
+  tools_oracle.py imagenet -             (timm's ImageNetInfo('imagenet-1k'): {"name": [...], "description": [...],
+                                        "detailed": [...]} by class index)
   tools_oracle.py parse FILE            (a results file read by Python's csv / json: rows, columns)
   tools_oracle.py svg FILE --csv SUMMARY (the SVG parsed by xml.etree; each curve's points mapped back to
                                          data values and compared with the CSV's: max abs error per series)
@@ -198,6 +200,13 @@ def cmd_decay(_):
     print(json.dumps(out))
 
 
+def cmd_imagenet(_):
+    from timm.data import ImageNetInfo
+    info = ImageNetInfo('imagenet-1k')
+    print(json.dumps({'name': info.label_names(), 'description': info.label_descriptions(),
+                      'detailed': info.label_descriptions(detailed=True)}))
+
+
 def cmd_parse(args):
     path = args.checkpoint
     if path.endswith('.json'):
@@ -241,7 +250,8 @@ def cmd_svg(args):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument('command',
-                   choices=['validate', 'infer', 'images', 'valimages', 'scores', 'decay', 'parse', 'svg', 'save'])
+                   choices=['validate', 'infer', 'images', 'valimages', 'scores', 'decay', 'imagenet', 'parse', 'svg',
+                            'save'])
     p.add_argument('checkpoint')  # the folder for 'images'
     p.add_argument('--model', default='resnet18')
     p.add_argument('--num-classes', type=int, default=10)
@@ -262,7 +272,8 @@ def main():
     p.add_argument('--valid-labels', default='')
     args = p.parse_args()
     {'validate': cmd_validate, 'infer': cmd_infer, 'images': cmd_images, 'valimages': cmd_valimages, 'parse': cmd_parse, 'svg': cmd_svg,
-     'save': cmd_save, 'scores': cmd_scores, 'decay': cmd_decay}[args.command](args)
+     'save': cmd_save, 'scores': cmd_scores, 'decay': cmd_decay,
+     'imagenet': cmd_imagenet}[args.command](args)
 
 
 if __name__ == '__main__':
