@@ -1,7 +1,6 @@
 #include "timm/tools/test_time_pool.hpp"
 
 #include <ATen/ATen.h>
-#include <torch/nn/functional/pooling.h>
 #include <torch/utils.h>
 
 #include "timm/base/error.hpp"
@@ -10,14 +9,6 @@
 namespace timm {
 namespace {
 
-// The base's parameter `name` (e.g. "fc.weight"); undefined when it has none.
-at::Tensor find_parameter(const ClassifierImpl& model, const std::string& name) {
-  for (const auto& item : model.named_parameters()) {
-    if (item.key() == name) return item.value();
-  }
-  return {};
-}
-
 std::string size_text(int64_t h, int64_t w) { return "(" + std::to_string(h) + ", " + std::to_string(w) + ")"; }
 
 }  // namespace
@@ -25,16 +16,17 @@ std::string size_text(int64_t h, int64_t w) { return "(" + std::to_string(h) + "
 TestTimePoolHeadImpl::TestTimePoolHeadImpl(ModelPtr base, std::array<int64_t, 2> original_pool)
     : base_(std::move(base)), original_pool_(original_pool) {
   const std::string& classifier = base_->pretrained_cfg().classifier;
-  const at::Tensor weight = find_parameter(*base_, classifier + ".weight");
-  if (!weight.defined() || (weight.dim() != 2 && weight.dim() != 4)) {
+  const auto params = base_->named_parameters();
+  const at::Tensor* weight = params.find(classifier + ".weight");
+  if (weight == nullptr || (weight->dim() != 2 && weight->dim() != 4)) {
     throw UsageError("--test-pool: the model has no classifier weight '" + classifier +
                      ".weight' (a Linear or 1x1 conv) to apply to the pooled windows");
   }
-  const at::Tensor bias = find_parameter(*base_, classifier + ".bias");
-  fc_ = torch::nn::Conv2d(torch::nn::Conv2dOptions(weight.size(1), weight.size(0), 1).bias(bias.defined()));
+  const at::Tensor* bias = params.find(classifier + ".bias");
+  fc_ = torch::nn::Conv2d(torch::nn::Conv2dOptions(weight->size(1), weight->size(0), 1).bias(bias != nullptr));
   torch::NoGradGuard no_grad;
-  fc_->weight.copy_(weight.reshape(fc_->weight.sizes()));
-  if (bias.defined()) fc_->bias.copy_(bias);
+  fc_->weight.copy_(weight->reshape(fc_->weight.sizes()));
+  if (bias != nullptr) fc_->bias.copy_(*bias);
   register_module("base", base_);
   register_module("fc", fc_);
 }
